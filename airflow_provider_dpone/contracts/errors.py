@@ -1,0 +1,83 @@
+"""Stable error codes and the one exception type that carries them.
+
+Messages and details are *safe*: route identities, partition IDs, phases, batch IDs, file names the
+user gave, counts. Never SQL, row values, credentials, connector responses or exception messages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from enum import Enum
+from typing import Any
+
+
+class ErrorCode(str, Enum):
+    """Codes printed as ``error: <code>: ...`` and carried by Airflow task failures."""
+
+    MANUAL_RECONCILIATION_REQUIRED = "native_transfer_manual_reconciliation_required"
+    GUARD_INVALID = "native_transfer_target_commit_guard_invalid"
+    MANIFEST_INVALID = "manifest_invalid"
+    CONNECTION_MISSING = "connection_missing"
+    CONNECTION_INVALID = "connection_invalid"
+    EMBEDDED_EXTRA_MISSING = "embedded_extra_missing"
+    SOURCE_TABLE_MISSING = "source_table_missing"
+    SOURCE_UNREACHABLE = "source_unreachable"
+    SOURCE_READ_FAILED = "source_read_failed"
+    UNSUPPORTED_COLUMN_TYPE = "unsupported_column_type"
+    TARGET_UNREACHABLE = "target_unreachable"
+    TARGET_INCOMPATIBLE = "target_table_incompatible"
+    TARGET_LOAD_FAILED = "target_load_failed"
+    TARGET_MUTATION_UNGUARDED = "target_mutation_unguarded"
+    CHECKPOINT_STORE_FAILED = "checkpoint_store_failed"
+    QUALITY_CHECK_FAILED = "quality_check_failed"
+    ARTIFACT_INVALID = "artifact_invalid"
+    USAGE = "usage_error"
+
+
+#: Codes that mean "the route is blocked until an operator acts" (CLI exit code 3).
+BLOCKING_CODES = frozenset({ErrorCode.MANUAL_RECONCILIATION_REQUIRED, ErrorCode.GUARD_INVALID})
+#: Codes that mean "the input was wrong" (CLI exit code 2).
+USAGE_CODES = frozenset(
+    {
+        ErrorCode.MANIFEST_INVALID,
+        ErrorCode.CONNECTION_MISSING,
+        ErrorCode.CONNECTION_INVALID,
+        ErrorCode.EMBEDDED_EXTRA_MISSING,
+        ErrorCode.USAGE,
+    }
+)
+
+
+class DponeError(Exception):
+    """A failure with a stable code and a message that is safe to log anywhere.
+
+    ``details`` holds structured, safe facts (route, partitions, phases) for ``--json`` output and for
+    operators' tooling; ``hint_lines`` are the next steps printed under the error line.
+    """
+
+    def __init__(
+        self,
+        code: ErrorCode,
+        message: str,
+        *,
+        details: Mapping[str, Any] | None = None,
+        hint_lines: tuple[str, ...] = (),
+    ) -> None:
+        super().__init__(f"{code.value}: {message}")
+        self.code = code
+        self.safe_message = message
+        self.details: dict[str, Any] = dict(details or {})
+        self.hint_lines = hint_lines
+
+    @property
+    def blocks_route(self) -> bool:
+        return self.code in BLOCKING_CODES
+
+    def to_json(self) -> dict[str, Any]:
+        return {"error": self.code.value, "message": self.safe_message, "details": self.details}
+
+    def render(self) -> str:
+        """The operator-facing text: one error line, then indented detail lines."""
+        lines = [f"error: {self.code.value}: {self.safe_message}"]
+        lines.extend(f"  {line}" for line in self.hint_lines)
+        return "\n".join(lines)

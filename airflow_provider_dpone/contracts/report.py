@@ -1,0 +1,35 @@
+"""Evidence of one run: what was decided, moved and committed, per partition."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class PartitionOutcome(BaseModel):
+    model_config = ConfigDict(strict=True, frozen=True, extra="forbid")
+
+    partition_id: str
+    label: str
+    decision: str
+    reason: str
+    status: str
+    rows: int = 0
+    bytes: int = 0
+    seconds: float = 0.0
+    digest: str | None = None
+
+
+class RunReport(BaseModel):
+    model_config = ConfigDict(strict=True, frozen=True, extra="forbid")
+
+    manifest_name: str
+    route: str
+    run_id: str
+    export: str
+    load: str
+    checkpoint_batch_id: str | None
+    partitions: tuple[PartitionOutcome, ...]
+    rows_committed: int = 0
+    partitions_committed: int = 0
+    partitions_skipped: int = 0
+    seconds: float = Field(default=0.0, ge=0)

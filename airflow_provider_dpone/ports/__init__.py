@@ -1,0 +1,1 @@
+"""typing.Protocol interfaces over contracts. Imports contracts only."""

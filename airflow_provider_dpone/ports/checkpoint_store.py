@@ -1,0 +1,36 @@
+"""Durable checkpoint storage. Append-only; a batch is written one row at a time (not atomic)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from airflow_provider_dpone.contracts.checkpoint import PartitionCheckpoint
+from airflow_provider_dpone.contracts.route import RouteIdentity
+
+
+class CheckpointStore(Protocol):
+    def ensure_schema(self) -> None:
+        """Create the checkpoint table and indexes if missing (idempotent)."""
+
+    def write_batch(self, checkpoints: Sequence[PartitionCheckpoint]) -> None:
+        """Append each checkpoint in order, one row at a time. A failure may leave a prefix written."""
+
+    def list_latest(self, route: RouteIdentity) -> list[PartitionCheckpoint]:
+        """Latest checkpoint of every partition of the route, whatever its query or schema hash."""
+
+    def read_latest(self, route: RouteIdentity, partition_ids: Sequence[str]) -> dict[str, PartitionCheckpoint]:
+        """Latest checkpoint of each named partition that has one (used for exact reconciliation)."""
+
+    def history(self, route: RouteIdentity, partition_id: str) -> list[PartitionCheckpoint]:
+        """Every checkpoint ever written for one partition, oldest first (audit)."""
+
+    def close(self) -> None: ...
+
+
+class SourceStateStore(Protocol):
+    """Per-route incremental state (e.g. the cursor high-water mark), advanced only after commit."""
+
+    def read_state(self, route: RouteIdentity) -> dict[str, object] | None: ...
+
+    def advance_state(self, route: RouteIdentity, state: dict[str, object]) -> None: ...

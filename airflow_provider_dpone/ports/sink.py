@@ -1,0 +1,40 @@
+"""The ClickHouse target. Every mutating call takes an open :class:`TargetPermit`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Protocol
+
+from airflow_provider_dpone.contracts.chunk import ColumnChunk
+from airflow_provider_dpone.contracts.partition import PartitionBounds
+from airflow_provider_dpone.contracts.permit import TargetPermit
+from airflow_provider_dpone.contracts.schema import TableSchema
+
+
+class Sink(Protocol):
+    def prepare_target(self, table: str, schema: TableSchema, order_by: tuple[str, ...]) -> None:
+        """Create the database/table when missing; refuse an existing table with incompatible columns
+        (``target_table_incompatible``). Writes no rows."""
+
+    def load(self, permit: TargetPermit, table: str, schema: TableSchema, chunks: Iterable[ColumnChunk]) -> int:
+        """The direct (legacy) path: apply the strategy's scope for ``permit`` (truncate for full_refresh,
+        delete the armed bounds for replace_partition), then insert every chunk. Returns rows inserted."""
+
+    def count_rows(self, table: str, bounds: PartitionBounds | None) -> int:
+        """Rows the target holds within the bounds (read-only)."""
+
+    def close(self) -> None: ...
+
+
+class StagedSink(Sink, Protocol):
+    def begin_staging(self, table: str, schema: TableSchema, operation_id: str) -> str:
+        """Create an empty staging table for one operation; returns its name. Not a target mutation."""
+
+    def stage(self, staging_table: str, schema: TableSchema, chunks: Iterable[ColumnChunk]) -> int:
+        """Insert chunks into the staging table. Returns rows staged."""
+
+    def finalize_staged_load(self, permit: TargetPermit, staging_table: str, table: str) -> int:
+        """Publish the staging table into the target under the permit's strategy scope; drop staging."""
+
+    def abort_staged_load(self, staging_table: str) -> None:
+        """Drop the staging table (best effort, idempotent)."""

@@ -1,0 +1,30 @@
+"""A relational source read in bounded columnar chunks."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Protocol
+
+from airflow_provider_dpone.contracts.chunk import ColumnChunk
+from airflow_provider_dpone.contracts.partition import PartitionBounds
+from airflow_provider_dpone.contracts.schema import TableSchema
+
+
+class Source(Protocol):
+    def describe(self) -> TableSchema:
+        """Columns of the configured table or query, mapped to ClickHouse types. Unsupported types raise
+        ``unsupported_column_type`` naming the column, before any extraction."""
+
+    def query_hash(self) -> str:
+        """``sha256:`` over the normalized read definition (table, query, columns) — not the bounds."""
+
+    def plan_partitions(self) -> list[PartitionBounds]:
+        """Bounds of every partition the configured partitioning yields, in a stable order."""
+
+    def read(self, partition_id: str, bounds: PartitionBounds, chunk_rows: int) -> Iterator[ColumnChunk]:
+        """Rows of one partition, ordered deterministically, at most ``chunk_rows`` per chunk."""
+
+    def count(self, bounds: PartitionBounds) -> int:
+        """Rows the source holds within the bounds (read-only; for inspection and quality)."""
+
+    def close(self) -> None: ...
