@@ -18,14 +18,14 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from enum import Enum
-from typing import Literal
+from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from airflow_provider_dpone.contracts.checkpoint import CheckpointStatus, PartitionCheckpoint
 
 GUARD_KEY = "target_commit_guard"
-GUARD_SCHEMA_VERSION = "dpone.native_transfer.target_commit_guard.v1"
+GUARD_SCHEMA_VERSION: Final = "dpone.native_transfer.target_commit_guard.v1"
 BATCH_ID_PATTERN = r"^sha256:[0-9a-f]{64}$"
 
 
@@ -51,7 +51,10 @@ class RetryMeaning(str, Enum):
 
 #: The seed's phase table: (status, phase) -> (recovery recorded, what a retry may do).
 ALLOWED_PAIRS: Mapping[tuple[CheckpointStatus, GuardPhase], tuple[Recovery, RetryMeaning]] = {
-    (CheckpointStatus.EXPORTED, GuardPhase.ARMED): (Recovery.MANUAL_RECONCILIATION_REQUIRED, RetryMeaning.BLOCK),
+    (CheckpointStatus.EXPORTED, GuardPhase.ARMED): (
+        Recovery.MANUAL_RECONCILIATION_REQUIRED,
+        RetryMeaning.BLOCK,
+    ),
     (CheckpointStatus.FAILED, GuardPhase.FAILED_BEFORE_TARGET): (Recovery.RETRY_ALLOWED, RetryMeaning.RETRY),
     (CheckpointStatus.COMMITTED, GuardPhase.CHECKPOINT_COMMITTED): (Recovery.NONE, RetryMeaning.DONE),
     (CheckpointStatus.FAILED, GuardPhase.CHECKPOINT_INCOMPLETE): (
@@ -132,7 +135,9 @@ def read_guard(checkpoint: PartitionCheckpoint) -> TargetCommitGuard | None:
                 "schema_version": raw["schema_version"],
                 "checkpoint_batch_id": batch,
                 "phase": GuardPhase(raw["phase"]) if isinstance(raw["phase"], str) else raw["phase"],
-                "recovery": Recovery(raw["recovery"]) if isinstance(raw["recovery"], str) else raw["recovery"],
+                "recovery": Recovery(raw["recovery"])
+                if isinstance(raw["recovery"], str)
+                else raw["recovery"],
             }
         )
     except (ValueError, ValidationError, TypeError):

@@ -69,7 +69,9 @@ class SourceSpec(BaseModel):
     type: SourceType
     connection: str = Field(min_length=1)
     table: str = Field(min_length=1, description="the route's source table, e.g. dbo.orders")
-    query: str | None = Field(default=None, description="optional SELECT over the table; changes the query hash")
+    query: str | None = Field(
+        default=None, description="optional SELECT over the table; changes the query hash"
+    )
     columns: tuple[str, ...] | None = None
     partitioning: Partitioning = Partitioning(kind=PartitionKind.NONE)
     incremental: Incremental | None = None

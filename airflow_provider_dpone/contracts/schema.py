@@ -37,4 +37,6 @@ class TableSchema(BaseModel):
         raise KeyError(name)
 
     def schema_hash(self) -> str:
-        return sha256_tag(canonical_json([c.model_dump(mode="json", exclude={"source_type"}) for c in self.columns]))
+        return sha256_tag(
+            canonical_json([c.model_dump(mode="json", exclude={"source_type"}) for c in self.columns])
+        )

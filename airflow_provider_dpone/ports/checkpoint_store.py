@@ -19,7 +19,9 @@ class CheckpointStore(Protocol):
     def list_latest(self, route: RouteIdentity) -> list[PartitionCheckpoint]:
         """Latest checkpoint of every partition of the route, whatever its query or schema hash."""
 
-    def read_latest(self, route: RouteIdentity, partition_ids: Sequence[str]) -> dict[str, PartitionCheckpoint]:
+    def read_latest(
+        self, route: RouteIdentity, partition_ids: Sequence[str]
+    ) -> dict[str, PartitionCheckpoint]:
         """Latest checkpoint of each named partition that has one (used for exact reconciliation)."""
 
     def history(self, route: RouteIdentity, partition_id: str) -> list[PartitionCheckpoint]:

@@ -16,7 +16,9 @@ class Sink(Protocol):
         """Create the database/table when missing; refuse an existing table with incompatible columns
         (``target_table_incompatible``). Writes no rows."""
 
-    def load(self, permit: TargetPermit, table: str, schema: TableSchema, chunks: Iterable[ColumnChunk]) -> int:
+    def load(
+        self, permit: TargetPermit, table: str, schema: TableSchema, chunks: Iterable[ColumnChunk]
+    ) -> int:
         """The direct (legacy) path: apply the strategy's scope for ``permit`` (truncate for full_refresh,
         delete the armed bounds for replace_partition), then insert every chunk. Returns rows inserted."""
 

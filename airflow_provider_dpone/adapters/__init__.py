@@ -1,0 +1,1 @@
+"""Adapters: one package per real thing. Vendor SDKs live here only."""

@@ -1,0 +1,89 @@
+"""The checkpoint store's two tables, built for one SQL dialect.
+
+``dpone_partition_checkpoints`` (a public contract: scripts and runbooks query it) is append-only. Its
+``id`` is the append order: "latest" always means the highest ``id`` of a partition.
+
+Payload design: the product needs two things from the stored checkpoint JSON that one PostgreSQL column
+cannot give at once — reads must return the exact canonical text that was written (byte-identical, so
+digests and round-trip tests hold), and SQL users want a real JSON column to query. JSONB reorders keys
+and drops whitespace, so it cannot be the source of reads. Hence:
+
+* ``payload_text`` (TEXT, both dialects) holds the canonical JSON exactly as written; the store reads only
+  this column.
+* ``payload`` is a *generated* column the database derives from ``payload_text``: on PostgreSQL a STORED
+  ``JSONB`` (``payload_text::jsonb``), queryable with ``->``/``->>`` and indexable; on SQLite a VIRTUAL
+  ``TEXT`` equal to ``payload_text`` (no second copy on disk; ``json_extract(payload, ...)`` works).
+
+Being generated, ``payload`` can never disagree with ``payload_text`` and the insert sends the JSON once.
+PostgreSQL's JSONB cannot hold the character U+0000, so a diagnostics string containing it is rejected by
+PostgreSQL (the write fails with ``checkpoint_store_failed``); SQLite accepts it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Computed,
+    DateTime,
+    Index,
+    Integer,
+    MetaData,
+    Table,
+    Text,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+
+CHECKPOINT_TABLE = "dpone_partition_checkpoints"
+SOURCE_STATE_TABLE = "dpone_source_state"
+CHECKPOINT_INDEX_ROUTE_PARTITION = "ix_dpone_partition_checkpoints_route_partition_id"
+CHECKPOINT_INDEX_ROUTE = "ix_dpone_partition_checkpoints_route_id"
+
+
+@dataclass(frozen=True)
+class StoreTables:
+    metadata: MetaData
+    checkpoints: Table
+    source_state: Table
+
+
+def build_tables(dialect_name: str) -> StoreTables:
+    """Table objects for ``sqlite`` or ``postgresql`` (the only two dialects the store accepts)."""
+    metadata = MetaData()
+    if dialect_name == "postgresql":
+        id_column = Column("id", BigInteger, primary_key=True, autoincrement=True)
+        payload_column = Column("payload", JSONB, Computed("CAST(payload_text AS JSONB)", persisted=True))
+        table_kwargs: dict[str, object] = {}
+    else:
+        # INTEGER PRIMARY KEY AUTOINCREMENT: ids are never reused, even if an operator deletes rows.
+        id_column = Column("id", Integer, primary_key=True, autoincrement=True)
+        payload_column = Column("payload", Text, Computed("payload_text", persisted=False))
+        table_kwargs = {"sqlite_autoincrement": True}
+    checkpoints = Table(
+        CHECKPOINT_TABLE,
+        metadata,
+        id_column,
+        Column("route_key", Text, nullable=False),
+        Column("source_table", Text, nullable=False),
+        Column("target_table", Text, nullable=False),
+        Column("strategy", Text, nullable=False),
+        Column("partition_id", Text, nullable=False),
+        Column("run_id", Text, nullable=False),
+        Column("status", Text, nullable=False),
+        Column("written_at", DateTime(timezone=True), nullable=False),
+        Column("payload_text", Text, nullable=False),
+        payload_column,
+        Index(CHECKPOINT_INDEX_ROUTE_PARTITION, "route_key", "partition_id", "id"),
+        Index(CHECKPOINT_INDEX_ROUTE, "route_key", "id"),
+        **table_kwargs,
+    )
+    source_state = Table(
+        SOURCE_STATE_TABLE,
+        metadata,
+        Column("route_key", Text, primary_key=True),
+        Column("payload", Text, nullable=False),
+        Column("updated_at", DateTime(timezone=True), nullable=False),
+    )
+    return StoreTables(metadata=metadata, checkpoints=checkpoints, source_state=source_state)

@@ -1,0 +1,309 @@
+"""Airflow's connection forms, read without importing Airflow.
+
+An ``AIRFLOW_CONN_<NAME>`` variable holds either a URI (``mssql://user:pass@host:1433/db``) or, when it
+starts with ``{``, a JSON object (``{"conn_type": ..., "host": ..., "extra": {...}}``). Both are parsed
+the way Airflow parses them (``Connection._parse_from_uri`` / ``Connection.from_json``) into
+:class:`ConnectionFields`, then mapped to an :class:`EndpointDescriptor`. The Airflow hooks can feed a
+real ``Connection``'s fields through :func:`descriptor_from_fields` so both paths agree.
+
+Every failure is a :class:`ConnectionFormError` with a fixed reason: the value, which may hold a
+password, is never repeated, and parser exceptions (whose text may quote it) are not chained.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import SplitResult, parse_qsl, unquote, urlsplit
+
+from pydantic import SecretStr, ValidationError
+
+from airflow_provider_dpone.contracts.endpoints import ClickHouseInterface, EndpointDescriptor, EndpointKind
+
+#: Airflow ``conn_type`` (normalized) -> endpoint kind.
+CONN_TYPES: Mapping[str, EndpointKind] = {
+    "mssql": EndpointKind.MSSQL,
+    "sqlite": EndpointKind.SQLITE,
+    "postgres": EndpointKind.POSTGRES,
+    "clickhouse": EndpointKind.CLICKHOUSE,
+    "chdb": EndpointKind.CLICKHOUSE,
+}
+
+_JSON_KEYS = frozenset({"conn_type", "host", "login", "password", "port", "schema", "extra", "description"})
+_EXTRA_KEY = "__extra__"
+
+
+class ConnectionFormError(ValueError):
+    """A connection value that cannot be admitted. ``reason`` never contains the value."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class ConnectionFields:
+    """Airflow's connection fields (``schema`` is Airflow's name for the database / path part)."""
+
+    conn_type: str
+    host: str | None = None
+    port: int | None = None
+    schema: str | None = None
+    login: str | None = None
+    password: SecretStr | None = field(default=None, repr=False)
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+def normalize_conn_type(conn_type: str) -> str:
+    """Airflow's normalization: ``postgresql`` -> ``postgres``, ``-`` -> ``_``; lower-cased here too."""
+    value = conn_type.strip().lower()
+    if value == "postgresql":
+        return "postgres"
+    return value.replace("-", "_")
+
+
+def parse_connection_value(value: str) -> ConnectionFields:
+    """Parse an ``AIRFLOW_CONN_*`` value in URI or JSON form."""
+    text = value.strip()
+    if not text:
+        raise ConnectionFormError("the connection value is empty")
+    if text.startswith("{"):
+        return fields_from_json(text)
+    return fields_from_uri(text)
+
+
+def fields_from_uri(uri: str) -> ConnectionFields:
+    """Airflow's URI form: ``type://login:password@host:port/schema?extra_key=value``."""
+    if uri.count("://") != 1:
+        raise ConnectionFormError("the connection URI is malformed (expected exactly one '://')")
+    try:
+        parts = urlsplit(uri)
+        port = parts.port
+        login = unquote(parts.username) if parts.username else None
+        password = unquote(parts.password) if parts.password else None
+        host = _hostname(parts)
+        query = parse_qsl(parts.query, keep_blank_values=True, strict_parsing=bool(parts.query))
+    except ValueError:
+        # The parser's message may quote the URI (and so the password): do not chain it.
+        raise ConnectionFormError("the connection URI is malformed") from None
+    if not parts.scheme:
+        raise ConnectionFormError("the connection URI has no scheme (connection type)")
+    quoted_schema = parts.path[1:]
+    extra: dict[str, Any] = dict(query)
+    if _EXTRA_KEY in extra:
+        extra = _json_object(extra[_EXTRA_KEY], what="the __extra__ query parameter")
+    return ConnectionFields(
+        conn_type=normalize_conn_type(parts.scheme),
+        host=host or None,
+        port=port,
+        schema=unquote(quoted_schema) if quoted_schema else None,
+        login=login,
+        password=SecretStr(password) if password else None,
+        extra=extra,
+    )
+
+
+def fields_from_json(text: str) -> ConnectionFields:
+    """Airflow's JSON form: ``{"conn_type": ..., "host": ..., "login": ..., "extra": {...}}``."""
+    data = _json_object(text, what="the connection JSON")
+    unknown = sorted(set(data) - _JSON_KEYS)
+    if unknown:
+        raise ConnectionFormError(
+            "the connection JSON has unexpected fields: " + ", ".join(_safe_key(k) for k in unknown)
+        )
+    conn_type = data.get("conn_type")
+    if not isinstance(conn_type, str) or not conn_type.strip():
+        raise ConnectionFormError("the connection JSON needs a string conn_type")
+    raw_extra = data.get("extra")
+    if raw_extra is None or raw_extra == "":
+        extra: dict[str, Any] = {}
+    elif isinstance(raw_extra, str):
+        extra = _json_object(raw_extra, what="the connection JSON's extra")
+    elif isinstance(raw_extra, dict):
+        extra = raw_extra
+    else:
+        raise ConnectionFormError("the connection JSON's extra must be an object or a JSON string")
+    password = _optional_str(data, "password")
+    return ConnectionFields(
+        conn_type=normalize_conn_type(conn_type),
+        host=_optional_str(data, "host"),
+        port=_port(data.get("port")),
+        schema=_optional_str(data, "schema"),
+        login=_optional_str(data, "login"),
+        password=SecretStr(password) if password else None,
+        extra=extra,
+    )
+
+
+def descriptor_from_fields(
+    name: str, fields: ConnectionFields, *, manifest_dir: Path | None = None
+) -> EndpointDescriptor:
+    """Map Airflow connection fields to an endpoint descriptor.
+
+    File paths (SQLite file, chDB directory) that are relative are resolved against ``manifest_dir``
+    when given; nothing is opened or created.
+    """
+    kind = CONN_TYPES.get(fields.conn_type)
+    if kind is None:
+        supported = ", ".join(sorted(CONN_TYPES))
+        raise ConnectionFormError(f"unsupported connection type (supported: {supported})")
+    try:
+        if kind is EndpointKind.SQLITE:
+            return _sqlite(name, fields, manifest_dir)
+        if kind is EndpointKind.CLICKHOUSE:
+            return _clickhouse(name, fields, manifest_dir)
+        return _server(name, kind, fields)
+    except ValidationError:
+        raise ConnectionFormError("the connection has a field of the wrong type or out of range") from None
+
+
+def resolve_path(path: str, manifest_dir: Path | None) -> str:
+    """Absolute, normalized form of a file path; relative paths hang off ``manifest_dir`` (or the cwd)."""
+    candidate = Path(os.path.expanduser(path))
+    if not candidate.is_absolute():
+        candidate = (manifest_dir if manifest_dir is not None else Path.cwd()) / candidate
+    return os.path.normpath(str(candidate))
+
+
+def _sqlite(name: str, fields: ConnectionFields, manifest_dir: Path | None) -> EndpointDescriptor:
+    # Airflow's SqliteHook keeps the file in ``host``; the URI form ``sqlite:////abs.db`` puts it in ``schema``.
+    raw = fields.host or fields.schema or _extra_str(fields.extra, "path")
+    if not raw:
+        raise ConnectionFormError("a sqlite connection needs a file path")
+    return EndpointDescriptor(name=name, kind=EndpointKind.SQLITE, path=resolve_path(raw, manifest_dir))
+
+
+def _clickhouse(name: str, fields: ConnectionFields, manifest_dir: Path | None) -> EndpointDescriptor:
+    interface = _interface(fields)
+    if interface is ClickHouseInterface.CHDB:
+        raw = _extra_str(fields.extra, "path")
+        if not raw and fields.conn_type == "chdb":
+            raw = fields.schema or fields.host
+        if not raw:
+            raise ConnectionFormError("a chdb connection needs a path (extra 'path', or chdb:///DIR)")
+        return EndpointDescriptor(
+            name=name,
+            kind=EndpointKind.CLICKHOUSE,
+            interface=ClickHouseInterface.CHDB,
+            path=resolve_path(raw, manifest_dir),
+            database=_extra_str(fields.extra, "database"),
+        )
+    if not fields.host:
+        raise ConnectionFormError("a clickhouse connection needs a host")
+    return EndpointDescriptor(
+        name=name,
+        kind=EndpointKind.CLICKHOUSE,
+        interface=ClickHouseInterface.HTTP,
+        host=fields.host,
+        port=fields.port,
+        database=fields.schema or _extra_str(fields.extra, "database"),
+        user=fields.login,
+        password=fields.password,
+        secure=_bool(fields.extra.get("secure", False), what="secure"),
+    )
+
+
+def _server(name: str, kind: EndpointKind, fields: ConnectionFields) -> EndpointDescriptor:
+    if not fields.host:
+        raise ConnectionFormError(f"a {kind.value} connection needs a host")
+    return EndpointDescriptor(
+        name=name,
+        kind=kind,
+        host=fields.host,
+        port=fields.port,
+        database=fields.schema or None,
+        user=fields.login,
+        password=fields.password,
+    )
+
+
+def _interface(fields: ConnectionFields) -> ClickHouseInterface:
+    if fields.conn_type == "chdb":
+        return ClickHouseInterface.CHDB
+    raw = fields.extra.get("interface", ClickHouseInterface.HTTP.value)
+    if isinstance(raw, str):
+        try:
+            return ClickHouseInterface(raw.strip().lower())
+        except ValueError:
+            pass
+    allowed = ", ".join(i.value for i in ClickHouseInterface)
+    raise ConnectionFormError(f"unsupported clickhouse interface (supported: {allowed})")
+
+
+def _hostname(parts: SplitResult) -> str:
+    """Airflow's ``_parse_netloc_to_hostname``: keep a path-like host (``%2Ftmp%2Fx.db``) case-intact."""
+    hostname = unquote(parts.hostname or "")
+    if "/" in hostname:
+        hostname = parts.netloc
+        if "@" in hostname:
+            hostname = hostname.rsplit("@", 1)[1]
+        if ":" in hostname:
+            hostname = hostname.split(":", 1)[0]
+        hostname = unquote(hostname)
+    return hostname
+
+
+def _json_object(text: str, *, what: str) -> dict[str, Any]:
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        # json's message carries a position, and the exception keeps the document: do not chain it.
+        raise ConnectionFormError(f"{what} is not valid JSON") from None
+    if not isinstance(data, dict):
+        raise ConnectionFormError(f"{what} must be a JSON object")
+    return data
+
+
+def _optional_str(data: Mapping[str, Any], key: str) -> str | None:
+    value = data.get(key)
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise ConnectionFormError(f"the connection field {key!r} must be a string")
+    return value
+
+
+def _extra_str(extra: Mapping[str, Any], key: str) -> str | None:
+    value = extra.get(key)
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise ConnectionFormError(f"the connection extra {key!r} must be a string")
+    return value
+
+
+def _port(value: object) -> int | None:
+    if value is None or value == "":
+        return None
+    if isinstance(value, bool):
+        raise ConnectionFormError("the connection port must be an integer")
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value.strip())
+    if not isinstance(value, int):
+        raise ConnectionFormError("the connection port must be an integer")
+    if not 1 <= value <= 65535:
+        raise ConnectionFormError("the connection port is out of range")
+    return value
+
+
+def _bool(value: object, *, what: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str):
+        lowered = value.strip().lower()
+        if lowered in ("true", "1"):
+            return True
+        if lowered in ("false", "0", ""):
+            return False
+    raise ConnectionFormError(f"the connection extra {what!r} must be true or false")
+
+
+def _safe_key(key: str) -> str:
+    shown = key if key.isprintable() else repr(key)
+    return shown if len(shown) <= 40 else shown[:40] + "..."

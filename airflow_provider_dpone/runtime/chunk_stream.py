@@ -1,0 +1,52 @@
+"""Counting wrappers around chunk iterators: per-partition rows, timings and cursor high-water marks."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+from airflow_provider_dpone.contracts.chunk import ColumnChunk
+from airflow_provider_dpone.runtime.progress import ProgressListener
+
+
+@dataclass
+class PartitionTally:
+    rows: int = 0
+    seconds: float = 0.0
+    cursor_max: object | None = None
+
+
+@dataclass
+class StreamTally:
+    """Filled while chunks flow; read after the stream is exhausted."""
+
+    cursor: str | None = None
+    partitions: dict[str, PartitionTally] = field(default_factory=dict)
+
+    def counted(
+        self, partition_id: str, label: str, chunks: Iterable[ColumnChunk], progress: ProgressListener
+    ) -> Iterator[ColumnChunk]:
+        tally = self.partitions.setdefault(partition_id, PartitionTally())
+        started = time.monotonic()
+        cursor_index: int | None = None
+        for chunk in chunks:
+            tally.rows += chunk.row_count
+            if self.cursor is not None and chunk.row_count:
+                if cursor_index is None:
+                    cursor_index = chunk.names.index(self.cursor)
+                present = [v for v in chunk.columns[cursor_index] if v is not None]
+                if present:
+                    top = max(present)  # type: ignore[type-var]
+                    if tally.cursor_max is None or top > tally.cursor_max:  # type: ignore[operator]
+                        tally.cursor_max = top
+            yield chunk
+        tally.seconds = time.monotonic() - started
+        progress.partition_moved(label, tally.rows, tally.seconds)
+
+    def rows(self) -> dict[str, int]:
+        return {pid: t.rows for pid, t in self.partitions.items()}
+
+    def cursor_high_water(self) -> object | None:
+        values = [t.cursor_max for t in self.partitions.values() if t.cursor_max is not None]
+        return max(values) if values else None  # type: ignore[type-var]

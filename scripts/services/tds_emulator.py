@@ -1,0 +1,111 @@
+"""Serve a small ``dbo.orders`` table over TDS (SQL Server's wire protocol) with pysqlbridge.
+
+The emulator lets pymssql log in and read rows for real; no SQL Server can run on these machines. It runs
+as its own process (``python tds_emulator.py --port-file F``) so that a client blocked in pymssql never
+starves it of the GIL, and so tests can kill it. Known emulator limits: DECIMAL comes back as float, DATE
+as datetime (midnight), DATETIME2 as datetime (1/300 s ticks), and writes to served tables are refused.
+
+The rows are deterministic (``orders_rows()``) so tests can compare what they read with what was served.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import logging
+import os
+import signal
+import sys
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+USER = "dpone"
+DATABASE = "pysqlbridge"  # the emulator answers DB_NAME() with its own catalog name, whatever the login asked
+PASSWORD = "dpone-tds-pw"  # a throwaway credential for a loopback-only emulator
+TABLE = "orders"
+FIRST_DAY = datetime.date(2026, 11, 26)
+DAYS = 5
+ROWS = 50
+CUSTOMERS = ("Acme GmbH", "Zoë Ångström", "Łódź Trading", "東京商事", "O'Brien & Sons", "Müller AG")
+NULL_CUSTOMER_IDS = frozenset({7, 33})
+
+COLUMNS: tuple[tuple[str, str], ...] = (
+    ("id", "int"),
+    ("order_date", "date"),
+    ("customer", "nvarchar(100)"),
+    ("amount", "decimal(12,2)"),
+    ("updated_at", "datetime2"),
+)
+"""The declared (SQL Server) schema of dbo.orders; ``id`` is its primary key."""
+
+
+def orders_rows() -> list[dict[str, Any]]:
+    """The rows served, as SQL Server would hold them (Decimal amounts, date order_date)."""
+    rows: list[dict[str, Any]] = []
+    for i in range(1, ROWS + 1):
+        day = FIRST_DAY + datetime.timedelta(days=(i - 1) % DAYS)
+        rows.append(
+            {
+                "id": i,
+                "order_date": day,
+                "customer": None if i in NULL_CUSTOMER_IDS else CUSTOMERS[i % len(CUSTOMERS)],
+                "amount": Decimal(i * 1731 % 100000) / Decimal(100),
+                "updated_at": datetime.datetime.combine(day, datetime.time(8 + i % 10, i % 60, (i * 7) % 60)),
+            }
+        )
+    return rows
+
+
+def build_server(host: str, port: int) -> Any:
+    """A pysqlbridge server holding dbo.orders and admitting one SQL login."""
+    from pysqlbridge.catalog import Catalog
+    from pysqlbridge.logins import Login, LoginStore
+    from pysqlbridge.server import BridgeServer
+    from pysqlbridge.source import Table
+    from pysqlbridge.tds.result import Column, DateTime, Float, Integer, NVarChar
+
+    columns = [
+        Column("id", Integer(4)),
+        Column("order_date", DateTime()),
+        Column("customer", NVarChar(100)),
+        Column("amount", Float(8)),
+        Column("updated_at", DateTime()),
+    ]
+    values = [
+        [r["id"], r["order_date"], r["customer"], float(r["amount"]), r["updated_at"]] for r in orders_rows()
+    ]
+    catalog = Catalog()
+    catalog.add(Table(TABLE, columns, values))
+    logins = LoginStore([Login(USER, PASSWORD, hashed=False)])
+    return BridgeServer(host, port, query_handler=catalog.answer, logins=logins)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    parser.add_argument("--port-file", type=Path, help="write the bound port here once listening")
+    parser.add_argument("--verbose", action="store_true")
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(message)s",
+    )
+    server = build_server(args.host, args.port)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    bound = server.address[1]
+    if args.port_file is not None:
+        tmp = args.port_file.with_suffix(".tmp")
+        tmp.write_text(str(bound))
+        os.replace(tmp, args.port_file)  # atomic: a reader never sees a half-written port
+    print(f"tds emulator listening on {args.host}:{bound}", flush=True)
+    try:
+        server.serve_forever()
+    finally:
+        server.server_close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
