@@ -14,8 +14,37 @@ def get_provider_info() -> dict[str, Any]:
         "name": "dpone",
         "description": "SQL Server to ClickHouse partitioned transfers with a fail-closed target commit guard.",
         "versions": [__version__],
-        "hook-class-names": [],
-        "connection-types": [],
-        "operators": [],
-        "hooks": [],
+        "integrations": [
+            {"integration-name": "dpone native transfer", "tags": ["software"]},
+        ],
+        "connection-types": [
+            {
+                "connection-type": "dpone_mssql",
+                "hook-class-name": "airflow_provider_dpone.hooks.mssql.DponeMsSqlHook",
+            },
+            {
+                "connection-type": "dpone_clickhouse",
+                "hook-class-name": "airflow_provider_dpone.hooks.clickhouse.DponeClickHouseHook",
+            },
+            {
+                "connection-type": "dpone_checkpoints",
+                "hook-class-name": "airflow_provider_dpone.hooks.checkpoints.DponeCheckpointStoreHook",
+            },
+        ],
+        "hooks": [
+            {
+                "integration-name": "dpone native transfer",
+                "python-modules": [
+                    "airflow_provider_dpone.hooks.mssql",
+                    "airflow_provider_dpone.hooks.clickhouse",
+                    "airflow_provider_dpone.hooks.checkpoints",
+                ],
+            }
+        ],
+        "operators": [
+            {
+                "integration-name": "dpone native transfer",
+                "python-modules": ["airflow_provider_dpone.operators.native_transfer"],
+            }
+        ],
     }

@@ -86,7 +86,7 @@ def fields_from_uri(uri: str) -> ConnectionFields:
         login = unquote(parts.username) if parts.username else None
         password = unquote(parts.password) if parts.password else None
         host = _hostname(parts)
-        query = parse_qsl(parts.query, keep_blank_values=True, strict_parsing=bool(parts.query))
+        query = parse_qsl(parts.query, keep_blank_values=True)
     except ValueError:
         # The parser's message may quote the URI (and so the password): do not chain it.
         raise ConnectionFormError("the connection URI is malformed") from None

@@ -32,7 +32,9 @@ def parse_url(url: str | URL) -> URL:
         try:
             parsed = make_url(url)
         except (ArgumentError, ValueError):
-            raise DponeError(ErrorCode.CONNECTION_INVALID, "checkpoint store URL is not a valid URL") from None
+            raise DponeError(
+                ErrorCode.CONNECTION_INVALID, "checkpoint store URL is not a valid URL"
+            ) from None
     pair = (parsed.get_backend_name(), parsed.get_driver_name())
     if pair not in SUPPORTED_DRIVERS:
         raise DponeError(

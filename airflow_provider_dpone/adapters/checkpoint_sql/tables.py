@@ -22,6 +22,7 @@ PostgreSQL (the write fails with ``checkpoint_store_failed``); SQLite accepts it
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import (
     BigInteger,
@@ -55,7 +56,7 @@ def build_tables(dialect_name: str) -> StoreTables:
     if dialect_name == "postgresql":
         id_column = Column("id", BigInteger, primary_key=True, autoincrement=True)
         payload_column = Column("payload", JSONB, Computed("CAST(payload_text AS JSONB)", persisted=True))
-        table_kwargs: dict[str, object] = {}
+        table_kwargs: dict[str, Any] = {}
     else:
         # INTEGER PRIMARY KEY AUTOINCREMENT: ids are never reused, even if an operator deletes rows.
         id_column = Column("id", Integer, primary_key=True, autoincrement=True)

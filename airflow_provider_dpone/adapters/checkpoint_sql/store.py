@@ -1,0 +1,348 @@
+"""``SqlCheckpointStore``: the durable checkpoint and source-state store over SQLAlchemy Core.
+
+One class serves SQLite (the embedded default) and PostgreSQL (production, shared by Airflow workers) with
+the same tables, queries and behaviour (layout and payload design: see ``tables.py``).
+
+* Append-only: checkpoints are only ever INSERTed. "Latest" is the highest ``id`` of a partition; ids come
+  from the database's rowid/identity and each row commits before the next is written, so with one writer
+  per route (concurrent-worker exclusion is out of scope) ``id`` order is write order.
+* ``write_batch`` writes one row per short transaction, in order, deliberately NOT atomically: the target
+  commit guard must be correct without atomic multi-row storage (seed 000), so a failure leaves the
+  written prefix durable. A failure reported on COMMIT may still have made that row durable; callers
+  reconcile by reading back (``read_latest``), never by trusting ``details["written"]``.
+* Failures: every SQLAlchemy/driver error becomes ``checkpoint_store_failed`` chained from the original.
+  Messages name the operation and backend only (never the URL, SQL or values). No retries: a store that
+  is down should fail the attempt fast, and the guard makes the retry safe.
+* Cheap writes: statements are built once (SQLAlchemy caches their compilation), one pooled connection
+  serves a whole batch, and nothing is reflected per row.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+from sqlalchemy import Connection, Row, bindparam, func, inspect, select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import URL
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.schema import CreateIndex, CreateTable
+from sqlalchemy.sql import Executable
+
+from airflow_provider_dpone.adapters.checkpoint_sql.engine import create_store_engine, parse_url
+from airflow_provider_dpone.adapters.checkpoint_sql.tables import build_tables
+from airflow_provider_dpone.contracts.checkpoint import PartitionCheckpoint
+from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
+from airflow_provider_dpone.contracts.partition import canonical_json
+from airflow_provider_dpone.contracts.route import RouteIdentity
+from airflow_provider_dpone.ports.clock import Clock
+
+if TYPE_CHECKING:
+    from airflow_provider_dpone.ports.checkpoint_store import CheckpointStore, SourceStateStore
+
+#: ensure_schema re-runs its IF-NOT-EXISTS DDL after losing a creation race to another process.
+_SCHEMA_ATTEMPTS = 3
+#: PostgreSQL SQLSTATEs a lost creation race raises: duplicate table/object, unique violation on pg_type.
+_ALREADY_EXISTS_SQLSTATES = frozenset({"42P07", "42710", "23505"})
+#: Partition IDs per IN list in read_latest (well below SQLite's oldest variable limit of 999).
+_IN_CHUNK = 500
+
+
+class SqlCheckpointStore:
+    """``CheckpointStore`` and ``SourceStateStore`` on one SQLite file or PostgreSQL database.
+
+    ``url`` is a SQLAlchemy URL (``sqlite:///path`` or ``postgresql+psycopg2://...``), as text or a
+    ``URL`` object; it is never kept as text or shown. ``clock`` supplies ``written_at``/``updated_at``
+    (UTC wall clock by default); it never changes checkpoint payloads.
+    """
+
+    def __init__(self, url: str | URL, *, clock: Clock | None = None) -> None:
+        parsed = parse_url(url)
+        self._backend = parsed.get_backend_name()
+        self._closed = False
+        try:
+            self._engine = create_store_engine(parsed)
+        except (SQLAlchemyError, OSError) as exc:
+            raise self._failure("open", exc) from exc
+        self._db_errors: tuple[type[BaseException], ...] = (
+            SQLAlchemyError,
+            self._engine.dialect.loaded_dbapi.Error,
+        )
+        self._clock = clock
+        self._tables = build_tables(self._backend)
+        self._build_statements()
+
+    @property
+    def backend(self) -> str:
+        """``sqlite`` or ``postgresql``."""
+        return self._backend
+
+    def __repr__(self) -> str:
+        return f"SqlCheckpointStore(backend={self._backend!r})"
+
+    def __enter__(self) -> SqlCheckpointStore:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    # -- statements ----------------------------------------------------------------------------------
+
+    def _build_statements(self) -> None:
+        c = self._tables.checkpoints
+        s = self._tables.source_state
+        self._insert_checkpoint = c.insert()
+
+        def latest_of(*extra: Any) -> Executable:
+            latest = (
+                select(c.c.partition_id, func.max(c.c.id).label("max_id"))
+                .where(c.c.route_key == bindparam("route_key"), *extra)
+                .group_by(c.c.partition_id)
+                .subquery("latest")
+            )
+            return (
+                select(c.c.id, c.c.partition_id, c.c.payload_text)
+                .select_from(c.join(latest, c.c.id == latest.c.max_id))
+                .order_by(c.c.id)
+            )
+
+        self._select_latest = latest_of()
+        self._select_latest_of = latest_of(c.c.partition_id.in_(bindparam("partition_ids", expanding=True)))
+        self._select_history = (
+            select(c.c.id, c.c.partition_id, c.c.payload_text)
+            .where(c.c.route_key == bindparam("route_key"), c.c.partition_id == bindparam("partition_id"))
+            .order_by(c.c.id)
+        )
+        self._select_state = select(s.c.payload).where(s.c.route_key == bindparam("route_key"))
+        upsert = (postgresql.insert if self._backend == "postgresql" else sqlite.insert)(s)
+        self._upsert_state = upsert.on_conflict_do_update(
+            index_elements=[s.c.route_key],
+            set_={"payload": upsert.excluded.payload, "updated_at": upsert.excluded.updated_at},
+        )
+
+    # -- CheckpointStore -------------------------------------------------------------------------------
+
+    def ensure_schema(self) -> None:
+        """Create the tables and indexes if missing; safe when several processes race to do it."""
+        self._check_open("ensure_schema")
+        for attempt in range(1, _SCHEMA_ATTEMPTS + 1):
+            try:
+                with self._engine.begin() as conn:
+                    self._create_if_missing(conn)
+                    missing = self._missing_columns(conn)
+                break
+            except self._db_errors as exc:
+                if attempt < _SCHEMA_ATTEMPTS and _is_already_exists(exc):
+                    continue  # another process created an object between our check and our CREATE
+                raise self._failure("ensure_schema", exc) from exc
+        if missing:
+            raise DponeError(
+                ErrorCode.CHECKPOINT_STORE_FAILED,
+                f"checkpoint store tables on {self._backend} exist but lack required columns",
+                details={"operation": "ensure_schema", "backend": self._backend, "missing_columns": missing},
+            )
+
+    def _create_if_missing(self, conn: Connection) -> None:
+        for table in (self._tables.checkpoints, self._tables.source_state):
+            conn.execute(CreateTable(table, if_not_exists=True))
+            for index in sorted(table.indexes, key=lambda ix: str(ix.name)):
+                conn.execute(CreateIndex(index, if_not_exists=True))
+
+    def _missing_columns(self, conn: Connection) -> list[str]:
+        """Columns an older or foreign table of the same name lacks (checked once, not per row)."""
+        inspector = inspect(conn)
+        missing: list[str] = []
+        for table in (self._tables.checkpoints, self._tables.source_state):
+            present = {column["name"] for column in inspector.get_columns(table.name)}
+            missing.extend(f"{table.name}.{col.name}" for col in table.columns if col.name not in present)
+        return missing
+
+    def write_batch(self, checkpoints: Sequence[PartitionCheckpoint]) -> None:
+        """Append each checkpoint in order, each in its own transaction (a failure leaves a prefix)."""
+        self._check_open("write_batch")
+        rows = [_row_of(checkpoint) for checkpoint in checkpoints]
+        if not rows:
+            return
+        written = 0
+        try:
+            with self._engine.connect() as conn:
+                for row in rows:
+                    conn.execute(self._insert_checkpoint, {**row, "written_at": self._now()})
+                    conn.commit()
+                    written += 1
+        except self._db_errors as exc:
+            failed = checkpoints[min(written, len(rows) - 1)]
+            raise self._failure(
+                "write_batch",
+                exc,
+                route=failed.route.describe(),
+                partition_id=failed.partition_id if written < len(rows) else None,
+                written=written,
+                batch_size=len(rows),
+            ) from exc
+
+    def list_latest(self, route: RouteIdentity) -> list[PartitionCheckpoint]:
+        """Latest checkpoint of every partition of the route (one query), in append order."""
+        rows = self._fetch("list_latest", route, self._select_latest, {"route_key": route.key()})
+        return [self._parse(row, route) for row in rows]
+
+    def read_latest(
+        self, route: RouteIdentity, partition_ids: Sequence[str]
+    ) -> dict[str, PartitionCheckpoint]:
+        """Latest checkpoint of each named partition that has one."""
+        wanted = list(dict.fromkeys(partition_ids))
+        found: dict[str, PartitionCheckpoint] = {}
+        for start in range(0, len(wanted), _IN_CHUNK):
+            params = {"route_key": route.key(), "partition_ids": wanted[start : start + _IN_CHUNK]}
+            for row in self._fetch("read_latest", route, self._select_latest_of, params):
+                found[row.partition_id] = self._parse(row, route)
+        return found
+
+    def history(self, route: RouteIdentity, partition_id: str) -> list[PartitionCheckpoint]:
+        """Every checkpoint written for one partition, oldest first."""
+        params = {"route_key": route.key(), "partition_id": partition_id}
+        rows = self._fetch("history", route, self._select_history, params)
+        return [self._parse(row, route) for row in rows]
+
+    def close(self) -> None:
+        """Dispose of the pooled connections. Idempotent; the store cannot be used afterwards."""
+        if not self._closed:
+            self._closed = True
+            self._engine.dispose()
+
+    # -- SourceStateStore ------------------------------------------------------------------------------
+
+    def read_state(self, route: RouteIdentity) -> dict[str, object] | None:
+        rows = self._fetch("read_state", route, self._select_state, {"route_key": route.key()})
+        if not rows:
+            return None
+        try:
+            state = json.loads(rows[0].payload)
+        except ValueError as exc:
+            raise self._unreadable("read_state", route, None) from exc
+        if not isinstance(state, dict):
+            raise self._unreadable("read_state", route, None)
+        return state
+
+    def advance_state(self, route: RouteIdentity, state: Mapping[str, object]) -> None:
+        """Insert or replace the route's state (call only after the commit it describes is durable)."""
+        self._check_open("advance_state")
+        try:
+            payload = canonical_json(dict(state))
+        except (TypeError, ValueError) as exc:
+            raise DponeError(
+                ErrorCode.CHECKPOINT_STORE_FAILED,
+                "source state is not JSON-serializable",
+                details={"operation": "advance_state", "route": route.describe()},
+            ) from exc
+        params = {"route_key": route.key(), "payload": payload, "updated_at": self._now()}
+        with self._translated("advance_state", route=route.describe()), self._engine.connect() as conn:
+            conn.execute(self._upsert_state, params)
+            conn.commit()
+
+    # -- internals -------------------------------------------------------------------------------------
+
+    def _now(self) -> datetime:
+        now = self._clock.now() if self._clock is not None else datetime.now(timezone.utc)
+        return now.astimezone(timezone.utc)
+
+    def _check_open(self, operation: str) -> None:
+        if self._closed:
+            raise DponeError(
+                ErrorCode.CHECKPOINT_STORE_FAILED,
+                "checkpoint store is closed",
+                details={"operation": operation, "backend": self._backend},
+            )
+
+    def _fetch(
+        self, operation: str, route: RouteIdentity, statement: Executable, params: dict[str, Any]
+    ) -> Sequence[Row[Any]]:
+        self._check_open(operation)
+        with self._translated(operation, route=route.describe()), self._engine.connect() as conn:
+            return conn.execute(statement, params).all()
+
+    @contextmanager
+    def _translated(self, operation: str, **details: Any) -> Iterator[None]:
+        try:
+            yield
+        except self._db_errors as exc:
+            raise self._failure(operation, exc, **details) from exc
+
+    def _failure(self, operation: str, exc: BaseException, **details: Any) -> DponeError:
+        """A safe error: operation, backend and the driver's exception class name, never its message."""
+        cause = getattr(exc, "orig", None) or exc
+        return DponeError(
+            ErrorCode.CHECKPOINT_STORE_FAILED,
+            f"checkpoint store operation {operation} failed on {self._backend}",
+            details={
+                "operation": operation,
+                "backend": self._backend,
+                "cause": type(cause).__name__,
+                **details,
+            },
+        )
+
+    def _parse(self, row: Row[Any], route: RouteIdentity) -> PartitionCheckpoint:
+        """The stored checkpoint; a payload that is invalid or disagrees with its row fails closed."""
+        try:
+            checkpoint = PartitionCheckpoint.from_payload(row.payload_text)
+        except ValidationError as exc:
+            raise self._unreadable("read", route, row) from exc
+        if checkpoint.route != route or checkpoint.partition_id != row.partition_id:
+            raise self._unreadable("read", route, row)
+        return checkpoint
+
+    def _unreadable(self, operation: str, route: RouteIdentity, row: Row[Any] | None) -> DponeError:
+        details: dict[str, Any] = {
+            "operation": operation,
+            "backend": self._backend,
+            "route": route.describe(),
+        }
+        if row is not None:
+            details.update(partition_id=row.partition_id, checkpoint_row_id=row.id)
+        return DponeError(
+            ErrorCode.CHECKPOINT_STORE_FAILED,
+            f"a stored record on {self._backend} is not a valid {'state' if row is None else 'checkpoint'}",
+            details=details,
+        )
+
+
+def _row_of(checkpoint: PartitionCheckpoint) -> dict[str, Any]:
+    """Column values of one checkpoint row, minus ``written_at`` (stamped at write time)."""
+    try:
+        payload = checkpoint.to_payload()
+    except ValueError as exc:  # e.g. NaN in diagnostics: refused before anything of the batch is written
+        raise DponeError(
+            ErrorCode.CHECKPOINT_STORE_FAILED,
+            "a checkpoint cannot be serialized to canonical JSON",
+            details={"operation": "write_batch", "partition_id": checkpoint.partition_id},
+        ) from exc
+    route = checkpoint.route
+    return {
+        "route_key": route.key(),
+        "source_table": route.source_table,
+        "target_table": route.target_table,
+        "strategy": route.strategy.value,
+        "partition_id": checkpoint.partition_id,
+        "run_id": checkpoint.run_id,
+        "status": checkpoint.status.value,
+        "payload_text": payload,
+    }
+
+
+def _is_already_exists(exc: BaseException) -> bool:
+    """Whether a DDL error is the loser's side of a creation race (as opposed to a real failure)."""
+    cause = getattr(exc, "orig", None) or exc
+    if getattr(cause, "pgcode", None) in _ALREADY_EXISTS_SQLSTATES:
+        return True
+    return "already exists" in str(cause)
+
+
+if TYPE_CHECKING:
+
+    def _conforms(store: SqlCheckpointStore) -> tuple[CheckpointStore, SourceStateStore]:
+        return store, store

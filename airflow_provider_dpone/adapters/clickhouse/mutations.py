@@ -1,0 +1,45 @@
+"""Row deletes that finish before the call returns.
+
+``ALTER TABLE ... DELETE`` is an asynchronous mutation. Where the engine has ``mutations_sync`` (current
+ClickHouse, chDB) the statement waits for it (value 2: every replica). ClickHouse 18.16 has no such
+setting, so the sink polls ``system.mutations`` until no mutation of the table is pending.
+"""
+
+from __future__ import annotations
+
+import time
+
+from clickhouse_connect.driver.client import Client
+
+from airflow_provider_dpone.adapters.clickhouse.quoting import TableName, quote_string
+
+
+class MutationTimeout(TimeoutError):
+    """The delete was sent but had not finished when the deadline passed (its outcome is unknown)."""
+
+
+def delete_where(client: Client, table: TableName, condition: str, timeout_s: float) -> None:
+    statement = f"ALTER TABLE {table.sql()} DELETE WHERE {condition}"
+    if "mutations_sync" in client.server_settings:
+        client.command(statement, settings={"mutations_sync": 2})
+        return
+    client.command(statement)
+    await_mutations(client, table, timeout_s)
+
+
+def await_mutations(client: Client, table: TableName, timeout_s: float) -> None:
+    """Poll until no mutation of ``table`` is pending; back off from 50 ms to 1 s between polls."""
+    query = (
+        "SELECT count() FROM system.mutations WHERE database = "
+        f"{quote_string(table.database)} AND table = {quote_string(table.table)} AND is_done = 0"
+    )
+    deadline = time.monotonic() + timeout_s
+    pause = 0.05
+    while True:
+        pending = int(client.query(query).result_rows[0][0])
+        if pending == 0:
+            return
+        if time.monotonic() >= deadline:
+            raise MutationTimeout(f"{pending} mutation(s) still pending")
+        time.sleep(pause)
+        pause = min(pause * 2, 1.0)

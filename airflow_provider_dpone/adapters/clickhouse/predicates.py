@@ -1,0 +1,86 @@
+"""Partition bounds -> ClickHouse predicates with typed literals.
+
+``RANGE`` is ``lower <= column < upper`` (either side may be open), ``VALUES`` is ``column IN (...)`` and
+``ALL`` has no predicate. Literals are typed by ``bounds.value_type`` so comparisons never depend on
+implicit string conversion. A malformed bound raises :class:`BoundsError` before any statement is sent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import date, datetime
+
+from airflow_provider_dpone.adapters.clickhouse.quoting import quote_identifier, quote_string
+from airflow_provider_dpone.contracts.partition import BoundsKind, PartitionBounds
+
+
+class BoundsError(ValueError):
+    """Bounds that cannot be expressed as a predicate. The reason never repeats the value."""
+
+
+def literal(value: str, value_type: str) -> str:
+    """One typed literal. ``datetime`` bounds become epoch seconds, converted exactly as clickhouse-connect
+    converts the naive datetimes it inserts (``datetime.timestamp()``: the process's local time zone, or
+    the offset when one is given), so a predicate selects precisely the rows this client wrote."""
+    if value_type == "integer":
+        try:
+            return str(int(value.strip()))
+        except ValueError:
+            raise BoundsError("integer bound is not an integer") from None
+    if value_type == "date":
+        try:
+            parsed = date.fromisoformat(value.strip())
+        except ValueError:
+            try:
+                parsed = datetime.fromisoformat(value.strip()).date()
+            except ValueError:
+                raise BoundsError("date bound is not an ISO date") from None
+        return f"toDate({quote_string(parsed.isoformat())})"
+    if value_type == "datetime":
+        try:
+            moment = datetime.fromisoformat(value.strip())
+        except ValueError:
+            raise BoundsError("datetime bound is not an ISO datetime") from None
+        return f"toDateTime({int(moment.timestamp())})"
+    return quote_string(value)
+
+
+def predicate(bounds: PartitionBounds) -> str | None:
+    """The WHERE condition selecting one partition, or ``None`` for ``ALL``."""
+    if bounds.kind is BoundsKind.ALL:
+        return None
+    if not bounds.column:
+        raise BoundsError("partition bounds name no column")
+    column = quote_identifier(bounds.column)
+    if bounds.kind is BoundsKind.RANGE:
+        parts = []
+        if bounds.lower is not None:
+            parts.append(f"{column} >= {literal(bounds.lower, bounds.value_type)}")
+        if bounds.upper is not None:
+            parts.append(f"{column} < {literal(bounds.upper, bounds.value_type)}")
+        return " AND ".join(parts) if parts else None
+    values = bounds.values or ()
+    if not values:
+        return "0"  # an empty list selects nothing
+    return f"{column} IN ({', '.join(literal(v, bounds.value_type) for v in values)})"
+
+
+def any_of(all_bounds: Sequence[PartitionBounds]) -> str | None:
+    """One condition covering several partitions (``None`` when any of them is the whole table).
+
+    Used to delete every armed partition with a single mutation instead of one per partition.
+    """
+    conditions: list[str] = []
+    for bounds in all_bounds:
+        condition = predicate(bounds)
+        if condition is None:
+            return None
+        conditions.append(f"({condition})")
+    if not conditions:
+        return "0"
+    return " OR ".join(conditions)
+
+
+def where_clause(bounds: PartitionBounds | None) -> str:
+    condition = predicate(bounds) if bounds is not None else None
+    return f" WHERE {condition}" if condition is not None else ""

@@ -1,0 +1,114 @@
+"""Target table DDL and the column compatibility rule.
+
+Compatibility (checked before any row is written): every source column must exist in the target with the
+same type, after normalizing how ClickHouse spells types (``Decimal(12,2)`` vs ``Decimal(12, 2)``,
+``Decimal32(2)`` vs ``Decimal(9, 2)``). One widening is accepted: a non-nullable source column may land in
+a ``Nullable`` target column of the same type. Extra target columns are allowed (they take their defaults);
+``MATERIALIZED`` and ``ALIAS`` columns cannot be inserted, so they never satisfy a source column.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from airflow_provider_dpone.adapters.clickhouse.quoting import TableName, quote_identifier
+from airflow_provider_dpone.contracts.schema import TableSchema
+
+_DECIMAL_ALIAS = re.compile(r"Decimal(32|64|128|256)\((\d+)\)")
+_DECIMAL_PRECISION = {"32": 9, "64": 18, "128": 38, "256": 76}
+_NULLABLE = re.compile(r"^Nullable\((.*)\)$")
+
+
+def normalize_type(type_name: str) -> str:
+    """One spelling per type: no blanks around commas or parentheses, Decimal aliases expanded."""
+    text = re.sub(r"\s*([,()])\s*", r"\1", type_name.strip())
+    return _DECIMAL_ALIAS.sub(lambda m: f"Decimal({_DECIMAL_PRECISION[m.group(1)]},{m.group(2)})", text)
+
+
+def strip_nullable(type_name: str) -> str:
+    match = _NULLABLE.match(type_name)
+    return match.group(1) if match else type_name
+
+
+@dataclass(frozen=True, slots=True)
+class TargetColumn:
+    name: str
+    type_name: str
+    default_kind: str  # '', 'DEFAULT', 'MATERIALIZED', 'ALIAS', ...
+
+    @property
+    def insertable(self) -> bool:
+        return self.default_kind not in ("MATERIALIZED", "ALIAS", "EPHEMERAL")
+
+
+@dataclass(frozen=True, slots=True)
+class Incompatibility:
+    """Why one source column cannot be loaded; types are schema metadata, safe to show."""
+
+    column: str
+    reason: str
+    expected_type: str
+    found_type: str | None
+
+
+def compatibility_problems(
+    schema: TableSchema, target: Mapping[str, TargetColumn]
+) -> list[Incompatibility]:
+    problems: list[Incompatibility] = []
+    for column in schema.columns:
+        expected = column.full_type()
+        found = target.get(column.name)
+        if found is None or not found.insertable:
+            reason = "missing from the target table" if found is None else "not insertable in the target"
+            problems.append(Incompatibility(column.name, reason, expected, found.type_name if found else None))
+            continue
+        if not types_compatible(expected, found.type_name):
+            problems.append(Incompatibility(column.name, "type differs", expected, found.type_name))
+    return problems
+
+
+def types_compatible(source_type: str, target_type: str) -> bool:
+    source, target = normalize_type(source_type), normalize_type(target_type)
+    if source == target:
+        return True
+    # non-nullable source into Nullable target of the same type: every value fits
+    return not _NULLABLE.match(source) and _NULLABLE.match(target) is not None and strip_nullable(target) == source
+
+
+def column_list(names: Sequence[str]) -> str:
+    return ", ".join(quote_identifier(n) for n in names)
+
+
+def create_table_sql(
+    table: TableName,
+    schema: TableSchema,
+    order_by: Sequence[str],
+    *,
+    nullable_key_setting: bool,
+) -> str:
+    """``CREATE TABLE IF NOT EXISTS`` with MergeTree.
+
+    Nullable columns cannot be sorting-key columns on 18.16 (nor on current engines without
+    ``allow_nullable_key``). Where the engine has that setting it is enabled, so the key stays usable for
+    partition predicates; elsewhere a nullable key column is keyed as ``assumeNotNull(col)`` (NULLs sort
+    as the type's default value; the stored values are unchanged).
+    """
+    columns = ", ".join(f"{quote_identifier(c.name)} {c.full_type()}" for c in schema.columns)
+    nullable_keys = [name for name in order_by if schema.column(name).nullable]
+    keys = []
+    for name in order_by:
+        if name in nullable_keys and not nullable_key_setting:
+            keys.append(f"assumeNotNull({quote_identifier(name)})")
+        else:
+            keys.append(quote_identifier(name))
+    key = f"({', '.join(keys)})" if keys else "tuple()"
+    settings = " SETTINGS allow_nullable_key = 1" if nullable_keys and nullable_key_setting else ""
+    return f"CREATE TABLE IF NOT EXISTS {table.sql()} ({columns}) ENGINE = MergeTree ORDER BY {key}{settings}"
+
+
+def create_staging_sql(table: TableName, schema: TableSchema) -> str:
+    """Staging tables are plain MergeTree without a key: written once, read once, dropped."""
+    columns = ", ".join(f"{quote_identifier(c.name)} {c.full_type()}" for c in schema.columns)
+    return f"CREATE TABLE {table.sql()} ({columns}) ENGINE = MergeTree ORDER BY tuple()"

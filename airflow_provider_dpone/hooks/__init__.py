@@ -1,0 +1,1 @@
+"""Airflow hooks: Airflow connections -> endpoint descriptors. Only this package and ``operators`` import Airflow."""

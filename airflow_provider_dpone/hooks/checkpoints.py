@@ -1,0 +1,71 @@
+"""Checkpoint-store hook: where the append-only checkpoint table lives (SQLite or PostgreSQL).
+
+Accepts standard ``sqlite`` and ``postgres`` connections and dpone's own ``dpone_checkpoints`` type
+(extra ``backend``: ``sqlite`` with a ``path``, or ``postgres``). Its DB-API connection is handy for
+read-only inspection; the runtime writes checkpoints through its own store adapter.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+from airflow_provider_dpone.contracts.endpoints import EndpointKind
+from airflow_provider_dpone.hooks.endpoint_hook import DponeEndpointHook
+
+
+class DponeCheckpointStoreHook(DponeEndpointHook):
+    """The checkpoint store's endpoint (``dpone_partition_checkpoints`` lives there)."""
+
+    conn_name_attr = "checkpoints_conn_id"
+    default_conn_name = "dpone_state"
+    conn_type = "dpone_checkpoints"
+    hook_name = "dpone checkpoint store (SQLite or PostgreSQL)"
+    endpoint_kinds = frozenset({EndpointKind.SQLITE, EndpointKind.POSTGRES})
+
+    @classmethod
+    def get_ui_field_behaviour(cls) -> dict[str, Any]:
+        return {
+            "hidden_fields": [],
+            "relabeling": {"schema": "Database", "login": "User"},
+            "placeholders": {
+                "host": "postgres.example.internal",
+                "port": "5432",
+                "schema": "dpone",
+                "extra": '{"backend": "postgres"}  or  {"backend": "sqlite", "path": "/var/lib/dpone/state.sqlite"}',
+            },
+        }
+
+    def get_conn(self) -> Any:
+        """A new DB-API connection to the store (caller closes it)."""
+        endpoint = self.get_endpoint()
+        if endpoint.kind is EndpointKind.SQLITE:
+            return sqlite3.connect(endpoint.path or "")
+        import psycopg2
+
+        return psycopg2.connect(
+            host=endpoint.host,
+            port=endpoint.port or 5432,
+            dbname=endpoint.database or "postgres",
+            user=endpoint.user,
+            password=endpoint.secret(),
+        )
+
+    @property
+    def sqlalchemy_url(self) -> Any:
+        from sqlalchemy.engine import URL
+
+        endpoint = self.get_endpoint()
+        if endpoint.kind is EndpointKind.SQLITE:
+            return URL.create("sqlite", database=endpoint.path)
+        return URL.create(
+            "postgresql+psycopg2",
+            username=endpoint.user,
+            password=endpoint.secret(),
+            host=endpoint.host,
+            port=endpoint.port,
+            database=endpoint.database,
+        )
+
+    def get_uri(self) -> str:
+        return self.sqlalchemy_url.render_as_string(hide_password=False)

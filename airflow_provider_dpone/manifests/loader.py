@@ -1,0 +1,285 @@
+"""Load and strictly validate a manifest, reporting every problem at once.
+
+Validation goes through pydantic's strict JSON mode (``Manifest.model_validate_json``): enums may be
+written as strings and tuples as lists, but ``"true"`` never becomes a boolean and ``"5"`` never an
+integer. Nothing but the manifest file itself is opened: connections are checked as text only.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, JsonValue, ValidationError
+
+from airflow_provider_dpone.connections.inline import InlineUriError, is_inline, parse_inline
+from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
+from airflow_provider_dpone.contracts.manifest import Manifest
+from airflow_provider_dpone.contracts.route import RouteIdentity
+from airflow_provider_dpone.manifests.identity import normalize, semantic_identity
+from airflow_provider_dpone.manifests.problems import (
+    ManifestProblem,
+    PathKey,
+    ProblemKind,
+    format_path,
+    json_type_name,
+    problems_from_validation,
+)
+from airflow_provider_dpone.manifests.yaml_strict import MAX_NODES, YamlTooComplex, parse_yaml
+
+#: A manifest is a few kilobytes; refuse anything absurd before parsing it.
+MAX_MANIFEST_BYTES = 1_048_576
+#: Keys whose value is a connection name or an inline, credential-free URI.
+CONNECTION_PATHS: tuple[PathKey, ...] = (("source", "connection"), ("sink", "connection"), ("checkpoints", "connection"))
+
+_URI_WITH_PASSWORD = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/?#@\s]*:[^/?#@\s]*@")
+_PASSWORD_PARAM = re.compile(r"[?&;](?:password|passwd|pwd)=", re.IGNORECASE)
+
+
+class LoadedManifest(BaseModel):
+    """A validated manifest, where it came from, its normalized form and its semantic identity."""
+
+    model_config = ConfigDict(strict=True, frozen=True, extra="forbid")
+
+    manifest: Manifest
+    origin: str
+    manifest_dir: Path
+    normalized: dict[str, JsonValue]
+    identity: str
+
+    @property
+    def route(self) -> RouteIdentity:
+        return self.manifest.route()
+
+
+def load_manifest(path: str | os.PathLike[str]) -> LoadedManifest:
+    """Read, parse and validate a YAML manifest file. Raises ``DponeError(MANIFEST_INVALID)``."""
+    origin = os.fspath(path)
+    text = _read_text(Path(origin), origin)
+    manifest_dir = Path(os.path.abspath(origin)).parent
+    try:
+        parsed = parse_yaml(text)
+    except yaml.MarkedYAMLError as exc:
+        raise _invalid(origin, [_syntax_problem(exc)]) from exc
+    except yaml.YAMLError as exc:
+        problem = ManifestProblem(kind=ProblemKind.YAML_SYNTAX, path="", message="invalid YAML")
+        raise _invalid(origin, [problem]) from exc
+    except YamlTooComplex as exc:
+        problem = ManifestProblem(kind=ProblemKind.INVALID_VALUE, path="", message=str(exc))
+        raise _invalid(origin, [problem]) from exc
+    early = [
+        ManifestProblem(
+            kind=ProblemKind.DUPLICATE_KEY,
+            path=format_path(dup.path),
+            message=f"duplicate key (first written at line {dup.first_line})",
+            line=dup.line,
+        )
+        for dup in parsed.duplicates
+    ]
+    return _validate(parsed.data, origin, manifest_dir, parsed.positions, early)
+
+
+def load_manifest_dict(
+    data: Mapping[str, Any], origin: str = "<manifest>", *, manifest_dir: str | os.PathLike[str] | None = None
+) -> LoadedManifest:
+    """Validate an already-parsed manifest (e.g. given to the operator as a dict).
+
+    ``manifest_dir`` anchors relative inline paths; it defaults to the current directory.
+    """
+    base = Path(os.path.abspath(manifest_dir if manifest_dir is not None else os.getcwd()))
+    return _validate(data, origin, base, {}, [])
+
+
+def _read_text(path: Path, origin: str) -> str:
+    try:
+        with path.open("rb") as handle:
+            raw = handle.read(MAX_MANIFEST_BYTES + 1)
+    except FileNotFoundError as exc:
+        raise _invalid(origin, [_unreadable("manifest file not found")], headline="cannot read") from exc
+    except IsADirectoryError as exc:
+        raise _invalid(origin, [_unreadable("manifest path is a directory")], headline="cannot read") from exc
+    except OSError as exc:
+        raise _invalid(origin, [_unreadable("manifest file cannot be read")], headline="cannot read") from exc
+    if len(raw) > MAX_MANIFEST_BYTES:
+        raise _invalid(origin, [_unreadable(f"manifest file is larger than {MAX_MANIFEST_BYTES} bytes")])
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _invalid(origin, [_unreadable("manifest file is not UTF-8 text")]) from exc
+
+
+def _validate(
+    data: object,
+    origin: str,
+    manifest_dir: Path,
+    positions: Mapping[PathKey, tuple[int, int]],
+    problems: list[ManifestProblem],
+) -> LoadedManifest:
+    if data is None:
+        raise _invalid(origin, [*problems, _root_problem("the manifest is empty; expected a mapping")])
+    if not isinstance(data, Mapping):
+        found = json_type_name(data)
+        raise _invalid(origin, [*problems, _root_problem(f"expected a mapping at the top, found {found}")])
+    cleaned, dropped, json_problems = _json_compatible(data, positions)
+    problems.extend(json_problems)
+    problems.extend(_secret_problems(cleaned, positions))
+    manifest: Manifest | None = None
+    try:
+        manifest = Manifest.model_validate_json(json.dumps(cleaned, allow_nan=False))
+    except ValidationError as exc:
+        problems.extend(problems_from_validation(exc, positions, skip_paths=frozenset(dropped)))
+    if problems or manifest is None:
+        raise _invalid(origin, problems)
+    return LoadedManifest(
+        manifest=manifest,
+        origin=origin,
+        manifest_dir=manifest_dir,
+        normalized=normalize(manifest),
+        identity=semantic_identity(manifest),
+    )
+
+
+def _json_compatible(
+    data: Mapping[Any, Any], positions: Mapping[PathKey, tuple[int, int]]
+) -> tuple[dict[str, Any], list[PathKey], list[ManifestProblem]]:
+    """A JSON-only copy of ``data``; entries that are not JSON are dropped and reported by path."""
+    dropped: list[PathKey] = []
+    problems: list[ManifestProblem] = []
+    budget = [MAX_NODES]
+
+    def report(path: PathKey, message: str) -> None:
+        dropped.append(path)
+        line = positions.get(path, (None, None))[0]
+        problems.append(
+            ManifestProblem(kind=ProblemKind.WRONG_TYPE, path=format_path(path), message=message, line=line)
+        )
+
+    def convert(value: Any, path: PathKey, active: frozenset[int]) -> tuple[bool, Any]:
+        budget[0] -= 1
+        if budget[0] < 0:
+            raise YamlTooComplex("the manifest expands to too many values")
+        if value is None or isinstance(value, (str, bool, int)):
+            return True, value
+        if isinstance(value, float):
+            if math.isfinite(value):
+                return True, value
+            report(path, "numbers must be finite")
+            return False, None
+        if id(value) in active:
+            report(path, "recursive aliases are not allowed")
+            return False, None
+        inner = active | {id(value)}
+        if isinstance(value, Mapping):
+            out: dict[str, Any] = {}
+            for key, item in value.items():
+                if not isinstance(key, str):
+                    report((*path, str(key)), f"keys must be strings, found {json_type_name(key)}")
+                    continue
+                ok, converted = convert(item, (*path, key), inner)
+                if ok:
+                    out[key] = converted
+            return True, out
+        if isinstance(value, (list, tuple)):
+            items = []
+            for index, item in enumerate(value):
+                ok, converted = convert(item, (*path, index), inner)
+                items.append(converted if ok else None)
+            return True, items
+        report(path, f"expected a JSON value, found {json_type_name(value)}")
+        return False, None
+
+    try:
+        _, cleaned = convert(data, (), frozenset())
+    except (YamlTooComplex, RecursionError):
+        problem = ManifestProblem(
+            kind=ProblemKind.INVALID_VALUE, path="", message="the manifest expands to too many values"
+        )
+        return {}, [], [problem]
+    return cleaned, dropped, problems
+
+
+def _secret_problems(
+    data: Mapping[str, Any], positions: Mapping[PathKey, tuple[int, int]]
+) -> list[ManifestProblem]:
+    """A manifest holds no password: inline URIs must be credential-free; no string may embed one."""
+    problems: list[ManifestProblem] = []
+    connection_paths = set(CONNECTION_PATHS)
+
+    def visit(value: Any, path: PathKey) -> None:
+        if isinstance(value, dict):
+            for key, item in value.items():
+                visit(item, (*path, key))
+        elif isinstance(value, list):
+            for index, item in enumerate(value):
+                visit(item, (*path, index))
+        elif isinstance(value, str):
+            line = positions.get(path, (None, None))[0]
+            if path in connection_paths and is_inline(value):
+                try:
+                    parse_inline(value)
+                except InlineUriError as exc:
+                    secret = _URI_WITH_PASSWORD.search(value) is not None
+                    problems.append(
+                        ManifestProblem(
+                            kind=ProblemKind.FORBIDDEN_SECRET if secret else ProblemKind.INVALID_CONNECTION,
+                            path=format_path(path),
+                            message=exc.reason,
+                            line=line,
+                        )
+                    )
+            elif _URI_WITH_PASSWORD.search(value) or _PASSWORD_PARAM.search(value):
+                problems.append(
+                    ManifestProblem(
+                        kind=ProblemKind.FORBIDDEN_SECRET,
+                        path=format_path(path),
+                        message="a manifest must not contain a password; use an AIRFLOW_CONN_<NAME> connection",
+                        line=line,
+                    )
+                )
+
+    visit(data, ())
+    return problems
+
+
+def _syntax_problem(exc: yaml.MarkedYAMLError) -> ManifestProblem:
+    """Line, column and PyYAML's problem phrase; never the snippet of the offending line."""
+    mark = exc.problem_mark or exc.context_mark
+    phrase = exc.problem or exc.context or "invalid YAML"
+    if exc.context and exc.problem:
+        phrase = f"{exc.context}: {exc.problem}"
+    return ManifestProblem(
+        kind=ProblemKind.YAML_SYNTAX,
+        path="",
+        message=f"YAML syntax error: {phrase}",
+        line=mark.line + 1 if mark is not None else None,
+        column=mark.column + 1 if mark is not None else None,
+    )
+
+
+def _unreadable(message: str) -> ManifestProblem:
+    return ManifestProblem(kind=ProblemKind.UNREADABLE, path="", message=message)
+
+
+def _root_problem(message: str) -> ManifestProblem:
+    return ManifestProblem(kind=ProblemKind.WRONG_TYPE, path="", message=message)
+
+
+def _invalid(origin: str, problems: list[ManifestProblem], *, headline: str = "invalid") -> DponeError:
+    count = len(problems)
+    noun = "problem" if count == 1 else "problems"
+    if headline == "cannot read":
+        message = f"cannot read manifest {origin}: {problems[0].message}"
+    else:
+        message = f"manifest {origin} is invalid ({count} {noun})"
+    return DponeError(
+        ErrorCode.MANIFEST_INVALID,
+        message,
+        details={"manifest": origin, "problems": [p.model_dump(mode="json") for p in problems]},
+        hint_lines=tuple(p.render() for p in problems),
+    )

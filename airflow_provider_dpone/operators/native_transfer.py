@@ -1,0 +1,144 @@
+"""NativeTransferOperator: run one manifest through the composition root, exactly like ``dpone run``.
+
+Parse-time safety: ``__init__`` only stores its arguments. The manifest is read, validated and the
+connections resolved in :meth:`execute`, so importing a DAG file opens no socket, reads no manifest and
+starts no process.
+
+Retries: a blocked route (``native_transfer_manual_reconciliation_required`` or
+``native_transfer_target_commit_guard_invalid``) fails the task as an ordinary failure. Airflow may
+retry it; every retry re-reads the durable guard and stops again before any target I/O, which is the
+correctness boundary. The task never claims to be non-retryable for those codes.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
+from airflow_provider_dpone.contracts.report import RunReport
+
+try:  # Airflow 3 task SDK
+    from airflow.sdk import BaseOperator
+    from airflow.sdk.exceptions import AirflowFailException
+except ImportError:  # Airflow 2.10
+    from airflow.exceptions import AirflowFailException  # type: ignore[no-redef,attr-defined]
+    from airflow.models.baseoperator import BaseOperator  # type: ignore[no-redef]
+
+#: Failures that no retry can cure (the manifest itself is wrong): fail at once, skip the retries.
+NON_RETRYABLE_CODES = frozenset({ErrorCode.MANIFEST_INVALID, ErrorCode.USAGE})
+
+
+class NativeTransferOperator(BaseOperator):
+    """Move one route (source table -> ClickHouse table) as a manifest describes, under the commit guard.
+
+    :param manifest: path to a manifest YAML file (relative paths resolve against the DAG file's
+        folder) or the manifest as a dict. Templated.
+    :param source_conn_id: Airflow connection ID that replaces the manifest's ``source.connection``.
+    :param sink_conn_id: replaces ``sink.connection``.
+    :param checkpoints_conn_id: replaces ``checkpoints.connection``.
+
+    Returns (and pushes to XCom) a small summary: partitions committed and skipped, rows committed,
+    the checkpoint batch ID. Never data.
+    """
+
+    template_fields: Sequence[str] = ("manifest", "source_conn_id", "sink_conn_id", "checkpoints_conn_id")
+    template_ext: Sequence[str] = ()
+    ui_color = "#f7e9c5"
+
+    def __init__(
+        self,
+        *,
+        manifest: str | os.PathLike[str] | Mapping[str, Any],
+        source_conn_id: str | None = None,
+        sink_conn_id: str | None = None,
+        checkpoints_conn_id: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.manifest: str | dict[str, Any] = (
+            dict(manifest) if isinstance(manifest, Mapping) else os.fspath(manifest)
+        )
+        self.source_conn_id = source_conn_id
+        self.sink_conn_id = sink_conn_id
+        self.checkpoints_conn_id = checkpoints_conn_id
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        run_id = str(context["run_id"])
+        try:
+            report = self._run(context, run_id)
+        except DponeError as err:
+            # The on-call text: route, blocked partitions, the dpone commands to inspect and resolve.
+            self.log.error("%s", err.render())
+            if err.code in NON_RETRYABLE_CODES:
+                raise AirflowFailException(str(err)) from err
+            raise
+        summary = summarize(report)
+        self.log.info(
+            "dpone run %s: %d partition(s) committed, %d skipped, %d row(s) committed (batch %s)",
+            run_id,
+            summary["partitions_committed"],
+            summary["partitions_skipped"],
+            summary["rows_committed"],
+            summary["checkpoint_batch_id"],
+        )
+        return summary
+
+    def _run(self, context: Any, run_id: str) -> RunReport:
+        from airflow_provider_dpone.compose import open_runtime
+        from airflow_provider_dpone.hooks.endpoint_resolver import AirflowEndpointResolver
+
+        dag_dir = _dag_folder(context, self)
+        loaded, manifest_dir = self._load(dag_dir)
+        resolver = AirflowEndpointResolver(
+            manifest_dir,
+            overrides={
+                "source": self.source_conn_id,
+                "sink": self.sink_conn_id,
+                "checkpoints": self.checkpoints_conn_id,
+            },
+        )
+        with open_runtime(loaded, resolve=resolver) as runtime:
+            return runtime.run(run_id=run_id)
+
+    def _load(self, dag_dir: Path) -> tuple[Any, Path]:
+        from airflow_provider_dpone.manifests.loader import load_manifest, load_manifest_dict
+
+        if isinstance(self.manifest, dict):
+            return load_manifest_dict(self.manifest, origin=dag_dir), dag_dir
+        path = Path(self.manifest).expanduser()
+        if not path.is_absolute():
+            path = dag_dir / path
+        return load_manifest(path), path.parent
+
+
+def summarize(report: RunReport) -> dict[str, Any]:
+    """The XCom value: counts and identities only (JSON-serializable, never rows)."""
+    return {
+        "manifest": report.manifest_name,
+        "route": report.route,
+        "run_id": report.run_id,
+        "checkpoint_batch_id": report.checkpoint_batch_id,
+        "partitions_committed": report.partitions_committed,
+        "partitions_skipped": report.partitions_skipped,
+        "rows_committed": report.rows_committed,
+        "export": report.export,
+        "load": report.load,
+        "seconds": round(report.seconds, 3),
+    }
+
+
+def _dag_folder(context: Any, task: Any) -> Path:
+    """Folder of the DAG file, the base for a relative manifest path (falls back to the cwd)."""
+    dag = None
+    try:
+        dag = context.get("dag")
+    except AttributeError:
+        dag = None
+    dag = dag or getattr(task, "dag", None)
+    fileloc = getattr(dag, "fileloc", None)
+    if fileloc:
+        return Path(fileloc).resolve().parent
+    return Path.cwd()
