@@ -1,0 +1,177 @@
+"""The composition root: a validated manifest plus endpoint descriptors -> a runnable runtime.
+
+The CLI and the Airflow operator both build everything here, never by hand, so a run behaves the
+same wherever it starts. Nothing is opened until a method needs it: composing is free of I/O, and the
+target is opened only after the route guard scan found the route clear.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from airflow_provider_dpone.contracts.checkpoint import PartitionCheckpoint
+from airflow_provider_dpone.contracts.endpoints import EndpointDescriptor
+from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
+from airflow_provider_dpone.contracts.manifest import ExportPath
+from airflow_provider_dpone.contracts.report import RunReport
+from airflow_provider_dpone.manifests.loader import LoadedManifest
+from airflow_provider_dpone.ports.checkpoint_store import CheckpointStore
+from airflow_provider_dpone.ports.clock import Clock
+from airflow_provider_dpone.ports.sink import Sink
+from airflow_provider_dpone.ports.source import Source
+from airflow_provider_dpone.runtime.clock import SystemClock
+from airflow_provider_dpone.runtime.guard_inspection import InspectionRow, inspect_blocked
+from airflow_provider_dpone.runtime.guard_resolution import ResolutionRequest, resolve
+from airflow_provider_dpone.runtime.progress import ProgressListener
+from airflow_provider_dpone.runtime.transfer import TransferEngine, TransferPorts
+
+#: (connection name or inline URI, role) -> endpoint. Roles: "source", "sink", "checkpoints".
+EndpointResolver = Callable[[str, str], EndpointDescriptor]
+
+
+def env_resolver(manifest_dir: Path) -> EndpointResolver:
+    """Resolve connections the CLI way: inline URIs or ``AIRFLOW_CONN_<NAME>`` variables."""
+    from airflow_provider_dpone.connections import resolve_endpoint
+
+    def _resolve(name_or_uri: str, role: str) -> EndpointDescriptor:
+        return resolve_endpoint(name_or_uri, role=role, manifest_dir=manifest_dir)
+
+    return _resolve
+
+
+@dataclass
+class Runtime:
+    """Everything one manifest needs, opened lazily and closed together."""
+
+    loaded: LoadedManifest
+    resolve_endpoint: EndpointResolver
+    manifest_ref: str
+    clock: Clock = field(default_factory=SystemClock)
+    progress: ProgressListener | None = None
+    _closers: list[Callable[[], None]] = field(default_factory=list)
+    _store: CheckpointStore | None = None
+
+    @property
+    def manifest(self):  # type: ignore[no-untyped-def]
+        return self.loaded.manifest
+
+    # -- parts -------------------------------------------------------------------------------------
+
+    def store(self) -> CheckpointStore:
+        if self._store is None:
+            from airflow_provider_dpone.adapters.checkpoint_sql import store_from_endpoint
+
+            endpoint = self.resolve_endpoint(self.manifest.checkpoints.connection, "checkpoints")
+            store = store_from_endpoint(endpoint, self.loaded.manifest_dir)
+            store.ensure_schema()
+            self._store = store
+            self._closers.append(store.close)
+        return self._store
+
+    def open_source(self) -> Source:
+        from airflow_provider_dpone.adapters.sources.factory import open_source
+
+        endpoint = self.resolve_endpoint(self.manifest.source.connection, "source")
+        source = open_source(self.manifest.source, endpoint)
+        self._closers.append(source.close)
+        return source
+
+    def sink_endpoint(self) -> EndpointDescriptor:
+        return self.resolve_endpoint(self.manifest.sink.connection, "sink")
+
+    def sink_factory(self) -> Callable[[], Sink]:
+        endpoint = self.sink_endpoint()
+
+        def _open() -> Sink:
+            from airflow_provider_dpone.adapters.clickhouse.sink import ClickHouseSink
+
+            return ClickHouseSink(endpoint)
+
+        return _open
+
+    # -- operations --------------------------------------------------------------------------------
+
+    def run(self, run_id: str) -> RunReport:
+        """One run of the manifest's route under the target commit guard."""
+        if not run_id.strip():
+            raise DponeError(ErrorCode.USAGE, "a run ID must not be empty")
+        if self.manifest.sink.options.durable_quality_replay:
+            raise DponeError(
+                ErrorCode.USAGE,
+                "sink.options.durable_quality_replay is not available in this version; set it to false",
+                details={"path": "sink.options.durable_quality_replay"},
+            )
+        store = self.store()
+        source = self.open_source()
+        artifacts = None
+        if self.manifest.source.export is ExportPath.FILE_ARTIFACT:
+            from airflow_provider_dpone.adapters.artifacts.arrow_ipc import ArrowIpcArtifactStore
+
+            directory = Path(tempfile.mkdtemp(prefix="dpone-artifacts-"))
+            self._closers.append(lambda: shutil.rmtree(directory, ignore_errors=True))
+            artifacts = ArrowIpcArtifactStore(directory)
+        ports = TransferPorts(
+            store=store,
+            source=source,
+            open_sink=self.sink_factory(),
+            clock=self.clock,
+            artifacts=artifacts,
+            source_state=store,  # type: ignore[arg-type]
+        )
+        engine = TransferEngine(self.manifest, ports, manifest_ref=self.manifest_ref, progress=self.progress)
+        return engine.run(run_id)
+
+    def checkpoints(self) -> list[PartitionCheckpoint]:
+        return sorted(
+            self.store().list_latest(self.loaded.route), key=lambda c: (c.bounds.label, c.partition_id)
+        )
+
+    def resolve_guards(self, request: ResolutionRequest) -> list[PartitionCheckpoint]:
+        """Append audited resolutions. Opens neither the source nor the target."""
+        return resolve(self.store(), self.clock, self.loaded.route, request)
+
+    def inspect(self, *, with_source: bool = True) -> list[InspectionRow]:
+        """Read-only comparison of each blocked partition's attempt, source and target row counts."""
+        latest: Sequence[PartitionCheckpoint] = self.store().list_latest(self.loaded.route)
+        source = self.open_source() if with_source else None
+        sink = self.sink_factory()()
+        try:
+            return inspect_blocked(latest, source, sink, self.manifest.sink.table)
+        finally:
+            sink.close()
+
+    def close(self) -> None:
+        while self._closers:
+            closer = self._closers.pop()
+            # closing is best effort and must never hide a primary error
+            with contextlib.suppress(Exception):
+                closer()
+
+
+@contextmanager
+def open_runtime(
+    loaded: LoadedManifest,
+    *,
+    resolve: EndpointResolver | None = None,
+    manifest_ref: str | None = None,
+    clock: Clock | None = None,
+    progress: ProgressListener | None = None,
+) -> Iterator[Runtime]:
+    """Compose the runtime for one manifest; everything it opened is closed on exit."""
+    runtime = Runtime(
+        loaded=loaded,
+        resolve_endpoint=resolve or env_resolver(loaded.manifest_dir),
+        manifest_ref=manifest_ref or loaded.origin,
+        clock=clock or SystemClock(),
+        progress=progress,
+    )
+    try:
+        yield runtime
+    finally:
+        runtime.close()
