@@ -1,0 +1,114 @@
+"""Operator resolution: audited, only for blocked partitions, and it decides what a retry may do."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
+from airflow_provider_dpone.contracts.guard import GUARD_KEY
+from airflow_provider_dpone.contracts.manifest import Manifest
+from airflow_provider_dpone.runtime.guard_resolution import ResolutionRequest, ResolveAs, resolve
+from airflow_provider_dpone.runtime.transfer import TransferEngine, TransferPorts
+from tests.doubles import (
+    FaultyStore,
+    FixedClock,
+    InjectedFault,
+    InMemoryCheckpointStore,
+    MemorySource,
+    RecordingSink,
+    WriteFault,
+    describe,
+    manifest_dict,
+    orders_rows,
+)
+
+
+def engine_for(store, sink, source=None):  # type: ignore[no-untyped-def]
+    manifest = Manifest.model_validate_json(json.dumps(manifest_dict()))
+    ports = TransferPorts(store=store, source=source or MemorySource(orders_rows()), open_sink=lambda: sink,
+                          clock=FixedClock())
+    return TransferEngine(manifest, ports, manifest_ref="m.yaml")
+
+
+def blocked_store_after_lost_commit() -> tuple[InMemoryCheckpointStore, RecordingSink]:
+    store = InMemoryCheckpointStore()
+    sink = RecordingSink()
+    with pytest.raises(InjectedFault):
+        engine_for(FaultyStore(store, write_faults=[WriteFault("checkpoint_committed", after_rows=0)]), sink).run("r1")
+    return store, sink
+
+
+def test_resolving_as_committed_lets_the_next_run_skip_without_touching_the_target() -> None:
+    store, sink = blocked_store_after_lost_commit()
+    route = engine_for(store, sink)._route
+    records = resolve(store, FixedClock(), route,
+                      ResolutionRequest(None, ResolveAs.COMMITTED, "counted rows in target: match", "oncall@host"))
+    assert len(records) == 3
+    audit = records[0].diagnostics["resolution"]
+    assert isinstance(audit, dict)
+    assert audit["by"] == "oncall@host" and audit["as"] == "committed"
+    assert audit["previous_phase"] == "checkpoint_incomplete"
+    events: list[str] = []
+    retry_sink = RecordingSink(events)
+    report = engine_for(store, retry_sink).run("r2")
+    assert report.partitions_skipped == 3 and retry_sink.target_calls() == 0
+
+
+def test_resolving_as_not_applied_lets_the_next_run_move_the_partitions_again() -> None:
+    store, sink = blocked_store_after_lost_commit()
+    route = engine_for(store, sink)._route
+    resolve(store, FixedClock(), route, ResolutionRequest(None, ResolveAs.NOT_APPLIED, "target empty", "me"))
+    assert {describe(c) for c in store.list_latest(route)} == {"FAILED/failed_before_target"}
+    retry_sink = RecordingSink()
+    report = engine_for(store, retry_sink).run("r2")
+    assert report.partitions_committed == 3 and retry_sink.target_calls() == 1
+
+
+def test_resolution_refuses_partitions_that_are_not_blocked_and_needs_a_reason() -> None:
+    store = InMemoryCheckpointStore()
+    sink = RecordingSink()
+    engine_for(store, sink).run("r1")
+    route = engine_for(store, sink)._route
+    pid = store.list_latest(route)[0].partition_id
+    with pytest.raises(DponeError) as not_blocked:
+        resolve(store, FixedClock(), route, ResolutionRequest((pid,), ResolveAs.COMMITTED, "x", "me"))
+    assert not_blocked.value.code is ErrorCode.USAGE
+    with pytest.raises(DponeError):
+        resolve(store, FixedClock(), route, ResolutionRequest(None, ResolveAs.COMMITTED, "   ", "me"))
+    with pytest.raises(DponeError):
+        resolve(store, FixedClock(), route, ResolutionRequest(None, ResolveAs.COMMITTED, "ok", "me"))
+
+
+def test_an_invalid_guard_can_be_resolved_and_keeps_its_history() -> None:
+    store, sink = blocked_store_after_lost_commit()
+    route = engine_for(store, sink)._route
+    first = store.list_latest(route)[0]
+    store.write_batch([first.model_copy(update={"diagnostics": {GUARD_KEY: {"phase": "???"}}})])
+    resolve(store, FixedClock(), route, ResolutionRequest((first.partition_id,), ResolveAs.NOT_APPLIED, "bad rec", "me"))
+    history = store.history(route, first.partition_id)
+    assert [describe(c) for c in history][-1] == "FAILED/failed_before_target"
+    assert len(history) >= 5  # append-only: PLANNED, armed, unknown, corrupt, resolution
+
+
+def test_permit_is_required_for_every_target_mutation() -> None:
+    """By construction: a sink refuses a permit that the lifecycle has not opened (or already closed)."""
+    from airflow_provider_dpone.contracts.partition import BoundsKind, PartitionBounds
+    from airflow_provider_dpone.contracts.permit import TargetPermit
+    from airflow_provider_dpone.contracts.route import RouteIdentity, Strategy
+    from tests.doubles import ORDERS_SCHEMA
+
+    route = RouteIdentity(source_table="dbo.orders", target_table="analytics.orders", strategy=Strategy.INCREMENTAL_APPEND)
+    permit = TargetPermit(route=route, checkpoint_batch_id="sha256:" + "0" * 64,
+                          partitions=(("p", PartitionBounds(kind=BoundsKind.ALL, label="all")),))
+    sink = RecordingSink()
+    with pytest.raises(DponeError) as refused:
+        sink.load(permit, "analytics.orders", ORDERS_SCHEMA, [])
+    assert refused.value.code is ErrorCode.TARGET_MUTATION_UNGUARDED
+    permit._open_window()
+    with pytest.raises(DponeError):
+        sink.load(permit, "analytics.other", ORDERS_SCHEMA, [])
+    permit._close_window()
+    with pytest.raises(DponeError):
+        permit._open_window()  # single use
