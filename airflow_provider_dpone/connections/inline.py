@@ -21,9 +21,10 @@ INLINE_SCHEMES: dict[str, EndpointKind] = {"sqlite": EndpointKind.SQLITE, "chdb"
 class InlineUriError(ValueError):
     """An inline URI that is not admitted. ``reason`` is a fixed phrase that never repeats the URI."""
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, *, carries_secret: bool = False) -> None:
         super().__init__(reason)
         self.reason = reason
+        self.carries_secret = carries_secret
 
 
 class InlineTarget(BaseModel):
@@ -43,13 +44,6 @@ def is_inline(value: str) -> bool:
 
 def parse_inline(uri: str) -> InlineTarget:
     """Parse an inline URI or raise :class:`InlineUriError` with a safe reason."""
-    scheme, sep, _rest = uri.partition("://")
-    scheme = scheme.lower()
-    if not sep or scheme not in INLINE_SCHEMES:
-        raise InlineUriError(
-            "inline connections may only be credential-free sqlite:/// or chdb:/// URIs; "
-            "put anything else in an AIRFLOW_CONN_<NAME> connection"
-        )
     try:
         parts = urlsplit(uri)
         has_password = parts.password is not None
@@ -58,7 +52,14 @@ def parse_inline(uri: str) -> InlineTarget:
         raise InlineUriError("inline connection URI is malformed") from None
     if has_password:
         raise InlineUriError(
-            "a manifest must not contain a password; move this connection to an AIRFLOW_CONN_<NAME> variable"
+            "a manifest must not contain a password; move this connection to an AIRFLOW_CONN_<NAME> variable",
+            carries_secret=True,
+        )
+    scheme = uri.partition("://")[0].lower()
+    if scheme not in INLINE_SCHEMES:
+        raise InlineUriError(
+            "inline connections may only be credential-free sqlite:/// or chdb:/// URIs; "
+            "put anything else in an AIRFLOW_CONN_<NAME> connection"
         )
     if has_user or parts.netloc:
         raise InlineUriError(f"inline {scheme}:/// URIs take a path only (no user, host or port)")

@@ -32,6 +32,13 @@ class ErrorCode(str, Enum):
     QUALITY_CHECK_FAILED = "quality_check_failed"
     ARTIFACT_INVALID = "artifact_invalid"
     USAGE = "usage_error"
+    # Durable quality replay (ADR 0074): capsules, reader guards, the bounded target reader.
+    CAPSULE_INVALID = "quality_capsule_invalid"
+    CAPSULE_CONFLICT = "quality_capsule_conflict"
+    CAPSULE_CAPACITY_EXCEEDED = "quality_capsule_capacity_exceeded"
+    CAPSULE_STORE_FAILED = "quality_capsule_store_failed"
+    READER_GUARD_HELD = "reader_guard_held"
+    TARGET_READER_UNSUPPORTED = "target_reader_unsupported"
 
 
 #: Codes that mean "the route is blocked until an operator acts" (CLI exit code 3).

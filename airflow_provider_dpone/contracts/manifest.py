@@ -1,6 +1,6 @@
 """The transfer manifest: strict pydantic models (shape in ARCHITECTURE.md section 5).
 
-Loading YAML, friendly error rendering and the semantic identity live in ``contracts.manifest_loader``.
+Loading YAML, friendly error rendering and the semantic identity live in ``airflow_provider_dpone.manifests``.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, JsonValue, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from airflow_provider_dpone.connections.inline import InlineUriError, is_inline, parse_inline
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
@@ -36,7 +36,11 @@ from airflow_provider_dpone.manifests.yaml_strict import MAX_NODES, YamlTooCompl
 #: A manifest is a few kilobytes; refuse anything absurd before parsing it.
 MAX_MANIFEST_BYTES = 1_048_576
 #: Keys whose value is a connection name or an inline, credential-free URI.
-CONNECTION_PATHS: tuple[PathKey, ...] = (("source", "connection"), ("sink", "connection"), ("checkpoints", "connection"))
+CONNECTION_PATHS: tuple[PathKey, ...] = (
+    ("source", "connection"),
+    ("sink", "connection"),
+    ("checkpoints", "connection"),
+)
 
 _URI_WITH_PASSWORD = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/?#@\s]*:[^/?#@\s]*@")
 _PASSWORD_PARAM = re.compile(r"[?&;](?:password|passwd|pwd)=", re.IGNORECASE)
@@ -50,7 +54,7 @@ class LoadedManifest(BaseModel):
     manifest: Manifest
     origin: str
     manifest_dir: Path
-    normalized: dict[str, JsonValue]
+    normalized: dict[str, Any]
     identity: str
 
     @property
@@ -224,10 +228,13 @@ def _secret_problems(
                 try:
                     parse_inline(value)
                 except InlineUriError as exc:
-                    secret = _URI_WITH_PASSWORD.search(value) is not None
                     problems.append(
                         ManifestProblem(
-                            kind=ProblemKind.FORBIDDEN_SECRET if secret else ProblemKind.INVALID_CONNECTION,
+                            kind=(
+                                ProblemKind.FORBIDDEN_SECRET
+                                if exc.carries_secret
+                                else ProblemKind.INVALID_CONNECTION
+                            ),
                             path=format_path(path),
                             message=exc.reason,
                             line=line,
@@ -252,7 +259,11 @@ def _syntax_problem(exc: yaml.MarkedYAMLError) -> ManifestProblem:
     mark = exc.problem_mark or exc.context_mark
     phrase = exc.problem or exc.context or "invalid YAML"
     if exc.context and exc.problem:
-        phrase = f"{exc.context}: {exc.problem}"
+        context = exc.context
+        started = exc.context_mark
+        if started is not None and mark is not None and started.line != mark.line:
+            context += f" (started at line {started.line + 1})"
+        phrase = f"{context}: {exc.problem}"
     return ManifestProblem(
         kind=ProblemKind.YAML_SYNTAX,
         path="",
@@ -271,6 +282,7 @@ def _root_problem(message: str) -> ManifestProblem:
 
 
 def _invalid(origin: str, problems: list[ManifestProblem], *, headline: str = "invalid") -> DponeError:
+    problems = sorted(problems, key=lambda p: (p.line is None, p.line or 0, p.path))
     count = len(problems)
     noun = "problem" if count == 1 else "problems"
     if headline == "cannot read":

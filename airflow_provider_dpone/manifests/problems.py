@@ -187,7 +187,12 @@ def _problem(
         elif found == "string" and expected in ("integer", "number"):
             message += " (write the number unquoted)"
         return ManifestProblem(
-            kind=ProblemKind.WRONG_TYPE, path=shown, message=message, line=line, expected=expected, found=found
+            kind=ProblemKind.WRONG_TYPE,
+            path=shown,
+            message=message,
+            line=line,
+            expected=expected,
+            found=found,
         )
     if kind in ("enum", "literal_error"):
         expected = str(first.get("ctx", {}).get("expected", "an allowed value"))

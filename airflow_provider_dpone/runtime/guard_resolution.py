@@ -41,6 +41,20 @@ def blocked_partitions(latest: Sequence[PartitionCheckpoint]) -> list[BlockedPar
     return [*scan.invalid, *scan.unresolved]
 
 
+MIN_PREFIX_HEX = 8
+
+
+def _expand_prefix(given: str, latest: dict[str, PartitionCheckpoint]) -> str:
+    """Accept the short IDs the table shows (``sha256:0123abcd...``) when they name exactly one partition."""
+    given = given.strip().removesuffix("...")
+    if given in latest or len(given.removeprefix("sha256:")) < MIN_PREFIX_HEX:
+        return given
+    matches = [pid for pid in latest if pid.startswith(given)]
+    if len(matches) > 1:
+        raise DponeError(ErrorCode.USAGE, "a partition ID prefix matches several partitions; give more of it")
+    return matches[0] if matches else given
+
+
 def resolve(
     store: CheckpointStore, clock: Clock, route: RouteIdentity, request: ResolutionRequest
 ) -> list[PartitionCheckpoint]:
@@ -57,7 +71,7 @@ def resolve(
         if not chosen:
             raise DponeError(ErrorCode.USAGE, f"route {route.describe()} has no blocked partition")
     else:
-        chosen = list(dict.fromkeys(request.partition_ids))
+        chosen = list(dict.fromkeys(_expand_prefix(pid, latest) for pid in request.partition_ids))
         unknown = [pid for pid in chosen if pid not in latest]
         if unknown:
             raise DponeError(

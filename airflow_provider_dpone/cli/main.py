@@ -1,0 +1,97 @@
+"""``dpone``: the root click group, and the list of modules that contribute its commands.
+
+Each module in :data:`COMMAND_MODULES` lives in this package and exposes ``register(group)``, which adds
+its command(s) to the root group. Adding a command is one line here. A module that does not exist yet
+is skipped (only a ``ModuleNotFoundError`` for that exact module; a broken import inside it still fails
+loudly). Modules keep their heavy imports inside the command functions so ``dpone --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Sequence
+from types import ModuleType
+
+import click
+
+from airflow_provider_dpone import __version__
+from airflow_provider_dpone.cli.output import DEBUG_META_KEY, fail_unexpected
+
+#: Command modules, relative to this package. Order is the order of ``dpone --help``'s listing.
+COMMAND_MODULES: tuple[str, ...] = (
+    "run_cmd",
+    "demo_cmd",
+    "checkpoints_cmd",
+    "guard_cmd",
+    "manifest_cmd",
+)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.version_option(__version__, "--version", prog_name="dpone", message="%(prog)s %(version)s")
+@click.option(
+    "--debug",
+    is_flag=True,
+    default=False,
+    help="Print tracebacks of failures (also DPONE_DEBUG=1). Tracebacks may contain sensitive text.",
+)
+@click.pass_context
+def cli(ctx: click.Context, debug: bool) -> None:
+    """Move SQL Server / SQLite tables into ClickHouse in partitions, with a fail-closed commit guard.
+
+    Exit codes: 0 success, 1 failed, 2 usage or invalid manifest, 3 route blocked (manual reconciliation).
+    """
+    ctx.meta[DEBUG_META_KEY] = debug
+
+
+def register_commands(group: click.Group, modules: Sequence[str] = COMMAND_MODULES) -> list[str]:
+    """Import each command module and let it register itself; returns the modules that were found."""
+    found = []
+    for name in modules:
+        module = _import_optional(f"{__package__}.{name}")
+        if module is None:
+            continue
+        _register_module(group, module)
+        found.append(name)
+    return found
+
+
+def _import_optional(qualified: str) -> ModuleType | None:
+    try:
+        return importlib.import_module(qualified)
+    except ModuleNotFoundError as exc:
+        if exc.name == qualified:
+            return None
+        raise
+
+
+def _register_module(group: click.Group, module: ModuleType) -> None:
+    register = getattr(module, "register", None)
+    if callable(register):
+        register(group)
+        return
+    # Fallback for a module without register(): its top-level click commands that are not
+    # sub-commands of a group defined in the same module.
+    commands = [value for value in vars(module).values() if isinstance(value, click.Command)]
+    nested = {
+        id(sub) for value in commands if isinstance(value, click.Group) for sub in value.commands.values()
+    }
+    for command in commands:
+        own = getattr(command.callback, "__module__", None) == module.__name__
+        if id(command) not in nested and own:
+            group.add_command(command)
+
+
+register_commands(cli)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Console-script entry point (``dpone``)."""
+    try:
+        cli.main(args=list(argv) if argv is not None else None, prog_name="dpone")
+    except Exception as exc:  # escaped every command's own handler: still no message, still exit 1
+        fail_unexpected(exc, as_json=False)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,136 @@
+"""What every ``dpone`` command prints and how it exits.
+
+Exit codes (ARCHITECTURE.md section 5): 0 success; 1 the run failed; 2 usage or invalid manifest;
+3 the route is blocked (manual reconciliation required, or an invalid guard). A failure prints one line
+``error: <code>: <safe message>`` (then indented hints) to stderr, or with ``--json`` one JSON object to
+stdout. An unexpected exception prints a generic line only — its message may hold SQL, values or
+credentials — and its traceback only with ``--debug`` or ``DPONE_DEBUG=1``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import traceback
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, NoReturn
+
+import click
+
+from airflow_provider_dpone.contracts.errors import BLOCKING_CODES, USAGE_CODES, DponeError
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_BLOCKED = 3
+
+#: The code printed for a failure that is not a DponeError (not an ErrorCode: it is never raised).
+UNEXPECTED_CODE = "unexpected_error"
+#: Where ``dpone --debug`` is remembered on the root click context.
+DEBUG_META_KEY = "dpone.debug"
+
+
+def exit_code_for(err: DponeError) -> int:
+    if err.code in BLOCKING_CODES:
+        return EXIT_BLOCKED
+    if err.code in USAGE_CODES:
+        return EXIT_USAGE
+    return EXIT_FAILED
+
+
+def debug_enabled() -> bool:
+    """``--debug`` on the command line, or ``DPONE_DEBUG=1`` in the environment."""
+    if os.environ.get("DPONE_DEBUG", "").strip().lower() in ("1", "true", "yes"):
+        return True
+    ctx = click.get_current_context(silent=True)
+    return bool(ctx is not None and ctx.find_root().meta.get(DEBUG_META_KEY, False))
+
+
+def fail(err: DponeError, as_json: bool) -> NoReturn:
+    """Report a DponeError and exit with its code."""
+    if debug_enabled():
+        _print_traceback(err)
+    if as_json:
+        print_json(err.to_json())
+    else:
+        click.echo(err.render(), err=True)
+    sys.exit(exit_code_for(err))
+
+
+def fail_unexpected(exc: BaseException, as_json: bool) -> NoReturn:
+    """Report an exception we did not anticipate: type name only, never its message; exit 1."""
+    debug = debug_enabled()
+    if debug:
+        _print_traceback(exc)
+    kind = type(exc).__name__
+    message = f"unexpected internal failure ({kind})"
+    hint = "see the traceback above" if debug else "rerun with --debug or DPONE_DEBUG=1 to see the traceback"
+    if as_json:
+        print_json({"error": UNEXPECTED_CODE, "message": message, "details": {"exception_type": kind}})
+    else:
+        click.echo(f"error: {UNEXPECTED_CODE}: {message}\n  {hint}", err=True)
+    sys.exit(EXIT_FAILED)
+
+
+@contextmanager
+def reporting_errors(as_json: bool) -> Iterator[None]:
+    """Wrap a command body: DponeError -> :func:`fail`; any other exception -> :func:`fail_unexpected`.
+
+    ``SystemExit``, ``KeyboardInterrupt`` and click's own exceptions pass through untouched.
+    """
+    try:
+        yield
+    except DponeError as err:
+        fail(err, as_json)
+    except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+        raise
+    except Exception as exc:
+        fail_unexpected(exc, as_json)
+
+
+def print_json(value: Any) -> None:
+    """One JSON document on stdout, keys sorted, for scripts."""
+    click.echo(json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str))
+
+
+def render_table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
+    """Plain-text table with aligned columns: integer columns right-aligned, the rest left; None is ``-``."""
+    raw = [list(row) for row in rows]
+    for row in raw:
+        if len(row) != len(headers):
+            raise ValueError("every table row needs one cell per header")
+    numeric = [
+        any(_is_int(row[i]) for row in raw) and all(_is_int(row[i]) or row[i] is None for row in raw)
+        for i in range(len(headers))
+    ]
+    body = [[_cell(value) for value in row] for row in raw]
+    widths = [max([len(h), *(len(row[i]) for row in body)]) for i, h in enumerate(headers)]
+
+    def line(cells: Sequence[str]) -> str:
+        parts = [
+            cell.rjust(widths[i]) if numeric[i] else cell.ljust(widths[i]) for i, cell in enumerate(cells)
+        ]
+        return "  ".join(parts).rstrip()
+
+    return "\n".join([line(list(headers)), *(line(row) for row in body)])
+
+
+def print_table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> None:
+    click.echo(render_table(headers, rows))
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _cell(value: object) -> str:
+    if value is None:
+        return "-"
+    text = str(value)
+    return text.replace("\n", " ").replace("\t", " ")
+
+
+def _print_traceback(exc: BaseException) -> None:
+    click.echo("".join(traceback.format_exception(exc)).rstrip(), err=True)

@@ -1,0 +1,218 @@
+"""Connection values -> endpoint descriptors: AIRFLOW_CONN_* (URI and JSON forms) and inline URIs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+
+from airflow_provider_dpone.connections import (
+    ConnectionRole,
+    env_var_name,
+    inline_problem,
+    is_inline,
+    parse_connection_value,
+    resolve_endpoint,
+)
+from airflow_provider_dpone.contracts.endpoints import ClickHouseInterface, EndpointKind
+from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
+
+NASTY = "p@ss:w/rd?#%&=+ é'\"\\"
+
+
+def resolve(value: str, role: str, env: dict[str, str], base: Path = Path("/manifests")):  # type: ignore[no-untyped-def]
+    return resolve_endpoint(value, role=role, manifest_dir=base, env=env)
+
+
+def test_env_var_name_is_the_upper_cased_connection_id() -> None:
+    assert env_var_name("orders_mssql") == "AIRFLOW_CONN_ORDERS_MSSQL"
+    assert is_inline("sqlite:///x.db") and not is_inline("orders_mssql")
+
+
+def test_mssql_uri_form() -> None:
+    env = {"AIRFLOW_CONN_ORDERS_MSSQL": "mssql://etl:secret@sql.example:1433/sales"}
+    endpoint = resolve("orders_mssql", "source", env)
+
+    assert endpoint.kind is EndpointKind.MSSQL
+    assert (endpoint.host, endpoint.port, endpoint.database, endpoint.user) == (
+        "sql.example",
+        1433,
+        "sales",
+        "etl",
+    )
+    assert endpoint.secret() == "secret"
+    assert endpoint.name == "orders_mssql"
+
+
+def test_password_with_special_characters_round_trips_and_never_shows() -> None:
+    uri = f"clickhouse://{quote('an@lyst', safe='')}:{quote(NASTY, safe='')}@ch.local:8443/analytics?secure=true"
+    endpoint = resolve("ch", "sink", {"AIRFLOW_CONN_CH": uri})
+
+    assert endpoint.secret() == NASTY
+    assert endpoint.user == "an@lyst"
+    assert endpoint.secure is True
+    assert endpoint.interface is ClickHouseInterface.HTTP
+    for shown in (repr(endpoint), str(endpoint), endpoint.describe(), endpoint.model_dump_json()):
+        assert NASTY not in shown and quote(NASTY, safe="") not in shown
+    assert NASTY not in repr(parse_connection_value(uri))
+
+
+def test_clickhouse_uri_with_secure_false_and_database() -> None:
+    env = {"AIRFLOW_CONN_ANALYTICS": "clickhouse://default:pw@127.0.0.1:8123/analytics?secure=false"}
+    endpoint = resolve("analytics", "sink", env)
+
+    assert (endpoint.host, endpoint.port, endpoint.database, endpoint.secure) == (
+        "127.0.0.1",
+        8123,
+        "analytics",
+        False,
+    )
+
+
+@pytest.mark.parametrize("scheme", ["postgres", "postgresql"])
+def test_postgres_uri_forms(scheme: str) -> None:
+    env = {"AIRFLOW_CONN_STATE": f"{scheme}://dpone:pw@pg.local:5432/dpone_state"}
+    endpoint = resolve("state", "checkpoints", env)
+
+    assert endpoint.kind is EndpointKind.POSTGRES
+    assert (endpoint.host, endpoint.port, endpoint.database) == ("pg.local", 5432, "dpone_state")
+
+
+def test_sqlite_uri_absolute_and_relative_paths(tmp_path: Path) -> None:
+    absolute = resolve(
+        "state", "checkpoints", {"AIRFLOW_CONN_STATE": "sqlite:////var/lib/dpone/state.db"}, tmp_path
+    )
+    relative = resolve("state", "checkpoints", {"AIRFLOW_CONN_STATE": "sqlite:///state.db"}, tmp_path)
+
+    assert absolute.kind is EndpointKind.SQLITE and absolute.path == "/var/lib/dpone/state.db"
+    assert relative.path == str(tmp_path / "state.db")
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["clickhouse://?interface=chdb&path=/data/chdb", "chdb:////data/chdb", "chdb://?path=/data/chdb"],
+)
+def test_chdb_targets_in_uri_form(value: str) -> None:
+    endpoint = resolve("target", "sink", {"AIRFLOW_CONN_TARGET": value})
+
+    assert endpoint.kind is EndpointKind.CLICKHOUSE
+    assert endpoint.interface is ClickHouseInterface.CHDB
+    assert endpoint.path == "/data/chdb"
+    assert endpoint.password is None
+
+
+def test_json_form_with_extra_object_and_string_port() -> None:
+    value = json.dumps(
+        {
+            "conn_type": "clickhouse",
+            "host": "ch.local",
+            "login": "analyst",
+            "password": NASTY,
+            "port": "8123",
+            "schema": "analytics",
+            "extra": {"secure": "false"},
+        }
+    )
+    endpoint = resolve("ch", "sink", {"AIRFLOW_CONN_CH": value})
+
+    assert (endpoint.host, endpoint.port, endpoint.database, endpoint.user) == (
+        "ch.local",
+        8123,
+        "analytics",
+        "analyst",
+    )
+    assert endpoint.secret() == NASTY
+    assert NASTY not in repr(endpoint)
+
+
+def test_json_form_chdb_with_relative_path(tmp_path: Path) -> None:
+    value = json.dumps({"conn_type": "clickhouse", "extra": json.dumps({"interface": "chdb", "path": "ch"})})
+    endpoint = resolve("target", "sink", {"AIRFLOW_CONN_TARGET": value}, tmp_path)
+
+    assert endpoint.interface is ClickHouseInterface.CHDB
+    assert endpoint.path == str(tmp_path / "ch")
+
+
+def test_inline_uris_resolve_against_the_manifest_folder(tmp_path: Path) -> None:
+    state = resolve("sqlite:///state.sqlite", "checkpoints", {}, tmp_path)
+    target = resolve("chdb:///clickhouse", "sink", {}, tmp_path)
+    absolute = resolve("sqlite:////srv/source.sqlite", "source", {}, tmp_path)
+
+    assert (state.kind, state.path) == (EndpointKind.SQLITE, str(tmp_path / "state.sqlite"))
+    assert (target.kind, target.interface, target.path) == (
+        EndpointKind.CLICKHOUSE,
+        ClickHouseInterface.CHDB,
+        str(tmp_path / "clickhouse"),
+    )
+    assert absolute.path == "/srv/source.sqlite"
+    assert not (tmp_path / "state.sqlite").exists()  # resolving opens and creates nothing
+
+
+def test_inline_uri_with_a_password_is_refused_without_echo(tmp_path: Path) -> None:
+    assert inline_problem("sqlite:///ok.db") is None
+    with pytest.raises(DponeError) as info:
+        resolve("mssql://u:hunter2@h/db", "source", {}, tmp_path)
+
+    assert info.value.code is ErrorCode.CONNECTION_INVALID
+    assert "hunter2" not in info.value.render() + repr(info.value.details)
+
+
+def test_missing_variable_names_the_variable_to_set() -> None:
+    with pytest.raises(DponeError) as info:
+        resolve("orders_mssql", ConnectionRole.SOURCE, {})
+
+    assert info.value.code is ErrorCode.CONNECTION_MISSING
+    assert "set AIRFLOW_CONN_ORDERS_MSSQL" in info.value.safe_message
+    assert info.value.details["variable"] == "AIRFLOW_CONN_ORDERS_MSSQL"
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "mssql://etl:hunter2@db:notaport/sales",
+        "mssql://etl:hunter2@db:99999/sales",
+        "{not json hunter2",
+        '{"conn_type": "mssql", "password": "hunter2", "host": "h", "bogus_field": 1}',
+        '{"conn_type": "mssql", "password": "hunter2", "host": "h", "port": "x"}',
+        "oracle://u:hunter2@h:1521/db",
+        "mssql://u:hunter2@/db",
+        "clickhouse://u:hunter2@h?interface=grpc",
+        "hunter2",
+        "mssql://u:hunter2@h/db://x",
+    ],
+)
+def test_malformed_connections_are_invalid_and_never_echoed(value: str) -> None:
+    with pytest.raises(DponeError) as info:
+        resolve("orders", "source", {"AIRFLOW_CONN_ORDERS": value})
+
+    err = info.value
+    assert err.code is ErrorCode.CONNECTION_INVALID
+    shown = err.render() + repr(err.details) + str(err)
+    assert "hunter2" not in shown
+    cause = err.__cause__
+    while cause is not None:  # the chained cause carries a safe reason only
+        assert "hunter2" not in str(cause)
+        cause = cause.__cause__
+
+
+@pytest.mark.parametrize(
+    ("role", "value"),
+    [
+        ("sink", "mssql://u:p@h/db"),
+        ("checkpoints", "clickhouse://u:p@h/db"),
+        ("source", "postgres://u:p@h/db"),
+    ],
+)
+def test_a_connection_of_the_wrong_kind_for_its_role_is_invalid(role: str, value: str) -> None:
+    with pytest.raises(DponeError) as info:
+        resolve("c", role, {"AIRFLOW_CONN_C": value})
+    assert info.value.code is ErrorCode.CONNECTION_INVALID
+    assert f"as the {role} connection" in info.value.safe_message
+
+
+def test_resolution_reads_os_environ_by_default(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("AIRFLOW_CONN_STATE_ENV", "sqlite:///s.db")
+    endpoint = resolve_endpoint("state_env", role="checkpoints", manifest_dir=tmp_path)
+    assert endpoint.path == str(tmp_path / "s.db")
