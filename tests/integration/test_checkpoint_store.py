@@ -7,6 +7,8 @@ fresh database (the table names are a fixed public contract, so isolation is by 
 from __future__ import annotations
 
 import datetime as dt
+import subprocess
+import sys
 import threading
 import traceback
 import uuid
@@ -198,6 +200,21 @@ class TestBothBackends:
             for store in stores:
                 store.close()
 
+    def test_ensure_schema_refuses_a_foreign_table_of_the_same_name(self, store_url: str) -> None:
+        SqlCheckpointStore(store_url).close()  # creates the SQLite file's folder
+        engine = sa.create_engine(store_url)
+        try:
+            with engine.begin() as conn:
+                conn.exec_driver_sql(
+                    f"CREATE TABLE {CHECKPOINT_TABLE} (id INTEGER PRIMARY KEY, payload TEXT)"
+                )
+        finally:
+            engine.dispose()
+        with SqlCheckpointStore(store_url) as store, pytest.raises(DponeError) as caught:
+            store.ensure_schema()
+        assert caught.value.code is ErrorCode.CHECKPOINT_STORE_FAILED
+        assert f"{CHECKPOINT_TABLE}.payload_text" in caught.value.details["missing_columns"]
+
     def test_history_keeps_every_write_oldest_first_and_never_rewrites_rows(
         self, store: SqlCheckpointStore, store_url: str
     ) -> None:
@@ -255,10 +272,10 @@ class TestBothBackends:
         assert store.read_latest(OTHER_ROUTE, [a1.partition_id]) == {}
 
     def test_read_latest_handles_more_ids_than_one_in_list_holds(self, store: SqlCheckpointStore) -> None:
-        batch = [checkpoint(f"p{i:04d}") for i in range(1200)]
+        batch = [checkpoint(f"p{i:04d}") for i in range(520)]
         store.write_batch(batch)
         found = store.read_latest(ROUTE, [c.partition_id for c in batch])
-        assert len(found) == 1200
+        assert len(found) == 520
         assert found[batch[-1].partition_id] == batch[-1]
 
     def test_payload_comes_back_byte_identical_and_the_payload_column_is_queryable_json(
@@ -332,6 +349,16 @@ class TestBothBackends:
                 c.partition_id: c for c in batch[:2]
             }
 
+    def test_a_batch_holding_an_unserializable_checkpoint_writes_nothing(
+        self, store: SqlCheckpointStore
+    ) -> None:
+        batch = [checkpoint("a"), checkpoint("b", diagnostics={"ratio": float("nan")}), checkpoint("c")]
+        with pytest.raises(DponeError) as caught:
+            store.write_batch(batch)
+        assert caught.value.code is ErrorCode.CHECKPOINT_STORE_FAILED
+        assert caught.value.details["partition_id"] == batch[1].partition_id
+        assert store.list_latest(ROUTE) == []
+
     def test_source_state_is_absent_then_upserted_per_route(self, store: SqlCheckpointStore) -> None:
         assert store.read_state(ROUTE) is None
         store.advance_state(ROUTE, {"cursor": "2026-11-30T00:00:00", "rows": 10})
@@ -392,6 +419,42 @@ class TestBothBackends:
             assert [c.partition_id for c in store.list_latest(ROUTE)] == [checkpoint("a").partition_id]
         if expected_file is not None:
             assert expected_file.is_file()
+
+
+# -- SQLite sharing between processes ------------------------------------------------------------------
+
+_WRITER = """
+import sys
+from airflow_provider_dpone.adapters.checkpoint_sql import SqlCheckpointStore
+from airflow_provider_dpone.contracts.checkpoint import PartitionCheckpoint
+with SqlCheckpointStore(sys.argv[1]) as store:
+    store.ensure_schema()
+    store.write_batch([PartitionCheckpoint.from_payload(line) for line in sys.stdin.read().splitlines()])
+"""
+
+
+def test_sqlite_store_is_wal_and_fully_synced_and_shared_with_another_process(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'shared.sqlite'}"
+    batch = [guarded(f"2026-12-0{i}", GuardPhase.ARMED) for i in range(1, 4)]
+    with SqlCheckpointStore(url) as reader:
+        reader.ensure_schema()
+        assert reader.list_latest(ROUTE) == []  # the reader's pooled connection stays open meanwhile
+        writer = subprocess.run(
+            [sys.executable, "-c", _WRITER, url],
+            input="\n".join(c.to_payload() for c in batch),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert writer.returncode == 0, writer.stderr[-2000:]
+        assert reader.list_latest(ROUTE) == batch
+    (mode,) = raw_rows(url, "PRAGMA journal_mode")
+    assert mode[0] == "wal"
+    # per-connection settings, so read back through the store's own pool
+    with SqlCheckpointStore(url) as store, store._engine.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 2  # FULL: commits survive power loss
+        assert (conn.exec_driver_sql("PRAGMA busy_timeout").scalar() or 0) >= 1000
 
 
 # -- failures and secrets ------------------------------------------------------------------------------
@@ -468,8 +531,9 @@ def test_sqlite_failures_carry_the_store_code_and_never_the_path(tmp_path: Path)
         "postgresql+psycopg://u:{pw}@h/db",
         "not a url {pw}",
         "postgresql://u:{pw}@h:port/db",
+        "nosuchdb+nodriver://u:{pw}@h/db",
     ],
-    ids=["other-backend", "other-driver", "garbage", "bad-port"],
+    ids=["other-backend", "other-driver", "garbage", "bad-port", "unknown-dialect"],
 )
 def test_unsupported_or_malformed_urls_are_connection_errors_that_do_not_echo_the_url(template: str) -> None:
     with pytest.raises(DponeError) as caught:
@@ -484,3 +548,18 @@ def _unused_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def test_airflow_style_postgres_scheme_is_accepted_as_postgresql_psycopg2() -> None:
+    with SqlCheckpointStore(f"postgres://dpone:{SECRET}@127.0.0.1:{_unused_port()}/x") as store:
+        assert store.backend == "postgresql"
+        assert SECRET not in repr(store)
+
+
+def test_an_in_memory_sqlite_store_works_across_threads_for_quick_tools() -> None:
+    with SqlCheckpointStore("sqlite://") as store:
+        store.ensure_schema()
+        writer = threading.Thread(target=store.write_batch, args=([checkpoint("a")],))
+        writer.start()
+        writer.join(timeout=30)
+        assert store.list_latest(ROUTE) == [checkpoint("a")]

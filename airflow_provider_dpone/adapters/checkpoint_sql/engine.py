@@ -6,6 +6,8 @@ in a message; SQLAlchemy's own ``Engine`` repr masks it.
 
 from __future__ import annotations
 
+import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +20,9 @@ from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 
 #: Accepted (backend, driver) pairs. Other drivers are refused rather than half-supported.
 SUPPORTED_DRIVERS = {("sqlite", "pysqlite"), ("postgresql", "psycopg2")}
+#: Airflow spells PostgreSQL URIs ``postgres://``; SQLAlchemy only knows ``postgresql``.
+_BACKEND_ALIASES = {"postgres": "postgresql"}
+_DEFAULT_DRIVERS = {"sqlite": "pysqlite", "postgresql": "psycopg2"}
 #: How long a SQLite writer waits for another process's write lock before failing.
 SQLITE_BUSY_TIMEOUT_S = 30.0
 #: Fail fast when PostgreSQL is unreachable instead of hanging an Airflow worker slot.
@@ -35,14 +40,16 @@ def parse_url(url: str | URL) -> URL:
             raise DponeError(
                 ErrorCode.CONNECTION_INVALID, "checkpoint store URL is not a valid URL"
             ) from None
-    pair = (parsed.get_backend_name(), parsed.get_driver_name())
-    if pair not in SUPPORTED_DRIVERS:
+    backend, _, driver = parsed.drivername.partition("+")
+    backend = _BACKEND_ALIASES.get(backend, backend)
+    driver = driver or _DEFAULT_DRIVERS.get(backend, "")
+    if (backend, driver) not in SUPPORTED_DRIVERS:
         raise DponeError(
             ErrorCode.CONNECTION_INVALID,
             "checkpoint store URL must be sqlite (pysqlite) or postgresql (psycopg2)",
-            details={"backend": pair[0], "driver": pair[1]},
+            details={"backend": backend, "driver": driver or None},
         )
-    return parsed
+    return parsed.set(drivername=f"{backend}+{driver}")
 
 
 def create_store_engine(url: URL) -> Engine:
@@ -83,7 +90,27 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor = dbapi_connection.cursor()
     try:
         cursor.execute(f"PRAGMA busy_timeout = {int(SQLITE_BUSY_TIMEOUT_S * 1000)}")
-        cursor.execute("PRAGMA journal_mode = WAL")
+        _switch_to_wal(cursor)
         cursor.execute("PRAGMA synchronous = FULL")
     finally:
         cursor.close()
+
+
+def _switch_to_wal(cursor: Any) -> None:
+    """Set WAL mode, waiting like the busy timeout would: SQLite does not apply its busy handler here.
+
+    Converting a new file to WAL takes an exclusive lock and fails at once with "database is locked" when
+    several processes open the new file together (seen when workers race ``ensure_schema``). Waiting for
+    the lock is not a retry of a failed operation; a different error is raised immediately.
+    """
+    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_S
+    pause = 0.005
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode = WAL").fetchall()
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() + pause > deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.1)

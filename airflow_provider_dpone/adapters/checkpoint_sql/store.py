@@ -132,8 +132,7 @@ class SqlCheckpointStore:
         for attempt in range(1, _SCHEMA_ATTEMPTS + 1):
             try:
                 with self._engine.begin() as conn:
-                    self._create_if_missing(conn)
-                    missing = self._missing_columns(conn)
+                    missing = self._create_if_missing(conn)
                 break
             except self._db_errors as exc:
                 if attempt < _SCHEMA_ATTEMPTS and _is_already_exists(exc):
@@ -146,11 +145,17 @@ class SqlCheckpointStore:
                 details={"operation": "ensure_schema", "backend": self._backend, "missing_columns": missing},
             )
 
-    def _create_if_missing(self, conn: Connection) -> None:
-        for table in (self._tables.checkpoints, self._tables.source_state):
+    def _create_if_missing(self, conn: Connection) -> list[str]:
+        """Create what is missing; the columns a pre-existing table lacks stop before its indexes."""
+        tables = (self._tables.checkpoints, self._tables.source_state)
+        for table in tables:
             conn.execute(CreateTable(table, if_not_exists=True))
-            for index in sorted(table.indexes, key=lambda ix: str(ix.name)):
-                conn.execute(CreateIndex(index, if_not_exists=True))
+        missing = self._missing_columns(conn)
+        if not missing:
+            for table in tables:
+                for index in sorted(table.indexes, key=lambda ix: str(ix.name)):
+                    conn.execute(CreateIndex(index, if_not_exists=True))
+        return missing
 
     def _missing_columns(self, conn: Connection) -> list[str]:
         """Columns an older or foreign table of the same name lacks (checked once, not per row)."""
