@@ -15,6 +15,15 @@ STAMP="$VENV/.dpone-setup.sha256"
 export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1 PIP_ROOT_USER_ACTION=ignore
 
 say() { printf '[setup] %s\n' "$*"; }
+# pip, minus one line per package for index locations a machine-wide pip.conf may name but that do not exist.
+pip_quiet() {
+  local rc
+  set +e
+  "$PY" -m pip "$@" 2>&1 | grep -v -E "^WARNING: Location '.*' is ignored: it is neither a file nor a directory\.$"
+  rc=${PIPESTATUS[0]}
+  set -e
+  return "$rc"
+}
 die() { printf '[setup] error: %s\n' "$*" >&2; exit 1; }
 now() { date +%s; }
 T0=$(now)
@@ -70,10 +79,10 @@ if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ] && "$PY" -c 'import airflo
 else
   rm -f "$STAMP"
   say "upgrading pip"
-  "$PY" -m pip install -q --upgrade pip -c "$CONSTRAINTS"
+  pip_quiet install -q --upgrade pip -c "$CONSTRAINTS"
   say "pip install -e '.[embedded,test]' -c constraints/test.txt (a fresh venv takes a few minutes)"
   t=$(now)
-  "$PY" -m pip install -q --progress-bar off -e '.[embedded,test]' -c "$CONSTRAINTS"
+  pip_quiet install -q --progress-bar off -e '.[embedded,test]' -c "$CONSTRAINTS"
   say "installed in $(($(now) - t))s"
   printf '%s' "$want" >"$STAMP"
 fi

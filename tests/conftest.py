@@ -160,7 +160,12 @@ def chdb_dir(tmp_path: Path) -> Path:
 @pytest.fixture(scope="session")
 def tds_emulator(_lazy_services: _LazyServices) -> EndpointDescriptor:
     """A pysqlbridge TDS emulator that pymssql logs in to, serving ``dbo.orders`` (see ``tds_orders``)."""
-    required = ("DPONE_TEST_TDS_HOST", "DPONE_TEST_TDS_PORT", "DPONE_TEST_TDS_USER", "DPONE_TEST_TDS_PASSWORD")
+    required = (
+        "DPONE_TEST_TDS_HOST",
+        "DPONE_TEST_TDS_PORT",
+        "DPONE_TEST_TDS_USER",
+        "DPONE_TEST_TDS_PASSWORD",
+    )
     env = _service_env(_lazy_services, "tds", "TDS emulator", required)
     return EndpointDescriptor(
         name="mssql_test",
@@ -213,4 +218,3 @@ def private_clickhouse(tmp_path: Path) -> Iterator[PrivateClickHouse]:
         yield server
     finally:
         server.stop()
-

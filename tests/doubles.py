@@ -53,7 +53,9 @@ class InMemoryCheckpointStore:
                 latest[row.partition_id] = row
         return list(latest.values())
 
-    def read_latest(self, route: RouteIdentity, partition_ids: Sequence[str]) -> dict[str, PartitionCheckpoint]:
+    def read_latest(
+        self, route: RouteIdentity, partition_ids: Sequence[str]
+    ) -> dict[str, PartitionCheckpoint]:
         wanted = set(partition_ids)
         return {c.partition_id: c for c in self.list_latest(route) if c.partition_id in wanted}
 
@@ -107,7 +109,9 @@ class FaultyStore:
         self.events.append("store.list_latest")
         return self.inner.list_latest(route)
 
-    def read_latest(self, route: RouteIdentity, partition_ids: Sequence[str]) -> dict[str, PartitionCheckpoint]:
+    def read_latest(
+        self, route: RouteIdentity, partition_ids: Sequence[str]
+    ) -> dict[str, PartitionCheckpoint]:
         self.events.append("store.read_latest")
         if self.read_latest_error is not None:
             raise self.read_latest_error
@@ -145,8 +149,15 @@ ORDERS_SCHEMA = TableSchema(
 class MemorySource:
     """Rows of ``orders`` partitioned by day; ``query_version`` and ``extra_column`` change the hashes."""
 
-    def __init__(self, rows: Sequence[tuple[int, dt.date, int]], *, query_version: str = "v1", extra_column: bool = False,
-                 events: list[str] | None = None, fail_read_after_chunks: int | None = None) -> None:
+    def __init__(
+        self,
+        rows: Sequence[tuple[int, dt.date, int]],
+        *,
+        query_version: str = "v1",
+        extra_column: bool = False,
+        events: list[str] | None = None,
+        fail_read_after_chunks: int | None = None,
+    ) -> None:
         self.rows = list(rows)
         self.query_version = query_version
         self.extra_column = extra_column
@@ -157,7 +168,9 @@ class MemorySource:
     def describe(self) -> TableSchema:
         if not self.extra_column:
             return ORDERS_SCHEMA
-        return TableSchema(columns=(*ORDERS_SCHEMA.columns, ColumnSpec(name="note", clickhouse_type="String")))
+        return TableSchema(
+            columns=(*ORDERS_SCHEMA.columns, ColumnSpec(name="note", clickhouse_type="String"))
+        )
 
     def query_hash(self) -> str:
         return sha256_tag(canonical_json({"table": "dbo.orders", "version": self.query_version}))
@@ -205,8 +218,13 @@ class MemorySource:
 class RecordingSink:
     """In-memory target with the staged API. ``fail_after_mutation`` raises after rows landed."""
 
-    def __init__(self, events: list[str] | None = None, *, fail_after_mutation: bool = False,
-                 fail_before_mutation: bool = False) -> None:
+    def __init__(
+        self,
+        events: list[str] | None = None,
+        *,
+        fail_after_mutation: bool = False,
+        fail_before_mutation: bool = False,
+    ) -> None:
         self.events = events if events is not None else []
         self.tables: dict[str, list[tuple[object, ...]]] = {}
         self.fail_after_mutation = fail_after_mutation
@@ -223,7 +241,9 @@ class RecordingSink:
             out.extend(zip(*chunk.columns, strict=True))
         return out
 
-    def load(self, permit: TargetPermit, table: str, schema: TableSchema, chunks: Iterable[ColumnChunk]) -> int:
+    def load(
+        self, permit: TargetPermit, table: str, schema: TableSchema, chunks: Iterable[ColumnChunk]
+    ) -> int:
         permit.require_open(table)
         self.events.append("sink.load")
         if self.fail_before_mutation:
@@ -284,8 +304,13 @@ def orders_rows(days: int = 3, per_day: int = 4) -> list[tuple[int, dt.date, int
     return rows
 
 
-def manifest_dict(*, export: str = "lazy_plan", load: str = "direct", strategy: str = "incremental_append",
-                  chunk_rows: int = 2) -> dict[str, object]:
+def manifest_dict(
+    *,
+    export: str = "lazy_plan",
+    load: str = "direct",
+    strategy: str = "incremental_append",
+    chunk_rows: int = 2,
+) -> dict[str, object]:
     return {
         "kind": "native_transfer",
         "name": "orders",
@@ -325,8 +350,16 @@ class MemoryArtifactStore:
         self.files[partition_id] = stored
         rows = sum(c.row_count for c in stored)
         digest = sha256_tag(repr([c.columns for c in stored]))
-        return ArtifactRef(partition_id=partition_id, path=f"mem://{partition_id}", artifact_sha256=digest,
-                           rows=rows, bytes=rows * 24)
+        return ArtifactRef(
+            partition_id=partition_id,
+            path=f"mem://{partition_id}",
+            artifact_sha256=digest,
+            rows=rows,
+            bytes=rows * 24,
+        )
+
+    def verify(self, ref) -> None:  # type: ignore[no-untyped-def]
+        assert ref.partition_id in self.files
 
     def read(self, ref, chunk_rows: int) -> Iterator[ColumnChunk]:  # type: ignore[no-untyped-def]
         yield from self.files[ref.partition_id]

@@ -36,10 +36,21 @@ checkpoints:
 
 
 @click.command("demo")
-@click.option("--dir", "directory", default="dpone-demo", show_default=True, type=click.Path(file_okay=False),
-              help="Where the demo's source, target, state and manifest are written.")
-@click.option("--rows", default=200_000, show_default=True, type=click.IntRange(min=1, max=50_000_000),
-              help="Rows in the demo source table.")
+@click.option(
+    "--dir",
+    "directory",
+    default="dpone-demo",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="Where the demo's source, target, state and manifest are written.",
+)
+@click.option(
+    "--rows",
+    default=200_000,
+    show_default=True,
+    type=click.IntRange(min=1, max=50_000_000),
+    help="Rows in the demo source table.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON report instead of text.")
 def demo_command(directory: str, rows: int, as_json: bool) -> None:
     """Create the embedded demo (DIR/source.sqlite, DIR/clickhouse, DIR/state.sqlite, DIR/manifest.yaml) and run it."""

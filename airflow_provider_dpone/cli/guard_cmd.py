@@ -29,8 +29,13 @@ def _actor() -> str:
 @click.argument("manifest", type=click.Path(dir_okay=False))
 @click.option("--partition", "partitions", multiple=True, help="Blocked partition ID (repeatable).")
 @click.option("--all-blocked", is_flag=True, help="Resolve every blocked partition of the route.")
-@click.option("--as", "resolve_as", required=True, type=click.Choice(["committed", "not-applied"]),
-              help="committed: the target holds the rows; not-applied: it does not (the partition will run again).")
+@click.option(
+    "--as",
+    "resolve_as",
+    required=True,
+    type=click.Choice(["committed", "not-applied"]),
+    help="committed: the target holds the rows; not-applied: it does not (the partition will run again).",
+)
 @click.option("--reason", required=True, help="Why: what you checked (kept in the audit record).")
 @click.option("--json", "as_json", is_flag=True)
 def resolve_command(
@@ -61,7 +66,9 @@ def resolve_command(
         click.echo(json.dumps({"resolved": [r.model_dump(mode="json") for r in records]}, sort_keys=True))
         return
     for record in records:
-        click.echo(f"resolved {record.bounds.label}  id={record.partition_id}  as {resolve_as} -> {record.status.value}")
+        click.echo(
+            f"resolved {record.bounds.label}  id={record.partition_id}  as {resolve_as} -> {record.status.value}"
+        )
     click.echo(f"next: dpone run {manifest}   (or clear the Airflow task)")
 
 

@@ -11,7 +11,7 @@ import sqlite3
 from typing import Any
 
 from airflow_provider_dpone.contracts.endpoints import EndpointKind
-from airflow_provider_dpone.hooks.endpoint_hook import DponeEndpointHook
+from airflow_provider_dpone.hooks.endpoint_hook import DponeEndpointHook, ui_field_behaviour
 
 
 class DponeCheckpointStoreHook(DponeEndpointHook):
@@ -25,16 +25,8 @@ class DponeCheckpointStoreHook(DponeEndpointHook):
 
     @classmethod
     def get_ui_field_behaviour(cls) -> dict[str, Any]:
-        return {
-            "hidden_fields": [],
-            "relabeling": {"schema": "Database", "login": "User"},
-            "placeholders": {
-                "host": "postgres.example.internal",
-                "port": "5432",
-                "schema": "dpone",
-                "extra": '{"backend": "postgres"}  or  {"backend": "sqlite", "path": "/var/lib/dpone/state.sqlite"}',
-            },
-        }
+        """Airflow 2 form hints; Airflow 3 reads the same ones from ``get_provider_info()``."""
+        return ui_field_behaviour(cls.conn_type)
 
     def get_conn(self) -> Any:
         """A new DB-API connection to the store (caller closes it)."""

@@ -12,7 +12,7 @@ from typing import Any, NoReturn
 
 from airflow_provider_dpone.contracts.endpoints import ClickHouseInterface, EndpointKind
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
-from airflow_provider_dpone.hooks.endpoint_hook import DponeEndpointHook
+from airflow_provider_dpone.hooks.endpoint_hook import DponeEndpointHook, ui_field_behaviour
 
 
 class DponeClickHouseHook(DponeEndpointHook):
@@ -29,16 +29,8 @@ class DponeClickHouseHook(DponeEndpointHook):
 
     @classmethod
     def get_ui_field_behaviour(cls) -> dict[str, Any]:
-        return {
-            "hidden_fields": [],
-            "relabeling": {"schema": "Database", "login": "User"},
-            "placeholders": {
-                "host": "clickhouse.example.internal (empty for embedded chDB)",
-                "port": "8123",
-                "schema": "default",
-                "extra": '{"secure": false}  or  {"interface": "chdb", "path": "/var/lib/dpone/chdb"}',
-            },
-        }
+        """Airflow 2 form hints; Airflow 3 reads the same ones from ``get_provider_info()``."""
+        return ui_field_behaviour(cls.conn_type)
 
     def _refuse(self, what: str) -> NoReturn:
         raise DponeError(
@@ -69,7 +61,7 @@ class DponeClickHouseHook(DponeEndpointHook):
     def get_sqlalchemy_engine(self, engine_kwargs: Any = None) -> Any:
         self._refuse("get_sqlalchemy_engine")
 
-    def test_connection(self) -> tuple[bool, str]:
+    def test_connection(self) -> tuple[bool, str]:  # type: ignore[override]
         """Describe the endpoint and, for an HTTP server, ping it (a read-only round trip).
 
         An embedded chDB directory is not opened here: one process at a time may hold it, and that

@@ -55,3 +55,18 @@ class DponeEndpointHook(DbApiHook):
 
     def _extra(self, key: str, default: Any = None) -> Any:
         return self.connection_extra_lower.get(key, default)
+
+
+def ui_field_behaviour(conn_type: str) -> dict[str, Any]:
+    """The connection form hints declared in ``get_provider_info()``, in the hook method's format."""
+    from airflow_provider_dpone import get_provider_info
+
+    for entry in get_provider_info()["connection-types"]:
+        if entry["connection-type"] == conn_type:
+            declared = entry.get("ui-field-behaviour", {})
+            return {
+                "hidden_fields": list(declared.get("hidden-fields", [])),
+                "relabeling": dict(declared.get("relabeling", {})),
+                "placeholders": dict(declared.get("placeholders", {})),
+            }
+    return {"hidden_fields": [], "relabeling": {}}

@@ -54,4 +54,3 @@ class AirflowEndpointResolver:
                 hint_lines=(f"define it: airflow connections add {conn_id} --conn-uri '<type>://...'",),
             ) from exc
         return endpoint_from_connection(connection, name=conn_id, manifest_dir=self.manifest_dir)
-

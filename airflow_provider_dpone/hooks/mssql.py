@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from airflow_provider_dpone.contracts.endpoints import EndpointKind
-from airflow_provider_dpone.hooks.endpoint_hook import DponeEndpointHook
+from airflow_provider_dpone.hooks.endpoint_hook import DponeEndpointHook, ui_field_behaviour
 
 
 class DponeMsSqlHook(DponeEndpointHook):
@@ -25,16 +25,8 @@ class DponeMsSqlHook(DponeEndpointHook):
 
     @classmethod
     def get_ui_field_behaviour(cls) -> dict[str, Any]:
-        return {
-            "hidden_fields": [],
-            "relabeling": {"schema": "Database", "login": "User"},
-            "placeholders": {
-                "host": "sqlserver.example.internal",
-                "port": "1433",
-                "schema": "sales",
-                "extra": '{"tds_version": "7.4", "login_timeout": 30}',
-            },
-        }
+        """Airflow 2 form hints; Airflow 3 reads the same ones from ``get_provider_info()``."""
+        return ui_field_behaviour(cls.conn_type)
 
     def get_conn(self) -> Any:
         """A new pymssql connection (caller closes it)."""
@@ -47,7 +39,7 @@ class DponeMsSqlHook(DponeEndpointHook):
         if self._extra("login_timeout"):
             options["login_timeout"] = int(self._extra("login_timeout"))
         return pymssql.connect(
-            server=endpoint.host,
+            server=endpoint.host or "",
             port=str(endpoint.port or 1433),
             user=endpoint.user,
             password=endpoint.secret(),

@@ -12,13 +12,17 @@ correctness boundary. The task never claims to be non-retryable for those codes.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.report import RunReport
+
+if TYPE_CHECKING:
+    from airflow_provider_dpone.manifests.loader import LoadedManifest
 
 try:  # Airflow 3 task SDK
     from airflow.sdk import BaseOperator
@@ -72,6 +76,8 @@ class NativeTransferOperator(BaseOperator):
         except DponeError as err:
             # The on-call text: route, blocked partitions, the dpone commands to inspect and resolve.
             self.log.error("%s", err.render())
+            # Full partition and batch IDs for tooling (the text above shortens them); all safe values.
+            self.log.error("dpone error details: %s", json.dumps(err.to_json(), sort_keys=True, default=str))
             if err.code in NON_RETRYABLE_CODES:
                 raise AirflowFailException(str(err)) from err
             raise
@@ -90,28 +96,29 @@ class NativeTransferOperator(BaseOperator):
         from airflow_provider_dpone.compose import open_runtime
         from airflow_provider_dpone.hooks.endpoint_resolver import AirflowEndpointResolver
 
-        dag_dir = _dag_folder(context, self)
-        loaded, manifest_dir = self._load(dag_dir)
+        loaded, manifest_ref = self._load(_dag_folder(context, self))
         resolver = AirflowEndpointResolver(
-            manifest_dir,
+            loaded.manifest_dir,
             overrides={
                 "source": self.source_conn_id,
                 "sink": self.sink_conn_id,
                 "checkpoints": self.checkpoints_conn_id,
             },
         )
-        with open_runtime(loaded, resolve=resolver) as runtime:
+        with open_runtime(loaded, resolve=resolver, manifest_ref=manifest_ref) as runtime:
             return runtime.run(run_id=run_id)
 
-    def _load(self, dag_dir: Path) -> tuple[Any, Path]:
+    def _load(self, dag_dir: Path) -> tuple[LoadedManifest, str]:
+        """Strictly validate the manifest; returns it and the reference the on-call hints print."""
         from airflow_provider_dpone.manifests.loader import load_manifest, load_manifest_dict
 
         if isinstance(self.manifest, dict):
-            return load_manifest_dict(self.manifest, origin=dag_dir), dag_dir
+            origin = f"<manifest of task {self.dag_id}.{self.task_id}>"
+            return load_manifest_dict(self.manifest, origin, manifest_dir=dag_dir), origin
         path = Path(self.manifest).expanduser()
         if not path.is_absolute():
             path = dag_dir / path
-        return load_manifest(path), path.parent
+        return load_manifest(path), str(path)
 
 
 def summarize(report: RunReport) -> dict[str, Any]:

@@ -151,6 +151,11 @@ class TransferEngine:
                             details={"route": self._route.describe()},
                         )
                     self._write_progress(run_id, active, CheckpointStatus.LOADED)
+
+                if artifacts:
+                    store = self._require_artifacts()
+                    for ref in artifacts:
+                        store.verify(ref)  # every file is intact before any of them reaches the target
             except BaseException:
                 lifecycle.mark_failed_before_target()
                 raise

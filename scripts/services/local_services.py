@@ -110,7 +110,12 @@ def _spawn(cmd: list[str], log: Path, cwd: Path) -> subprocess.Popen[bytes]:
     """Start a detached server process (own session, so a Ctrl-C in the terminal is handled by our stop)."""
     with open(log, "ab") as out:
         return subprocess.Popen(
-            cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, cwd=cwd, start_new_session=True
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=cwd,
+            start_new_session=True,
         )
 
 
@@ -129,7 +134,7 @@ def _make_workdir(root: Path, kind: str) -> Path:
 
 
 def pg_bindir() -> Path:
-    """The PostgreSQL server binaries: 15 preferred, else the newest installed, else PG_BINDIR / PATH."""
+    """The PostgreSQL server binaries: $DPONE_PG_BINDIR, else 15, else the newest installed, else PATH."""
     if os.environ.get("DPONE_PG_BINDIR"):
         return Path(os.environ["DPONE_PG_BINDIR"])
     candidates = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), key=lambda p: int(Path(p).parts[-3]))
@@ -182,9 +187,25 @@ def start_postgres(root: Path, attempts: int = 3) -> Started:
     log.touch()
     _chown_postgres(log)
     _run(
-        [*prefix, str(bindir / "initdb"), "-D", str(data), "-U", "postgres", "--pwfile", str(pwfile),
-         "--auth-local=trust", "--auth-host=scram-sha-256", "-E", "UTF8", "--locale=C", "--no-sync"],
-        workdir, log, "initdb",
+        [
+            *prefix,
+            str(bindir / "initdb"),
+            "-D",
+            str(data),
+            "-U",
+            "postgres",
+            "--pwfile",
+            str(pwfile),
+            "--auth-local=trust",
+            "--auth-host=scram-sha-256",
+            "-E",
+            "UTF8",
+            "--locale=C",
+            "--no-sync",
+        ],
+        workdir,
+        log,
+        "initdb",
     )
     pwfile.unlink()
     for attempt in range(attempts):
@@ -193,8 +214,20 @@ def start_postgres(root: Path, attempts: int = 3) -> Started:
             f"-p {port} -c listen_addresses={LOOPBACK} -c unix_socket_directories={sock} "
             "-c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
         )
-        cmd = [*prefix, str(bindir / "pg_ctl"), "-D", str(data), "-l", str(log), "-w", "-t", "60",
-               "-o", opts, "start"]
+        cmd = [
+            *prefix,
+            str(bindir / "pg_ctl"),
+            "-D",
+            str(data),
+            "-l",
+            str(log),
+            "-w",
+            "-t",
+            "60",
+            "-o",
+            opts,
+            "start",
+        ]
         try:
             _run(cmd, workdir, workdir / "pg_ctl.log", "pg_ctl start")
         except ServiceError:
@@ -206,7 +239,9 @@ def start_postgres(root: Path, attempts: int = 3) -> Started:
         ).stdout.strip()
         url = f"postgresql+psycopg2://postgres:{PG_PASSWORD}@{LOOPBACK}:{port}/postgres"
         return Started(
-            kind="postgres", workdir=str(workdir), log=str(log),
+            kind="postgres",
+            workdir=str(workdir),
+            log=str(log),
             env={"DPONE_TEST_PG_URL": url},
             extra={"bindir": str(bindir), "data": str(data), "port": str(port), "version": version},
         )
@@ -218,8 +253,24 @@ def stop_postgres(s: Started) -> None:
     if not (data / "postmaster.pid").exists():
         return
     with contextlib.suppress(ServiceError, subprocess.TimeoutExpired):
-        _run([*_pg_prefix(), str(Path(s.extra["bindir"]) / "pg_ctl"), "-D", str(data), "-m", "immediate",
-              "-w", "-t", "20", "stop"], Path(s.workdir), Path(s.workdir) / "pg_ctl.log", "pg_ctl stop", 30)
+        _run(
+            [
+                *_pg_prefix(),
+                str(Path(s.extra["bindir"]) / "pg_ctl"),
+                "-D",
+                str(data),
+                "-m",
+                "immediate",
+                "-w",
+                "-t",
+                "20",
+                "stop",
+            ],
+            Path(s.workdir),
+            Path(s.workdir) / "pg_ctl.log",
+            "pg_ctl stop",
+            30,
+        )
     pidfile = data / "postmaster.pid"
     if pidfile.exists():  # pg_ctl could not stop it: kill the postmaster ourselves
         with contextlib.suppress(OSError, ValueError, IndexError):
@@ -245,6 +296,7 @@ _CH_CONFIG = """<?xml version="1.0"?>
     <mark_cache_size>268435456</mark_cache_size>
     <uncompressed_cache_size>268435456</uncompressed_cache_size>
     <max_concurrent_queries>100</max_concurrent_queries>
+    <keep_alive_timeout>3</keep_alive_timeout>
 </yandex>
 """
 
@@ -269,7 +321,9 @@ def clickhouse_command() -> list[str]:
         found = shutil.which(name)
         if found:
             return [found]
-    found = shutil.which("clickhouse") or (("/usr/bin/clickhouse") if os.path.exists("/usr/bin/clickhouse") else None)
+    found = shutil.which("clickhouse") or (
+        ("/usr/bin/clickhouse") if os.path.exists("/usr/bin/clickhouse") else None
+    )
     if found:
         return [found, "server"]
     raise ServiceError("clickhouse-server not found (apt-get install clickhouse-server)")
@@ -304,7 +358,10 @@ def start_clickhouse(root: Path, attempts: int = 3) -> Started:
             if _http_ok(http_port):
                 version = _clickhouse_version(http_port)
                 return Started(
-                    kind="clickhouse", workdir=str(workdir), log=str(log), pid=proc.pid,
+                    kind="clickhouse",
+                    workdir=str(workdir),
+                    log=str(log),
+                    pid=proc.pid,
                     env={
                         "DPONE_TEST_CH_HOST": LOOPBACK,
                         "DPONE_TEST_CH_PORT": str(http_port),
@@ -348,7 +405,13 @@ def start_tds(root: Path, python: str | None = None) -> Started:
         sys.path.remove(str(HERE))
     workdir = _make_workdir(root, "tds")
     log, port_file = workdir / "tds.log", workdir / "port"
-    cmd = [python or sys.executable, str(HERE / "tds_emulator.py"), "--port-file", str(port_file), "--verbose"]
+    cmd = [
+        python or sys.executable,
+        str(HERE / "tds_emulator.py"),
+        "--port-file",
+        str(port_file),
+        "--verbose",
+    ]
     proc = _spawn(cmd, log, workdir)
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline and proc.poll() is None:
@@ -356,7 +419,10 @@ def start_tds(root: Path, python: str | None = None) -> Started:
             port = int(port_file.read_text())
             if port_open(port):
                 return Started(
-                    kind="tds", workdir=str(workdir), log=str(log), pid=proc.pid,
+                    kind="tds",
+                    workdir=str(workdir),
+                    log=str(log),
+                    pid=proc.pid,
                     env={
                         "DPONE_TEST_TDS_HOST": LOOPBACK,
                         "DPONE_TEST_TDS_PORT": str(port),
@@ -374,10 +440,13 @@ def start_tds(root: Path, python: str | None = None) -> Started:
 
 
 def start(kind: str, root: Path) -> Started:
-    starters = {"postgres": start_postgres, "clickhouse": start_clickhouse, "tds": start_tds}
-    if kind not in starters:
-        raise ValueError(f"unknown service {kind!r}; one of {', '.join(KINDS)}")
-    return starters[kind](root)
+    if kind == "postgres":
+        return start_postgres(root)
+    if kind == "clickhouse":
+        return start_clickhouse(root)
+    if kind == "tds":
+        return start_tds(root)
+    raise ValueError(f"unknown service {kind!r}; one of {', '.join(KINDS)}")
 
 
 def stop(s: Started, remove: bool = True) -> None:
@@ -393,8 +462,10 @@ def stop(s: Started, remove: bool = True) -> None:
 def _describe(s: Started) -> str:
     where = {
         "postgres": lambda: f"127.0.0.1:{s.extra.get('port')} ({s.extra.get('version', '')})",
-        "clickhouse": lambda: f"http 127.0.0.1:{s.env['DPONE_TEST_CH_PORT']} tcp {s.env['DPONE_TEST_CH_TCP_PORT']}"
-        f" (version {s.extra.get('version')})",
+        "clickhouse": lambda: (
+            f"http 127.0.0.1:{s.env['DPONE_TEST_CH_PORT']} tcp {s.env['DPONE_TEST_CH_TCP_PORT']}"
+            f" (version {s.extra.get('version')})"
+        ),
         "tds": lambda: f"127.0.0.1:{s.env['DPONE_TEST_TDS_PORT']} (pysqlbridge TDS emulator, dbo.orders)",
     }[s.kind]()
     return f"{s.kind} up on {where}"

@@ -98,7 +98,9 @@ def operator_resolves(manifest: Path, chdb_path: Path) -> None:
         if not partition_ids:
             continue
         flags = [arg for pid in partition_ids for arg in ("--partition", pid)]
-        done = dpone("guard", "resolve", str(manifest), *flags, "--as", verdict, "--reason", "chaos test: counted rows")
+        done = dpone(
+            "guard", "resolve", str(manifest), *flags, "--as", verdict, "--reason", "chaos test: counted rows"
+        )
         assert done.returncode == 0, done.stderr
 
 
@@ -135,8 +137,11 @@ def test_sigkill_at_random_moments_never_duplicates_and_ends_complete_or_blocked
     tmp_path: Path, source_file: Path
 ) -> None:
     calibration = make_trial(tmp_path / "calibration", source_file)
-    proc = subprocess.Popen([DPONE, "run", str(calibration), "--run-id", "calibration"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [DPONE, "run", str(calibration), "--run-id", "calibration"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     armed_at = wait_for_phase(calibration.parent / "state.sqlite", "armed", proc)
     committed_at = wait_for_phase(calibration.parent / "state.sqlite", "checkpoint_committed", proc)
     assert proc.wait(timeout=120) == 0
@@ -148,8 +153,11 @@ def test_sigkill_at_random_moments_never_duplicates_and_ends_complete_or_blocked
     for trial in range(TRIALS):
         manifest = make_trial(tmp_path / f"trial-{trial}", source_file)
         chdb_path = manifest.parent / "clickhouse"
-        proc = subprocess.Popen([DPONE, "run", str(manifest), "--run-id", f"trial-{trial}"],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            [DPONE, "run", str(manifest), "--run-id", f"trial-{trial}"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         if trial % 4 == 0:
             time.sleep(rng.uniform(0.2, 2.0))  # anywhere: start-up, planning, before arming
         else:
@@ -177,7 +185,9 @@ def test_sigkill_at_random_moments_never_duplicates_and_ends_complete_or_blocked
         blocked_count = count
         still = dpone("run", str(manifest), "--run-id", f"trial-{trial}-retry")
         assert still.returncode == 3
-        assert target_counts(chdb_path) == (blocked_count, blocked_count), "a blocked retry changed the target"
+        assert target_counts(chdb_path) == (blocked_count, blocked_count), (
+            "a blocked retry changed the target"
+        )
 
         operator_resolves(manifest, chdb_path)
         final = dpone("run", str(manifest))

@@ -97,11 +97,12 @@ def test_postgres_round_trip_through_sqlalchemy(postgres_url: str) -> None:
 def _connect_tds(endpoint: EndpointDescriptor, password: str | None = None) -> Any:
     import pymssql
 
+    assert endpoint.host and endpoint.port and endpoint.user and endpoint.database
     return pymssql.connect(
         server=endpoint.host,
         port=str(endpoint.port),
         user=endpoint.user,
-        password=password if password is not None else endpoint.secret(),
+        password=password if password is not None else (endpoint.secret() or ""),
         database=endpoint.database,
         login_timeout=10,
         timeout=30,
@@ -143,3 +144,18 @@ def test_tds_emulator_refuses_a_wrong_password(tds_emulator: EndpointDescriptor)
 
     with pytest.raises(pymssql.OperationalError):
         _connect_tds(tds_emulator, password="not-the-password")
+
+
+def test_private_clickhouse_server_can_be_killed_for_fault_tests(private_clickhouse: Any) -> None:
+    import clickhouse_connect
+    from clickhouse_connect.driver.exceptions import OperationalError
+
+    endpoint = private_clickhouse.endpoint
+    client = clickhouse_connect.get_client(host=endpoint.host, port=endpoint.port, compress=False)
+    try:
+        assert client.command("SELECT 1") == 1
+        private_clickhouse.kill()
+        with pytest.raises(OperationalError):
+            client.command("SELECT 1")
+    finally:
+        client.close()

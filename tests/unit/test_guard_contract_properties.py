@@ -26,7 +26,9 @@ VALID_RECOVERY = {phase: recovery.value for (_, phase), (recovery, _) in ALLOWED
 def checkpoint(status: CheckpointStatus, guard: object) -> PartitionCheckpoint:
     return PartitionCheckpoint(
         partition_id="p1",
-        route=RouteIdentity(source_table="dbo.orders", target_table="a.orders", strategy=Strategy.INCREMENTAL_APPEND),
+        route=RouteIdentity(
+            source_table="dbo.orders", target_table="a.orders", strategy=Strategy.INCREMENTAL_APPEND
+        ),
         run_id="r",
         status=status,
         started_at=dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc),
@@ -50,7 +52,9 @@ SAFE_REASONS = {
 json_scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=30))
 json_values = st.recursive(
     json_scalars,
-    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=10), inner, max_size=3)),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=10), inner, max_size=3)
+    ),
     max_leaves=6,
 )
 field_values = st.one_of(
@@ -111,12 +115,16 @@ def test_any_contract_breaking_mutation_of_a_valid_guard_fails_closed(pair, muta
             st.one_of(st.text(max_size=80), st.just("sha256:" + "G" * 64), st.just("sha256:" + "0" * 63))
         )
     elif mutation == "phase":
-        guard["phase"] = data.draw(st.text(max_size=30).filter(lambda s: s not in {p.value for p in GuardPhase}))
+        guard["phase"] = data.draw(
+            st.text(max_size=30).filter(lambda s: s not in {p.value for p in GuardPhase})
+        )
     elif mutation == "recovery":
         guard["recovery"] = data.draw(st.text(max_size=40).filter(lambda s: s != VALID_RECOVERY[phase]))
     elif mutation == "type":
         key = data.draw(st.sampled_from(sorted(guard)))
-        guard[key] = data.draw(st.one_of(st.integers(), st.booleans(), st.none(), st.lists(st.integers(), max_size=2)))
+        guard[key] = data.draw(
+            st.one_of(st.integers(), st.booleans(), st.none(), st.lists(st.integers(), max_size=2))
+        )
     else:
         status = data.draw(st.sampled_from([s for s in CheckpointStatus if (s, phase) not in ALLOWED_PAIRS]))
     try:

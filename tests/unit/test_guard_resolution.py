@@ -27,8 +27,9 @@ from tests.doubles import (
 
 def engine_for(store, sink, source=None):  # type: ignore[no-untyped-def]
     manifest = Manifest.model_validate_json(json.dumps(manifest_dict()))
-    ports = TransferPorts(store=store, source=source or MemorySource(orders_rows()), open_sink=lambda: sink,
-                          clock=FixedClock())
+    ports = TransferPorts(
+        store=store, source=source or MemorySource(orders_rows()), open_sink=lambda: sink, clock=FixedClock()
+    )
     return TransferEngine(manifest, ports, manifest_ref="m.yaml")
 
 
@@ -36,15 +37,21 @@ def blocked_store_after_lost_commit() -> tuple[InMemoryCheckpointStore, Recordin
     store = InMemoryCheckpointStore()
     sink = RecordingSink()
     with pytest.raises(InjectedFault):
-        engine_for(FaultyStore(store, write_faults=[WriteFault("checkpoint_committed", after_rows=0)]), sink).run("r1")
+        engine_for(
+            FaultyStore(store, write_faults=[WriteFault("checkpoint_committed", after_rows=0)]), sink
+        ).run("r1")
     return store, sink
 
 
 def test_resolving_as_committed_lets_the_next_run_skip_without_touching_the_target() -> None:
     store, sink = blocked_store_after_lost_commit()
     route = engine_for(store, sink)._route
-    records = resolve(store, FixedClock(), route,
-                      ResolutionRequest(None, ResolveAs.COMMITTED, "counted rows in target: match", "oncall@host"))
+    records = resolve(
+        store,
+        FixedClock(),
+        route,
+        ResolutionRequest(None, ResolveAs.COMMITTED, "counted rows in target: match", "oncall@host"),
+    )
     assert len(records) == 3
     audit = records[0].diagnostics["resolution"]
     assert isinstance(audit, dict)
@@ -86,7 +93,12 @@ def test_an_invalid_guard_can_be_resolved_and_keeps_its_history() -> None:
     route = engine_for(store, sink)._route
     first = store.list_latest(route)[0]
     store.write_batch([first.model_copy(update={"diagnostics": {GUARD_KEY: {"phase": "???"}}})])
-    resolve(store, FixedClock(), route, ResolutionRequest((first.partition_id,), ResolveAs.NOT_APPLIED, "bad rec", "me"))
+    resolve(
+        store,
+        FixedClock(),
+        route,
+        ResolutionRequest((first.partition_id,), ResolveAs.NOT_APPLIED, "bad rec", "me"),
+    )
     history = store.history(route, first.partition_id)
     assert [describe(c) for c in history][-1] == "FAILED/failed_before_target"
     assert len(history) >= 5  # append-only: PLANNED, armed, unknown, corrupt, resolution
@@ -99,9 +111,14 @@ def test_permit_is_required_for_every_target_mutation() -> None:
     from airflow_provider_dpone.contracts.route import RouteIdentity, Strategy
     from tests.doubles import ORDERS_SCHEMA
 
-    route = RouteIdentity(source_table="dbo.orders", target_table="analytics.orders", strategy=Strategy.INCREMENTAL_APPEND)
-    permit = TargetPermit(route=route, checkpoint_batch_id="sha256:" + "0" * 64,
-                          partitions=(("p", PartitionBounds(kind=BoundsKind.ALL, label="all")),))
+    route = RouteIdentity(
+        source_table="dbo.orders", target_table="analytics.orders", strategy=Strategy.INCREMENTAL_APPEND
+    )
+    permit = TargetPermit(
+        route=route,
+        checkpoint_batch_id="sha256:" + "0" * 64,
+        partitions=(("p", PartitionBounds(kind=BoundsKind.ALL, label="all")),),
+    )
     sink = RecordingSink()
     with pytest.raises(DponeError) as refused:
         sink.load(permit, "analytics.orders", ORDERS_SCHEMA, [])

@@ -77,7 +77,9 @@ def test_partial_commit_with_failed_reconciliation_read_reraises_the_exact_origi
 
 
 # 2 -------------------------------------------------------------------------------------------------
-def test_partial_commit_with_failed_incomplete_marker_write_reraises_the_exact_original(checkpoint_store) -> None:
+def test_partial_commit_with_failed_incomplete_marker_write_reraises_the_exact_original(
+    checkpoint_store,
+) -> None:
     original = InjectedFault("commit batch broke after one row")
     store = FaultyStore(
         checkpoint_store,
@@ -186,7 +188,9 @@ def test_route_guard_blocks_after_query_schema_and_partition_changes(checkpoint_
 def test_partial_guard_persistence_prevents_the_first_target_invocation(checkpoint_store) -> None:
     original = InjectedFault("arm batch broke after one row")
     events: list[str] = []
-    store = FaultyStore(checkpoint_store, events, write_faults=[WriteFault("armed", after_rows=1, error=original)])
+    store = FaultyStore(
+        checkpoint_store, events, write_faults=[WriteFault("armed", after_rows=1, error=original)]
+    )
     sink = RecordingSink(events)
     with pytest.raises(InjectedFault) as caught:
         make_engine(store, MemorySource(orders_rows()), sink).run("run-1")
@@ -229,7 +233,10 @@ def test_failed_before_target_and_legacy_checkpoints_remain_retryable(checkpoint
 @pytest.mark.parametrize(
     "corrupt",
     [
-        pytest.param(lambda g: {**g, "schema_version": "dpone.native_transfer.target_commit_guard.v2"}, id="unknown-schema"),
+        pytest.param(
+            lambda g: {**g, "schema_version": "dpone.native_transfer.target_commit_guard.v2"},
+            id="unknown-schema",
+        ),
         pytest.param(lambda g: {**g, "phase": "committing"}, id="unsupported-phase"),
         pytest.param(lambda g: {**g, "checkpoint_batch_id": "sha256:XYZ"}, id="malformed-batch-id"),
         pytest.param(lambda g: {k: v for k, v in g.items() if k != "recovery"}, id="missing-key"),
@@ -276,7 +283,7 @@ def test_all_terminal_candidates_use_one_injected_timestamp(checkpoint_store) ->
     assert len(committed) == 4
     stamps = {(c.started_at, c.completed_at) for c in committed}
     assert len(stamps) == 1
-    (started, completed), = stamps
+    ((started, completed),) = stamps
     assert started == completed and started in clock.calls
     assert started.tzinfo is not None and started.utcoffset().total_seconds() == 0  # type: ignore[union-attr]
 
@@ -289,7 +296,9 @@ def test_all_terminal_candidates_use_one_injected_timestamp(checkpoint_store) ->
     )
     with pytest.raises(InjectedFault):
         other.run("run-2")
-    incomplete = [c for c in checkpoint_store.list_latest(engine._route) if phase_of(c) == "checkpoint_incomplete"]
+    incomplete = [
+        c for c in checkpoint_store.list_latest(engine._route) if phase_of(c) == "checkpoint_incomplete"
+    ]
     assert len(incomplete) == 2
     assert len({c.completed_at for c in incomplete}) == 1
 
@@ -310,8 +319,14 @@ def test_staged_and_legacy_events_prove_guard_before_target_ordering(
     events: list[str] = []
     store = FaultyStore(checkpoint_store, events)
     sink = RecordingSink(events)
-    engine = make_engine(store, MemorySource(orders_rows(), events=events), sink, export=export, load=load,
-                         artifacts=MemoryArtifactStore())
+    engine = make_engine(
+        store,
+        MemorySource(orders_rows(), events=events),
+        sink,
+        export=export,
+        load=load,
+        artifacts=MemoryArtifactStore(),
+    )
     engine.run("run-1")
 
     armed = [i for i, e in enumerate(events) if e == "store.write:EXPORTED/armed"]
@@ -326,7 +341,10 @@ def test_staged_and_legacy_events_prove_guard_before_target_ordering(
     if export == "file_artifact":
         assert max(i for i, e in enumerate(events) if e.startswith("source.read")) < min(armed)
     else:
-        assert min(i for i, e in enumerate(events) if e.startswith("source.read")) > min(armed) or load == "staged"
+        assert (
+            min(i for i, e in enumerate(events) if e.startswith("source.read")) > min(armed)
+            or load == "staged"
+        )
 
 
 # 11 ------------------------------------------------------------------------------------------------

@@ -114,4 +114,3 @@ def failure_details(endpoint: EndpointDescriptor, exc: BaseException) -> dict[st
     if isinstance(code, int):
         details["server_code"] = code
     return details
-

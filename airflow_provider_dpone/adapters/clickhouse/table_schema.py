@@ -53,19 +53,19 @@ class Incompatibility:
     found_type: str | None
 
 
-def compatibility_problems(
-    schema: TableSchema, target: Mapping[str, TargetColumn]
-) -> list[Incompatibility]:
+def compatibility_problems(schema: TableSchema, target: Mapping[str, TargetColumn]) -> list[Incompatibility]:
     problems: list[Incompatibility] = []
     for column in schema.columns:
         expected = column.full_type()
         found = target.get(column.name)
         if found is None or not found.insertable:
             reason = "missing from the target table" if found is None else "not insertable in the target"
-            problems.append(Incompatibility(column.name, reason, expected, found.type_name if found else None))
+            problems.append(
+                Incompatibility(column.name, reason, expected, found.type_name if found else None)
+            )
             continue
         if not types_compatible(expected, found.type_name):
-            problems.append(Incompatibility(column.name, "type differs", expected, found.type_name))
+            problems.append(Incompatibility(column.name, "of a different type", expected, found.type_name))
     return problems
 
 
@@ -74,7 +74,11 @@ def types_compatible(source_type: str, target_type: str) -> bool:
     if source == target:
         return True
     # non-nullable source into Nullable target of the same type: every value fits
-    return not _NULLABLE.match(source) and _NULLABLE.match(target) is not None and strip_nullable(target) == source
+    return (
+        not _NULLABLE.match(source)
+        and _NULLABLE.match(target) is not None
+        and strip_nullable(target) == source
+    )
 
 
 def column_list(names: Sequence[str]) -> str:

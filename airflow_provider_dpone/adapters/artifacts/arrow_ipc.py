@@ -1,0 +1,258 @@
+"""One Arrow IPC stream file per partition, written and read chunk by chunk.
+
+Writing never holds more than one chunk: each chunk becomes one record batch, appended to the stream
+while the bytes are hashed on their way to disk (the digest is never computed by re-reading). The file
+appears under its final name only when complete (write to ``.tmp``, fsync, rename).
+
+Reading verifies before it hands anything over: :meth:`ArrowIpcArtifactStore.read` hashes the whole file
+in one streaming pass and raises ``artifact_invalid`` on any mismatch before it returns, so a corrupted
+file is never half-loaded into a target. The rows are then streamed in a second pass that hashes again;
+a file changed between the two passes also fails (after some rows were handed over, which the target
+commit guard records as an unknown outcome).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import BinaryIO
+
+import pyarrow as pa
+
+from airflow_provider_dpone.adapters.artifacts.arrow_types import arrow_schema, from_arrow, to_arrow
+from airflow_provider_dpone.contracts.artifact import ArtifactRef
+from airflow_provider_dpone.contracts.chunk import ColumnChunk
+from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
+from airflow_provider_dpone.contracts.schema import TableSchema
+
+SUFFIX = ".arrows"
+_BLOCK = 1 << 20
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+class _HashingWriter:
+    """A write-only file object for pyarrow that hashes and counts every byte it passes on."""
+
+    def __init__(self, raw: BinaryIO) -> None:
+        self._raw = raw
+        self.digest = hashlib.sha256()
+        self.size = 0
+        self.closed = False
+
+    def write(self, data: bytes | bytearray | memoryview) -> int:
+        view = memoryview(data)
+        self.digest.update(view)
+        self.size += view.nbytes
+        self._raw.write(view)
+        return view.nbytes
+
+    def flush(self) -> None:
+        self._raw.flush()
+
+    def tell(self) -> int:
+        return self.size
+
+    def writable(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        self.closed = True  # the caller closes the real file after fsync
+
+
+class _HashingReader:
+    """A read-only file object for pyarrow that hashes every byte it hands out."""
+
+    def __init__(self, raw: BinaryIO) -> None:
+        self._raw = raw
+        self.digest = hashlib.sha256()
+        self.size = 0
+        self.closed = False
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._raw.read(size)
+        self.digest.update(data)
+        self.size += len(data)
+        return data
+
+    def readable(self) -> bool:
+        return True
+
+    def drain(self) -> None:
+        """Hash whatever the Arrow reader did not need (normally nothing after the end marker)."""
+        while self.read(_BLOCK):
+            pass
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class ArrowIpcArtifactStore:
+    """``ArtifactStore`` over a local directory of Arrow IPC stream files (``<partition>.arrows``)."""
+
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
+        self._directory = Path(directory)
+        self._directory.mkdir(parents=True, exist_ok=True)
+
+    # -- write -------------------------------------------------------------------------------------
+
+    def write(self, partition_id: str, schema: TableSchema, chunks: Iterable[ColumnChunk]) -> ArtifactRef:
+        """Stream the chunks into one file; returns its ``sha256:`` digest, rows and bytes.
+
+        A source failure propagates unchanged (it is the source's error, not the file's); file-system
+        failures are ``artifact_invalid``. Either way no partial file is left behind.
+        """
+        arrow = arrow_schema(schema)  # unsupported types fail before a file exists
+        path = self._directory / _file_name(partition_id)
+        temporary = path.with_name(path.name + ".tmp")
+        try:
+            with _file_errors(path, partition_id):
+                raw = open(temporary, "wb")  # noqa: SIM115 - closed below; the loop must stay unwrapped
+            try:
+                sink = _HashingWriter(raw)
+                rows = 0
+                with _file_errors(path, partition_id):
+                    writer = pa.ipc.new_stream(sink, arrow)
+                for chunk in chunks:  # a source's own exception passes through untouched
+                    batch = _batch(chunk, schema, arrow, partition_id)
+                    with _file_errors(path, partition_id):
+                        writer.write_batch(batch)
+                    rows += chunk.row_count
+                with _file_errors(path, partition_id):
+                    writer.close()
+                    raw.flush()
+                    os.fsync(raw.fileno())
+            finally:
+                raw.close()
+            with _file_errors(path, partition_id):
+                os.replace(temporary, path)
+        except BaseException:
+            temporary.unlink(missing_ok=True)
+            raise
+        return ArtifactRef(
+            partition_id=partition_id,
+            path=str(path),
+            artifact_sha256="sha256:" + sink.digest.hexdigest(),
+            rows=rows,
+            bytes=sink.size,
+        )
+
+    # -- read --------------------------------------------------------------------------------------
+
+    def verify(self, ref: ArtifactRef) -> None:
+        """Size and digest of the file against the reference (one streaming pass), or ``artifact_invalid``."""
+        path = Path(ref.path)
+        try:
+            size = path.stat().st_size
+            if size != ref.bytes:
+                raise _invalid(ref, "its size differs from the recorded size")
+            digest = hashlib.sha256()
+            with open(path, "rb") as raw:
+                while block := raw.read(_BLOCK):
+                    digest.update(block)
+        except OSError as exc:
+            raise _invalid(ref, "it cannot be read") from exc
+        if "sha256:" + digest.hexdigest() != ref.artifact_sha256:
+            raise _invalid(ref, "its digest differs from the recorded artifact_sha256")
+
+    def read(self, ref: ArtifactRef, chunk_rows: int) -> Iterator[ColumnChunk]:
+        """Verify the whole file now (before any chunk exists), then stream at most ``chunk_rows`` rows
+        per chunk."""
+        if chunk_rows < 1:
+            raise ValueError("chunk_rows must be at least 1")
+        self.verify(ref)
+        return self._stream(ref, chunk_rows)
+
+    def _stream(self, ref: ArtifactRef, chunk_rows: int) -> Iterator[ColumnChunk]:
+        rows = 0
+        try:
+            raw = open(ref.path, "rb")  # noqa: SIM115 - closed by the with below
+        except OSError as exc:
+            raise _invalid(ref, "it cannot be read") from exc
+        with raw:
+            source = _HashingReader(raw)
+            try:
+                reader = pa.ipc.open_stream(source)
+                names = tuple(reader.schema.names)
+                for batch in reader:
+                    for offset in range(0, batch.num_rows, chunk_rows):
+                        part = batch.slice(offset, chunk_rows)
+                        rows += part.num_rows
+                        yield ColumnChunk(
+                            partition_id=ref.partition_id,
+                            names=names,
+                            columns=tuple(from_arrow(column) for column in part.columns),
+                            row_count=part.num_rows,
+                        )
+                source.drain()
+            except (pa.ArrowException, OSError) as exc:
+                raise _invalid(ref, "it is not a readable Arrow stream") from exc
+        if "sha256:" + source.digest.hexdigest() != ref.artifact_sha256 or rows != ref.rows:
+            raise _invalid(ref, "it changed while it was being read")
+
+    def remove(self, ref: ArtifactRef) -> None:
+        Path(ref.path).unlink(missing_ok=True)
+
+
+def _file_name(partition_id: str) -> str:
+    """A portable file name: the readable part of the ID plus a short digest that keeps names unique."""
+    tag = hashlib.sha256(partition_id.encode("utf-8")).hexdigest()[:12]
+    return f"{_UNSAFE.sub('_', partition_id)[:100]}.{tag}{SUFFIX}"
+
+
+def _batch(chunk: ColumnChunk, schema: TableSchema, arrow: pa.Schema, partition_id: str) -> pa.RecordBatch:
+    if set(chunk.names) != set(schema.names) or len(chunk.names) != len(schema.names):
+        raise DponeError(
+            ErrorCode.ARTIFACT_INVALID,
+            "a chunk's columns do not match the table schema",
+            details={"partition_id": partition_id},
+        )
+    position = {name: i for i, name in enumerate(chunk.names)}
+    arrays = []
+    for field, column in zip(arrow, schema.columns, strict=True):
+        values = chunk.columns[position[field.name]]
+        if len(values) != chunk.row_count:
+            raise DponeError(
+                ErrorCode.ARTIFACT_INVALID,
+                f"column {field.name!r} of a chunk has the wrong number of values",
+                details={"partition_id": partition_id, "column": field.name},
+            )
+        try:
+            arrays.append(to_arrow(values, field))
+        except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
+            raise DponeError(
+                ErrorCode.ARTIFACT_INVALID,
+                f"column {field.name!r} holds a value that does not fit {column.full_type()}",
+                details={"partition_id": partition_id, "column": field.name},
+            ) from exc
+        if not field.nullable and arrays[-1].null_count:
+            raise DponeError(
+                ErrorCode.ARTIFACT_INVALID,
+                f"column {field.name!r} is not nullable but holds NULL",
+                details={"partition_id": partition_id, "column": field.name},
+            )
+    return pa.RecordBatch.from_arrays(arrays, schema=arrow)
+
+
+@contextmanager
+def _file_errors(path: Path, partition_id: str) -> Iterator[None]:
+    """File-system failures as ``artifact_invalid``, naming the file but never its directory."""
+    try:
+        yield
+    except (OSError, pa.ArrowException) as exc:
+        raise DponeError(
+            ErrorCode.ARTIFACT_INVALID,
+            f"could not write the artifact file {path.name}",
+            details={"partition_id": partition_id, "error_class": type(exc).__name__},
+        ) from exc
+
+
+def _invalid(ref: ArtifactRef, reason: str) -> DponeError:
+    return DponeError(
+        ErrorCode.ARTIFACT_INVALID,
+        f"artifact {Path(ref.path).name} of partition {ref.partition_id} is invalid: {reason}",
+        details={"partition_id": ref.partition_id, "artifact_sha256": ref.artifact_sha256},
+    )

@@ -1,0 +1,124 @@
+"""ClickHouse column types -> Arrow types, and Python values in and out of Arrow arrays.
+
+Values leave an artifact as plain Python objects (``to_pylist``), which is what clickhouse-connect's
+Native inserts accept: ``int``, ``float``, ``str``, ``Decimal``, ``date``, naive ``datetime``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from datetime import date, datetime, timedelta
+from decimal import ROUND_DOWN, Decimal, InvalidOperation
+
+import pyarrow as pa
+
+from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
+from airflow_provider_dpone.contracts.schema import ColumnSpec, TableSchema
+
+_SIMPLE: dict[str, pa.DataType] = {
+    "Int8": pa.int8(),
+    "Int16": pa.int16(),
+    "Int32": pa.int32(),
+    "Int64": pa.int64(),
+    "UInt8": pa.uint8(),
+    "UInt16": pa.uint16(),
+    "UInt32": pa.uint32(),
+    "UInt64": pa.uint64(),
+    "Float32": pa.float32(),
+    "Float64": pa.float64(),
+    "Bool": pa.bool_(),
+    "String": pa.string(),
+    "UUID": pa.string(),
+    "Date": pa.date32(),
+    "Date32": pa.date32(),
+    "DateTime": pa.timestamp("s"),
+}
+_DECIMAL = re.compile(r"^Decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)$")
+_DECIMAL_ALIAS = re.compile(r"^Decimal(32|64|128)\(\s*(\d+)\s*\)$")
+_ALIAS_PRECISION = {"32": 9, "64": 18, "128": 38}
+_DATETIME_TZ = re.compile(r"^DateTime\(\s*'[^']*'\s*\)$")
+_DATETIME64 = re.compile(r"^DateTime64\(\s*(\d)\s*(?:,\s*'[^']*'\s*)?\)$")
+_FIXED_STRING = re.compile(r"^FixedString\(\s*\d+\s*\)$")
+_LOW_CARDINALITY = re.compile(r"^LowCardinality\((.*)\)$")
+_UNITS = {0: "s", 3: "ms", 6: "us", 9: "ns"}
+
+
+def arrow_type(column: ColumnSpec) -> pa.DataType:
+    """The Arrow type of one column, or ``unsupported_column_type`` naming it."""
+    base = column.clickhouse_type.strip()
+    low_cardinality = _LOW_CARDINALITY.match(base)
+    if low_cardinality:
+        base = low_cardinality.group(1).strip()
+    if base in _SIMPLE:
+        return _SIMPLE[base]
+    if _DATETIME_TZ.match(base):
+        return pa.timestamp("s")
+    if _FIXED_STRING.match(base):
+        return pa.string()
+    decimal = _DECIMAL.match(base)
+    if decimal and int(decimal.group(1)) <= 38:
+        return pa.decimal128(int(decimal.group(1)), int(decimal.group(2)))
+    alias = _DECIMAL_ALIAS.match(base)
+    if alias:
+        return pa.decimal128(_ALIAS_PRECISION[alias.group(1)], int(alias.group(2)))
+    datetime64 = _DATETIME64.match(base)
+    if datetime64 and int(datetime64.group(1)) in _UNITS:
+        return pa.timestamp(_UNITS[int(datetime64.group(1))])
+    raise DponeError(
+        ErrorCode.UNSUPPORTED_COLUMN_TYPE,
+        f"column {column.name!r} has type {column.clickhouse_type}, which artifacts cannot hold",
+        details={"column": column.name, "clickhouse_type": column.clickhouse_type},
+    )
+
+
+def arrow_schema(schema: TableSchema) -> pa.Schema:
+    return pa.schema([pa.field(c.name, arrow_type(c), nullable=c.nullable) for c in schema.columns])
+
+
+def to_arrow(values: Sequence[object], field: pa.Field) -> pa.Array:
+    """One column of a chunk as an Arrow array.
+
+    Decimals that do not fit the column's scale, or arrive as floats (the TDS emulator returns DECIMAL as
+    float), are converted the way clickhouse-connect converts them on a direct insert (``Decimal(str(v))``
+    truncated to the scale), so the file_artifact path stores exactly what the direct path would.
+    """
+    try:
+        return pa.array(values, type=field.type, from_pandas=False)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
+        if not pa.types.is_decimal(field.type):
+            raise
+    step = Decimal(1).scaleb(-field.type.scale)
+    converted: list[Decimal | None] = []
+    for value in values:
+        if value is None:
+            converted.append(None)
+            continue
+        try:
+            converted.append(Decimal(str(value)).quantize(step, rounding=ROUND_DOWN))
+        except (InvalidOperation, ValueError):
+            raise ValueError("value is not a decimal") from None
+    return pa.array(converted, type=field.type)
+
+
+_EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
+_EPOCH = datetime(1970, 1, 1)
+
+
+def from_arrow(array: pa.Array) -> list[object]:
+    """An Arrow column as Python values, equal to ``to_pylist()`` but 2-6x cheaper for the types that
+    dominate reads (measured per 1M values: date 1.2 -> 0.2 s, DateTime 1.9 -> 0.8 s, Decimal 1.2 ->
+    0.5 s): the values are built from integers or strings instead of through Arrow's scalar path."""
+    kind = array.type
+    if pa.types.is_date32(kind):
+        ordinal = date.fromordinal
+        return [
+            None if v is None else ordinal(v + _EPOCH_ORDINAL) for v in array.cast(pa.int32()).to_pylist()
+        ]
+    if pa.types.is_timestamp(kind) and kind.unit == "s" and kind.tz is None:
+        return [
+            None if v is None else _EPOCH + timedelta(seconds=v) for v in array.cast(pa.int64()).to_pylist()
+        ]
+    if pa.types.is_decimal(kind):
+        return [None if v is None else Decimal(v) for v in array.cast(pa.string()).to_pylist()]
+    return array.to_pylist()  # type: ignore[no-any-return]

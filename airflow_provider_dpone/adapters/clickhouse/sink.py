@@ -1,0 +1,449 @@
+"""The ClickHouse target: ``Sink`` and ``StagedSink`` over one endpoint (server over HTTP, or chDB).
+
+Every mutating call (``load``, ``finalize_staged_load``) checks its permit first, then validates every
+input it can (bounds, columns, the first chunk) before the first statement that changes the target, so
+a refusal writes nothing. Failures are ``DponeError``s with safe messages, chained from the original.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import logging
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from clickhouse_connect.driver.client import Client
+from clickhouse_connect.driver.exceptions import OperationalError
+
+from airflow_provider_dpone.adapters.clickhouse.client import close_client, failure_details, open_client
+from airflow_provider_dpone.adapters.clickhouse.mutations import MutationTimeout, delete_where
+from airflow_provider_dpone.adapters.clickhouse.predicates import BoundsError, any_of, where_clause
+from airflow_provider_dpone.adapters.clickhouse.quoting import TableName, quote_identifier, quote_string
+from airflow_provider_dpone.adapters.clickhouse.table_schema import (
+    TargetColumn,
+    column_list,
+    compatibility_problems,
+    create_staging_sql,
+    create_table_sql,
+    types_compatible,
+)
+from airflow_provider_dpone.contracts.chunk import ColumnChunk
+from airflow_provider_dpone.contracts.endpoints import EndpointDescriptor
+from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
+from airflow_provider_dpone.contracts.partition import PartitionBounds
+from airflow_provider_dpone.contracts.permit import TargetPermit
+from airflow_provider_dpone.contracts.route import Strategy
+from airflow_provider_dpone.contracts.schema import TableSchema
+
+log = logging.getLogger(__name__)
+
+#: Staging tables live beside their target as ``<db>._dpone_stage_<16 hex>``; nothing else is ever dropped.
+STAGING_PREFIX = "_dpone_stage_"
+#: How long a partition delete may take on servers without ``mutations_sync`` (ClickHouse 18.16).
+DEFAULT_MUTATION_TIMEOUT_S = 600.0
+
+
+@dataclass(frozen=True, slots=True)
+class _Scope:
+    """What a strategy removes before the insert: nothing, everything, or the rows matching ``condition``."""
+
+    truncate: bool = False
+    condition: str | None = None
+
+
+class ClickHouseSink:
+    """One endpoint's target tables. The client opens on first use and reopens after :meth:`close`,
+    so a caller can release a chDB path (e.g. for a reader process) and keep using the sink afterwards."""
+
+    def __init__(
+        self, endpoint: EndpointDescriptor, *, mutation_timeout_s: float = DEFAULT_MUTATION_TIMEOUT_S
+    ) -> None:
+        self._endpoint = endpoint
+        self._mutation_timeout_s = mutation_timeout_s
+        self._conn: Client | None = None
+
+    # -- connection --------------------------------------------------------------------------------
+
+    def _client(self) -> Client:
+        if self._conn is None:
+            self._conn = open_client(self._endpoint)
+        return self._conn
+
+    def close(self) -> None:
+        """Idempotent and never raises: the chDB path is released even when closing fails."""
+        client, self._conn = self._conn, None
+        close_client(client)
+
+    def __enter__(self) -> ClickHouseSink:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    # -- read-only ---------------------------------------------------------------------------------
+
+    def table_exists(self, table: str) -> bool:
+        name = self._name(table)
+        with self._failures("check whether the table exists", name, step="exists"):
+            return self._exists(self._client(), name)
+
+    def count_rows(self, table: str, bounds: PartitionBounds | None) -> int:
+        """Rows within the bounds; 0 when the table does not exist yet (nothing was ever loaded)."""
+        name = self._name(table)
+        where = self._where(bounds)
+        with self._failures("count rows in the target table", name, step="count"):
+            client = self._client()
+            if not self._exists(client, name):
+                return 0
+            return int(client.query(f"SELECT count() FROM {name.sql()}{where}").result_rows[0][0])
+
+    def column_summary(
+        self, table: str, bounds: PartitionBounds | None, columns: Sequence[str]
+    ) -> dict[str, Any]:
+        """Exact metrics for quality checks: ``rows``, and per column ``null_counts`` and
+        ``distinct_counts`` (``uniqExact``; NULL is not a distinct value)."""
+        name = self._name(table)
+        where = self._where(bounds)
+        selects = ["count()"]
+        for column in columns:
+            quoted = quote_identifier(column)
+            selects += [f"countIf(isNull({quoted}))", f"uniqExact({quoted})"]
+        with self._failures("summarize the target table", name, step="summary"):
+            row = self._client().query(f"SELECT {', '.join(selects)} FROM {name.sql()}{where}").result_rows[0]
+        # 18.16 returns NULL (not 0) for uniqExact over only NULLs
+        values = [int(v) if v is not None else 0 for v in row]
+        return {
+            "rows": values[0],
+            "null_counts": {c: values[1 + 2 * i] for i, c in enumerate(columns)},
+            "distinct_counts": {c: values[2 + 2 * i] for i, c in enumerate(columns)},
+        }
+
+    # -- target preparation (writes no rows) ---------------------------------------------------------
+
+    def prepare_target(self, table: str, schema: TableSchema, order_by: tuple[str, ...]) -> None:
+        name = self._name(table)
+        unknown = [c for c in order_by if c not in schema.names]
+        if unknown:
+            raise DponeError(
+                ErrorCode.MANIFEST_INVALID,
+                f"sink.order_by names column {unknown[0]!r}, which the source does not have",
+                details={"table": str(name), "column": unknown[0]},
+            )
+        with self._failures("prepare the target table", name, step="prepare"):
+            client = self._client()
+            client.command(f"CREATE DATABASE IF NOT EXISTS {quote_identifier(name.database)}")
+            if not self._exists(client, name):
+                nullable_key = any(schema.column(c).nullable for c in order_by)
+                statement = create_table_sql(
+                    name,
+                    schema,
+                    order_by,
+                    nullable_key_setting=nullable_key and self._has_nullable_key_setting(client),
+                )
+                client.command(statement)
+                log.info("created target table %s", name)
+            target = self._describe(client, name)
+        # compared even right after creation: another writer may have created it first
+        self._require_compatible(name, schema, target)
+
+    # -- direct load -------------------------------------------------------------------------------
+
+    def load(
+        self, permit: TargetPermit, table: str, schema: TableSchema, chunks: Iterable[ColumnChunk]
+    ) -> int:
+        """Strategy scope, then every chunk, column-oriented. Returns rows inserted."""
+        permit.require_open(table)
+        name = self._name(table)
+        scope = self._scope(permit)
+        stream = iter(chunks)
+        # The first chunk is pulled before the target is touched: a source or artifact that fails at once
+        # (unreachable, digest mismatch) then fails the call before any truncate or delete.
+        first = next(stream, None)
+        with self._failures("read the target table's columns", name, step="describe", code=_LOAD):
+            client = self._client()
+            target = self._describe(client, name)
+        types = self._require_compatible(name, schema, target)
+        self._apply_scope(client, name, scope)
+        rows = 0
+        head: list[ColumnChunk] = [first] if first is not None else []
+        for index, chunk in enumerate(itertools.chain(head, stream)):
+            rows += self._insert(client, name, schema, types, chunk, index, rows)
+        log.info("loaded %d rows into %s", rows, name)
+        return rows
+
+    # -- staged load -------------------------------------------------------------------------------
+
+    def begin_staging(self, table: str, schema: TableSchema, operation_id: str) -> str:
+        """A fresh staging table for one operation (a leftover of the same name is dropped first)."""
+        name = self._name(table)
+        digest = hashlib.sha256(f"{name}|{operation_id}".encode()).hexdigest()[:16]
+        staging = TableName(name.database, STAGING_PREFIX + digest)
+        with self._failures("create the staging table", staging, step="begin_staging"):
+            client = self._client()
+            client.command(f"CREATE DATABASE IF NOT EXISTS {quote_identifier(name.database)}")
+            client.command(f"DROP TABLE IF EXISTS {staging.sql()}")
+            client.command(create_staging_sql(staging, schema))
+        return str(staging)
+
+    def stage(self, staging_table: str, schema: TableSchema, chunks: Iterable[ColumnChunk]) -> int:
+        """Insert into the staging table (not a target mutation: no permit). Returns rows staged."""
+        staging = self._staging_name(staging_table)
+        types = {c.name: c.full_type() for c in schema.columns}
+        with self._failures("open the staging table", staging, step="stage"):
+            client = self._client()
+        rows = 0
+        for index, chunk in enumerate(chunks):
+            rows += self._insert(client, staging, schema, types, chunk, index, rows)
+        return rows
+
+    def finalize_staged_load(self, permit: TargetPermit, staging_table: str, table: str) -> int:
+        """Strategy scope, ``INSERT INTO target SELECT ... FROM staging``, drop staging. Returns rows
+        published."""
+        permit.require_open(table)
+        name = self._name(table)
+        staging = self._staging_name(staging_table)
+        if staging.database != name.database:
+            raise DponeError(
+                ErrorCode.TARGET_LOAD_FAILED,
+                f"staging table {staging} does not belong to target table {name}",
+                details={"table": str(name), "staging_table": str(staging)},
+            )
+        scope = self._scope(permit)
+        with self._failures("read the staging and target tables", name, step="describe", code=_LOAD):
+            client = self._client()
+            if not self._exists(client, staging):
+                raise DponeError(
+                    ErrorCode.TARGET_LOAD_FAILED,
+                    f"staging table {staging} does not exist; nothing was published",
+                    details={"table": str(name), "staging_table": str(staging)},
+                )
+            staged = self._describe(client, staging)
+            target = self._describe(client, name)
+            rows = int(client.query(f"SELECT count() FROM {staging.sql()}").result_rows[0][0])
+        self._require_staging_fits(name, staged, target)
+        self._apply_scope(client, name, scope)
+        columns = column_list(list(staged))
+        with self._failures("publish the staging table into the target", name, step="publish", code=_LOAD):
+            client.command(f"INSERT INTO {name.sql()} ({columns}) SELECT {columns} FROM {staging.sql()}")
+        log.info("published %d staged rows into %s", rows, name)
+        self._drop_staging(staging)
+        return rows
+
+    def abort_staged_load(self, staging_table: str) -> None:
+        """Drop the staging table; idempotent and never raises (it runs in ``finally`` blocks)."""
+        try:
+            staging = self._staging_name(staging_table)
+        except DponeError:
+            log.warning("refusing to drop %r: not a dpone staging table", staging_table)
+            return
+        self._drop_staging(staging)
+
+    # -- internals ---------------------------------------------------------------------------------
+
+    def _name(self, table: str) -> TableName:
+        try:
+            return TableName.parse(table, self._endpoint.database)
+        except ValueError:
+            raise DponeError(
+                ErrorCode.USAGE,
+                "target table names are 'database.table'",
+                details={"connection": self._endpoint.name},
+            ) from None
+
+    def _staging_name(self, staging_table: str) -> TableName:
+        name = self._name(staging_table)
+        if not name.table.startswith(STAGING_PREFIX):
+            raise DponeError(
+                ErrorCode.USAGE,
+                "not a dpone staging table (names start with _dpone_stage_)",
+                details={"staging_table": staging_table},
+            )
+        return name
+
+    def _where(self, bounds: PartitionBounds | None) -> str:
+        try:
+            return where_clause(bounds)
+        except BoundsError as exc:
+            raise _bounds_error(exc, bounds) from None
+
+    def _scope(self, permit: TargetPermit) -> _Scope:
+        """The strategy's scope, fully built (bounds validated) before any statement is sent."""
+        strategy = permit.route.strategy
+        if strategy is Strategy.FULL_REFRESH:
+            return _Scope(truncate=True)
+        if strategy is Strategy.REPLACE_PARTITION:
+            if not permit.bounds:
+                return _Scope()
+            try:
+                condition = any_of(permit.bounds)
+            except BoundsError as exc:
+                raise _bounds_error(exc, None) from None
+            return _Scope(truncate=True) if condition is None else _Scope(condition=condition)
+        return _Scope()
+
+    def _apply_scope(self, client: Client, name: TableName, scope: _Scope) -> None:
+        if scope.truncate:
+            with self._failures("truncate the target table", name, step="truncate", code=_LOAD):
+                client.command(f"TRUNCATE TABLE {name.sql()}")
+        elif scope.condition is not None:
+            with self._failures("delete the armed partitions' rows", name, step="delete", code=_LOAD):
+                delete_where(client, name, scope.condition, self._mutation_timeout_s)
+
+    def _insert(
+        self,
+        client: Client,
+        name: TableName,
+        schema: TableSchema,
+        types: Mapping[str, str],
+        chunk: ColumnChunk,
+        index: int,
+        rows_before: int,
+    ) -> int:
+        if set(chunk.names) != set(schema.names) or len(chunk.names) != len(schema.names):
+            raise DponeError(
+                ErrorCode.TARGET_LOAD_FAILED,
+                f"a chunk's columns do not match the table schema of {name}",
+                details={"table": str(name), "partition_id": chunk.partition_id, "chunk_index": index},
+            )
+        if chunk.row_count == 0:
+            return 0
+        try:
+            client.insert(
+                name.sql(),
+                data=chunk.columns,
+                column_names=list(chunk.names),
+                column_type_names=[types[n] for n in chunk.names],
+                column_oriented=True,
+            )
+        except Exception as exc:
+            details = failure_details(self._endpoint, exc)
+            details.update(
+                table=str(name),
+                step="insert",
+                partition_id=chunk.partition_id,
+                chunk_index=index,
+                rows_inserted_before=rows_before,
+            )
+            raise DponeError(
+                ErrorCode.TARGET_LOAD_FAILED,
+                f"inserting into {name} failed after {rows_before} rows",
+                details=details,
+            ) from exc
+        return chunk.row_count
+
+    def _drop_staging(self, staging: TableName) -> None:
+        try:
+            self._client().command(f"DROP TABLE IF EXISTS {staging.sql()}")
+        except Exception:
+            log.warning("could not drop staging table %s; it is dropped by the next attempt", staging)
+
+    @staticmethod
+    def _exists(client: Client, name: TableName) -> bool:
+        return bool(int(client.query(f"EXISTS TABLE {name.sql()}").result_rows[0][0]))
+
+    @staticmethod
+    def _describe(client: Client, name: TableName) -> dict[str, TargetColumn]:
+        rows = client.query(f"DESCRIBE TABLE {name.sql()}").result_rows
+        return {str(r[0]): TargetColumn(str(r[0]), str(r[1]), str(r[2] or "")) for r in rows}
+
+    @staticmethod
+    def _has_nullable_key_setting(client: Client) -> bool:
+        query = "SELECT count() FROM system.merge_tree_settings WHERE name = " + quote_string(
+            "allow_nullable_key"
+        )
+        return bool(int(client.query(query).result_rows[0][0]))
+
+    def _require_compatible(
+        self, name: TableName, schema: TableSchema, target: Mapping[str, TargetColumn]
+    ) -> dict[str, str]:
+        """Refuse before any write; return the target's own type of each source column for inserts."""
+        problems = compatibility_problems(schema, target)
+        if problems:
+            first = problems[0]
+            raise DponeError(
+                ErrorCode.TARGET_INCOMPATIBLE,
+                f"target table {name} is incompatible: column {first.column!r} is {first.reason}"
+                + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "")
+                + "; nothing was written",
+                details={
+                    "table": str(name),
+                    "column": first.column,
+                    "problems": [
+                        {
+                            "column": p.column,
+                            "reason": p.reason,
+                            "expected_type": p.expected_type,
+                            "found_type": p.found_type,
+                        }
+                        for p in problems
+                    ],
+                },
+                hint_lines=tuple(
+                    f"column {p.column} is {p.reason} (expected {p.expected_type}, found {p.found_type or 'none'})"
+                    for p in problems
+                ),
+            )
+        return {c.name: target[c.name].type_name for c in schema.columns}
+
+    def _require_staging_fits(
+        self, name: TableName, staged: Mapping[str, TargetColumn], target: Mapping[str, TargetColumn]
+    ) -> None:
+        for column in staged.values():
+            found = target.get(column.name)
+            if (
+                found is None
+                or not found.insertable
+                or not types_compatible(column.type_name, found.type_name)
+            ):
+                raise DponeError(
+                    ErrorCode.TARGET_INCOMPATIBLE,
+                    f"target table {name} is incompatible with the staged column {column.name!r}; "
+                    "nothing was written",
+                    details={
+                        "table": str(name),
+                        "column": column.name,
+                        "expected_type": column.type_name,
+                        "found_type": found.type_name if found else None,
+                    },
+                )
+
+    @contextmanager
+    def _failures(
+        self, action: str, name: TableName, *, step: str, code: ErrorCode | None = None
+    ) -> Iterator[None]:
+        """Map driver failures to safe errors. ``code`` fixes the code (mutating steps); otherwise a
+        transport failure is ``target_unreachable`` and a server refusal ``target_load_failed``."""
+        try:
+            yield
+        except DponeError:
+            raise
+        except Exception as exc:
+            chosen = code or (
+                ErrorCode.TARGET_UNREACHABLE
+                if isinstance(exc, OperationalError)
+                else ErrorCode.TARGET_LOAD_FAILED
+            )
+            details = failure_details(self._endpoint, exc)
+            details.update(table=str(name), step=step)
+            if isinstance(exc, MutationTimeout):
+                message = (
+                    f"could not {action} {name}: the delete did not finish in {self._mutation_timeout_s:g} s"
+                )
+            else:
+                message = f"could not {action} {name} ({self._endpoint.describe()})"
+            raise DponeError(chosen, message, details=details) from exc
+
+
+_LOAD = ErrorCode.TARGET_LOAD_FAILED
+
+
+def _bounds_error(exc: BoundsError, bounds: PartitionBounds | None) -> DponeError:
+    label = bounds.label if bounds is not None else "armed partitions"
+    return DponeError(
+        ErrorCode.TARGET_LOAD_FAILED,
+        f"bounds of {label} cannot be expressed as a ClickHouse predicate: {exc}; nothing was written",
+        details={"partition": label},
+    )

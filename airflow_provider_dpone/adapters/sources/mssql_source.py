@@ -1,0 +1,329 @@
+"""SQL Server source over pymssql (TDS): describe, plan partitions, stream rows in bounded chunks.
+
+Metadata, planning and counts share one connection; every ``read()`` opens its own, because a pymssql
+connection holds one pending result set and silently drops it when another statement runs (measured on the
+TDS emulator), so an interleaved count or a second partition stream would truncate a read without error.
+Rows come from ``fetchmany(chunk_rows)``: FreeTDS streams them off the socket, so memory stays bounded.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from datetime import date, datetime
+from typing import Any
+
+import pymssql
+
+from airflow_provider_dpone.adapters.sources import mssql_sql as tsql
+from airflow_provider_dpone.adapters.sources import mssql_types
+from airflow_provider_dpone.adapters.sources import partition_planning as planning
+from airflow_provider_dpone.adapters.sources.chunking import ChunkBuilder, stream_chunks
+from airflow_provider_dpone.adapters.sources.read_shape import (
+    checked_schema,
+    order_columns,
+    project,
+    unnamed_column,
+)
+from airflow_provider_dpone.contracts.chunk import ColumnChunk
+from airflow_provider_dpone.contracts.endpoints import EndpointDescriptor, EndpointKind
+from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
+from airflow_provider_dpone.contracts.manifest import PartitionKind, SourceSpec
+from airflow_provider_dpone.contracts.partition import PartitionBounds
+from airflow_provider_dpone.contracts.schema import ColumnSpec, TableSchema
+
+log = logging.getLogger(__name__)
+
+INVALID_OBJECT_NAME = 208
+DEFAULT_PORT = 1433
+LOGIN_TIMEOUT_S = 30
+APP_NAME = "dpone"
+
+
+def error_number(exc: BaseException) -> int | None:
+    """SQL Server's message number from a pymssql exception: ``args`` is ``(number, message)``, or one
+    tuple of both (older releases)."""
+    number = getattr(exc, "number", None)
+    if isinstance(number, int):
+        return number
+    first = exc.args[0] if exc.args else None
+    if isinstance(first, tuple) and first:
+        first = first[0]
+    return first if isinstance(first, int) and not isinstance(first, bool) else None
+
+
+class MssqlSource:
+    """The ``Source`` port over a SQL Server table (or a query over it)."""
+
+    def __init__(
+        self, endpoint: EndpointDescriptor, spec: SourceSpec, *, login_timeout: int = LOGIN_TIMEOUT_S
+    ) -> None:
+        if endpoint.kind is not EndpointKind.MSSQL or not endpoint.host:
+            raise DponeError(
+                ErrorCode.CONNECTION_INVALID,
+                f"{endpoint.describe()} is not a SQL Server connection with a host",
+                details={"connection": endpoint.name},
+            )
+        try:
+            self._table = tsql.TableRef.parse(spec.table)
+        except tsql.SqlBuildError:
+            raise DponeError(
+                ErrorCode.MANIFEST_INVALID,
+                "source.table is not a SQL Server table name ([catalog.][schema.]table)",
+                details={"table": spec.table},
+            ) from None
+        self._endpoint = endpoint
+        self._host: str = endpoint.host
+        self._spec = spec
+        self._login_timeout = login_timeout
+        self._source_sql = tsql.source_sql(self._table, spec.query)
+        self._meta: Any = None
+        self._readers: set[Any] = set()
+        self._full: TableSchema | None = None
+        self._schema: TableSchema | None = None
+        self._keys: list[str] | None = None
+        self._coarse = False
+
+    # -- connections -----------------------------------------------------------------------------------
+
+    def _details(self, **extra: object) -> dict[str, object]:
+        return {"connection": self._endpoint.name, "table": self._spec.table, **extra}
+
+    def _connect(self) -> Any:
+        endpoint = self._endpoint
+        try:
+            return pymssql.connect(
+                server=self._host,
+                port=str(endpoint.port or DEFAULT_PORT),
+                user=endpoint.user,
+                password=endpoint.secret(),
+                database=endpoint.database or "",
+                login_timeout=self._login_timeout,
+                appname=APP_NAME,
+                autocommit=True,  # a reader must not hold an open transaction on the source
+                tds_version="7.4",
+            )
+        except (pymssql.Error, OSError) as exc:
+            raise DponeError(
+                ErrorCode.SOURCE_UNREACHABLE,
+                f"cannot connect to {endpoint.describe()}",
+                details=self._details(),
+            ) from exc
+
+    def _meta_connection(self) -> Any:
+        if self._meta is None:
+            self._meta = self._connect()
+        return self._meta
+
+    def _fetch_all(self, statement: tsql.Statement, *, what: str) -> list[tuple[Any, ...]]:
+        cursor = self._meta_connection().cursor()
+        try:
+            cursor.execute(statement.render())
+            return list(cursor.fetchall())
+        except pymssql.Error as exc:
+            raise self._classified(exc, what) from exc
+        finally:
+            cursor.close()
+
+    def _classified(self, exc: BaseException, what: str) -> DponeError:
+        if error_number(exc) == INVALID_OBJECT_NAME:
+            return DponeError(
+                ErrorCode.SOURCE_TABLE_MISSING,
+                f"source table {self._spec.table} does not exist (or is not visible to this login)",
+                details=self._details(),
+            )
+        return DponeError(
+            ErrorCode.SOURCE_READ_FAILED,
+            f"reading {what} from source table {self._spec.table} failed",
+            details=self._details(sql_error_number=error_number(exc)),
+        )
+
+    # -- describe --------------------------------------------------------------------------------------
+
+    def _describe_full(self) -> TableSchema:
+        if self._full is None:
+            self._full = self._describe_query() if self._spec.query else self._describe_table()
+        return self._full
+
+    def _describe_table(self) -> TableSchema:
+        rows = self._fetch_all(tsql.describe_table(self._table), what="the column list")
+        if not rows:
+            raise DponeError(
+                ErrorCode.SOURCE_TABLE_MISSING,
+                f"source table {self._spec.table} does not exist (or is not visible to this login)",
+                details=self._details(),
+            )
+        columns = [
+            mssql_types.column_spec(
+                str(name), str(data_type), str(is_nullable).upper() == "YES", precision, scale
+            )
+            for name, data_type, is_nullable, precision, scale in rows
+        ]
+        return checked_schema(columns)
+
+    def _describe_query(self) -> TableSchema:
+        assert self._spec.query is not None
+        try:
+            rows = self._fetch_all(tsql.describe_query(self._spec.query), what="the query description")
+        except DponeError as exc:
+            if exc.code is ErrorCode.SOURCE_UNREACHABLE:
+                raise
+            # Servers without the DMV (the TDS emulator, pre-2012) -> coarse wire types from TOP 0.
+            log.warning("the server cannot describe the source query exactly; using coarse wire types")
+            self._coarse = True
+            return self._describe_top0()
+        if any(row[5] is not None for row in rows):
+            number = next(row[5] for row in rows if row[5] is not None)
+            if number == INVALID_OBJECT_NAME:
+                raise DponeError(
+                    ErrorCode.SOURCE_TABLE_MISSING,
+                    f"the source query reads a table that does not exist (route {self._spec.table})",
+                    details=self._details(),
+                )
+            raise DponeError(
+                ErrorCode.SOURCE_READ_FAILED,
+                "the source query cannot be described by the server",
+                details=self._details(sql_error_number=number),
+            )
+        columns = []
+        for position, (name, type_name, nullable, precision, scale, _) in enumerate(rows, start=1):
+            if not name:
+                raise unnamed_column(position)
+            columns.append(
+                mssql_types.column_spec(
+                    str(name), str(type_name), nullable is None or bool(nullable), precision, scale
+                )
+            )
+        return checked_schema(columns)
+
+    def _describe_top0(self) -> TableSchema:
+        cursor = self._meta_connection().cursor()
+        try:
+            cursor.execute(tsql.first_zero_rows(self._source_sql).render())
+            description = cursor.description or ()
+            cursor.fetchall()
+        except pymssql.Error as exc:
+            raise self._classified(exc, "the query description") from exc
+        finally:
+            cursor.close()
+        columns = []
+        for position, entry in enumerate(description, start=1):
+            if not entry[0]:
+                raise unnamed_column(position)
+            columns.append(mssql_types.coarse_column_spec(str(entry[0]), int(entry[1])))
+        return checked_schema(columns)
+
+    def describe(self) -> TableSchema:
+        if self._schema is None:
+            self._schema = project(self._describe_full(), self._spec.columns)
+        return self._schema
+
+    def query_hash(self) -> str:
+        return planning.read_definition_hash(self._spec)
+
+    # -- planning --------------------------------------------------------------------------------------
+
+    def plan_partitions(self) -> list[PartitionBounds]:
+        self.describe()
+        return planning.plan(self._spec.partitioning, self._describe_full(), self)
+
+    def column_stats(self, column: ColumnSpec, kind: PartitionKind) -> planning.ColumnStats:
+        rows = self._fetch_all(tsql.column_stats(self._source_sql, column), what="partition statistics")
+        total, nulls, lowest, highest = rows[0]
+        return planning.ColumnStats(rows=int(total), unplaceable=int(nulls), lower=lowest, upper=highest)
+
+    def distinct_days(self, column: ColumnSpec) -> list[date]:
+        rows = self._fetch_all(tsql.distinct_days(self._source_sql, column), what="partition days")
+        return [_as_date(row[0]) for row in rows]
+
+    def distinct_months(self, column: ColumnSpec) -> list[tuple[int, int]]:
+        rows = self._fetch_all(tsql.distinct_months(self._source_sql, column), what="partition months")
+        return [(int(year), int(month)) for year, month in rows]
+
+    def distinct_range_starts(self, column: ColumnSpec, size: int) -> list[int]:
+        statement = tsql.distinct_range_starts(self._source_sql, column, size)
+        return [int(row[0]) for row in self._fetch_all(statement, what="partition ranges")]
+
+    # -- reads -----------------------------------------------------------------------------------------
+
+    def _key_columns(self) -> list[str]:
+        if self._keys is None:
+            if self._spec.query:
+                self._keys = []
+            else:
+                rows = self._fetch_all(tsql.primary_key(self._table), what="the primary key")
+                self._keys = [str(row[0]) for row in rows]
+        return self._keys
+
+    def _order_by(self) -> list[str]:
+        return order_columns(self._describe_full(), self._spec.partitioning.column, self._key_columns())
+
+    def _statement(self, build: Callable[[], tsql.Statement], bounds: PartitionBounds) -> tsql.Statement:
+        try:
+            return build()
+        except tsql.SqlBuildError as exc:
+            raise DponeError(
+                ErrorCode.SOURCE_READ_FAILED,
+                f"partition {bounds.label} cannot be expressed as a T-SQL predicate",
+                details=self._details(partition=bounds.label),
+            ) from exc
+
+    def read(self, partition_id: str, bounds: PartitionBounds, chunk_rows: int) -> Iterator[ColumnChunk]:
+        schema = self.describe()  # before any extraction: unsupported types and missing tables raise here
+        order = self._order_by()
+        statement = self._statement(
+            lambda: tsql.select_rows(self._source_sql, schema.names, bounds, order), bounds
+        )
+        return self._stream(partition_id, schema, statement, chunk_rows, bounds.label)
+
+    def _stream(
+        self, partition_id: str, schema: TableSchema, statement: tsql.Statement, chunk_rows: int, label: str
+    ) -> Iterator[ColumnChunk]:
+        coarse = self._coarse
+        builder = ChunkBuilder(
+            partition_id, schema, lambda name: coarse or mssql_types.needs_coercion(schema.column(name))
+        )
+        connection = self._connect()
+        self._readers.add(connection)
+        cursor = connection.cursor()
+        try:
+            try:
+                cursor.execute(statement.render())
+                yield from stream_chunks(cursor.fetchmany, builder, chunk_rows)
+            except pymssql.Error as exc:
+                raise DponeError(
+                    ErrorCode.SOURCE_READ_FAILED,
+                    f"reading partition {label} from source table {self._spec.table} failed",
+                    details=self._details(partition=label, sql_error_number=error_number(exc)),
+                ) from exc
+        finally:
+            self._readers.discard(connection)
+            _close_quietly(connection)
+
+    def count(self, bounds: PartitionBounds) -> int:
+        statement = self._statement(lambda: tsql.count_rows(self._source_sql, bounds), bounds)
+        rows = self._fetch_all(statement, what=f"the row count of partition {bounds.label}")
+        return int(rows[0][0])
+
+    def close(self) -> None:
+        for connection in list(self._readers):
+            _close_quietly(connection)
+        self._readers.clear()
+        if self._meta is not None:
+            _close_quietly(self._meta)
+            self._meta = None
+
+
+def _close_quietly(connection: Any) -> None:
+    try:
+        connection.close()
+    except Exception:  # closing a dead connection must never hide the error that killed it
+        log.debug("closing a SQL Server connection failed", exc_info=True)
+
+
+def _as_date(value: object) -> date:
+    if isinstance(value, datetime):
+        return value.date()
+    if isinstance(value, date):
+        return value
+    return date.fromisoformat(str(value)[:10])

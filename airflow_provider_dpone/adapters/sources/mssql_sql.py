@@ -1,0 +1,318 @@
+"""T-SQL text for the SQL Server source: bracket quoting, partition predicates, reads, counts, probes.
+
+Statements are built as fragments around ``%s`` placeholders plus a parameter tuple (``Statement``), so
+values never enter SQL by string concatenation. They are bound by :meth:`Statement.render` with the same
+quoting pymssql applies (pymssql substitutes parameters on the client, it has no server-side binding),
+but only at the placeholders built here: pymssql's own substitution scans the whole text for ``%s`` and
+``%d`` and would also rewrite them inside a user's query (``LIKE '%sales%'``) or a bracketed name.
+
+Date bounds are compared as ``CAST(%s AS DATE)`` with an ISO ``YYYY-MM-DD`` value: ``date`` parses ISO
+text the same way under every ``SET LANGUAGE``/``DATEFORMAT`` (``datetime`` does not), and the cast sits on
+the value side, so the column stays bare and an index on it can still be used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from airflow_provider_dpone.contracts.partition import BoundsKind, PartitionBounds
+from airflow_provider_dpone.contracts.schema import ColumnSpec
+
+DEFAULT_SCHEMA = "dbo"
+QUERY_ALIAS = "dpone_src"
+
+
+class SqlBuildError(ValueError):
+    """A name or a bound that cannot become T-SQL; the reason never repeats the value."""
+
+
+def quote_ident(name: str) -> str:
+    """``[name]`` with ``]`` doubled: any character is then part of the name."""
+    if not name or "\x00" in name:
+        raise SqlBuildError("an identifier must be non-empty and hold no NUL character")
+    return "[" + name.replace("]", "]]") + "]"
+
+
+def string_literal(value: str) -> str:
+    """``N'...'`` with ``'`` doubled (Unicode-safe for nvarchar and varchar columns alike)."""
+    if "\x00" in value:
+        raise SqlBuildError("a string value holds a NUL character")
+    return "N'" + value.replace("'", "''") + "'"
+
+
+def literal(value: object) -> str:
+    """The T-SQL literal of one parameter (integers and strings are all this source binds)."""
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise SqlBuildError(f"cannot bind a {type(value).__name__} parameter")
+    if isinstance(value, int):
+        return str(value)
+    return string_literal(value)
+
+
+@dataclass(frozen=True, slots=True)
+class Statement:
+    """SQL text split at its placeholders: ``text`` is the ``%s`` form, ``render()`` the bound form."""
+
+    fragments: tuple[str, ...]
+    params: tuple[object, ...] = ()
+
+    def __post_init__(self) -> None:
+        if len(self.fragments) != len(self.params) + 1:
+            raise SqlBuildError("placeholder and parameter counts differ")
+
+    @property
+    def text(self) -> str:
+        return "%s".join(self.fragments)
+
+    def render(self) -> str:
+        out = [self.fragments[0]]
+        for value, fragment in zip(self.params, self.fragments[1:], strict=True):
+            out.append(literal(value))
+            out.append(fragment)
+        return "".join(out)
+
+    def __add__(self, other: Statement | str) -> Statement:
+        if isinstance(other, str):
+            other = Statement((other,))
+        joined = (*self.fragments[:-1], self.fragments[-1] + other.fragments[0], *other.fragments[1:])
+        return Statement(joined, self.params + other.params)
+
+
+def sql(text: str = "") -> Statement:
+    return Statement((text,))
+
+
+def param(value: object, cast: str | None = None) -> Statement:
+    """One placeholder (optionally ``CAST(%s AS type)``)."""
+    if cast is None:
+        return Statement(("", ""), (value,))
+    return Statement(("CAST(", f" AS {cast})"), (value,))
+
+
+def join(parts: Sequence[Statement], separator: str) -> Statement:
+    out = sql()
+    for i, part in enumerate(parts):
+        out = out + (separator if i else "") + part
+    return out
+
+
+# -- names -----------------------------------------------------------------------------------------------
+
+
+def split_name(text: str) -> list[str]:
+    """Split ``db.schema.table`` at dots outside ``[...]`` and ``"..."`` quoting; unquote each part."""
+    parts: list[str] = []
+    current: list[str] = []
+    i, n = 0, len(text)
+    while i < n:
+        ch = text[i]
+        if ch in '["':
+            closer = "]" if ch == "[" else '"'
+            i += 1
+            while True:
+                if i >= n:
+                    raise SqlBuildError("a quoted name part is not closed")
+                if text[i] == closer:
+                    if i + 1 < n and text[i + 1] == closer:
+                        current.append(closer)
+                        i += 2
+                        continue
+                    i += 1
+                    break
+                current.append(text[i])
+                i += 1
+            continue
+        if ch == ".":
+            parts.append("".join(current))
+            current = []
+        else:
+            current.append(ch)
+        i += 1
+    parts.append("".join(current))
+    return parts
+
+
+@dataclass(frozen=True, slots=True)
+class TableRef:
+    """A SQL Server table as ``[catalog].[schema].[table]`` (catalog optional, schema ``dbo`` by default)."""
+
+    schema: str
+    name: str
+    catalog: str | None = None
+
+    @classmethod
+    def parse(cls, text: str, default_schema: str = DEFAULT_SCHEMA) -> TableRef:
+        parts = split_name(text.strip())
+        if not 1 <= len(parts) <= 3 or not all(parts):
+            raise SqlBuildError("a table name is [catalog.][schema.]table")
+        if len(parts) == 1:
+            return cls(default_schema, parts[0])
+        if len(parts) == 2:
+            return cls(parts[0], parts[1])
+        return cls(parts[1], parts[2], parts[0])
+
+    def sql(self) -> str:
+        prefix = f"{quote_ident(self.catalog)}." if self.catalog else ""
+        return f"{prefix}{quote_ident(self.schema)}.{quote_ident(self.name)}"
+
+    def information_schema(self, view: str) -> str:
+        prefix = f"{quote_ident(self.catalog)}." if self.catalog else ""
+        return f"{prefix}INFORMATION_SCHEMA.{view}"
+
+
+def source_sql(table: TableRef, query: str | None) -> str:
+    """What a read selects from: the table, or the configured query as a derived table."""
+    if query is None:
+        return table.sql()
+    return f"(\n{query.strip().rstrip(';')}\n) AS {quote_ident(QUERY_ALIAS)}"
+
+
+# -- predicates ------------------------------------------------------------------------------------------
+
+_CASTS = {"date": "DATE", "datetime": "DATETIME2"}
+
+
+def _bound(value: str, value_type: str) -> Statement:
+    if value_type == "integer":
+        try:
+            return param(int(value.strip()))
+        except ValueError:
+            raise SqlBuildError("integer bound is not an integer") from None
+    cast = _CASTS.get(value_type)
+    return param(value, cast)
+
+
+def predicate(bounds: PartitionBounds) -> Statement | None:
+    """``WHERE`` condition of one partition (``None`` for the whole table)."""
+    if bounds.kind is BoundsKind.ALL:
+        return None
+    if not bounds.column:
+        raise SqlBuildError("partition bounds name no column")
+    column = quote_ident(bounds.column)
+    if bounds.kind is BoundsKind.RANGE:
+        parts = []
+        if bounds.lower is not None:
+            parts.append(sql(f"{column} >= ") + _bound(bounds.lower, bounds.value_type))
+        if bounds.upper is not None:
+            parts.append(sql(f"{column} < ") + _bound(bounds.upper, bounds.value_type))
+        return join(parts, " AND ") if parts else None
+    values = bounds.values or ()
+    if not values:
+        return sql("1 = 0")
+    return sql(f"{column} IN (") + join([_bound(v, bounds.value_type) for v in values], ", ") + ")"
+
+
+def _where(bounds: PartitionBounds | None) -> Statement:
+    condition = predicate(bounds) if bounds is not None else None
+    return sql() if condition is None else sql("\nWHERE ") + condition
+
+
+# -- statements ------------------------------------------------------------------------------------------
+
+
+def select_rows(
+    source: str, columns: Sequence[str], bounds: PartitionBounds, order_by: Sequence[str]
+) -> Statement:
+    select_list = ", ".join(quote_ident(c) for c in columns)
+    order = ", ".join(quote_ident(c) for c in order_by)
+    statement = sql(f"SELECT {select_list}\nFROM {source}") + _where(bounds)
+    return statement + (f"\nORDER BY {order}" if order else "")
+
+
+def count_rows(source: str, bounds: PartitionBounds) -> Statement:
+    return sql(f"SELECT COUNT_BIG(*) AS row_count\nFROM {source}") + _where(bounds)
+
+
+def describe_table(table: TableRef) -> Statement:
+    return (
+        sql(
+            "SELECT COLUMN_NAME, DATA_TYPE, IS_NULLABLE, NUMERIC_PRECISION, NUMERIC_SCALE\n"
+            f"FROM {table.information_schema('COLUMNS')}\nWHERE TABLE_SCHEMA = "
+        )
+        + param(table.schema)
+        + " AND TABLE_NAME = "
+        + param(table.name)
+        + "\nORDER BY ORDINAL_POSITION"
+    )
+
+
+def primary_key(table: TableRef) -> Statement:
+    return (
+        sql(
+            "SELECT kcu.COLUMN_NAME\n"
+            f"FROM {table.information_schema('TABLE_CONSTRAINTS')} AS tc\n"
+            f"JOIN {table.information_schema('KEY_COLUMN_USAGE')} AS kcu\n"
+            "  ON kcu.CONSTRAINT_SCHEMA = tc.CONSTRAINT_SCHEMA AND kcu.CONSTRAINT_NAME = tc.CONSTRAINT_NAME\n"
+            "WHERE tc.CONSTRAINT_TYPE = 'PRIMARY KEY' AND tc.TABLE_SCHEMA = "
+        )
+        + param(table.schema)
+        + " AND tc.TABLE_NAME = "
+        + param(table.name)
+        + "\nORDER BY kcu.ORDINAL_POSITION"
+    )
+
+
+def describe_query(query: str) -> Statement:
+    """Exact result types of a query (SQL Server 2012+), without running it."""
+    return (
+        sql(
+            "SELECT name, system_type_name, is_nullable, precision, scale, error_number\n"
+            "FROM sys.dm_exec_describe_first_result_set("
+        )
+        + param(query)
+        + ", NULL, 0)\nORDER BY column_ordinal"
+    )
+
+
+def first_zero_rows(source: str) -> Statement:
+    """``TOP 0``: names and wire types only (for servers without the describe DMV)."""
+    return sql(f"SELECT TOP 0 *\nFROM {source}")
+
+
+def calendar_expression(column: ColumnSpec) -> str:
+    """The column as a ``date``: offsets are switched to UTC first, matching how values are converted."""
+    quoted = quote_ident(column.name)
+    source_type = (column.source_type or "").lower()
+    if source_type == "date":
+        return quoted
+    if source_type == "datetimeoffset":
+        return f"CAST(SWITCHOFFSET({quoted}, '+00:00') AS DATE)"
+    return f"CAST({quoted} AS DATE)"
+
+
+def column_stats(source: str, column: ColumnSpec) -> Statement:
+    quoted = quote_ident(column.name)
+    return sql(
+        f"SELECT COUNT_BIG(*) AS row_count, COUNT_BIG(*) - COUNT_BIG({quoted}) AS null_count, "
+        f"MIN({quoted}) AS lowest, MAX({quoted}) AS highest\nFROM {source}"
+    )
+
+
+def distinct_days(source: str, column: ColumnSpec) -> Statement:
+    day = calendar_expression(column)
+    return sql(
+        f"SELECT DISTINCT {day} AS dpone_day\nFROM {source}\nWHERE {quote_ident(column.name)} IS NOT NULL\n"
+        "ORDER BY dpone_day"
+    )
+
+
+def distinct_months(source: str, column: ColumnSpec) -> Statement:
+    day = calendar_expression(column)
+    return sql(
+        f"SELECT DISTINCT YEAR({day}) AS dpone_year, MONTH({day}) AS dpone_month\nFROM {source}\n"
+        f"WHERE {quote_ident(column.name)} IS NOT NULL\nORDER BY dpone_year, dpone_month"
+    )
+
+
+def distinct_range_starts(source: str, column: ColumnSpec, size: int) -> Statement:
+    """Multiples of ``size`` (floored, also below zero) that hold rows. ``size`` is a validated int."""
+    quoted = quote_ident(column.name)
+    width = int(size)
+    if width < 1:
+        raise SqlBuildError("range size must be at least 1")
+    start = f"{quoted} - ((({quoted} % {width}) + {width}) % {width})"
+    return sql(
+        f"SELECT DISTINCT {start} AS dpone_start\nFROM {source}\nWHERE {quoted} IS NOT NULL\n"
+        "ORDER BY dpone_start"
+    )

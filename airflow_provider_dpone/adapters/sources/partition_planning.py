@@ -1,0 +1,234 @@
+"""Partition planning shared by every source: manifest partitioning + a few source queries -> bounds.
+
+The functions here are pure; each source supplies the handful of queries they need through a
+:class:`PartitionProbe` (its own dialect). Only partitions that actually hold rows are planned: one
+``SELECT DISTINCT`` of the truncated value is cheaper than moving and checkpointing empty partitions.
+Rows whose partition value is NULL (or, on SQLite, not ISO text) would fall into no partition, so
+planning refuses them instead of silently leaving them behind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+from typing import Protocol
+
+from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
+from airflow_provider_dpone.contracts.manifest import Partitioning, PartitionKind, SourceSpec
+from airflow_provider_dpone.contracts.partition import BoundsKind, PartitionBounds, canonical_json, sha256_tag
+from airflow_provider_dpone.contracts.schema import ColumnSpec, TableSchema
+
+ALL_LABEL = "all"
+
+#: ClickHouse base types a partition column may have, per partitioning kind.
+_CALENDAR_TYPES = ("Date", "DateTime", "String")
+_INTEGER_TYPES = ("Int8", "Int16", "Int32", "Int64", "UInt8", "UInt16", "UInt32", "UInt64")
+
+
+@dataclass(frozen=True, slots=True)
+class ColumnStats:
+    """One scan of the partition column: row count, rows no partition could select, min and max."""
+
+    rows: int
+    unplaceable: int
+    lower: object | None
+    upper: object | None
+
+
+class PartitionProbe(Protocol):
+    """The per-source queries planning needs (each one statement, read-only)."""
+
+    def column_stats(self, column: ColumnSpec, kind: PartitionKind) -> ColumnStats: ...
+
+    def distinct_days(self, column: ColumnSpec) -> list[date]: ...
+
+    def distinct_months(self, column: ColumnSpec) -> list[tuple[int, int]]: ...
+
+    def distinct_range_starts(self, column: ColumnSpec, size: int) -> list[int]: ...
+
+
+def read_definition_hash(spec: SourceSpec) -> str:
+    """``sha256:`` over the read definition (table, query, columns, source type): not bounds, not the
+    connection, so re-pointing a route at a replica keeps its partition IDs."""
+    material = {
+        "table": spec.table,
+        "query": spec.query,
+        "columns": list(spec.columns) if spec.columns is not None else None,
+        "source_type": spec.type.value,
+    }
+    return sha256_tag(canonical_json(material))
+
+
+def partition_column(partitioning: Partitioning, schema: TableSchema) -> ColumnSpec | None:
+    """The partition column as the source describes it; a manifest naming an unknown or unsuitable
+    column is a usage error, raised before any partition query runs."""
+    if partitioning.kind is PartitionKind.NONE:
+        return None
+    name = partitioning.column or ""
+    try:
+        column = schema.column(name)
+    except KeyError:
+        raise DponeError(
+            ErrorCode.MANIFEST_INVALID,
+            f"partition column {name!r} is not a column of the source",
+            details={"column": name, "partitioning": partitioning.kind.value},
+        ) from None
+    kind = partitioning.kind
+    if kind in (PartitionKind.DAY, PartitionKind.MONTH) and column.clickhouse_type not in _CALENDAR_TYPES:
+        raise DponeError(
+            ErrorCode.MANIFEST_INVALID,
+            f"{kind.value} partitioning needs a date or datetime column; {name!r} is {column.clickhouse_type}",
+            details={"column": name, "partitioning": kind.value, "clickhouse_type": column.clickhouse_type},
+        )
+    if kind is PartitionKind.INTEGER_RANGE and column.clickhouse_type not in _INTEGER_TYPES:
+        raise DponeError(
+            ErrorCode.MANIFEST_INVALID,
+            f"integer_range partitioning needs an integer column; {name!r} is {column.clickhouse_type}",
+            details={"column": name, "partitioning": kind.value, "clickhouse_type": column.clickhouse_type},
+        )
+    return column
+
+
+def plan(partitioning: Partitioning, schema: TableSchema, probe: PartitionProbe) -> list[PartitionBounds]:
+    """Bounds of every partition that holds rows, in ascending (or manifest list) order."""
+    column = partition_column(partitioning, schema)
+    if column is None:
+        return [all_rows()]
+    kind = partitioning.kind
+    if kind is PartitionKind.LIST:
+        return list_partitions(column, partitioning.values or ())
+    stats = probe.column_stats(column, kind)
+    if stats.unplaceable:
+        raise DponeError(
+            ErrorCode.SOURCE_READ_FAILED,
+            f"partition column {column.name!r} has {stats.unplaceable} rows that no {kind.value} partition "
+            "would select (NULL or not a valid value); filter them in the source query or pick another column",
+            details={
+                "column": column.name,
+                "partitioning": kind.value,
+                "unplaceable_rows": stats.unplaceable,
+            },
+        )
+    if stats.rows == 0:
+        return []
+    if kind is PartitionKind.DAY:
+        return day_partitions(column.name, probe.distinct_days(column))
+    if kind is PartitionKind.MONTH:
+        return month_partitions(column.name, probe.distinct_months(column))
+    size = partitioning.size or 0
+    return integer_range_partitions(column.name, probe.distinct_range_starts(column, size), size)
+
+
+def all_rows() -> PartitionBounds:
+    return PartitionBounds(kind=BoundsKind.ALL, label=ALL_LABEL)
+
+
+def day_partitions(column: str, days: Sequence[date]) -> list[PartitionBounds]:
+    return [
+        PartitionBounds(
+            kind=BoundsKind.RANGE,
+            column=column,
+            lower=day.isoformat(),
+            upper=(day + timedelta(days=1)).isoformat(),
+            value_type="date",
+            label=f"{column}={day.isoformat()}",
+        )
+        for day in sorted(set(days))
+    ]
+
+
+def month_partitions(column: str, months: Sequence[tuple[int, int]]) -> list[PartitionBounds]:
+    bounds = []
+    for year, month in sorted(set(months)):
+        first = date(year, month, 1)
+        following = date(year + 1, 1, 1) if month == 12 else date(year, month + 1, 1)
+        bounds.append(
+            PartitionBounds(
+                kind=BoundsKind.RANGE,
+                column=column,
+                lower=first.isoformat(),
+                upper=following.isoformat(),
+                value_type="date",
+                label=f"{column}={year:04d}-{month:02d}",
+            )
+        )
+    return bounds
+
+
+def range_start(value: int, size: int) -> int:
+    """The multiple of ``size`` at or below ``value`` (floor, also for negatives)."""
+    return value - value % size
+
+
+def integer_range_partitions(column: str, starts: Sequence[int], size: int) -> list[PartitionBounds]:
+    if size < 1:
+        raise DponeError(ErrorCode.MANIFEST_INVALID, "integer_range size must be at least 1")
+    aligned = sorted({range_start(int(s), size) for s in starts})
+    return [
+        PartitionBounds(
+            kind=BoundsKind.RANGE,
+            column=column,
+            lower=str(lower),
+            upper=str(lower + size),
+            value_type="integer",
+            label=f"{column}=[{lower},{lower + size})",
+        )
+        for lower in aligned
+    ]
+
+
+def list_value_type(column: ColumnSpec) -> str:
+    if column.clickhouse_type in _INTEGER_TYPES:
+        return "integer"
+    if column.clickhouse_type == "Date":
+        return "date"
+    if column.clickhouse_type == "DateTime":
+        return "datetime"
+    return "string"
+
+
+def canonical_value(value: str | int, value_type: str) -> str:
+    """The one string form of a list value for its column type (so ``7`` and ``"07"`` are one partition).
+
+    Raises ``ValueError`` (without the value) when it does not parse as that type.
+    """
+    if isinstance(value, bool):
+        raise ValueError("a boolean is not a partition value")
+    text = str(value).strip()
+    if value_type == "integer":
+        return str(int(text))
+    if value_type == "date":
+        return date.fromisoformat(text).isoformat()
+    if value_type == "datetime":
+        return datetime.fromisoformat(text).isoformat(sep=" ")
+    return str(value)
+
+
+def list_partitions(column: ColumnSpec, values: Sequence[str | int]) -> list[PartitionBounds]:
+    """One ``VALUES`` partition per listed value, in manifest order, duplicates folded."""
+    value_type = list_value_type(column)
+    seen: set[str] = set()
+    bounds: list[PartitionBounds] = []
+    for position, raw in enumerate(values):
+        try:
+            value = canonical_value(raw, value_type)
+        except ValueError:
+            raise DponeError(
+                ErrorCode.MANIFEST_INVALID,
+                f"partition value #{position + 1} is not a valid {value_type} for column {column.name!r}",
+                details={"column": column.name, "position": position + 1, "value_type": value_type},
+            ) from None
+        if value in seen:
+            continue
+        seen.add(value)
+        bounds.append(
+            PartitionBounds(
+                kind=BoundsKind.VALUES,
+                column=column.name,
+                values=(value,),
+                value_type=value_type,
+                label=f"{column.name}={value}",
+            )
+        )
+    return bounds

@@ -1,0 +1,258 @@
+"""SQLite source (stdlib ``sqlite3``): the embedded default behind ``dpone demo``.
+
+The file is opened read-only (``mode=ro``): a source is never written. Types come from the declared column
+types (``sqlite_types``); NOT NULL comes from the NOT NULL flag, or from the primary key where SQLite itself
+guarantees it (an ``INTEGER PRIMARY KEY`` is the rowid; ``WITHOUT ROWID`` tables forbid NULL keys; other
+primary keys of rowid tables may hold NULL in SQLite, so they stay Nullable).
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+from airflow_provider_dpone.adapters.sources import partition_planning as planning
+from airflow_provider_dpone.adapters.sources import sqlite_sql as lite
+from airflow_provider_dpone.adapters.sources import sqlite_types
+from airflow_provider_dpone.adapters.sources.chunking import ChunkBuilder, stream_chunks
+from airflow_provider_dpone.adapters.sources.read_shape import (
+    checked_schema,
+    order_columns,
+    project,
+    unnamed_column,
+)
+from airflow_provider_dpone.contracts.chunk import ColumnChunk
+from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
+from airflow_provider_dpone.contracts.manifest import PartitionKind, SourceSpec
+from airflow_provider_dpone.contracts.partition import PartitionBounds
+from airflow_provider_dpone.contracts.schema import ColumnSpec, TableSchema
+
+log = logging.getLogger(__name__)
+
+
+class SqliteSource:
+    """The ``Source`` port over one SQLite table (or a query over it)."""
+
+    def __init__(self, path: str | Path, spec: SourceSpec) -> None:
+        try:
+            self._table = lite.TableRef.parse(spec.table)
+        except lite.SqlBuildError:
+            raise DponeError(
+                ErrorCode.MANIFEST_INVALID,
+                "source.table is not a SQLite table name ([schema.]table)",
+                details={"table": spec.table},
+            ) from None
+        self._path = Path(path)
+        self._spec = spec
+        self._source_sql = lite.source_sql(self._table, spec.query)
+        self._connection: sqlite3.Connection | None = None
+        self._full: TableSchema | None = None
+        self._schema: TableSchema | None = None
+        self._keys: list[str] = []
+
+    # -- connection ------------------------------------------------------------------------------------
+
+    def _details(self, **extra: object) -> dict[str, object]:
+        return {"table": self._spec.table, "file": self._path.name, **extra}
+
+    def _db(self) -> sqlite3.Connection:
+        if self._connection is None:
+            uri = self._path.resolve().as_uri() + "?mode=ro"
+            try:
+                connection = sqlite3.connect(uri, uri=True, check_same_thread=False)
+                connection.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            except sqlite3.Error as exc:
+                raise DponeError(
+                    ErrorCode.SOURCE_UNREACHABLE,
+                    f"cannot open the SQLite source file {self._path.name!r}",
+                    details=self._details(),
+                ) from exc
+            self._connection = connection
+        return self._connection
+
+    def _table_missing(self) -> DponeError:
+        return DponeError(
+            ErrorCode.SOURCE_TABLE_MISSING,
+            f"source table {self._spec.table} does not exist in {self._path.name!r}",
+            details=self._details(),
+        )
+
+    def _classified(self, exc: sqlite3.Error, what: str) -> DponeError:
+        if "no such table" in str(exc).lower():
+            return self._table_missing()
+        return DponeError(
+            ErrorCode.SOURCE_READ_FAILED,
+            f"reading {what} from source table {self._spec.table} failed",
+            details=self._details(),
+        )
+
+    def _fetch_all(self, statement: tuple[str, tuple[object, ...]], *, what: str) -> list[Any]:
+        try:
+            return self._db().execute(*statement).fetchall()
+        except sqlite3.Error as exc:
+            raise self._classified(exc, what) from exc
+
+    # -- describe --------------------------------------------------------------------------------------
+
+    def _describe_full(self) -> TableSchema:
+        if self._full is None:
+            self._full = self._describe_query() if self._spec.query else self._describe_table()
+        return self._full
+
+    def _describe_table(self) -> TableSchema:
+        rows = self._fetch_all(lite.table_info(self._table), what="the column list")
+        if not rows:
+            raise self._table_missing()
+        without_rowid = self._without_rowid()
+        keys = [(pk, name) for name, _, _, pk in rows if pk]
+        single_key = len(keys) == 1
+        columns = []
+        for name, declared, not_null, pk in rows:
+            rowid_alias = bool(pk) and single_key and str(declared).strip().upper() == "INTEGER"
+            guaranteed = bool(not_null) or rowid_alias or (bool(pk) and without_rowid)
+            columns.append(sqlite_types.column_spec(str(name), str(declared or ""), guaranteed))
+        self._keys = [str(name) for _, name in sorted(keys)]
+        return checked_schema(columns)
+
+    def _without_rowid(self) -> bool:
+        try:
+            rows = (
+                self._db()
+                .execute(
+                    "SELECT wr FROM pragma_table_list(?, ?)", (self._table.name, self._table.schema or "main")
+                )
+                .fetchall()
+            )
+        except sqlite3.Error:  # SQLite before 3.37 has no table_list; such tables are rare, stay Nullable
+            return False
+        return bool(rows and rows[0][0])
+
+    def _describe_query(self) -> TableSchema:
+        """A temporary view over the query: SQLite then reports each column's declared type (the
+        underlying column's; expressions have none and become String). Views carry no NOT NULL."""
+        assert self._spec.query is not None
+        view = f"dpone_describe_{uuid.uuid4().hex}"
+        db = self._db()
+        try:
+            db.execute(f"CREATE TEMP VIEW {lite.quote_ident(view)} AS {self._spec.query.strip().rstrip(';')}")
+            try:
+                rows = db.execute(
+                    "SELECT name, type FROM pragma_table_info(?, 'temp') ORDER BY cid", (view,)
+                ).fetchall()
+                db.execute(f"SELECT * FROM temp.{lite.quote_ident(view)} LIMIT 0").fetchall()
+            finally:
+                db.execute(f"DROP VIEW IF EXISTS temp.{lite.quote_ident(view)}")
+        except sqlite3.Error as exc:
+            raise self._classified(exc, "the query description") from exc
+        columns = []
+        for position, (name, declared) in enumerate(rows, start=1):
+            if not name:
+                raise unnamed_column(position)
+            columns.append(sqlite_types.column_spec(str(name), str(declared or ""), False))
+        return checked_schema(columns)
+
+    def describe(self) -> TableSchema:
+        if self._schema is None:
+            self._schema = project(self._describe_full(), self._spec.columns)
+        return self._schema
+
+    def query_hash(self) -> str:
+        return planning.read_definition_hash(self._spec)
+
+    # -- planning --------------------------------------------------------------------------------------
+
+    def plan_partitions(self) -> list[PartitionBounds]:
+        self.describe()
+        return planning.plan(self._spec.partitioning, self._describe_full(), self)
+
+    def column_stats(self, column: ColumnSpec, kind: PartitionKind) -> planning.ColumnStats:
+        calendar = kind in (PartitionKind.DAY, PartitionKind.MONTH)
+        statement = lite.column_stats(self._source_sql, column, calendar)
+        total, unplaceable, lowest, highest = self._fetch_all(statement, what="partition statistics")[0]
+        return planning.ColumnStats(
+            rows=int(total), unplaceable=int(unplaceable), lower=lowest, upper=highest
+        )
+
+    def distinct_days(self, column: ColumnSpec) -> list[date]:
+        rows = self._fetch_all(lite.distinct_prefixes(self._source_sql, column, 10), what="partition days")
+        return [self._iso_date(column, str(prefix)) for (prefix,) in rows]
+
+    def distinct_months(self, column: ColumnSpec) -> list[tuple[int, int]]:
+        rows = self._fetch_all(lite.distinct_prefixes(self._source_sql, column, 7), what="partition months")
+        firsts = [self._iso_date(column, f"{prefix}-01") for (prefix,) in rows]
+        return [(first.year, first.month) for first in firsts]
+
+    def _iso_date(self, column: ColumnSpec, text: str) -> date:
+        try:
+            return date.fromisoformat(text)
+        except ValueError:
+            raise DponeError(
+                ErrorCode.SOURCE_READ_FAILED,
+                f"partition column {column.name!r} holds text that is not an ISO date",
+                details=self._details(column=column.name),
+            ) from None
+
+    def distinct_range_starts(self, column: ColumnSpec, size: int) -> list[int]:
+        statement = lite.distinct_range_starts(self._source_sql, column, size)
+        return [int(row[0]) for row in self._fetch_all(statement, what="partition ranges")]
+
+    # -- reads -----------------------------------------------------------------------------------------
+
+    def _statement(
+        self, build: Callable[[], tuple[str, tuple[object, ...]]], bounds: PartitionBounds
+    ) -> tuple[str, tuple[object, ...]]:
+        try:
+            return build()
+        except lite.SqlBuildError as exc:
+            raise DponeError(
+                ErrorCode.SOURCE_READ_FAILED,
+                f"partition {bounds.label} cannot be expressed as a SQLite predicate",
+                details=self._details(partition=bounds.label),
+            ) from exc
+
+    def read(self, partition_id: str, bounds: PartitionBounds, chunk_rows: int) -> Iterator[ColumnChunk]:
+        schema = self.describe()  # before any extraction: unsupported types and missing tables raise here
+        order = order_columns(self._describe_full(), self._spec.partitioning.column, self._keys)
+        statement = self._statement(
+            lambda: lite.select_rows(self._source_sql, schema.names, bounds, order), bounds
+        )
+        return self._stream(partition_id, schema, statement, chunk_rows, bounds.label)
+
+    def _stream(
+        self,
+        partition_id: str,
+        schema: TableSchema,
+        statement: tuple[str, tuple[object, ...]],
+        chunk_rows: int,
+        label: str,
+    ) -> Iterator[ColumnChunk]:
+        builder = ChunkBuilder(
+            partition_id, schema, lambda name: sqlite_types.needs_coercion(schema.column(name))
+        )
+        cursor = self._db().cursor()
+        try:
+            try:
+                cursor.execute(*statement)
+                yield from stream_chunks(cursor.fetchmany, builder, chunk_rows)
+            except sqlite3.Error as exc:
+                raise DponeError(
+                    ErrorCode.SOURCE_READ_FAILED,
+                    f"reading partition {label} from source table {self._spec.table} failed",
+                    details=self._details(partition=label),
+                ) from exc
+        finally:
+            cursor.close()
+
+    def count(self, bounds: PartitionBounds) -> int:
+        statement = self._statement(lambda: lite.count_rows(self._source_sql, bounds), bounds)
+        return int(self._fetch_all(statement, what=f"the row count of partition {bounds.label}")[0][0])
+
+    def close(self) -> None:
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None

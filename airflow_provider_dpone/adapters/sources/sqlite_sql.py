@@ -1,0 +1,200 @@
+"""SQLite SQL for the SQLite source: double-quote quoting, ``?`` parameters (bound by sqlite3 itself).
+
+Calendar values are ISO-8601 text in SQLite, so day/month partitions compare text: ``'2026-11-30 10:00'``
+lies in ``['2026-11-30', '2026-12-01')`` whatever separator or precision follows the date. Planning first
+checks that every value of the column really starts with an ISO date (see ``column_stats``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from airflow_provider_dpone.contracts.partition import BoundsKind, PartitionBounds
+from airflow_provider_dpone.contracts.schema import ColumnSpec
+
+QUERY_ALIAS = "dpone_src"
+ISO_DATE_GLOB = "[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]*"
+
+Params = tuple[object, ...]
+
+
+class SqlBuildError(ValueError):
+    """A name or a bound that cannot become SQL; the reason never repeats the value."""
+
+
+def quote_ident(name: str) -> str:
+    if not name or "\x00" in name:
+        raise SqlBuildError("an identifier must be non-empty and hold no NUL character")
+    return '"' + name.replace('"', '""') + '"'
+
+
+@dataclass(frozen=True, slots=True)
+class TableRef:
+    """``[schema.]table``; a quoted part (``"a.b"``, ``[a.b]``, `` `a.b` ``) may hold dots."""
+
+    name: str
+    schema: str | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> TableRef:
+        parts = _split(text.strip())
+        if len(parts) == 1 and parts[0]:
+            return cls(parts[0])
+        if len(parts) == 2 and all(parts):
+            return cls(parts[1], parts[0])
+        raise SqlBuildError("a SQLite table name is [schema.]table")
+
+    def sql(self) -> str:
+        prefix = f"{quote_ident(self.schema)}." if self.schema else ""
+        return prefix + quote_ident(self.name)
+
+
+def _split(text: str) -> list[str]:
+    closers = {'"': '"', "[": "]", "`": "`"}
+    parts: list[str] = []
+    current: list[str] = []
+    i, n = 0, len(text)
+    while i < n:
+        ch = text[i]
+        if ch in closers:
+            closer = closers[ch]
+            i += 1
+            while True:
+                if i >= n:
+                    raise SqlBuildError("a quoted name part is not closed")
+                if text[i] == closer:
+                    if closer != "]" and i + 1 < n and text[i + 1] == closer:
+                        current.append(closer)
+                        i += 2
+                        continue
+                    i += 1
+                    break
+                current.append(text[i])
+                i += 1
+            continue
+        if ch == ".":
+            parts.append("".join(current))
+            current = []
+        else:
+            current.append(ch)
+        i += 1
+    parts.append("".join(current))
+    return parts
+
+
+def source_sql(table: TableRef, query: str | None) -> str:
+    if query is None:
+        return table.sql()
+    return f"(\n{query.strip().rstrip(';')}\n) AS {quote_ident(QUERY_ALIAS)}"
+
+
+# -- predicates ------------------------------------------------------------------------------------------
+
+
+def _bound(value: str, value_type: str) -> object:
+    if value_type == "integer":
+        try:
+            return int(value.strip())
+        except ValueError:
+            raise SqlBuildError("integer bound is not an integer") from None
+    return value
+
+
+def predicate(bounds: PartitionBounds) -> tuple[str, Params] | None:
+    if bounds.kind is BoundsKind.ALL:
+        return None
+    if not bounds.column:
+        raise SqlBuildError("partition bounds name no column")
+    column = quote_ident(bounds.column)
+    if bounds.kind is BoundsKind.RANGE:
+        parts: list[str] = []
+        params: list[object] = []
+        if bounds.lower is not None:
+            parts.append(f"{column} >= ?")
+            params.append(_bound(bounds.lower, bounds.value_type))
+        if bounds.upper is not None:
+            parts.append(f"{column} < ?")
+            params.append(_bound(bounds.upper, bounds.value_type))
+        return (" AND ".join(parts), tuple(params)) if parts else None
+    values = bounds.values or ()
+    if not values:
+        return "0", ()
+    marks = ", ".join("?" for _ in values)
+    if bounds.value_type == "date":
+        return f"substr({column}, 1, 10) IN ({marks})", tuple(values)
+    if bounds.value_type == "datetime":
+        return f"datetime({column}) IN ({', '.join('datetime(?)' for _ in values)})", tuple(values)
+    return f"{column} IN ({marks})", tuple(_bound(v, bounds.value_type) for v in values)
+
+
+def _where(bounds: PartitionBounds) -> tuple[str, Params]:
+    condition = predicate(bounds)
+    if condition is None:
+        return "", ()
+    return f"\nWHERE {condition[0]}", condition[1]
+
+
+# -- statements ------------------------------------------------------------------------------------------
+
+
+def select_rows(
+    source: str, columns: Sequence[str], bounds: PartitionBounds, order_by: Sequence[str]
+) -> tuple[str, Params]:
+    where, params = _where(bounds)
+    select_list = ", ".join(quote_ident(c) for c in columns)
+    order = ", ".join(quote_ident(c) for c in order_by)
+    text = f"SELECT {select_list}\nFROM {source}{where}" + (f"\nORDER BY {order}" if order else "")
+    return text, params
+
+
+def count_rows(source: str, bounds: PartitionBounds) -> tuple[str, Params]:
+    where, params = _where(bounds)
+    return f"SELECT COUNT(*)\nFROM {source}{where}", params
+
+
+def table_info(table: TableRef) -> tuple[str, Params]:
+    """cid, name, declared type, notnull, pk of every column (empty when the table does not exist)."""
+    return 'SELECT name, type, "notnull", pk FROM pragma_table_info(?, ?) ORDER BY cid', (
+        table.name,
+        table.schema or "main",
+    )
+
+
+def column_stats(source: str, column: ColumnSpec, calendar: bool) -> tuple[str, Params]:
+    """Rows, rows no partition would select (NULL, or not ISO-date text / not an integer), min, max."""
+    quoted = quote_ident(column.name)
+    if calendar:
+        placeable = f"typeof({quoted}) = 'text' AND {quoted} GLOB ?"
+        params: Params = (ISO_DATE_GLOB,)
+    else:
+        placeable = f"typeof({quoted}) = 'integer'"
+        params = ()
+    text = (
+        f"SELECT COUNT(*), COALESCE(SUM(CASE WHEN {placeable} THEN 0 ELSE 1 END), 0), "
+        f"MIN({quoted}), MAX({quoted})\nFROM {source}"
+    )
+    return text, params
+
+
+def distinct_prefixes(source: str, column: ColumnSpec, length: int) -> tuple[str, Params]:
+    """Distinct ``YYYY-MM-DD`` (length 10) or ``YYYY-MM`` (length 7) prefixes, ascending."""
+    quoted = quote_ident(column.name)
+    return (
+        f"SELECT DISTINCT substr({quoted}, 1, {int(length)}) AS dpone_prefix\nFROM {source}\n"
+        f"WHERE {quoted} IS NOT NULL\nORDER BY dpone_prefix",
+        (),
+    )
+
+
+def distinct_range_starts(source: str, column: ColumnSpec, size: int) -> tuple[str, Params]:
+    quoted = quote_ident(column.name)
+    width = int(size)
+    if width < 1:
+        raise SqlBuildError("range size must be at least 1")
+    start = f"{quoted} - ((({quoted} % {width}) + {width}) % {width})"
+    return (
+        f"SELECT DISTINCT {start} AS dpone_start\nFROM {source}\nWHERE {quoted} IS NOT NULL\n"
+        "ORDER BY dpone_start",
+        (),
+    )

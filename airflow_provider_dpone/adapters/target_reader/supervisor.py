@@ -1,0 +1,418 @@
+"""``SupervisedTargetReader``: the parent side of the bounded reader (ADR 0074).
+
+One observation is one child process, ``python -m <worker module>``, started in its own session (so its
+process group is its PID) with a scrubbed environment and three private descriptors: stdin (the request
+frame, credentials included), stdout (the answer frame), stderr (discarded). Nothing secret is in argv.
+
+**The budget.** One monotonic deadline, fixed before the spawn, covers start-up, writing the request,
+reading the answer, EOF and the worker's exit. All I/O is non-blocking behind a selector, so the parent
+never waits past the deadline for anything the child does. A frame that arrives after it is never read.
+
+**Shutdown.** After every observation — success or not — the parent SIGKILLs the whole process group
+while the leader is still unreaped (its zombie pins the group ID, so the signal cannot reach a recycled
+group), then reaps the leader and polls until the group is empty, within a separate short bound.
+``termination_verified`` is true only when both happened. The budget bounds the local observation only:
+a remote query the worker started may keep running on the server, and writes by others are not bounded.
+
+**Answers.** Exactly one newline-terminated canonical frame, at most the plan's worst-case size, with the
+request's nonce, answering this exact plan, followed by EOF and exit status 0. A larger, malformed,
+doubled (anything after the first newline) or wrong-nonce frame, or an unclean exit, is ``rejected``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import airflow_provider_dpone
+from airflow_provider_dpone.adapters.target_reader.protocol import (
+    PROBE_FRAME_MAX_BYTES,
+    REQUEST_FRAME_MAX_BYTES,
+    EndpointFrame,
+    ProbeReadyFrame,
+    WorkerRequestFrame,
+    new_nonce,
+)
+from airflow_provider_dpone.contracts.capsule import (
+    RESPONSE_FRAME_MAX_BYTES,
+    CapsuleInvalid,
+    parse_model,
+    worst_case_frame_bytes,
+)
+from airflow_provider_dpone.contracts.endpoints import ClickHouseInterface, EndpointDescriptor, EndpointKind
+from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
+from airflow_provider_dpone.contracts.target_observation import (
+    OBSERVATION_BUDGET_S,
+    SHUTDOWN_BOUND_S,
+    ObservationInvalid,
+    ReaderOutcome,
+    ReaderOutcomeKind,
+    ReaderReason,
+    ReaderResponseFrame,
+    TargetObservation,
+    TargetReadRequest,
+)
+
+if TYPE_CHECKING:
+    from airflow_provider_dpone.ports.target_reader import TargetMetricsReader
+
+WORKER_MODULE = "airflow_provider_dpone.adapters.target_reader.worker"
+#: Budget of the preflight probe (start a worker, get its ready frame); kill and reap are bounded apart.
+PROBE_BUDGET_S = 30.0
+
+#: Only these variables reach the worker (plus LC_*); anything else, and any value that looks like a
+#: URL with credentials, is dropped.
+_ENV_ALLOWED = frozenset(
+    {"PATH", "HOME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "PYTHONPATH", "PYTHONHASHSEED", "SYSTEMROOT"}
+)
+_SECRET_NAME_RE = re.compile(
+    r"PASS|SECRET|TOKEN|KEY|CRED|AUTH|CONN|DSN|COOKIE|SESSION|PRIVATE", re.IGNORECASE
+)
+_CREDENTIAL_URL_RE = re.compile(r"://[^/@\s]*:[^/@\s]*@")
+_WORKER_ERROR_REASONS = {reason.value: reason for reason in ReaderReason}
+
+
+def child_environment(extra_paths: Sequence[str] = (), *, secrets: Sequence[str] = ()) -> dict[str, str]:
+    """The worker's whole environment: an allow-list, minus anything secret-looking.
+
+    A source checkout's root is put on PYTHONPATH so the worker runs the same code as its parent (an
+    installed package is found through site-packages already; putting that ahead of the standard library
+    could shadow it).
+    """
+    env: dict[str, str] = {}
+    for name, value in os.environ.items():
+        if name not in _ENV_ALLOWED and not name.startswith("LC_"):
+            continue
+        if _SECRET_NAME_RE.search(name) or _CREDENTIAL_URL_RE.search(value):
+            continue
+        if any(secret and secret in value for secret in secrets):
+            continue
+        env[name] = value
+    package_root = Path(airflow_provider_dpone.__file__).resolve().parent.parent
+    own = [] if package_root.name in ("site-packages", "dist-packages") else [str(package_root)]
+    paths = [*extra_paths, *own, *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
+    if paths:
+        env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+    else:
+        env.pop("PYTHONPATH", None)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env
+
+
+def posix_supervision_available() -> bool:
+    return os.name == "posix" and all(hasattr(os, name) for name in ("killpg", "waitid", "setsid"))
+
+
+@dataclass
+class _Exchange:
+    """What one child sent back within the deadline."""
+
+    frame: bytes | None = None
+    reason: ReaderReason | None = None  # set when the exchange itself failed
+    exited: bool = False
+    exit_ok: bool = False
+
+
+class _Child:
+    """One supervised worker process and its pipes."""
+
+    def __init__(self, argv: Sequence[str], env: Mapping[str, str]) -> None:
+        self.proc = subprocess.Popen(
+            list(argv),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=dict(env),
+            cwd="/",
+            close_fds=True,
+            start_new_session=True,
+            bufsize=0,
+        )
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.stdin = self.proc.stdin
+        self.stdout = self.proc.stdout
+        os.set_blocking(self.stdin.fileno(), False)
+        os.set_blocking(self.stdout.fileno(), False)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def exit_status(self) -> int | None:
+        """The exit status if the child has exited — WITHOUT reaping it (its PID must keep the group)."""
+        info = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        if info is None or info.si_pid == 0:
+            return None
+        return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
+
+    def exchange(
+        self, request: bytes, deadline: float, limit: int, *, keep_stdin_open: bool = False
+    ) -> _Exchange:
+        """Write ``request``, read one frame of at most ``limit`` bytes, then EOF and exit, by ``deadline``."""
+        result = _Exchange()
+        pending = memoryview(request)
+        data = bytearray()
+        eof = False
+        with selectors.DefaultSelector() as selector:
+            selector.register(self.stdout, selectors.EVENT_READ)
+            selector.register(self.stdin, selectors.EVENT_WRITE)
+            writing = True
+            while True:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    result.reason = ReaderReason.BUDGET_EXHAUSTED
+                    return result
+                if eof and not writing:
+                    break
+                for key, _ in selector.select(remaining):
+                    if key.fileobj is self.stdin:
+                        try:
+                            pending = pending[os.write(self.stdin.fileno(), pending) :]
+                        except (BrokenPipeError, ConnectionResetError):
+                            pending = pending[len(pending) :]  # the child is gone; its output decides
+                        if not pending:
+                            selector.unregister(self.stdin)
+                            writing = False
+                            if not keep_stdin_open:
+                                self.stdin.close()
+                    else:
+                        try:
+                            chunk = os.read(self.stdout.fileno(), 65536)
+                        except BlockingIOError:
+                            continue
+                        if not chunk:
+                            eof = True
+                            selector.unregister(self.stdout)
+                            continue
+                        data += chunk
+                        newline = data.find(b"\n")
+                        if newline < 0 and len(data) >= limit:
+                            result.reason = ReaderReason.FRAME_OVERSIZED
+                            return result
+                        if newline >= 0 and newline + 1 > limit:
+                            result.reason = ReaderReason.FRAME_OVERSIZED
+                            return result
+                        if newline >= 0 and len(data) > newline + 1:
+                            result.reason = ReaderReason.FRAME_DOUBLED
+                            return result
+                        if newline >= 0 and keep_stdin_open:
+                            result.frame = bytes(data[:newline])
+                            return result  # a probe stays alive until it is killed
+        # EOF: wait (without reaping) for the exit, still within the budget.
+        while (status := self.exit_status()) is None:
+            if time.monotonic() >= deadline:
+                result.reason = ReaderReason.BUDGET_EXHAUSTED
+                return result
+            time.sleep(0.005)
+        result.exited, result.exit_ok = True, status == 0
+        if not data:
+            result.reason = ReaderReason.NO_FRAME
+        elif not data.endswith(b"\n"):
+            result.reason = ReaderReason.FRAME_MALFORMED
+        else:
+            result.frame = bytes(data[:-1])
+        return result
+
+    def terminate(self, bound_s: float) -> bool:
+        """SIGKILL the group, reap the leader, prove the group is empty; True only if all of it happened."""
+        deadline = time.monotonic() + bound_s
+        for stream in (self.stdin, self.stdout):
+            with contextlib.suppress(OSError):
+                stream.close()
+        if self.proc.returncode is None:
+            try:
+                os.killpg(self.pid, signal.SIGKILL)  # the unreaped leader still holds the group ID
+            except ProcessLookupError:
+                pass
+            except PermissionError:
+                return False
+            try:
+                self.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                return False
+        while True:
+            try:
+                os.killpg(self.pid, 0)
+            except ProcessLookupError:
+                return True
+            except PermissionError:
+                return False
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.005)
+
+
+class SupervisedTargetReader:
+    """``TargetMetricsReader`` backed by a supervised worker process (POSIX only).
+
+    ``worker_module`` and ``worker_path`` exist for tests, which substitute misbehaving workers; production
+    code uses the defaults (the fixed worker, no extra import path).
+    """
+
+    def __init__(
+        self,
+        *,
+        worker_module: str = WORKER_MODULE,
+        worker_path: Sequence[str] = (),
+        shutdown_bound_s: float = SHUTDOWN_BOUND_S,
+        probe_budget_s: float = PROBE_BUDGET_S,
+    ) -> None:
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*", worker_module):
+            raise ValueError("worker_module must be a dotted module name")
+        self._argv = (sys.executable, "-m", worker_module)
+        self._worker_path = tuple(worker_path)
+        self._shutdown_bound_s = shutdown_bound_s
+        self._probe_budget_s = probe_budget_s
+
+    # -- preflight -------------------------------------------------------------------------------------
+
+    def prove_spawn_capability(self) -> None:
+        """Spawn a worker in probe mode, check it leads its own group, SIGKILL the group, reap, verify."""
+        if not posix_supervision_available():
+            raise self._unsupported("this platform cannot supervise a reader worker (POSIX only)", "platform")
+        nonce = new_nonce()
+        frame = WorkerRequestFrame(mode="probe", nonce=nonce, budget_ms=int(self._probe_budget_s * 1000))
+        deadline = time.monotonic() + self._probe_budget_s
+        try:
+            child = _Child(self._argv, child_environment(self._worker_path))
+        except OSError as exc:
+            raise self._unsupported("a reader worker could not be started", "spawn_failed") from exc
+        try:
+            own_group = os.getpgid(child.pid) == child.pid
+            exchanged = child.exchange(frame.encode(), deadline, PROBE_FRAME_MAX_BYTES, keep_stdin_open=True)
+        finally:
+            verified = child.terminate(self._shutdown_bound_s)
+        if not own_group:
+            raise self._unsupported("a reader worker did not get its own process group", "process_group")
+        if exchanged.frame is None:
+            reason = exchanged.reason.value if exchanged.reason else "no_frame"
+            raise self._unsupported("a probe worker did not answer within its budget", reason)
+        try:
+            ready = parse_model(ProbeReadyFrame, exchanged.frame, max_bytes=PROBE_FRAME_MAX_BYTES)
+        except CapsuleInvalid:
+            raise self._unsupported(
+                "a probe worker answered with a malformed frame", "frame_malformed"
+            ) from None
+        if ready.nonce != nonce:
+            raise self._unsupported("a probe worker answered with the wrong nonce", "nonce_mismatch")
+        if not verified:
+            raise self._unsupported("a probe worker could not be killed and reaped in time", "termination")
+
+    @staticmethod
+    def _unsupported(message: str, reason: str) -> DponeError:
+        return DponeError(ErrorCode.TARGET_READER_UNSUPPORTED, message, details={"reason": reason})
+
+    # -- observation -----------------------------------------------------------------------------------
+
+    def observe(
+        self, endpoint: EndpointDescriptor, request: TargetReadRequest, budget_s: float = OBSERVATION_BUDGET_S
+    ) -> ReaderOutcome:
+        started = time.monotonic()
+        deadline = started + budget_s
+        frame_limit = self._admit(endpoint, request, budget_s)
+        nonce = new_nonce()
+        path = os.path.abspath(endpoint.path) if endpoint.path else None
+        request_bytes = WorkerRequestFrame(
+            mode="observe",
+            nonce=nonce,
+            budget_ms=max(1, int(budget_s * 1000)),
+            endpoint=EndpointFrame.of(endpoint, resolved_path=path),
+            request=request,
+        ).encode()
+        if len(request_bytes) > REQUEST_FRAME_MAX_BYTES:
+            raise DponeError(
+                ErrorCode.CAPSULE_CAPACITY_EXCEEDED,
+                "the reader request frame exceeds its size limit",
+                details={"frame_bytes": len(request_bytes), "limit_bytes": REQUEST_FRAME_MAX_BYTES},
+            )
+        secrets = [s for s in (endpoint.secret(),) if s]
+        try:
+            child = _Child(self._argv, child_environment(self._worker_path, secrets=secrets))
+        except OSError:
+            return ReaderOutcome(
+                kind=ReaderOutcomeKind.WORKER_FAILED,
+                reason=ReaderReason.SPAWN_FAILED,
+                termination_verified=True,
+                elapsed_seconds=time.monotonic() - started,
+            )
+        try:
+            exchanged = child.exchange(request_bytes, deadline, frame_limit)
+        finally:
+            verified = child.terminate(self._shutdown_bound_s)
+        kind, reason, observation = self._judge(exchanged, nonce, request, frame_limit)
+        return ReaderOutcome(
+            kind=kind,
+            reason=reason,
+            observation=observation,
+            termination_verified=verified,
+            elapsed_seconds=time.monotonic() - started,
+            worker_pid=child.pid,
+        )
+
+    def _admit(self, endpoint: EndpointDescriptor, request: TargetReadRequest, budget_s: float) -> int:
+        """Checks made before any process or target I/O; returns the response frame limit."""
+        if not posix_supervision_available():
+            raise self._unsupported("this platform cannot supervise a reader worker (POSIX only)", "platform")
+        if endpoint.kind is not EndpointKind.CLICKHOUSE or endpoint.interface not in (
+            ClickHouseInterface.HTTP,
+            ClickHouseInterface.CHDB,
+        ):
+            raise DponeError(
+                ErrorCode.CONNECTION_INVALID,
+                "the target reader needs a ClickHouse endpoint (http or chdb)",
+                details={"endpoint": endpoint.describe()},
+            )
+        if not budget_s > 0:
+            raise ValueError("budget_s must be positive")
+        limit = worst_case_frame_bytes(request)
+        if limit > RESPONSE_FRAME_MAX_BYTES:
+            raise DponeError(
+                ErrorCode.CAPSULE_CAPACITY_EXCEEDED,
+                "the plan's worst-case reader response exceeds the frame size limit",
+                details={"worst_case_bytes": limit, "limit_bytes": RESPONSE_FRAME_MAX_BYTES},
+            )
+        return limit
+
+    @staticmethod
+    def _judge(
+        exchanged: _Exchange, nonce: str, request: TargetReadRequest, frame_limit: int
+    ) -> tuple[ReaderOutcomeKind, ReaderReason, TargetObservation | None]:
+        if exchanged.reason is ReaderReason.BUDGET_EXHAUSTED:
+            return ReaderOutcomeKind.TIMEOUT, ReaderReason.BUDGET_EXHAUSTED, None
+        if exchanged.reason is ReaderReason.NO_FRAME:
+            return ReaderOutcomeKind.WORKER_FAILED, ReaderReason.NO_FRAME, None
+        if exchanged.reason is not None:
+            return ReaderOutcomeKind.REJECTED, exchanged.reason, None
+        assert exchanged.frame is not None
+        try:
+            frame = parse_model(ReaderResponseFrame, exchanged.frame, max_bytes=frame_limit)
+        except CapsuleInvalid:
+            return ReaderOutcomeKind.REJECTED, ReaderReason.FRAME_MALFORMED, None
+        if frame.nonce != nonce:
+            return ReaderOutcomeKind.REJECTED, ReaderReason.NONCE_MISMATCH, None
+        if not exchanged.exit_ok:
+            return ReaderOutcomeKind.REJECTED, ReaderReason.UNCLEAN_EXIT, None
+        if frame.error is not None:
+            return ReaderOutcomeKind.WORKER_FAILED, _WORKER_ERROR_REASONS[frame.error.value], None
+        assert frame.observation is not None
+        try:
+            frame.observation.check_answers(request)
+        except ObservationInvalid:
+            return ReaderOutcomeKind.REJECTED, ReaderReason.PLAN_MISMATCH, None
+        return ReaderOutcomeKind.COMPLETE, ReaderReason.OBSERVED, frame.observation
+
+
+if TYPE_CHECKING:
+
+    def _conforms(reader: SupervisedTargetReader) -> TargetMetricsReader:
+        return reader

@@ -1,0 +1,194 @@
+"""The fixed reader worker: ``python -m airflow_provider_dpone.adapters.target_reader.worker``.
+
+It reads one request frame from stdin, opens its own clickhouse-connect client from the endpoint
+descriptor in it (HTTP server or embedded chDB), sets ``readonly=1`` and reads the setting back (fail
+closed when it cannot prove it), runs the one generated SELECT, writes exactly one canonical JSON frame
+to its original stdout, and exits 0. Everything else (libraries printing, logging) goes to stderr or
+nowhere: fd 1 is pointed at /dev/null before any vendor import, the frame uses a private duplicate.
+
+``readonly=1`` (not 2): on ClickHouse 18.16 ``readonly=2`` still lets a query switch ``readonly`` back to
+0, while ``readonly=1`` refuses every setting change and every write. The read-back uses
+``system.settings``, which both 18.16 (no ``getSetting()``) and modern chDB have.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from typing import Any
+
+from airflow_provider_dpone.adapters.target_reader.protocol import (
+    REQUEST_FRAME_MAX_BYTES,
+    ProbeReadyFrame,
+    WorkerRequestFrame,
+)
+from airflow_provider_dpone.adapters.target_reader.select_builder import build_select
+from airflow_provider_dpone.contracts.capsule import canonical_bytes
+from airflow_provider_dpone.contracts.endpoints import ClickHouseInterface, EndpointDescriptor
+from airflow_provider_dpone.contracts.target_observation import (
+    METRIC_VALUE_MAX,
+    MetricValue,
+    ObservationStatus,
+    ReaderResponseFrame,
+    TargetObservation,
+    TargetReadRequest,
+    UnavailableReason,
+    WorkerErrorCode,
+)
+
+READONLY_VALUE = "1"
+_READONLY_QUERY = "SELECT value FROM system.settings WHERE name = 'readonly'"
+
+
+class WorkerFault(Exception):
+    """A failure with a fixed worker error code (no vendor message travels further)."""
+
+    def __init__(self, code: WorkerErrorCode) -> None:
+        super().__init__(code.value)
+        self.code = code
+
+
+def open_readonly_client(endpoint: EndpointDescriptor, timeout_s: float) -> Any:
+    """A fresh client with ``readonly=1`` applied and verified by reading it back; else WorkerFault."""
+    import clickhouse_connect
+
+    try:
+        if endpoint.interface is ClickHouseInterface.CHDB:
+            if not endpoint.path:
+                raise WorkerFault(WorkerErrorCode.REQUEST_INVALID)
+            client = clickhouse_connect.get_client(
+                interface="chdb", path=endpoint.path, database=endpoint.database, settings={"readonly": 1}
+            )
+        else:
+            seconds = max(1, int(timeout_s) + 1)
+            client = clickhouse_connect.get_client(
+                interface="https" if endpoint.secure else "http",
+                host=endpoint.host,
+                port=endpoint.port,
+                username=endpoint.user or "default",
+                password=endpoint.secret() or "",
+                database=endpoint.database,
+                secure=endpoint.secure,
+                compress=False,
+                query_retries=0,
+                connect_timeout=seconds,
+                send_receive_timeout=seconds,
+                autogenerate_session_id=False,
+                settings={"readonly": 1},
+            )
+    except WorkerFault:
+        raise
+    except Exception as exc:
+        raise WorkerFault(WorkerErrorCode.CONNECT_FAILED) from exc
+    try:
+        verify_readonly(client)
+    except BaseException:
+        close_quietly(client)
+        raise
+    return client
+
+
+def verify_readonly(client: Any) -> None:
+    try:
+        rows = client.query(_READONLY_QUERY).result_rows
+    except Exception as exc:
+        raise WorkerFault(WorkerErrorCode.READONLY_UNVERIFIED) from exc
+    if len(rows) != 1 or str(rows[0][0]) != READONLY_VALUE:
+        raise WorkerFault(WorkerErrorCode.READONLY_UNVERIFIED)
+
+
+def close_quietly(client: Any) -> None:
+    # Closing is best effort: the process exits right after.
+    with contextlib.suppress(Exception):
+        client.close()
+
+
+def measure(client: Any, request: TargetReadRequest) -> TargetObservation:
+    """Run the generated SELECT; a failed query is ``unavailable`` only when the plan allows it."""
+    sql, keys = build_select(request)
+    try:
+        rows = client.query(sql).result_rows
+    except Exception as exc:
+        if request.allow_unavailable:
+            return TargetObservation(
+                request_sha256=request.sha256(),
+                status=ObservationStatus.UNAVAILABLE,
+                unavailable_reason=UnavailableReason.TARGET_QUERY_FAILED,
+            )
+        raise WorkerFault(WorkerErrorCode.QUERY_FAILED) from exc
+    if len(rows) != 1 or len(rows[0]) != len(keys):
+        raise WorkerFault(WorkerErrorCode.QUERY_FAILED)
+    metrics = []
+    for (metric, column), value in zip(keys, rows[0], strict=True):
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= METRIC_VALUE_MAX:
+            raise WorkerFault(WorkerErrorCode.QUERY_FAILED)
+        metrics.append(MetricValue(metric=metric, column=column, value=value))
+    return TargetObservation(
+        request_sha256=request.sha256(), status=ObservationStatus.COMPLETE, metrics=tuple(metrics)
+    )
+
+
+def read_frame(fd: int, limit: int) -> bytes:
+    """Bytes up to and including the first newline, at most ``limit``; EOF ends the frame too."""
+    data = bytearray()
+    while b"\n" not in data:
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            break
+        data += chunk
+        if len(data) > limit:
+            raise WorkerFault(WorkerErrorCode.REQUEST_INVALID)
+    line, _, _ = bytes(data).partition(b"\n")
+    return line
+
+
+def write_frame(fd: int, frame: bytes) -> None:
+    view = memoryview(frame)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def _observe(frame: WorkerRequestFrame) -> ReaderResponseFrame:
+    assert frame.endpoint is not None and frame.request is not None
+    try:
+        client = open_readonly_client(frame.endpoint.descriptor(), frame.budget_ms / 1000)
+        try:
+            observation = measure(client, frame.request)
+        finally:
+            close_quietly(client)
+    except WorkerFault as fault:
+        return ReaderResponseFrame(nonce=frame.nonce, error=fault.code)
+    except Exception:
+        return ReaderResponseFrame(nonce=frame.nonce, error=WorkerErrorCode.INTERNAL)
+    return ReaderResponseFrame(nonce=frame.nonce, observation=observation)
+
+
+def main() -> int:
+    # Keep the real stdout for the one frame; everything else written to fd 1 goes nowhere.
+    frame_fd = os.dup(1)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.close(devnull)
+    try:
+        frame = WorkerRequestFrame.decode(read_frame(0, REQUEST_FRAME_MAX_BYTES))
+    except Exception:
+        return 2  # no trustworthy nonce to answer with: the parent sees no frame and a non-zero exit
+    if frame.mode == "probe":
+        write_frame(frame_fd, canonical_bytes(ProbeReadyFrame(nonce=frame.nonce)) + b"\n")
+        os.close(frame_fd)
+        while os.read(0, 65536):  # wait for the parent to kill us (or close our stdin)
+            pass
+        return 0
+    answer = _observe(frame)
+    write_frame(frame_fd, canonical_bytes(answer) + b"\n")
+    os.close(frame_fd)
+    return 0
+
+
+if __name__ == "__main__":
+    code = main()
+    sys.stderr.flush()
+    # Skip interpreter teardown (embedded engine destructors can be slow); the frame is already written.
+    os._exit(code)

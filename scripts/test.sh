@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# THE test command (README, CI): setup, throwaway services, then ruff, mypy, lint-imports and pytest.
+#
+#   scripts/test.sh                 everything
+#   scripts/test.sh -k guard        extra arguments go to pytest
+#
+# Starts a PostgreSQL 15 cluster, a Debian clickhouse-server 18.16 and the pysqlbridge TDS emulator on free
+# loopback ports (scripts/services/local_services.py), exports DPONE_TEST_* for tests/conftest.py, and stops
+# them on exit whatever happens. A service that cannot start fails the run unless DPONE_ALLOW_SKIP=1.
+# All four checks run even if an earlier one fails; the exit code is non-zero if any failed, including
+# pytest collecting no test (exit 5).
+# Knobs: DPONE_ALLOW_SKIP=1 (local runs), DPONE_TEST_TIMEOUT (per-test seconds, default 600), and those of
+# scripts/setup.sh (DPONE_PYTHON, DPONE_VENV, DPONE_SKIP_APT).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+say() { printf '[test] %s\n' "$*"; }
+T0=$(date +%s)
+
+bash scripts/setup.sh
+
+VENV="${DPONE_VENV:-$ROOT/.venv}"
+PY="$VENV/bin/python"
+export PATH="$VENV/bin:$PATH"
+export PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
+unset PYTHONPATH
+
+SVC_DIR="$(mktemp -d "${TMPDIR:-/tmp}/dpone-services.XXXXXX")"
+cleanup() {
+  local rc=$?
+  trap - EXIT INT TERM
+  "$PY" scripts/services/local_services.py down --dir "$SVC_DIR" >/dev/null || true
+  rm -rf -- "$SVC_DIR"
+  exit "$rc"
+}
+# Each check runs as a job in its own process group, so a signal to this script stops it at once (bash
+# would otherwise wait for a foreground command to finish before running a trap), then cleanup runs.
+job=""
+run_job() {
+  local rc=0
+  set -m
+  "$@" </dev/null &
+  job=$!
+  set +m
+  wait "$job" || rc=$?
+  job=""
+  return "$rc"
+}
+on_signal() {
+  if [ -n "$job" ]; then
+    kill -TERM -- "-$job" 2>/dev/null || true
+    wait "$job" 2>/dev/null || true
+  fi
+  exit "$1"
+}
+trap cleanup EXIT
+trap 'on_signal 130' INT
+trap 'on_signal 143' TERM
+
+say "starting services"
+if ! "$PY" scripts/services/local_services.py up --dir "$SVC_DIR" --env-file "$SVC_DIR/env.sh"; then
+  if [ "${DPONE_ALLOW_SKIP:-0}" = 1 ]; then
+    say "WARNING: a service did not start; DPONE_ALLOW_SKIP=1, so its tests will be skipped"
+  else
+    say "FAILED: a service did not start (see above). DPONE_ALLOW_SKIP=1 skips its tests on a local run."
+    exit 1
+  fi
+fi
+set -a
+# shellcheck disable=SC1091
+. "$SVC_DIR/env.sh"
+set +a
+# The fixtures must use these services, never start their own copies.
+export DPONE_TEST_AUTOSTART=0
+
+failed=()
+step() {
+  local name=$1
+  shift
+  local t rc=0
+  t=$(date +%s)
+  say "== $name: $*"
+  run_job "$@" || rc=$?
+  say "== $name: exit $rc in $(($(date +%s) - t))s"
+  if [ "$rc" -ne 0 ]; then
+    failed+=("$name")
+  fi
+  return 0
+}
+
+step ruff ruff check .
+step mypy mypy
+step lint-imports lint-imports --no-cache --no-logo
+pytest_teed() {
+  "$PY" -m pytest -ra --timeout="${DPONE_TEST_TIMEOUT:-600}" "$@" 2>&1 | tee "$SVC_DIR/pytest.out"
+  return "${PIPESTATUS[0]}"
+}
+say "== pytest $*"
+t=$(date +%s)
+pytest_rc=0
+run_job pytest_teed "$@" || pytest_rc=$?
+say "== pytest: exit $pytest_rc in $(($(date +%s) - t))s"
+if [ "$pytest_rc" -eq 5 ]; then
+  say "pytest collected no test: that is a failure"
+  failed+=("pytest(no tests)")
+elif [ "$pytest_rc" -ne 0 ]; then
+  failed+=("pytest")
+fi
+
+"$PY" scripts/services/local_services.py down --dir "$SVC_DIR" || true
+if [ "${#failed[@]}" -gt 0 ]; then
+  say "FAILED: ${failed[*]} (total $(($(date +%s) - T0))s)"
+else
+  say "OK: ruff, mypy, lint-imports and pytest passed (total $(($(date +%s) - T0))s)"
+fi
+# pytest's own closing line last, for whoever reads the end of the log.
+grep -E '^=+ .*( passed| failed| error| skipped| no tests ran).* =+$' "$SVC_DIR/pytest.out" | tail -n 1 || true
+[ "${#failed[@]}" -eq 0 ]

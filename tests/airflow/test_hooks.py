@@ -1,0 +1,308 @@
+"""dpone's hooks turn standard and dpone connections into endpoint descriptors, and never touch a target."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from airflow.sdk import Connection
+
+from airflow_provider_dpone.contracts.endpoints import ClickHouseInterface, EndpointDescriptor, EndpointKind
+from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
+from airflow_provider_dpone.hooks.checkpoints import DponeCheckpointStoreHook
+from airflow_provider_dpone.hooks.clickhouse import DponeClickHouseHook
+from airflow_provider_dpone.hooks.endpoint_resolver import AirflowEndpointResolver
+from airflow_provider_dpone.hooks.mssql import DponeMsSqlHook
+
+SECRET = "s3cr3t-Pa55word!"
+
+
+def conn(conn_id: str, uri: str) -> Any:
+    """An Airflow connection from a URI (URI schemes spell ``_`` as ``-``: ``dpone-mssql://``)."""
+    return Connection.from_uri(uri, conn_id=conn_id)
+
+
+def assert_secret_hidden(*shown: object) -> None:
+    for item in shown:
+        assert SECRET not in repr(item)
+        assert SECRET not in str(item)
+
+
+# -- SQL Server --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("conn_type", ["mssql", "dpone_mssql"])
+def test_mssql_connection_becomes_mssql_endpoint(conn_type: str) -> None:
+    hook = DponeMsSqlHook(
+        connection=conn(
+            "orders_mssql", f"{conn_type.replace('_', '-')}://etl:{SECRET}@sql.internal:1433/sales"
+        ),
+        mssql_conn_id="orders_mssql",
+    )
+    endpoint = hook.get_endpoint()
+    assert endpoint.kind is EndpointKind.MSSQL
+    assert (endpoint.name, endpoint.host, endpoint.port) == ("orders_mssql", "sql.internal", 1433)
+    assert (endpoint.database, endpoint.user, endpoint.secret()) == ("sales", "etl", SECRET)
+    assert_secret_hidden(hook, endpoint, endpoint.model_dump_json(), endpoint.describe())
+
+
+def test_mssql_hook_connects_over_pymssql_to_the_tds_emulator(tds_emulator: EndpointDescriptor) -> None:
+    connection = Connection(
+        conn_id="orders_mssql",
+        conn_type="mssql",
+        host=tds_emulator.host,
+        port=tds_emulator.port,
+        login=tds_emulator.user,
+        password=tds_emulator.secret(),
+        schema=tds_emulator.database,
+    )
+    hook = DponeMsSqlHook(connection=connection, mssql_conn_id="orders_mssql")
+    assert hook.get_first("SELECT COUNT(*) FROM dbo.orders")[0] > 0
+
+
+def test_mssql_hook_refuses_a_clickhouse_connection() -> None:
+    hook = DponeMsSqlHook(connection=conn("wrong", "clickhouse://ch.internal:8123/x"), mssql_conn_id="wrong")
+    with pytest.raises(DponeError) as caught:
+        hook.get_endpoint()
+    assert caught.value.code is ErrorCode.CONNECTION_INVALID
+
+
+# -- ClickHouse -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("conn_type", ["clickhouse", "dpone_clickhouse"])
+def test_clickhouse_http_connection_becomes_http_endpoint(conn_type: str) -> None:
+    hook = DponeClickHouseHook(
+        connection=conn(
+            "analytics_clickhouse",
+            f"{conn_type.replace('_', '-')}://loader:{SECRET}@ch.internal:8443/analytics?secure=true",
+        ),
+        clickhouse_conn_id="analytics_clickhouse",
+    )
+    endpoint = hook.get_endpoint()
+    assert (endpoint.kind, endpoint.interface) == (EndpointKind.CLICKHOUSE, ClickHouseInterface.HTTP)
+    assert (endpoint.host, endpoint.port, endpoint.database, endpoint.secure) == (
+        "ch.internal",
+        8443,
+        "analytics",
+        True,
+    )
+    assert (endpoint.user, endpoint.secret()) == ("loader", SECRET)
+    assert_secret_hidden(hook, endpoint, endpoint.model_dump_json())
+
+
+def test_clickhouse_chdb_extra_becomes_embedded_endpoint_without_creating_anything(tmp_path: Path) -> None:
+    target = tmp_path / "chdb"
+    connection = Connection(
+        conn_id="analytics_clickhouse",
+        conn_type="clickhouse",
+        extra=json.dumps({"interface": "chdb", "path": str(target)}),
+    )
+    hook = DponeClickHouseHook(connection=connection, clickhouse_conn_id="analytics_clickhouse")
+    endpoint = hook.get_endpoint()
+    assert (endpoint.interface, endpoint.path) == (ClickHouseInterface.CHDB, str(target))
+    assert hook.test_connection()[0] is True
+    assert not target.exists(), "describing or testing a chDB connection must not open the database"
+
+
+def test_clickhouse_chdb_relative_path_resolves_against_the_manifest_folder(tmp_path: Path) -> None:
+    connection = Connection(
+        conn_id="ch", conn_type="dpone_clickhouse", extra=json.dumps({"interface": "chdb", "path": "data/ch"})
+    )
+    hook = DponeClickHouseHook(connection=connection, clickhouse_conn_id="ch")
+    assert hook.get_endpoint(manifest_dir=tmp_path).path == str(tmp_path / "data" / "ch")
+
+
+def test_clickhouse_chdb_without_path_is_refused() -> None:
+    connection = Connection(conn_id="ch", conn_type="clickhouse", extra=json.dumps({"interface": "chdb"}))
+    with pytest.raises(DponeError) as caught:
+        DponeClickHouseHook(connection=connection, clickhouse_conn_id="ch").get_endpoint()
+    assert caught.value.code is ErrorCode.CONNECTION_INVALID
+
+
+def test_clickhouse_hook_test_connection_pings_a_real_server(clickhouse_http: EndpointDescriptor) -> None:
+    connection = Connection(
+        conn_id="ch",
+        conn_type="clickhouse",
+        host=clickhouse_http.host,
+        port=clickhouse_http.port,
+        login=clickhouse_http.user,
+        password=clickhouse_http.secret(),
+    )
+    ok, message = DponeClickHouseHook(connection=connection, clickhouse_conn_id="ch").test_connection()
+    assert ok, message
+
+
+REFUSED_CALLS = {
+    "run": lambda h: h.run("INSERT INTO analytics.orders VALUES (1)"),
+    "insert_rows": lambda h: h.insert_rows("analytics.orders", [(1,)]),
+    "bulk_load": lambda h: h.bulk_load("analytics.orders", "/tmp/rows.tsv"),
+    "bulk_dump": lambda h: h.bulk_dump("analytics.orders", "/tmp/rows.tsv"),
+    "get_conn": lambda h: h.get_conn(),
+    "get_cursor": lambda h: h.get_cursor(),
+    "get_sqlalchemy_engine": lambda h: h.get_sqlalchemy_engine(),
+    "get_records": lambda h: h.get_records("TRUNCATE TABLE analytics.orders"),
+    "get_first": lambda h: h.get_first("DROP TABLE analytics.orders"),
+}
+
+
+@pytest.mark.parametrize("call", sorted(REFUSED_CALLS))
+def test_clickhouse_hook_refuses_every_way_to_run_sql_on_the_target(call: str, tmp_path: Path) -> None:
+    target = tmp_path / "chdb"
+    connection = Connection(
+        conn_id="ch", conn_type="clickhouse", extra=json.dumps({"interface": "chdb", "path": str(target)})
+    )
+    hook = DponeClickHouseHook(connection=connection, clickhouse_conn_id="ch")
+    with pytest.raises(DponeError) as caught:
+        REFUSED_CALLS[call](hook)
+    assert caught.value.code is ErrorCode.TARGET_MUTATION_UNGUARDED
+    assert not target.exists(), "a refused call must not have opened the target"
+
+
+def test_clickhouse_hook_refuses_before_any_network_io() -> None:
+    # Port 9 on loopback: nothing listens. A refusal, not a connection error, proves no I/O was tried.
+    hook = DponeClickHouseHook(connection=conn("ch", "clickhouse://127.0.0.1:9/x"), clickhouse_conn_id="ch")
+    with pytest.raises(DponeError) as caught:
+        hook.run("INSERT INTO x.t VALUES (1)")
+    assert caught.value.code is ErrorCode.TARGET_MUTATION_UNGUARDED
+
+
+def test_clickhouse_hook_exposes_no_insert_or_ddl_helpers() -> None:
+    words = ("insert", "load", "ddl", "create", "truncate", "drop", "execute", "write", "mutat")
+    own = {name for cls in DponeClickHouseHook.__mro__[:2] for name in vars(cls)}
+    risky = sorted(name for name in own if any(w in name.lower() for w in words) and not name.startswith("_"))
+    assert risky == ["bulk_load", "insert_rows"], "only the refusing overrides may carry such names"
+
+
+# -- checkpoint store ------------------------------------------------------------------------------------
+
+
+def test_postgres_connection_becomes_checkpoint_store_endpoint() -> None:
+    hook = DponeCheckpointStoreHook(
+        connection=conn("dpone_state", f"postgresql://dpone:{SECRET}@pg.internal:5432/dpone"),
+        checkpoints_conn_id="dpone_state",
+    )
+    endpoint = hook.get_endpoint()
+    assert (endpoint.kind, endpoint.host, endpoint.port, endpoint.database) == (
+        EndpointKind.POSTGRES,
+        "pg.internal",
+        5432,
+        "dpone",
+    )
+    assert_secret_hidden(hook, endpoint)
+
+
+@pytest.mark.parametrize(
+    "connection",
+    [
+        conn("dpone_state", "sqlite:////var/lib/dpone/state.sqlite"),
+        Connection(conn_id="dpone_state", conn_type="sqlite", host="/var/lib/dpone/state.sqlite"),
+        Connection(
+            conn_id="dpone_state",
+            conn_type="dpone_checkpoints",
+            extra=json.dumps({"backend": "sqlite", "path": "/var/lib/dpone/state.sqlite"}),
+        ),
+        Connection(
+            conn_id="dpone_state",
+            conn_type="dpone_checkpoints",
+            extra=json.dumps({"path": "/var/lib/dpone/state.sqlite"}),
+        ),
+    ],
+    ids=["sqlite-uri", "sqlite-host-field", "dpone-backend-sqlite", "dpone-path-only"],
+)
+def test_sqlite_connections_become_checkpoint_store_endpoint(connection: Any) -> None:
+    endpoint = DponeCheckpointStoreHook(
+        connection=connection, checkpoints_conn_id="dpone_state"
+    ).get_endpoint()
+    assert (endpoint.kind, endpoint.path) == (EndpointKind.SQLITE, "/var/lib/dpone/state.sqlite")
+
+
+def test_checkpoint_hook_reads_a_real_postgres_store(postgres_url: str) -> None:
+    from sqlalchemy.engine import make_url
+
+    url = make_url(postgres_url)
+    connection = Connection(
+        conn_id="dpone_state",
+        conn_type="postgres",
+        host=url.host,
+        port=url.port,
+        login=url.username,
+        password=url.password,
+        schema=url.database,
+    )
+    hook = DponeCheckpointStoreHook(connection=connection, checkpoints_conn_id="dpone_state")
+    assert hook.get_first("SELECT 1")[0] == 1
+
+
+def test_checkpoint_hook_refuses_an_mssql_connection() -> None:
+    hook = DponeCheckpointStoreHook(connection=conn("x", "mssql://u:p@h:1433/db"), checkpoints_conn_id="x")
+    with pytest.raises(DponeError) as caught:
+        hook.get_endpoint()
+    assert caught.value.code is ErrorCode.CONNECTION_INVALID
+
+
+def test_invalid_connection_errors_never_repeat_the_password() -> None:
+    hook = DponeClickHouseHook(
+        connection=Connection(
+            conn_id="ch",
+            conn_type="clickhouse",
+            host="h",
+            password=SECRET,
+            extra=json.dumps({"interface": "odbc"}),
+        ),
+        clickhouse_conn_id="ch",
+    )
+    with pytest.raises(DponeError) as caught:
+        hook.get_endpoint()
+    assert SECRET not in caught.value.render()
+    assert SECRET not in json.dumps(caught.value.to_json())
+
+
+# -- the operator's resolver ------------------------------------------------------------------------------
+
+
+def test_resolver_reads_airflow_connections_and_inline_uris(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("AIRFLOW_CONN_ORDERS_MSSQL", f"mssql://etl:{SECRET}@sql.internal:1433/sales")
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_ANALYTICS_CLICKHOUSE",
+        json.dumps({"conn_type": "clickhouse", "extra": {"interface": "chdb", "path": "ch"}}),
+    )
+    resolve = AirflowEndpointResolver(tmp_path)
+    source = resolve("orders_mssql", "source")
+    sink = resolve("analytics_clickhouse", "sink")
+    state = resolve("sqlite:///state.sqlite", "checkpoints")
+    assert (source.kind, source.secret()) == (EndpointKind.MSSQL, SECRET)
+    assert (sink.interface, sink.path) == (ClickHouseInterface.CHDB, str(tmp_path / "ch"))
+    assert (state.kind, state.path) == (EndpointKind.SQLITE, str(tmp_path / "state.sqlite"))
+
+
+def test_resolver_operator_arguments_replace_the_manifest_connections(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("AIRFLOW_CONN_OTHER_STATE", "postgres://u:p@pg.internal:5432/state")
+    resolve = AirflowEndpointResolver(tmp_path, overrides={"checkpoints": "other_state", "sink": None})
+    assert resolve("sqlite:///state.sqlite", "checkpoints").kind is EndpointKind.POSTGRES
+
+
+def test_resolver_reports_a_missing_connection_with_a_stable_code() -> None:
+    with pytest.raises(DponeError) as caught:
+        AirflowEndpointResolver(Path.cwd())("dpone_no_such_connection", "sink")
+    assert caught.value.code is ErrorCode.CONNECTION_MISSING
+
+
+def test_resolver_refuses_a_connection_in_the_wrong_role(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AIRFLOW_CONN_STATE_PG", "postgres://u:p@pg.internal:5432/state")
+    with pytest.raises(DponeError) as caught:
+        AirflowEndpointResolver(Path.cwd())("state_pg", "sink")
+    assert caught.value.code is ErrorCode.CONNECTION_INVALID
+
+
+def test_resolver_refuses_an_inline_uri_with_a_password(tmp_path: Path) -> None:
+    with pytest.raises(DponeError) as caught:
+        AirflowEndpointResolver(tmp_path)(f"clickhouse://u:{SECRET}@h:8123/db", "sink")
+    assert caught.value.code is ErrorCode.CONNECTION_INVALID
+    assert SECRET not in caught.value.render()

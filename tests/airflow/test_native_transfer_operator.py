@@ -1,0 +1,242 @@
+"""NativeTransferOperator through real ``dag.test()`` runs on real components.
+
+SQLite demo source, embedded chDB target and SQLite checkpoint store; connections are Airflow
+connections from ``AIRFLOW_CONN_*`` variables, the checkpoint store an inline URI. One driver process
+runs the whole scenario in order (first run, re-runs, a crashed attempt's armed guard, the blocked run,
+an invalid manifest), because Airflow's in-process execution API takes seconds to start; each test below
+asserts one behaviour of it.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_provider_dpone.adapters.sources.demo_data import create_demo_source
+from tests.airflow.conftest import airflow_env, last_json_line
+
+DRIVER = Path(__file__).with_name("dag_test_driver.py")
+ROWS, DAYS = 240, 4
+MARK = "### dpone-step "
+
+MANIFEST_YAML = """\
+kind: native_transfer
+name: demo_orders
+source:
+  type: sqlite
+  connection: demo_source
+  table: orders
+  partitioning:
+    kind: day
+    column: order_date
+sink:
+  type: clickhouse
+  connection: demo_clickhouse
+  table: demo.orders
+  strategy: incremental_append
+  order_by: [order_date, id]
+checkpoints:
+  connection: sqlite:///state.sqlite
+"""
+
+DAG_HEADER = """\
+from datetime import datetime, timedelta
+
+from airflow.sdk import DAG
+
+from airflow_provider_dpone.operators.native_transfer import NativeTransferOperator
+
+ARGS = {"retries": 1, "retry_delay": timedelta(seconds=0)}
+"""
+
+TRANSFER_DAG = """\
+with DAG("dpone_it_transfer", schedule=None, start_date=datetime(2026, 1, 1), default_args=ARGS) as dag:
+    NativeTransferOperator(task_id="transfer", manifest="manifests/orders.yaml")
+"""
+
+DICT_DAG = """\
+MANIFEST = {
+    "kind": "native_transfer",
+    "name": "demo_orders",
+    "source": {
+        "type": "sqlite",
+        "connection": "{{ params.source_conn }}",
+        "table": "orders",
+        "partitioning": {"kind": "day", "column": "order_date"},
+    },
+    "sink": {
+        "type": "clickhouse",
+        "connection": "demo_clickhouse",
+        "table": "demo.orders",
+        "strategy": "incremental_append",
+        "order_by": ["order_date", "id"],
+    },
+    "checkpoints": {"connection": "sqlite:///manifests/state.sqlite"},
+}
+
+with DAG(
+    "dpone_it_transfer_dict",
+    schedule=None,
+    start_date=datetime(2026, 1, 1),
+    default_args=ARGS,
+    params={"source_conn": "demo_source"},
+) as dag:
+    NativeTransferOperator(task_id="transfer", manifest=MANIFEST)
+"""
+
+INVALID_DAG = """\
+with DAG("dpone_it_invalid", schedule=None, start_date=datetime(2026, 1, 1), default_args=ARGS) as dag:
+    NativeTransferOperator(
+        task_id="transfer",
+        manifest={"kind": "native_transfer", "name": "broken", "sinc": {}},
+    )
+"""
+
+
+class Scenario:
+    def __init__(self, results: dict[str, Any], logs: dict[str, str]) -> None:
+        self.results = results
+        self.logs = logs
+
+    def task(self, step: str) -> dict[str, Any]:
+        outcome: dict[str, Any] = self.results[step]["tasks"]["transfer"]
+        return outcome
+
+
+def _split_logs(stdout: str) -> dict[str, str]:
+    logs: dict[str, str] = {}
+    name = "start"
+    for line in stdout.splitlines():
+        if line.startswith(MARK):
+            name = line[len(MARK) :].strip()
+            continue
+        logs[name] = logs.get(name, "") + line + "\n"
+    return logs
+
+
+@pytest.fixture(scope="module")
+def scenario(migrated_airflow_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Scenario:
+    root = tmp_path_factory.mktemp("operator")
+    home = root / "airflow_home"
+    home.mkdir()
+    shutil.copy(migrated_airflow_home / "airflow.db", home / "airflow.db")
+    dags = root / "dags"
+    (dags / "manifests").mkdir(parents=True)
+    (dags / "manifests" / "orders.yaml").write_text(MANIFEST_YAML)
+    (dags / "transfer_dag.py").write_text(DAG_HEADER + TRANSFER_DAG)
+    (dags / "transfer_dict_dag.py").write_text(DAG_HEADER + DICT_DAG)
+    (dags / "invalid_dag.py").write_text(DAG_HEADER + INVALID_DAG)
+    data = root / "data"
+    data.mkdir()
+    create_demo_source(data / "source.sqlite", ROWS, days=DAYS)
+    chdb_path = data / "clickhouse"
+
+    def run(name: str, dag_id: str, dag_file: str) -> dict[str, str]:
+        return {"name": name, "action": "run", "dag_id": dag_id, "dag_file": str(dags / dag_file)}
+
+    def count(name: str) -> dict[str, str]:
+        return {"name": name, "action": "count_target", "chdb_path": str(chdb_path), "table": "demo.orders"}
+
+    steps = [
+        run("first", "dpone_it_transfer", "transfer_dag.py"),
+        count("rows_after_first"),
+        run("rerun", "dpone_it_transfer", "transfer_dag.py"),
+        run("rerun_dict", "dpone_it_transfer_dict", "transfer_dict_dag.py"),
+        count("rows_after_reruns"),
+        {
+            "name": "crash",
+            "action": "arm_guard",
+            "manifest": str(dags / "manifests" / "orders.yaml"),
+            "state_path": str(dags / "manifests" / "state.sqlite"),
+        },
+        run("blocked", "dpone_it_transfer", "transfer_dag.py"),
+        count("rows_after_blocked"),
+        run("invalid", "dpone_it_invalid", "invalid_dag.py"),
+    ]
+    steps_file = root / "steps.json"
+    steps_file.write_text(json.dumps(steps))
+    env = airflow_env(
+        home,
+        AIRFLOW__CORE__DAGS_FOLDER=str(dags),
+        AIRFLOW_CONN_DEMO_SOURCE=f"sqlite:///{data / 'source.sqlite'}",
+        AIRFLOW_CONN_DEMO_CLICKHOUSE=json.dumps(
+            {"conn_type": "clickhouse", "extra": {"interface": "chdb", "path": str(chdb_path)}}
+        ),
+    )
+    result = subprocess.run(
+        [sys.executable, str(DRIVER), str(steps_file)],
+        env=env,
+        cwd=root,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert result.returncode == 0, f"driver failed:\n{result.stdout[-6000:]}"
+    return Scenario(last_json_line(result.stdout)["results"], _split_logs(result.stdout))
+
+
+def test_dag_run_moves_every_partition_and_pushes_a_small_summary(scenario: Scenario) -> None:
+    first = scenario.results["first"]
+    task = scenario.task("first")
+    assert (first["state"], task["state"], task["try_number"]) == ("success", "success", 1)
+    summary = task["xcom"]
+    assert summary["run_id"] == first["run_id"], "the Airflow run ID is the dpone run ID"
+    assert (summary["partitions_committed"], summary["partitions_skipped"]) == (DAYS, 0)
+    assert summary["rows_committed"] == ROWS
+    assert summary["checkpoint_batch_id"].startswith("sha256:")
+    assert len(json.dumps(summary)) < 1000, "XCom carries a summary, never data"
+    assert scenario.results["rows_after_first"] == {"rows": ROWS, "distinct_ids": ROWS}
+
+
+def test_rerun_skips_committed_partitions_and_writes_nothing(scenario: Scenario) -> None:
+    task = scenario.task("rerun")
+    assert task["state"] == "success"
+    assert scenario.results["rerun"]["run_id"] != scenario.results["first"]["run_id"]
+    summary = task["xcom"]
+    assert (summary["partitions_committed"], summary["partitions_skipped"], summary["rows_committed"]) == (
+        0,
+        DAYS,
+        0,
+    )
+    assert scenario.results["rows_after_reruns"] == {"rows": ROWS, "distinct_ids": ROWS}
+
+
+def test_dict_manifest_is_rendered_at_execute_time_and_resumes_the_same_route(scenario: Scenario) -> None:
+    task = scenario.task("rerun_dict")
+    assert task["state"] == "success", scenario.logs["rerun_dict"][-4000:]
+    assert (task["xcom"]["partitions_committed"], task["xcom"]["partitions_skipped"]) == (0, DAYS)
+
+
+def test_blocked_route_fails_every_try_before_target_io_with_the_stable_code(scenario: Scenario) -> None:
+    task = scenario.task("blocked")
+    assert scenario.results["blocked"]["state"] == "failed"
+    # retries=1 and two tries: an ordinary, retryable failure, not AirflowFailException
+    assert (task["state"], task["try_number"]) == ("failed", 2)
+    assert scenario.results["rows_after_blocked"] == {"rows": ROWS, "distinct_ids": ROWS}
+    log = scenario.logs["blocked"]
+    crashed = scenario.results["crash"]
+    assert log.count("error: native_transfer_manual_reconciliation_required") >= 2, log[-4000:]
+    assert f"partition {crashed['label']}" in log
+    assert "phase=armed" in log
+    assert crashed["partition_id"] in log, "the full ID is logged with the error details"
+    assert crashed["checkpoint_batch_id"] in log
+    assert "dpone checkpoints" in log
+    assert "dpone guard resolve" in log
+    assert "retryable: false" not in log.lower()
+    assert "AirflowFailException" not in log
+
+
+def test_invalid_manifest_fails_at_once_without_retrying(scenario: Scenario) -> None:
+    task = scenario.task("invalid")
+    assert (task["state"], task["try_number"]) == ("failed", 1)
+    log = scenario.logs["invalid"]
+    assert "manifest_invalid" in log
+    assert "sinc" in log, "the strict loader names the unknown key"

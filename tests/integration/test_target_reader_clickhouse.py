@@ -1,0 +1,245 @@
+"""The real worker measuring real ClickHouse: chDB (modern engine) and the 18.16 server over HTTP.
+
+Counts are exact and limited to the selected generation; the worker's session is verifiably read-only.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_provider_dpone.adapters.target_reader import SupervisedTargetReader
+from airflow_provider_dpone.adapters.target_reader.worker import (
+    READONLY_VALUE,
+    close_quietly,
+    open_readonly_client,
+)
+from airflow_provider_dpone.contracts.endpoints import ClickHouseInterface, EndpointDescriptor, EndpointKind
+from airflow_provider_dpone.contracts.partition import BoundsKind, PartitionBounds
+from airflow_provider_dpone.contracts.target_observation import (
+    GenerationSelector,
+    LoadIdSelector,
+    ObservationMetric,
+    ObservationStatus,
+    ReaderOutcomeKind,
+    ReaderReason,
+    TargetObservation,
+    TargetReadRequest,
+    UnavailableReason,
+)
+
+pytestmark = pytest.mark.service
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+ALL_METRICS = (ObservationMetric.ROW_COUNT, ObservationMetric.NULL_COUNT, ObservationMetric.DISTINCT_COUNT)
+#: (order_date, amount, customer, load_id). Generation "L1" on 2026-01-01..02: 4 rows, 1 null amount,
+#: 2 distinct amounts (NULL not counted), 3 distinct customers. Other rows must never be counted.
+ROWS = [
+    ("2026-01-01", "10", "'a'", "'L1'"),
+    ("2026-01-01", "NULL", "'b'", "'L1'"),
+    ("2026-01-02", "10", "'c'", "'L1'"),
+    ("2026-01-02", "20", "'a'", "'L1'"),
+    ("2026-01-02", "99", "'z'", "'L0'"),  # an older generation in the same partition
+    ("2026-01-03", "NULL", "'y'", "'L1'"),  # same load id, outside the selected partitions
+]
+CREATE = (
+    "CREATE TABLE {table} (order_date Date, amount Nullable(Int64), customer String, load_id String) "
+    "ENGINE = MergeTree() ORDER BY order_date"
+)
+
+
+def day(lower: str, upper: str) -> PartitionBounds:
+    return PartitionBounds(
+        kind=BoundsKind.RANGE, column="order_date", lower=lower, upper=upper, value_type="date", label=lower
+    )
+
+
+def generation_plan(table: str, *, allow_unavailable: bool = False) -> TargetReadRequest:
+    return TargetReadRequest(
+        target_table=table,
+        selector=GenerationSelector(
+            partitions=(day("2026-01-01", "2026-01-02"), day("2026-01-02", "2026-01-03")),
+            load_id=LoadIdSelector(column="load_id", value="L1"),
+        ),
+        columns=("amount", "customer"),
+        metrics=ALL_METRICS,
+        allow_unavailable=allow_unavailable,
+    )
+
+
+def assert_generation_counts(observation: TargetObservation) -> None:
+    assert observation.status is ObservationStatus.COMPLETE
+    assert observation.value_of(ObservationMetric.ROW_COUNT) == 4
+    assert observation.value_of(ObservationMetric.NULL_COUNT, "amount") == 1
+    assert observation.value_of(ObservationMetric.NULL_COUNT, "customer") == 0
+    assert observation.value_of(ObservationMetric.DISTINCT_COUNT, "amount") == 2
+    assert observation.value_of(ObservationMetric.DISTINCT_COUNT, "customer") == 3
+
+
+def insert_rows(client: Any, table: str) -> None:
+    values = ", ".join(f"(toDate('{d}'), {a}, {c}, {lid})" for d, a, c, lid in ROWS)
+    client.command(f"INSERT INTO {table} (order_date, amount, customer, load_id) VALUES {values}")
+
+
+# --- chDB ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def chdb_target(chdb_dir: Path) -> Iterator[EndpointDescriptor]:
+    """A chDB path holding demo.orders; the test process's own client is closed before any worker runs."""
+    import clickhouse_connect
+
+    client = clickhouse_connect.get_client(interface="chdb", path=str(chdb_dir))
+    try:
+        client.command("CREATE DATABASE IF NOT EXISTS demo")
+        client.command(CREATE.format(table="demo.orders"))
+        insert_rows(client, "demo.orders")
+    finally:
+        client.close()
+    yield EndpointDescriptor(
+        name="chdb_target",
+        kind=EndpointKind.CLICKHOUSE,
+        interface=ClickHouseInterface.CHDB,
+        path=str(chdb_dir),
+    )
+
+
+def test_chdb_observation_counts_exactly_the_selected_generation(chdb_target: EndpointDescriptor) -> None:
+    request = generation_plan("demo.orders")
+    outcome = SupervisedTargetReader().observe(chdb_target, request, 30.0)
+    assert outcome.kind is ReaderOutcomeKind.COMPLETE, outcome.reason
+    assert outcome.termination_verified
+    assert outcome.observation is not None
+    outcome.observation.check_answers(request)
+    assert_generation_counts(outcome.observation)
+
+
+def test_chdb_value_list_selector_and_row_count_only(chdb_target: EndpointDescriptor) -> None:
+    request = TargetReadRequest(
+        target_table="demo.orders",
+        selector=GenerationSelector(
+            partitions=(
+                PartitionBounds(
+                    kind=BoundsKind.VALUES, column="customer", values=("a", "it's"), label="customers"
+                ),
+            )
+        ),
+        metrics=(ObservationMetric.ROW_COUNT,),
+    )
+    outcome = SupervisedTargetReader().observe(chdb_target, request, 30.0)
+    assert outcome.kind is ReaderOutcomeKind.COMPLETE, outcome.reason
+    assert outcome.observation is not None
+    assert outcome.observation.value_of(ObservationMetric.ROW_COUNT) == 2
+
+
+def test_chdb_worker_session_is_verified_read_only(chdb_target: EndpointDescriptor) -> None:
+    client = open_readonly_client(chdb_target, 10.0)
+    try:
+        assert client.query("SELECT value FROM system.settings WHERE name = 'readonly'").result_rows == [
+            (READONLY_VALUE,)
+        ]
+        with pytest.raises(Exception):  # noqa: B017 - any refusal will do; the count below proves it
+            client.command(
+                "INSERT INTO demo.orders (order_date, amount, customer, load_id) VALUES ('2026-01-01', 1, 'w', 'L1')"
+            )
+        with pytest.raises(Exception):  # noqa: B017
+            client.command("SET readonly = 0")
+        assert client.query("SELECT count() FROM demo.orders").result_rows == [(len(ROWS),)]
+    finally:
+        close_quietly(client)
+
+
+# --- ClickHouse 18.16 over HTTP -------------------------------------------------------------------------
+
+
+@pytest.fixture
+def server_table(clickhouse_http: EndpointDescriptor) -> Iterator[str]:
+    import clickhouse_connect
+
+    table = f"default.reader_{uuid.uuid4().hex[:12]}"
+    client = clickhouse_connect.get_client(
+        host=clickhouse_http.host,
+        port=clickhouse_http.port,
+        username=clickhouse_http.user or "default",
+        password=clickhouse_http.secret() or "",
+        compress=False,
+    )
+    try:
+        client.command(CREATE.format(table=table))
+        insert_rows(client, table)
+        yield table
+    finally:
+        client.command(f"DROP TABLE IF EXISTS {table}")
+        client.close()
+
+
+def test_clickhouse_18_16_observation_counts_exactly_the_selected_generation(
+    clickhouse_http: EndpointDescriptor, server_table: str
+) -> None:
+    request = generation_plan(server_table)
+    outcome = SupervisedTargetReader().observe(clickhouse_http, request, 30.0)
+    assert outcome.kind is ReaderOutcomeKind.COMPLETE, outcome.reason
+    assert outcome.termination_verified
+    assert outcome.observation is not None
+    assert_generation_counts(outcome.observation)
+
+
+def test_clickhouse_18_16_session_refuses_writes_and_setting_changes(
+    clickhouse_http: EndpointDescriptor, server_table: str
+) -> None:
+    client = open_readonly_client(clickhouse_http, 10.0)
+    try:
+        assert client.query("SELECT value FROM system.settings WHERE name = 'readonly'").result_rows == [
+            (READONLY_VALUE,)
+        ]
+        with pytest.raises(Exception):  # noqa: B017
+            client.command(
+                f"INSERT INTO {server_table} (order_date, amount, customer, load_id) VALUES ('2026-01-01', 1, 'w', 'L1')"
+            )
+        with pytest.raises(Exception):  # noqa: B017
+            client.command(f"CREATE TABLE {server_table}_w (x UInt8) ENGINE = Memory")
+        with pytest.raises(Exception):  # noqa: B017
+            client.command("SET readonly = 0")
+        assert client.query(f"SELECT count() FROM {server_table}").result_rows == [(len(ROWS),)]
+    finally:
+        close_quietly(client)
+
+
+def test_a_write_through_a_worker_process_session_is_refused(
+    clickhouse_http: EndpointDescriptor, server_table: str
+) -> None:
+    """A (test-only) worker that opens the real verified session and then tries an INSERT."""
+    request = TargetReadRequest(
+        target_table=server_table,
+        selector=GenerationSelector(load_id=LoadIdSelector(column="load_id", value="write_attempt")),
+        metrics=(ObservationMetric.ROW_COUNT,),
+    )
+    reader = SupervisedTargetReader(
+        worker_module="tests.integration.target_reader_fake_worker", worker_path=(str(REPO_ROOT),)
+    )
+    outcome = reader.observe(clickhouse_http, request, 20.0)
+    # The fake answers query_failed when the INSERT was refused, worker_internal if it went through.
+    assert (outcome.kind, outcome.reason) == (ReaderOutcomeKind.WORKER_FAILED, ReaderReason.QUERY_FAILED)
+    assert outcome.termination_verified
+
+
+def test_missing_table_is_unavailable_only_when_the_plan_permits_it(
+    clickhouse_http: EndpointDescriptor,
+) -> None:
+    reader = SupervisedTargetReader()
+    permitted = reader.observe(
+        clickhouse_http, generation_plan("default.dpone_missing_table", allow_unavailable=True), 30.0
+    )
+    assert permitted.kind is ReaderOutcomeKind.COMPLETE
+    assert permitted.observation is not None
+    assert permitted.observation.status is ObservationStatus.UNAVAILABLE
+    assert permitted.observation.metrics == ()
+    assert permitted.observation.unavailable_reason is UnavailableReason.TARGET_QUERY_FAILED
+
+    required = reader.observe(clickhouse_http, generation_plan("default.dpone_missing_table"), 30.0)
+    assert (required.kind, required.reason) == (ReaderOutcomeKind.WORKER_FAILED, ReaderReason.QUERY_FAILED)
+    assert required.observation is None

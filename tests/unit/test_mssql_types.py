@@ -1,0 +1,200 @@
+"""SQL Server type map and value normalization (every mapped type; the emulator cannot serve most of them)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import date, datetime, time, timedelta, timezone
+from decimal import Decimal
+
+import pytest
+
+from airflow_provider_dpone.adapters.sources import mssql_types
+from airflow_provider_dpone.adapters.sources.column_values import converter_for
+from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
+from airflow_provider_dpone.contracts.schema import ColumnSpec
+
+EXPECTED = {
+    "tinyint": "UInt8",
+    "smallint": "Int16",
+    "int": "Int32",
+    "bigint": "Int64",
+    "bit": "UInt8",
+    "money": "Decimal(19, 4)",
+    "smallmoney": "Decimal(10, 4)",
+    "float": "Float64",
+    "real": "Float32",
+    "char": "String",
+    "varchar": "String",
+    "nchar": "String",
+    "nvarchar": "String",
+    "text": "String",
+    "ntext": "String",
+    "date": "Date",
+    "datetime": "DateTime",
+    "datetime2": "DateTime",
+    "smalldatetime": "DateTime",
+    "datetimeoffset": "DateTime",
+    "time": "String",
+    "uniqueidentifier": "UUID",
+    "binary": "String",
+    "varbinary": "String",
+}
+
+
+@pytest.mark.parametrize(("sql_type", "clickhouse"), sorted(EXPECTED.items()))
+def test_each_supported_sql_server_type_maps_to_its_clickhouse_type(sql_type: str, clickhouse: str) -> None:
+    assert mssql_types.clickhouse_type("c", sql_type, None, None) == clickhouse
+
+
+def test_every_fixed_mapping_is_pinned_by_this_test() -> None:
+    assert set(EXPECTED) <= set(mssql_types.FIXED_TYPES)
+
+
+@pytest.mark.parametrize("sql_type", ["decimal", "numeric", "DECIMAL", "Numeric(12,2)"])
+def test_decimal_and_numeric_keep_precision_and_scale(sql_type: str) -> None:
+    assert mssql_types.clickhouse_type("amount", sql_type, 12, 2) == "Decimal(12, 2)"
+    assert mssql_types.clickhouse_type("amount", sql_type, 38, 0) == "Decimal(38, 0)"
+
+
+def test_type_names_are_matched_case_insensitively_and_without_length() -> None:
+    assert mssql_types.clickhouse_type("c", "NVARCHAR(max)", None, None) == "String"
+    assert mssql_types.clickhouse_type("c", "DateTime2(7)", None, None) == "DateTime"
+
+
+def test_nullability_and_source_type_are_kept() -> None:
+    spec = mssql_types.column_spec("amount", "decimal", False, 12, 2)
+    assert spec == ColumnSpec(
+        name="amount", clickhouse_type="Decimal(12, 2)", nullable=False, source_type="decimal(12,2)"
+    )
+    assert mssql_types.column_spec("note", "nvarchar", True).nullable is True
+
+
+@pytest.mark.parametrize(
+    "sql_type", ["xml", "geography", "geometry", "hierarchyid", "sql_variant", "cursor", "foo"]
+)
+def test_unsupported_type_raises_naming_the_column(sql_type: str) -> None:
+    with pytest.raises(DponeError) as caught:
+        mssql_types.column_spec("shape]col", sql_type, True)
+    error = caught.value
+    assert error.code is ErrorCode.UNSUPPORTED_COLUMN_TYPE
+    assert "shape]col" in error.safe_message
+    assert error.details == {"column": "shape]col", "source_type": sql_type}
+
+
+def test_decimal_precision_beyond_clickhouse_limits_is_unsupported() -> None:
+    with pytest.raises(DponeError) as caught:
+        mssql_types.column_spec("big", "decimal", True, 39, 2)
+    assert caught.value.code is ErrorCode.UNSUPPORTED_COLUMN_TYPE
+
+
+def test_coarse_wire_descriptions_map_every_pymssql_type_code() -> None:
+    assert [mssql_types.coarse_column_spec("c", code).clickhouse_type for code in (1, 2, 3, 4, 5)] == [
+        "String",
+        "String",
+        "Float64",
+        "DateTime",
+        "Decimal(38, 10)",
+    ]
+    assert all(mssql_types.coarse_column_spec("c", code).nullable for code in (1, 2, 3, 4, 5))
+
+
+# -- value normalization: what pymssql and the TDS emulator hand back -> the mapped type -------------------
+
+
+def _convert(
+    sql_type: str, values: Sequence[object], precision: int | None = None, scale: int | None = None
+) -> list:
+    column = mssql_types.column_spec("c", sql_type, True, precision, scale)
+    convert = converter_for(column, coerce=mssql_types.needs_coercion(column))
+    return list(values) if convert is None else list(convert(values))
+
+
+def test_emulator_decimals_arrive_as_float_and_become_exact_decimals() -> None:
+    assert _convert("decimal", [17.31, None, 0.1 + 0.2, 100.0], 12, 2) == [
+        Decimal("17.31"),
+        None,
+        Decimal("0.30"),
+        Decimal("100.00"),
+    ]
+
+
+def test_real_server_decimals_pass_through_unchanged() -> None:
+    values = [Decimal("12.34"), None]
+    assert _convert("decimal", values, 12, 2) == values
+
+
+def test_money_is_a_four_digit_decimal() -> None:
+    assert _convert("money", [1.5, Decimal("2.0001")]) == [Decimal("1.5000"), Decimal("2.0001")]
+
+
+def test_emulator_dates_arrive_as_datetime_and_become_dates() -> None:
+    assert _convert("date", [datetime(2026, 11, 30), None, date(2026, 12, 1)]) == [
+        date(2026, 11, 30),
+        None,
+        date(2026, 12, 1),
+    ]
+
+
+def test_datetime2_loses_sub_second_digits() -> None:
+    assert _convert("datetime2", [datetime(2026, 11, 30, 10, 0, 0, 999_999)]) == [
+        datetime(2026, 11, 30, 10, 0, 0)
+    ]
+
+
+def test_datetimeoffset_is_converted_to_utc_and_made_naive() -> None:
+    moment = datetime(2026, 11, 30, 23, 30, tzinfo=timezone(timedelta(hours=-5)))
+    assert _convert("datetimeoffset", [moment]) == [datetime(2026, 12, 1, 4, 30)]
+
+
+def test_bit_becomes_integer_flags() -> None:
+    assert _convert("bit", [True, False, None]) == [1, 0, None]
+    assert all(type(v) is int for v in _convert("bit", [True, False]))
+
+
+def test_time_becomes_iso_text() -> None:
+    assert _convert("time", [time(8, 30, 5), None]) == ["08:30:05", None]
+
+
+def test_uniqueidentifier_becomes_uuid() -> None:
+    value = uuid.UUID("6f9619ff-8b86-d011-b42d-00c04fc964ff")
+    assert _convert("uniqueidentifier", [value, str(value), None]) == [value, value, None]
+
+
+def test_binary_stays_bytes_and_text_stays_text() -> None:
+    assert _convert("varbinary", [b"\x00\xff"]) == [b"\x00\xff"]
+    assert _convert("nvarchar", ["Zoë"]) == ["Zoë"]
+
+
+def test_integers_and_floats_pass_through_without_a_converter() -> None:
+    for sql_type in ("tinyint", "smallint", "int", "bigint", "float", "real", "nvarchar", "varbinary"):
+        column = mssql_types.column_spec("c", sql_type, True)
+        assert converter_for(column, coerce=mssql_types.needs_coercion(column)) is None, sql_type
+
+
+def test_date_before_the_clickhouse_epoch_fails_naming_the_column() -> None:
+    with pytest.raises(DponeError) as caught:
+        _convert("date", [date(1900, 1, 1)])
+    assert caught.value.code is ErrorCode.SOURCE_READ_FAILED
+    assert caught.value.details["column"] == "c"
+    assert "1900" not in caught.value.render()
+
+
+def test_datetime_beyond_the_clickhouse_range_fails() -> None:
+    with pytest.raises(DponeError) as caught:
+        _convert("datetime2", [datetime(2200, 1, 1)])
+    assert caught.value.code is ErrorCode.SOURCE_READ_FAILED
+
+
+def test_a_value_of_the_wrong_kind_fails_without_echoing_it() -> None:
+    with pytest.raises(DponeError) as caught:
+        _convert("decimal", ["secret-text"], 12, 2)
+    assert caught.value.code is ErrorCode.SOURCE_READ_FAILED
+    assert "secret-text" not in caught.value.render()
+
+
+def test_coarse_number_columns_turn_integers_and_booleans_into_floats() -> None:
+    column = mssql_types.coarse_column_spec("n", 3)
+    convert = converter_for(column, coerce=True)
+    assert convert is not None
+    assert list(convert([1, True, 2.5, None])) == [1.0, 1.0, 2.5, None]

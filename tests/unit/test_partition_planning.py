@@ -1,0 +1,222 @@
+"""Partition planning: bounds, labels, ordering and validation from the manifest's partitioning.
+
+The probe below is an in-memory implementation of the planner's own ``PartitionProbe`` protocol (answers a
+source would give), not a stand-in for a vendor library; the real probes run in the SQLite and TDS tests.
+"""
+
+from __future__ import annotations
+
+from datetime import date
+
+import pytest
+
+from airflow_provider_dpone.adapters.sources import partition_planning as planning
+from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
+from airflow_provider_dpone.contracts.manifest import Partitioning, PartitionKind, SourceSpec, SourceType
+from airflow_provider_dpone.contracts.partition import BoundsKind, PartitionBounds
+from airflow_provider_dpone.contracts.schema import ColumnSpec, TableSchema
+
+SCHEMA = TableSchema(
+    columns=(
+        ColumnSpec(name="id", clickhouse_type="Int64", nullable=False),
+        ColumnSpec(name="order_date", clickhouse_type="Date", nullable=False),
+        ColumnSpec(name="updated_at", clickhouse_type="DateTime"),
+        ColumnSpec(name="customer", clickhouse_type="String"),
+        ColumnSpec(name="amount", clickhouse_type="Decimal(12, 2)"),
+    )
+)
+
+
+class ProbeAnswers:
+    """What a source would answer, plus a record of which queries planning asked."""
+
+    def __init__(
+        self,
+        *,
+        rows: int = 10,
+        unplaceable: int = 0,
+        days: list[date] | None = None,
+        months: list[tuple[int, int]] | None = None,
+        starts: list[int] | None = None,
+    ) -> None:
+        self.stats = planning.ColumnStats(rows=rows, unplaceable=unplaceable, lower=None, upper=None)
+        self.days = days or []
+        self.months = months or []
+        self.starts = starts or []
+        self.asked: list[str] = []
+
+    def column_stats(self, column: ColumnSpec, kind: PartitionKind) -> planning.ColumnStats:
+        self.asked.append("stats")
+        return self.stats
+
+    def distinct_days(self, column: ColumnSpec) -> list[date]:
+        self.asked.append("days")
+        return self.days
+
+    def distinct_months(self, column: ColumnSpec) -> list[tuple[int, int]]:
+        self.asked.append("months")
+        return self.months
+
+    def distinct_range_starts(self, column: ColumnSpec, size: int) -> list[int]:
+        self.asked.append("starts")
+        return self.starts
+
+
+def _plan(partitioning: Partitioning, probe: ProbeAnswers | None = None) -> list[PartitionBounds]:
+    return planning.plan(partitioning, SCHEMA, probe or ProbeAnswers())
+
+
+def test_no_partitioning_is_one_partition_over_everything_without_any_query() -> None:
+    probe = ProbeAnswers()
+    assert _plan(Partitioning(kind=PartitionKind.NONE), probe) == [
+        PartitionBounds(kind=BoundsKind.ALL, label="all")
+    ]
+    assert probe.asked == []
+
+
+def test_day_partitions_cover_only_days_with_rows_in_order() -> None:
+    probe = ProbeAnswers(days=[date(2026, 12, 1), date(2026, 11, 30), date(2026, 12, 5)])
+    bounds = _plan(Partitioning(kind=PartitionKind.DAY, column="order_date"), probe)
+    assert probe.asked == ["stats", "days"]
+    assert [b.label for b in bounds] == [
+        "order_date=2026-11-30",
+        "order_date=2026-12-01",
+        "order_date=2026-12-05",
+    ]
+    first = bounds[0]
+    assert (first.kind, first.column, first.lower, first.upper, first.value_type) == (
+        BoundsKind.RANGE,
+        "order_date",
+        "2026-11-30",
+        "2026-12-01",
+        "date",
+    )
+
+
+def test_month_partitions_roll_over_the_year_end() -> None:
+    probe = ProbeAnswers(months=[(2026, 12), (2026, 11), (2027, 1)])
+    bounds = _plan(Partitioning(kind=PartitionKind.MONTH, column="updated_at"), probe)
+    assert [(b.label, b.lower, b.upper) for b in bounds] == [
+        ("updated_at=2026-11", "2026-11-01", "2026-12-01"),
+        ("updated_at=2026-12", "2026-12-01", "2027-01-01"),
+        ("updated_at=2027-01", "2027-01-01", "2027-02-01"),
+    ]
+    assert {b.value_type for b in bounds} == {"date"}
+
+
+def test_integer_ranges_align_to_multiples_of_size_also_below_zero() -> None:
+    probe = ProbeAnswers(starts=[1000, -1000, 3000, 1234])
+    bounds = _plan(Partitioning(kind=PartitionKind.INTEGER_RANGE, column="id", size=1000), probe)
+    assert [b.label for b in bounds] == ["id=[-1000,0)", "id=[1000,2000)", "id=[3000,4000)"]
+    assert [(b.lower, b.upper, b.value_type) for b in bounds][1] == ("1000", "2000", "integer")
+    assert planning.range_start(-1, 1000) == -1000
+    assert planning.range_start(999, 1000) == 0
+
+
+def test_list_partitions_follow_the_manifest_order_and_fold_duplicates() -> None:
+    probe = ProbeAnswers()
+    bounds = _plan(
+        Partitioning(kind=PartitionKind.LIST, column="customer", values=("Zoë", "Acme", "Zoë")), probe
+    )
+    assert probe.asked == []
+    assert [(b.kind, b.values, b.label, b.value_type) for b in bounds] == [
+        (BoundsKind.VALUES, ("Zoë",), "customer=Zoë", "string"),
+        (BoundsKind.VALUES, ("Acme",), "customer=Acme", "string"),
+    ]
+
+
+def test_list_values_are_canonical_for_the_column_type() -> None:
+    ids = _plan(Partitioning(kind=PartitionKind.LIST, column="id", values=(7, "07", " 8 ")))
+    assert [(b.values, b.value_type) for b in ids] == [(("7",), "integer"), (("8",), "integer")]
+    days = _plan(Partitioning(kind=PartitionKind.LIST, column="order_date", values=("2026-11-30",)))
+    assert days[0].value_type == "date"
+
+
+def test_a_list_value_that_does_not_fit_the_column_is_a_manifest_error() -> None:
+    with pytest.raises(DponeError) as caught:
+        _plan(Partitioning(kind=PartitionKind.LIST, column="id", values=("seven",)))
+    assert caught.value.code is ErrorCode.MANIFEST_INVALID
+    assert "seven" not in caught.value.render()
+    assert caught.value.details["position"] == 1
+
+
+def test_an_empty_source_plans_no_partitions() -> None:
+    probe = ProbeAnswers(rows=0)
+    assert _plan(Partitioning(kind=PartitionKind.DAY, column="order_date"), probe) == []
+    assert probe.asked == ["stats"]
+
+
+def test_rows_no_partition_would_select_stop_planning() -> None:
+    probe = ProbeAnswers(rows=10, unplaceable=3, days=[date(2026, 11, 30)])
+    with pytest.raises(DponeError) as caught:
+        _plan(Partitioning(kind=PartitionKind.DAY, column="updated_at"), probe)
+    assert caught.value.code is ErrorCode.SOURCE_READ_FAILED
+    assert caught.value.details == {"column": "updated_at", "partitioning": "day", "unplaceable_rows": 3}
+    assert probe.asked == ["stats"]
+
+
+@pytest.mark.parametrize(
+    ("partitioning", "fragment"),
+    [
+        (Partitioning(kind=PartitionKind.DAY, column="missing"), "not a column"),
+        (Partitioning(kind=PartitionKind.DAY, column="amount"), "date or datetime"),
+        (Partitioning(kind=PartitionKind.INTEGER_RANGE, column="customer", size=10), "integer column"),
+    ],
+)
+def test_unknown_or_unsuitable_partition_columns_are_manifest_errors(
+    partitioning: Partitioning, fragment: str
+) -> None:
+    probe = ProbeAnswers()
+    with pytest.raises(DponeError) as caught:
+        _plan(partitioning, probe)
+    assert caught.value.code is ErrorCode.MANIFEST_INVALID
+    assert fragment in caught.value.safe_message
+    assert probe.asked == []
+
+
+def test_text_columns_may_carry_day_partitions() -> None:
+    schema = TableSchema(columns=(ColumnSpec(name="d", clickhouse_type="String"),))
+    bounds = planning.plan(
+        Partitioning(kind=PartitionKind.DAY, column="d"), schema, ProbeAnswers(days=[date(2026, 1, 2)])
+    )
+    assert bounds[0].label == "d=2026-01-02"
+
+
+# -- query hash ------------------------------------------------------------------------------------------
+
+
+def _spec(**changes: object) -> SourceSpec:
+    base: dict[str, object] = {"type": SourceType.MSSQL, "connection": "src", "table": "dbo.orders"}
+    base.update(changes)
+    return SourceSpec(**base)  # type: ignore[arg-type]
+
+
+def test_query_hash_is_a_sha256_tag_and_stable() -> None:
+    digest = planning.read_definition_hash(_spec())
+    assert digest.startswith("sha256:") and len(digest) == len("sha256:") + 64
+    assert digest == planning.read_definition_hash(_spec())
+
+
+def test_query_hash_ignores_connection_partitioning_and_chunking() -> None:
+    digest = planning.read_definition_hash(_spec())
+    assert planning.read_definition_hash(_spec(connection="replica")) == digest
+    assert (
+        planning.read_definition_hash(_spec(partitioning=Partitioning(kind=PartitionKind.DAY, column="d")))
+        == digest
+    )
+    assert planning.read_definition_hash(_spec(chunk_rows=10)) == digest
+
+
+def test_query_hash_changes_with_table_query_columns_and_source_type() -> None:
+    digest = planning.read_definition_hash(_spec())
+    variants = [
+        _spec(table="dbo.other"),
+        _spec(query="SELECT id FROM dbo.orders"),
+        _spec(columns=("id",)),
+        _spec(columns=("id", "customer")),
+        _spec(columns=("customer", "id")),
+        _spec(type=SourceType.SQLITE),
+    ]
+    digests = {planning.read_definition_hash(v) for v in variants}
+    assert digest not in digests
+    assert len(digests) == len(variants)
