@@ -73,22 +73,14 @@ class DponeClickHouseHook(DponeEndpointHook):
             return False, err.render()
         if endpoint.interface is ClickHouseInterface.CHDB:
             return True, "embedded chDB connection is well-formed; it is opened only when a task runs"
-        import clickhouse_connect
+        from airflow_provider_dpone.adapters.clickhouse.client import close_client, open_client
 
         try:
-            client = clickhouse_connect.get_client(
-                host=endpoint.host,
-                port=endpoint.port,
-                username=endpoint.user or "default",
-                password=endpoint.secret() or "",
-                database=endpoint.database or "__default__",
-                secure=endpoint.secure,
-                compress=False,
-            )
-        except Exception:
-            return False, f"{endpoint.describe()}: could not connect"
+            client = open_client(endpoint)
+        except DponeError as err:
+            return False, err.render()
         try:
             ok = bool(client.ping())
         finally:
-            client.close()
+            close_client(client)
         return (ok, "ClickHouse server answered") if ok else (False, f"{endpoint.describe()}: no answer")

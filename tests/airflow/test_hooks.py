@@ -135,6 +135,16 @@ def test_clickhouse_hook_test_connection_pings_a_real_server(clickhouse_http: En
     assert ok, message
 
 
+def test_clickhouse_hook_test_connection_reports_an_unreachable_server_safely() -> None:
+    hook = DponeClickHouseHook(
+        connection=conn("ch", f"clickhouse://loader:{SECRET}@127.0.0.1:9/analytics"), clickhouse_conn_id="ch"
+    )
+    ok, message = hook.test_connection()
+    assert ok is False
+    assert "target_unreachable" in message
+    assert SECRET not in message
+
+
 REFUSED_CALLS = {
     "run": lambda h: h.run("INSERT INTO analytics.orders VALUES (1)"),
     "insert_rows": lambda h: h.insert_rows("analytics.orders", [(1,)]),

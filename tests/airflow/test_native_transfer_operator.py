@@ -90,6 +90,13 @@ with DAG(
     NativeTransferOperator(task_id="transfer", manifest=MANIFEST)
 """
 
+MISSING_CONNECTION_DAG = """\
+with DAG("dpone_it_missing_conn", schedule=None, start_date=datetime(2026, 1, 1), default_args=ARGS) as dag:
+    NativeTransferOperator(
+        task_id="transfer", manifest="manifests/orders.yaml", sink_conn_id="dpone_no_such_connection"
+    )
+"""
+
 INVALID_DAG = """\
 with DAG("dpone_it_invalid", schedule=None, start_date=datetime(2026, 1, 1), default_args=ARGS) as dag:
     NativeTransferOperator(
@@ -132,6 +139,7 @@ def scenario(migrated_airflow_home: Path, tmp_path_factory: pytest.TempPathFacto
     (dags / "transfer_dag.py").write_text(DAG_HEADER + TRANSFER_DAG)
     (dags / "transfer_dict_dag.py").write_text(DAG_HEADER + DICT_DAG)
     (dags / "invalid_dag.py").write_text(DAG_HEADER + INVALID_DAG)
+    (dags / "missing_connection_dag.py").write_text(DAG_HEADER + MISSING_CONNECTION_DAG)
     data = root / "data"
     data.mkdir()
     create_demo_source(data / "source.sqlite", ROWS, days=DAYS)
@@ -144,6 +152,7 @@ def scenario(migrated_airflow_home: Path, tmp_path_factory: pytest.TempPathFacto
         return {"name": name, "action": "count_target", "chdb_path": str(chdb_path), "table": "demo.orders"}
 
     steps = [
+        run("missing_connection", "dpone_it_missing_conn", "missing_connection_dag.py"),
         run("first", "dpone_it_transfer", "transfer_dag.py"),
         count("rows_after_first"),
         run("rerun", "dpone_it_transfer", "transfer_dag.py"),
@@ -232,6 +241,18 @@ def test_blocked_route_fails_every_try_before_target_io_with_the_stable_code(sce
     assert "dpone guard resolve" in log
     assert "retryable: false" not in log.lower()
     assert "AirflowFailException" not in log
+
+
+def test_missing_airflow_connection_fails_with_its_code_and_retries(scenario: Scenario) -> None:
+    task = scenario.task("missing_connection")
+    assert (task["state"], task["try_number"]) == ("failed", 2), "a connection may appear between tries"
+    log = scenario.logs["missing_connection"]
+    assert (
+        "error: connection_missing: sink connection 'dpone_no_such_connection' is not defined in Airflow"
+        in log
+    )
+    # it ran before the first successful run: nothing may have been committed by it
+    assert scenario.task("first")["xcom"]["partitions_committed"] == DAYS
 
 
 def test_invalid_manifest_fails_at_once_without_retrying(scenario: Scenario) -> None:

@@ -156,9 +156,15 @@ def test_time_becomes_iso_text() -> None:
     assert _convert("time", [time(8, 30, 5), None]) == ["08:30:05", None]
 
 
-def test_uniqueidentifier_becomes_uuid() -> None:
-    value = uuid.UUID("6f9619ff-8b86-d011-b42d-00c04fc964ff")
-    assert _convert("uniqueidentifier", [value, str(value), None]) == [value, value, None]
+def test_uniqueidentifier_becomes_canonical_uuid_text() -> None:
+    value = uuid.UUID("6F9619FF-8B86-D011-B42D-00C04FC964FF")
+    text = "6f9619ff-8b86-d011-b42d-00c04fc964ff"
+    assert _convert("uniqueidentifier", [value, str(value).upper(), value.bytes_le, None]) == [
+        text,
+        text,
+        text,
+        None,
+    ]
 
 
 def test_binary_stays_bytes_and_text_stays_text() -> None:

@@ -11,7 +11,7 @@ Conventions (what sinks and artifact writers can rely on):
   ``DateTime`` holds seconds; aware values are converted to UTC first, then made naive);
 - ``Decimal(p, s)`` -> ``decimal.Decimal`` (floats are rounded to ``s`` digits via their decimal text);
 - ``UInt8`` flags (``bit``, SQLite ``BOOLEAN``) -> ``int`` 0/1 (pyarrow refuses ``bool`` for uint8);
-- ``UUID`` -> ``uuid.UUID``; ``String`` -> ``str`` or, for binary columns, ``bytes``.
+- ``UUID`` -> canonical lowercase ``str``; ``String`` -> ``str`` or, for binary columns, raw ``bytes``.
 Values outside what ClickHouse ``Date``/``DateTime`` can hold fail loudly instead of wrapping.
 """
 
@@ -252,13 +252,18 @@ def texts(column: ColumnSpec) -> Converter:
 
 
 def uuids(column: ColumnSpec) -> Converter:
+    """Canonical lowercase text (``6f9619ff-8b86-d011-b42d-00c04fc964ff``): clickhouse-connect writes it to
+    ``UUID`` as is, and an Arrow artifact can hold it as a string, which it cannot do with ``uuid.UUID``."""
+
     def one(value: object) -> object:
-        if value is None or isinstance(value, uuid.UUID):
-            return value
+        if value is None:
+            return None
+        if isinstance(value, uuid.UUID):
+            return str(value)
         if isinstance(value, bytes) and len(value) == 16:
-            return uuid.UUID(bytes_le=value)
+            return str(uuid.UUID(bytes_le=value))
         if isinstance(value, str):
-            return uuid.UUID(value.strip())
+            return str(uuid.UUID(value.strip()))
         raise ValueError("not a uuid")
 
     def convert(values: Column) -> Column:
