@@ -6,6 +6,10 @@ the way Airflow parses them (``Connection._parse_from_uri`` / ``Connection.from_
 :class:`ConnectionFields`, then mapped to an :class:`EndpointDescriptor`. The Airflow hooks can feed a
 real ``Connection``'s fields through :func:`descriptor_from_fields` so both paths agree.
 
+The provider's own connection types (``dpone_mssql``, ``dpone_clickhouse``, ``dpone_checkpoints``; in a
+URI ``dpone-mssql://...``) are aliases of standard ones, folded by :func:`fold_dpone_conn_type`, so a
+connection defined for the Airflow UI's dpone forms also works from the CLI.
+
 Every failure is a :class:`ConnectionFormError` with a fixed reason: the value, which may hold a
 password, is never repeated, and parser exceptions (whose text may quote it) are not chained.
 """
@@ -15,7 +19,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import SplitResult, parse_qsl, unquote, urlsplit
@@ -32,6 +36,12 @@ CONN_TYPES: Mapping[str, EndpointKind] = {
     "clickhouse": EndpointKind.CLICKHOUSE,
     "chdb": EndpointKind.CLICKHOUSE,
 }
+
+#: The provider's connection types that stand for one standard type each.
+DPONE_CONN_TYPE_ALIASES: Mapping[str, str] = {"dpone_mssql": "mssql", "dpone_clickhouse": "clickhouse"}
+#: The checkpoint-store type: SQLite or PostgreSQL, chosen by its extra ``backend``.
+CHECKPOINTS_CONN_TYPE = "dpone_checkpoints"
+CHECKPOINTS_BACKENDS = frozenset({"sqlite", "postgres"})
 
 _JSON_KEYS = frozenset({"conn_type", "host", "login", "password", "port", "schema", "extra", "description"})
 _EXTRA_KEY = "__extra__"
@@ -147,9 +157,10 @@ def descriptor_from_fields(
     File paths (SQLite file, chDB directory) that are relative are resolved against ``manifest_dir``
     when given; nothing is opened or created.
     """
+    fields = fold_dpone_conn_type(fields)
     kind = CONN_TYPES.get(fields.conn_type)
     if kind is None:
-        supported = ", ".join(sorted(CONN_TYPES))
+        supported = ", ".join(sorted([*CONN_TYPES, *DPONE_CONN_TYPE_ALIASES, CHECKPOINTS_CONN_TYPE]))
         raise ConnectionFormError(f"unsupported connection type (supported: {supported})")
     try:
         if kind is EndpointKind.SQLITE:
@@ -159,6 +170,28 @@ def descriptor_from_fields(
         return _server(name, kind, fields)
     except ValidationError:
         raise ConnectionFormError("the connection has a field of the wrong type or out of range") from None
+
+
+def fold_dpone_conn_type(fields: ConnectionFields) -> ConnectionFields:
+    """Fold a dpone connection type onto the standard type it stands for; any other passes unchanged.
+
+    ``dpone_checkpoints`` becomes ``sqlite`` or ``postgres`` by its extra ``backend``, read as the
+    checkpoint-store hook reads it (no ``backend``: ``sqlite`` when the extra has a ``path``, else
+    ``postgres``); ``backend`` itself is dropped from the extra. Idempotent.
+    """
+    alias = DPONE_CONN_TYPE_ALIASES.get(fields.conn_type)
+    if alias is not None:
+        return replace(fields, conn_type=alias)
+    if fields.conn_type != CHECKPOINTS_CONN_TYPE:
+        return fields
+    backend = fields.extra.get("backend") or ("sqlite" if fields.extra.get("path") else "postgres")
+    conn_type = normalize_conn_type(backend) if isinstance(backend, str) else ""
+    if conn_type not in CHECKPOINTS_BACKENDS:
+        raise ConnectionFormError(
+            "a dpone_checkpoints connection's extra 'backend' must be 'sqlite' or 'postgres'"
+        )
+    extra = {key: value for key, value in fields.extra.items() if key != "backend"}
+    return replace(fields, conn_type=conn_type, extra=extra)
 
 
 def resolve_path(path: str, manifest_dir: Path | None) -> str:

@@ -216,3 +216,180 @@ def test_resolution_reads_os_environ_by_default(monkeypatch: pytest.MonkeyPatch,
     monkeypatch.setenv("AIRFLOW_CONN_STATE_ENV", "sqlite:///s.db")
     endpoint = resolve_endpoint("state_env", role="checkpoints", manifest_dir=tmp_path)
     assert endpoint.path == str(tmp_path / "s.db")
+
+
+# -- the provider's own connection types, read by the CLI -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "dpone-mssql://etl:secret@sql.example:1433/sales",
+        json.dumps(
+            {
+                "conn_type": "dpone_mssql",
+                "host": "sql.example",
+                "port": 1433,
+                "schema": "sales",
+                "login": "etl",
+                "password": "secret",
+            }
+        ),
+    ],
+)
+def test_dpone_mssql_connection_is_read_as_mssql(value: str) -> None:
+    endpoint = resolve("orders_mssql", "source", {"AIRFLOW_CONN_ORDERS_MSSQL": value})
+    standard = resolve(
+        "orders_mssql", "source", {"AIRFLOW_CONN_ORDERS_MSSQL": "mssql://etl:secret@sql.example:1433/sales"}
+    )
+
+    assert endpoint.kind is EndpointKind.MSSQL
+    assert endpoint == standard
+    assert endpoint.secret() == "secret"
+
+
+def test_dpone_clickhouse_connection_is_read_as_clickhouse_over_http() -> None:
+    env = {"AIRFLOW_CONN_CH": "dpone-clickhouse://loader:pw@ch.example:8443/analytics?secure=true"}
+    endpoint = resolve("ch", "sink", env)
+
+    assert (endpoint.kind, endpoint.interface) == (EndpointKind.CLICKHOUSE, ClickHouseInterface.HTTP)
+    assert (endpoint.host, endpoint.port, endpoint.database, endpoint.user, endpoint.secure) == (
+        "ch.example",
+        8443,
+        "analytics",
+        "loader",
+        True,
+    )
+
+
+def test_dpone_clickhouse_connection_with_chdb_interface_is_an_embedded_target(tmp_path: Path) -> None:
+    value = json.dumps({"conn_type": "dpone_clickhouse", "extra": {"interface": "chdb", "path": "ch"}})
+    endpoint = resolve("target", "sink", {"AIRFLOW_CONN_TARGET": value}, tmp_path)
+
+    assert endpoint.interface is ClickHouseInterface.CHDB
+    assert endpoint.path == str(tmp_path / "ch")
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"backend": "sqlite", "path": "state.sqlite"},
+        {"path": "state.sqlite"},
+        {"backend": "SQLite", "path": "state.sqlite"},
+    ],
+)
+def test_dpone_checkpoints_connection_with_sqlite_backend(extra: dict[str, str], tmp_path: Path) -> None:
+    value = json.dumps({"conn_type": "dpone_checkpoints", "extra": extra})
+    endpoint = resolve("state", "checkpoints", {"AIRFLOW_CONN_STATE": value}, tmp_path)
+
+    assert (endpoint.kind, endpoint.path) == (EndpointKind.SQLITE, str(tmp_path / "state.sqlite"))
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "dpone-checkpoints://dpone:pw@pg.local:5432/dpone_state?backend=postgres",
+        "dpone-checkpoints://dpone:pw@pg.local:5432/dpone_state?backend=postgresql",
+        "dpone-checkpoints://dpone:pw@pg.local:5432/dpone_state",  # no backend and no path: PostgreSQL
+    ],
+)
+def test_dpone_checkpoints_connection_with_postgres_backend(value: str) -> None:
+    endpoint = resolve("state", "checkpoints", {"AIRFLOW_CONN_STATE": value})
+
+    assert endpoint.kind is EndpointKind.POSTGRES
+    assert (endpoint.host, endpoint.port, endpoint.database, endpoint.user) == (
+        "pg.local",
+        5432,
+        "dpone_state",
+        "dpone",
+    )
+    assert endpoint.secret() == "pw"
+
+
+def test_dpone_checkpoints_connection_with_an_empty_backend_uses_the_default() -> None:
+    value = json.dumps({"conn_type": "dpone_checkpoints", "host": "pg.local", "extra": {"backend": ""}})
+    assert resolve("state", "checkpoints", {"AIRFLOW_CONN_STATE": value}).kind is EndpointKind.POSTGRES
+
+
+@pytest.mark.parametrize("backend", ["hunter2", "mssql", 5])
+def test_dpone_checkpoints_connection_with_an_unknown_backend_is_invalid_and_not_echoed(
+    backend: object,
+) -> None:
+    value = json.dumps(
+        {"conn_type": "dpone_checkpoints", "host": "h", "password": "hunter2", "extra": {"backend": backend}}
+    )
+    with pytest.raises(DponeError) as info:
+        resolve("state", "checkpoints", {"AIRFLOW_CONN_STATE": value})
+
+    assert info.value.code is ErrorCode.CONNECTION_INVALID
+    assert "'backend' must be 'sqlite' or 'postgres'" in info.value.safe_message
+    assert "hunter2" not in info.value.render() + repr(info.value.details)
+
+
+@pytest.mark.parametrize(
+    ("role", "value"),
+    [
+        ("sink", "dpone-mssql://u:p@h/db"),
+        ("checkpoints", "dpone-clickhouse://u:p@h/db"),
+        ("sink", '{"conn_type": "dpone_checkpoints", "extra": {"backend": "sqlite", "path": "/s.db"}}'),
+    ],
+)
+def test_a_dpone_connection_type_of_the_wrong_kind_for_its_role_is_invalid(role: str, value: str) -> None:
+    with pytest.raises(DponeError) as info:
+        resolve("c", role, {"AIRFLOW_CONN_C": value})
+    assert info.value.code is ErrorCode.CONNECTION_INVALID
+    assert f"as the {role} connection" in info.value.safe_message
+
+
+@pytest.mark.parametrize(
+    ("conn_type", "host", "extra"),
+    [
+        ("dpone_mssql", "sql.example", {}),
+        ("dpone_clickhouse", "ch.example", {"secure": "true"}),
+        ("dpone_clickhouse", None, {"interface": "chdb", "path": "ch"}),
+        ("dpone_checkpoints", None, {"backend": "sqlite", "path": "state.sqlite"}),
+        ("dpone_checkpoints", None, {"path": "state.sqlite"}),
+        ("dpone_checkpoints", "pg.example", {"backend": "postgres"}),
+        ("dpone_checkpoints", "pg.example", {}),
+    ],
+)
+def test_cli_and_airflow_hooks_read_a_dpone_connection_identically(
+    conn_type: str, host: str | None, extra: dict[str, str], tmp_path: Path
+) -> None:
+    from airflow_provider_dpone.hooks.connection_endpoints import endpoint_from_connection
+
+    class Conn:  # the fields of an Airflow Connection that the hooks read (no Airflow import needed)
+        conn_id = "c"
+        port = 4242
+        schema = "db"
+        login = "user"
+        password = "pw"
+
+        def __init__(self) -> None:
+            self.conn_type = conn_type
+            self.host = host
+            self.extra_dejson = dict(extra)
+
+    value = json.dumps(
+        {
+            "conn_type": conn_type,
+            "host": host,
+            "port": 4242,
+            "schema": "db",
+            "login": "user",
+            "password": "pw",
+            "extra": extra,
+        }
+    )
+    from_env = resolve_endpoint(
+        "c", role=_role_of(conn_type), manifest_dir=tmp_path, env={"AIRFLOW_CONN_C": value}
+    )
+    from_hook = endpoint_from_connection(Conn(), manifest_dir=tmp_path)  # type: ignore[arg-type]
+
+    assert from_env == from_hook
+
+
+def _role_of(conn_type: str) -> str:
+    return {"dpone_mssql": "source", "dpone_clickhouse": "sink", "dpone_checkpoints": "checkpoints"}[
+        conn_type
+    ]
