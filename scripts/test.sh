@@ -93,7 +93,7 @@ step ruff ruff check .
 step mypy mypy
 step lint-imports lint-imports --no-cache --no-logo
 pytest_teed() {
-  "$PY" -m pytest -ra --timeout="${DPONE_TEST_TIMEOUT:-600}" "$@" 2>&1 | tee "$SVC_DIR/pytest.out"
+  "$PY" -m pytest -ra --durations=15 --timeout="${DPONE_TEST_TIMEOUT:-600}" "$@" 2>&1 | tee "$SVC_DIR/pytest.out"
   return "${PIPESTATUS[0]}"
 }
 say "== pytest $*"
