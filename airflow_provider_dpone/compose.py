@@ -3,6 +3,11 @@
 The CLI and the Airflow operator both build everything here, never by hand, so a run behaves the
 same wherever it starts. Nothing is opened until a method needs it: composing is free of I/O, and the
 target is opened only after the route guard scan found the route clear.
+
+Durable quality replay (``sink.options.durable_quality_replay``) is honoured here, identically for both:
+capsules and reader guards live in the checkpoint database (same connection, their own tables), the
+bounded reader is the supervised worker, and it reads through the sink's own admitted endpoint. The
+capsule stores are opened for every run whose route references a capsule, whatever the selector says.
 """
 
 from __future__ import annotations
@@ -25,10 +30,19 @@ from airflow_provider_dpone.ports.checkpoint_store import CheckpointStore
 from airflow_provider_dpone.ports.clock import Clock
 from airflow_provider_dpone.ports.sink import Sink
 from airflow_provider_dpone.ports.source import Source
+from airflow_provider_dpone.ports.target_reader import TargetMetricsReader
 from airflow_provider_dpone.runtime.clock import SystemClock
 from airflow_provider_dpone.runtime.guard_inspection import InspectionRow, inspect_blocked
 from airflow_provider_dpone.runtime.guard_resolution import ResolutionRequest, resolve
 from airflow_provider_dpone.runtime.progress import ProgressListener
+from airflow_provider_dpone.runtime.replay import ReplayPorts
+from airflow_provider_dpone.runtime.replay_resolution import (
+    ReplayResolutionRequest,
+    ReplayStatus,
+    replay_status,
+    resolve_replay,
+)
+from airflow_provider_dpone.runtime.replay_scan import CapsuleStores, OperationRecord
 from airflow_provider_dpone.runtime.transfer import TransferEngine, TransferPorts
 
 #: (connection name or inline URI, role) -> endpoint. Roles: "source", "sink", "checkpoints".
@@ -54,8 +68,11 @@ class Runtime:
     manifest_ref: str
     clock: Clock = field(default_factory=SystemClock)
     progress: ProgressListener | None = None
+    #: The bounded target reader; ``None`` means the supervised worker (tests may wrap it).
+    target_reader: TargetMetricsReader | None = None
     _closers: list[Callable[[], None]] = field(default_factory=list)
     _store: CheckpointStore | None = None
+    _capsule_stores: CapsuleStores | None = None
 
     @property
     def manifest(self):  # type: ignore[no-untyped-def]
@@ -73,6 +90,29 @@ class Runtime:
             self._store = store
             self._closers.append(store.close)
         return self._store
+
+    def capsule_stores(self) -> CapsuleStores:
+        """Capsules and reader guards, in the checkpoint database (opened on first use)."""
+        if self._capsule_stores is None:
+            from airflow_provider_dpone.adapters.capsule_store import SqlCapsuleStore, SqlReaderGuardStore
+            from airflow_provider_dpone.adapters.checkpoint_sql import store_url_for
+
+            endpoint = self.resolve_endpoint(self.manifest.checkpoints.connection, "checkpoints")
+            url = store_url_for(endpoint, self.loaded.manifest_dir)
+            capsules = SqlCapsuleStore(url, clock=self.clock)
+            self._closers.append(capsules.close)
+            guards = SqlReaderGuardStore(url, clock=self.clock)
+            self._closers.append(guards.close)
+            capsules.ensure_schema()  # creates both tables
+            self._capsule_stores = CapsuleStores(capsules=capsules, guards=guards)
+        return self._capsule_stores
+
+    def reader(self) -> TargetMetricsReader:
+        if self.target_reader is None:
+            from airflow_provider_dpone.adapters.target_reader import SupervisedTargetReader
+
+            self.target_reader = SupervisedTargetReader()
+        return self.target_reader
 
     def open_source(self) -> Source:
         from airflow_provider_dpone.adapters.sources.factory import open_source
@@ -101,12 +141,6 @@ class Runtime:
         """One run of the manifest's route under the target commit guard."""
         if not run_id.strip():
             raise DponeError(ErrorCode.USAGE, "a run ID must not be empty")
-        if self.manifest.sink.options.durable_quality_replay:
-            raise DponeError(
-                ErrorCode.USAGE,
-                "sink.options.durable_quality_replay is not available in this version; set it to false",
-                details={"path": "sink.options.durable_quality_replay"},
-            )
         store = self.store()
         source = self.open_source()
         artifacts = None
@@ -123,9 +157,39 @@ class Runtime:
             clock=self.clock,
             artifacts=artifacts,
             source_state=store,  # type: ignore[arg-type]
+            capsule_stores=self.capsule_stores,
+            replay=self._replay_ports() if self.manifest.sink.options.durable_quality_replay else None,
         )
-        engine = TransferEngine(self.manifest, ports, manifest_ref=self.manifest_ref, progress=self.progress)
+        engine = TransferEngine(
+            self.manifest,
+            ports,
+            manifest_ref=self.manifest_ref,
+            progress=self.progress,
+            identity=self.loaded.identity,
+        )
         return engine.run(run_id)
+
+    def _replay_ports(self) -> ReplayPorts:
+        return ReplayPorts(stores=self.capsule_stores, reader=self.reader(), target=self.sink_endpoint())
+
+    def replay_status(self, run_id: str | None = None) -> ReplayStatus:
+        """Read-only: the route's capsules, reader guards and unverified committed partitions."""
+        return replay_status(
+            self.store(),
+            self.capsule_stores,
+            self.loaded.route,
+            self.loaded.identity,
+            selector_on=self.manifest.sink.options.durable_quality_replay,
+            run_id=run_id,
+        )
+
+    def resolve_replay(
+        self, request: ReplayResolutionRequest
+    ) -> tuple[OperationRecord, list[PartitionCheckpoint]]:
+        """An operator's audited resolution of a blocked operation. Opens neither the source nor the target."""
+        return resolve_replay(
+            self.store(), self.capsule_stores(), self.clock, self.loaded.route, self.loaded.identity, request
+        )
 
     def checkpoints(self) -> list[PartitionCheckpoint]:
         return sorted(
@@ -162,14 +226,19 @@ def open_runtime(
     manifest_ref: str | None = None,
     clock: Clock | None = None,
     progress: ProgressListener | None = None,
+    target_reader: TargetMetricsReader | None = None,
 ) -> Iterator[Runtime]:
-    """Compose the runtime for one manifest; everything it opened is closed on exit."""
+    """Compose the runtime for one manifest; everything it opened is closed on exit.
+
+    ``target_reader`` replaces the supervised reader worker (for instance a wrapper in a test).
+    """
     runtime = Runtime(
         loaded=loaded,
         resolve_endpoint=resolve or env_resolver(loaded.manifest_dir),
         manifest_ref=manifest_ref or loaded.origin,
         clock=clock or SystemClock(),
         progress=progress,
+        target_reader=target_reader,
     )
     try:
         yield runtime

@@ -24,6 +24,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "checkpoints_cmd",
     "guard_cmd",
     "manifest_cmd",
+    "replay_cmd",
 )
 
 

@@ -39,10 +39,15 @@ class ErrorCode(str, Enum):
     CAPSULE_STORE_FAILED = "quality_capsule_store_failed"
     READER_GUARD_HELD = "reader_guard_held"
     TARGET_READER_UNSUPPORTED = "target_reader_unsupported"
+    #: A durable quality capsule of the route is unresolved (pending, retained reader guard, or a failed
+    #: target verdict): later runs stop before any source or target I/O until it completes or is resolved.
+    QUALITY_REPLAY_UNRESOLVED = "quality_replay_unresolved"
 
 
 #: Codes that mean "the route is blocked until an operator acts" (CLI exit code 3).
-BLOCKING_CODES = frozenset({ErrorCode.MANUAL_RECONCILIATION_REQUIRED, ErrorCode.GUARD_INVALID})
+BLOCKING_CODES = frozenset(
+    {ErrorCode.MANUAL_RECONCILIATION_REQUIRED, ErrorCode.GUARD_INVALID, ErrorCode.QUALITY_REPLAY_UNRESOLVED}
+)
 #: Codes that mean "the input was wrong" (CLI exit code 2).
 USAGE_CODES = frozenset(
     {

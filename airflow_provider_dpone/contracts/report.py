@@ -19,6 +19,34 @@ class PartitionOutcome(BaseModel):
     digest: str | None = None
 
 
+class QualityCheckOutcome(BaseModel):
+    """One quality check's result. ``values`` are the exact metrics it compared, keyed
+    ``scope.metric[.column]``; an ``unavailable`` warn-only result has an explicitly empty set."""
+
+    model_config = ConfigDict(strict=True, frozen=True, extra="forbid")
+
+    check: str
+    columns: tuple[str, ...] = ()
+    severity: str
+    status: str
+    reason: str | None = None
+    values: dict[str, int] = Field(default_factory=dict)
+
+
+class QualitySummary(BaseModel):
+    """The run's quality outcome (checks from the manifest; durable replay when selected)."""
+
+    model_config = ConfigDict(strict=True, frozen=True, extra="forbid")
+
+    durable_replay: bool
+    verdict: str
+    operation_id: str | None = None
+    capsule_state: str | None = None
+    replayed: bool = False
+    checks: tuple[QualityCheckOutcome, ...] = ()
+    unverified_partitions: int = 0
+
+
 class RunReport(BaseModel):
     model_config = ConfigDict(strict=True, frozen=True, extra="forbid")
 
@@ -33,3 +61,4 @@ class RunReport(BaseModel):
     partitions_committed: int = 0
     partitions_skipped: int = 0
     seconds: float = Field(default=0.0, ge=0)
+    quality: QualitySummary | None = None

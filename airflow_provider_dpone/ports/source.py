@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Protocol
+from collections.abc import Iterator, Sequence
+from typing import Protocol, TypedDict
 
 from airflow_provider_dpone.contracts.chunk import ColumnChunk
 from airflow_provider_dpone.contracts.partition import PartitionBounds
@@ -28,3 +28,20 @@ class Source(Protocol):
         """Rows the source holds within the bounds (read-only; for inspection and quality)."""
 
     def close(self) -> None: ...
+
+
+class ColumnProfile(TypedDict):
+    """Exact metrics of a set of partitions: ``rows``; per column ``null_counts`` and ``distinct_counts``."""
+
+    rows: int
+    null_counts: dict[str, int]
+    distinct_counts: dict[str, int]
+
+
+class ProfilingSource(Source, Protocol):
+    """A source that can measure the exact quality metrics of the rows a read of ``bounds`` returns."""
+
+    def profile(self, bounds: Sequence[PartitionBounds], columns: Sequence[str]) -> ColumnProfile:
+        """One read-only aggregate over the union of ``bounds``: ``COUNT(*)``, per column the NULL count
+        and the exact distinct count (NULL is not a value; strings compare byte for byte, as ClickHouse's
+        ``uniqExact`` does). Raises ``source_read_failed`` when a metric cannot be had exactly."""

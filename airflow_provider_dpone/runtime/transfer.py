@@ -1,11 +1,18 @@
 """One run of a route, in the order of ARCHITECTURE.md section 3.
 
-    route guard scan -> plan + resume decisions -> pre-target work (extract / stage) -> arm
+    route guard scan -> capsule scan / durable replay resume -> plan + resume decisions
+    -> quality preparation (policy, reader plan, capacity, spawn proof, source probe)
+    -> pre-target work (extract / stage, staged probe, pre-publication verdict, sealed core) -> arm
     -> target mutation -> committed promotion -> evidence -> source state
+    -> durable quality replay (opt-in: TARGET_PENDING -> bounded reader -> COMPLETE -> release)
 
 The four execution paths combine how rows leave the source (``file_artifact``: local files first;
 ``lazy_plan``: streamed inside the target call) with how they enter the target (``direct``: ``load()``;
 ``staged``: staging table first, then ``finalize_staged_load()``). All four go through the same lifecycle.
+
+Nothing between the route guard scan and the capsule scan touches the source: a retry whose capsule is
+COMPLETE succeeds from the capsule alone, and an unresolved capsule of the route stops every other run
+before any source or target I/O, whatever ``durable_quality_replay`` says.
 """
 
 from __future__ import annotations
@@ -17,24 +24,40 @@ from dataclasses import dataclass
 from datetime import date, datetime
 
 from airflow_provider_dpone.contracts.artifact import ArtifactRef
+from airflow_provider_dpone.contracts.capsule import ProbeScope
 from airflow_provider_dpone.contracts.checkpoint import CheckpointStatus, PartitionCheckpoint
 from airflow_provider_dpone.contracts.chunk import ColumnChunk
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.manifest import ExportPath, LoadPath, Manifest
 from airflow_provider_dpone.contracts.partition import PlannedPartition, partition_id_for
 from airflow_provider_dpone.contracts.permit import TargetPermit
-from airflow_provider_dpone.contracts.report import PartitionOutcome, RunReport
+from airflow_provider_dpone.contracts.report import PartitionOutcome, QualitySummary, RunReport
 from airflow_provider_dpone.contracts.schema import TableSchema
 from airflow_provider_dpone.ports.artifacts import ArtifactStore
 from airflow_provider_dpone.ports.checkpoint_store import CheckpointStore, SourceStateStore
 from airflow_provider_dpone.ports.clock import Clock
 from airflow_provider_dpone.ports.sink import Sink, StagedSink
 from airflow_provider_dpone.ports.source import Source
+from airflow_provider_dpone.runtime.batch_id import checkpoint_batch_id
 from airflow_provider_dpone.runtime.chunk_stream import StreamTally
 from airflow_provider_dpone.runtime.commit_lifecycle import ActivePartition, TargetCommitLifecycle
 from airflow_provider_dpone.runtime.progress import ProgressListener, SilentProgress
+from airflow_provider_dpone.runtime.quality.gate import QualityGate
+from airflow_provider_dpone.runtime.quality.policy import build_policy
+from airflow_provider_dpone.runtime.quality.verdict import Verdict
+from airflow_provider_dpone.runtime.replay import DurableReplay, Fresh, ObserveAgain, Replayed, ReplayPorts
+from airflow_provider_dpone.runtime.replay_ref import CAPSULE_REF_KEY, RefInvalid, read_ref
+from airflow_provider_dpone.runtime.replay_scan import (
+    CapsuleStores,
+    OperationRecord,
+    require_clear_capsules,
+    scan_capsules,
+)
 from airflow_provider_dpone.runtime.resume_planner import Action, ResumeDecision, plan_resume
 from airflow_provider_dpone.runtime.route_guard import require_clear_route
+
+#: Called just before arming with the rows extracted (None on the lazy direct path) and the staging table.
+BeforeArm = Callable[[int | None, str | None], None]
 
 
 @dataclass
@@ -47,6 +70,10 @@ class TransferPorts:
     clock: Clock
     artifacts: ArtifactStore | None = None
     source_state: SourceStateStore | None = None
+    #: The capsule and reader-guard stores, opened only when a checkpoint references a capsule.
+    capsule_stores: Callable[[], CapsuleStores] | None = None
+    #: Required when ``sink.options.durable_quality_replay`` is on.
+    replay: ReplayPorts | None = None
 
 
 class TransferEngine:
@@ -57,12 +84,31 @@ class TransferEngine:
         *,
         manifest_ref: str,
         progress: ProgressListener | None = None,
+        identity: str | None = None,
     ) -> None:
         self._manifest = manifest
         self._ports = ports
         self._manifest_ref = manifest_ref
         self._progress: ProgressListener = progress or SilentProgress()
         self._route = manifest.route()
+        self._durable = manifest.sink.options.durable_quality_replay
+        self._policy = build_policy(manifest.quality, durable=self._durable)
+        self._replay: DurableReplay | None = None
+        if self._durable:
+            if ports.replay is None or identity is None:
+                raise DponeError(
+                    ErrorCode.USAGE,
+                    "durable_quality_replay needs capsule stores, a target reader and the manifest identity; "
+                    "build the runtime through airflow_provider_dpone.compose",
+                )
+            self._replay = DurableReplay(
+                ports.replay,
+                clock=ports.clock,
+                route=self._route,
+                identity=identity,
+                target_table=manifest.sink.table,
+                manifest_ref=manifest_ref,
+            )
 
     # -- planning ----------------------------------------------------------------------------------
 
@@ -70,6 +116,11 @@ class TransferEngine:
         """Route guard scan first (nothing else may run on a blocked route), then resume decisions."""
         latest = self._ports.store.list_latest(self._route)
         require_clear_route(self._route, latest, self._manifest_ref)
+        return self._plan_from(latest, run_id)
+
+    def _plan_from(
+        self, latest: Sequence[PartitionCheckpoint], run_id: str
+    ) -> tuple[TableSchema, list[ResumeDecision]]:
         source = self._ports.source
         schema = source.describe()
         query_hash = source.query_hash()
@@ -90,14 +141,67 @@ class TransferEngine:
 
     def run(self, run_id: str) -> RunReport:
         started = time.monotonic()
-        schema, decisions = self.plan(run_id)
+        latest = self._ports.store.list_latest(self._route)
+        require_clear_route(self._route, latest, self._manifest_ref)
+        # ---- capsules: before any source access ----
+        stored_core = None
+        if self._replay is not None:
+            resume = self._replay.resume(run_id, latest)
+            if isinstance(resume, Replayed):
+                return self._capsule_report(run_id, resume.record, started, replayed=True)
+            if isinstance(resume, ObserveAgain):
+                self._progress.stage("observe")
+                result = self._replay.observe(run_id)
+                resume.record.verdict = result.verdict
+                result.verdict.require_passed(self._route.describe(), published=True)
+                return self._capsule_report(run_id, resume.record, started, replayed=False)
+            assert isinstance(resume, Fresh)
+            stored_core = resume.stored_core
+        elif self._ports.capsule_stores is not None:
+            records, invalid_refs = scan_capsules(latest, self._ports.capsule_stores)
+            require_clear_capsules(self._route, records, invalid_refs, self._manifest_ref, selector_on=False)
+
+        schema, decisions = self._plan_from(latest, run_id)
         active = [ActivePartition(d.partition) for d in decisions if d.action is Action.RUN]
         self._progress.plan_ready(len(active), len(decisions) - len(active))
+        unverified = self._unverified(latest, decisions)
         if not active:
-            return self._report(run_id, decisions, None, {}, started)
+            return self._report(run_id, decisions, None, {}, started, self._summary(None, None, unverified))
+
+        # ---- quality preparation: before extraction ----
+        gate = QualityGate(self._policy, self._route.describe()) if self._policy.checks else None
+        bounds = [p.planned.bounds for p in active]
+        batch_id = checkpoint_batch_id(run_id, [p.planned.partition_id for p in active])
+        staged_path = self._manifest.sink.load is LoadPath.STAGED
+        plan = None
+        if gate is not None:
+            gate.require_measurable(schema, self._ports.source, None)
+        if self._replay is not None:
+            scopes = (ProbeScope.SOURCE, ProbeScope.STAGED) if staged_path else (ProbeScope.SOURCE,)
+            plan = self._replay.prepare(run_id, self._policy, bounds, batch_id, scopes)
+        if gate is not None:
+            self._progress.stage("quality")
+            gate.measure_source(self._ports.source, bounds)
+
+        before_publication: list[Verdict] = []
+
+        def before_arm(moved_rows: int | None, staging: str | None) -> None:
+            if gate is None:
+                return
+            if staging is not None:
+                gate.measure_staged(sink, staging)
+            verdict = gate.verdict(moved_rows)
+            verdict.require_passed(self._route.describe(), published=False)
+            before_publication.append(verdict)
+            if self._replay is not None and plan is not None:
+                ref = self._replay.seal(run_id, batch_id, self._policy, plan, gate.probes(), stored_core)
+                for part in active:
+                    part.evidence[CAPSULE_REF_KEY] = ref
 
         sink = self._ports.open_sink()
         try:
+            if gate is not None and staged_path:
+                gate.require_measurable(schema, self._ports.source, sink)
             sink.prepare_target(self._manifest.sink.table, schema, self._order_by(schema))
             self._write_progress(run_id, active, CheckpointStatus.PLANNED)
             lifecycle = TargetCommitLifecycle(
@@ -108,13 +212,107 @@ class TransferEngine:
                 partitions=active,
             )
             tally = StreamTally(cursor=self._cursor())
-            self._execute_path(sink, schema, active, lifecycle, tally, run_id)
+            self._execute_path(sink, schema, active, lifecycle, tally, run_id, before_arm)
         finally:
-            sink.close()
+            sink.close()  # before any reader: an embedded (chDB) path is held by one process at a time
 
         self._advance_source_state(run_id, lifecycle, tally)
-        return self._report(
-            run_id, decisions, lifecycle.batch_id, {c.partition_id: c for c in lifecycle.committed}, started
+        committed = {c.partition_id: c for c in lifecycle.committed}
+        verdict: Verdict | None = None
+        operation_id = None
+        if self._replay is not None:
+            self._progress.stage("observe")
+            result = self._replay.observe(run_id)
+            verdict, operation_id = result.verdict, result.operation_id
+            verdict.log_warnings(self._route.describe())
+        elif gate is not None:
+            lazy_direct = self._manifest.source.export is ExportPath.LAZY_PLAN and not staged_path
+            # the lazy direct path learns the rows it moved only while publishing: compare them now
+            verdict = gate.verdict(sum(tally.rows().values())) if lazy_direct else before_publication[-1]
+        report = self._report(
+            run_id,
+            decisions,
+            lifecycle.batch_id,
+            committed,
+            started,
+            self._summary(verdict, operation_id, unverified),
+        )
+        if verdict is not None:
+            verdict.require_passed(
+                self._route.describe(),
+                published=True,
+                hints=("the batch is committed; see the run report and the runbook before re-running",),
+            )
+        return report
+
+    def _unverified(self, latest: Sequence[PartitionCheckpoint], decisions: Sequence[ResumeDecision]) -> int:
+        """Skipped committed partitions with no capsule: REQUIRED/UNVERIFIED, never certified by a rescan."""
+        if not self._durable:
+            return 0
+        by_id = {c.partition_id: c for c in latest}
+        count = 0
+        for decision in decisions:
+            checkpoint = by_id.get(decision.partition.partition_id)
+            if decision.action is not Action.SKIP or checkpoint is None:
+                continue
+            try:
+                ref = read_ref(checkpoint)
+            except RefInvalid:
+                ref = None
+            if ref is None:
+                count += 1
+        return count
+
+    def _summary(
+        self, verdict: Verdict | None, operation_id: str | None, unverified: int
+    ) -> QualitySummary | None:
+        if verdict is None and not self._durable and not self._policy.checks:
+            return None
+        return QualitySummary(
+            durable_replay=self._durable,
+            verdict=verdict.label if verdict is not None else "not_checked",
+            operation_id=operation_id,
+            capsule_state="complete" if operation_id is not None else None,
+            checks=verdict.outcomes() if verdict is not None else (),
+            unverified_partitions=unverified,
+        )
+
+    def _capsule_report(
+        self, run_id: str, record: OperationRecord, started: float, *, replayed: bool
+    ) -> RunReport:
+        """The report of a run decided by its capsule: nothing read from the source, nothing moved."""
+        assert record.chain is not None and record.verdict is not None
+        reason = "replayed_from_capsule" if replayed else "published_by_earlier_attempt"
+        outcomes = tuple(
+            PartitionOutcome(
+                partition_id=c.partition_id,
+                label=c.bounds.label,
+                decision=Action.SKIP.value,
+                reason=reason,
+                status=c.status.value,
+                rows=c.rows or 0,
+                bytes=c.bytes or 0,
+            )
+            for c in record.partitions
+        )
+        return RunReport(
+            manifest_name=self._manifest.name,
+            route=self._route.describe(),
+            run_id=run_id,
+            export=self._manifest.source.export.value,
+            load=self._manifest.sink.load.value,
+            checkpoint_batch_id=record.chain.core.checkpoint_batch_id,
+            partitions=outcomes,
+            partitions_skipped=len(outcomes),
+            seconds=round(time.monotonic() - started, 3),
+            quality=QualitySummary(
+                durable_replay=self._durable,
+                verdict=record.verdict.label,
+                operation_id=record.operation_id,
+                capsule_state="complete",
+                replayed=replayed,
+                checks=record.verdict.outcomes(),
+            ),
         )
 
     def _execute_path(
@@ -125,6 +323,7 @@ class TransferEngine:
         lifecycle: TargetCommitLifecycle,
         tally: StreamTally,
         run_id: str,
+        before_arm: BeforeArm | None = None,
     ) -> None:
         export = self._manifest.source.export
         load = self._manifest.sink.load
@@ -132,6 +331,7 @@ class TransferEngine:
         artifacts: list[ArtifactRef] = []
         staging: str | None = None
         staged_sink = self._staged(sink) if load is LoadPath.STAGED else None
+        moved: int | None = None
         try:
             # ---- pre-target work: nothing here may mutate the target table ----
             try:
@@ -144,6 +344,7 @@ class TransferEngine:
                     staged_rows = staged_sink.stage(staging, schema, self._chunks(active, artifacts, tally))
                     for part in active:
                         part.rows = tally.partitions[part.planned.partition_id].rows
+                    moved = staged_rows
                     if staged_rows != sum(p.rows or 0 for p in active):
                         raise DponeError(
                             ErrorCode.QUALITY_CHECK_FAILED,
@@ -156,6 +357,11 @@ class TransferEngine:
                     store = self._require_artifacts()
                     for ref in artifacts:
                         store.verify(ref)  # every file is intact before any of them reaches the target
+                    if moved is None:
+                        moved = sum(ref.rows for ref in artifacts)
+                if before_arm is not None:
+                    # quality verdict and the sealed core: the last pre-target step, staging still present
+                    before_arm(moved, staging)
             except BaseException:
                 lifecycle.mark_failed_before_target()
                 raise
@@ -320,6 +526,7 @@ class TransferEngine:
         batch_id: str | None,
         committed: dict[str, PartitionCheckpoint],
         started: float,
+        quality: QualitySummary | None = None,
     ) -> RunReport:
         outcomes = []
         for d in decisions:
@@ -349,4 +556,5 @@ class TransferEngine:
             partitions_committed=len(committed),
             partitions_skipped=sum(1 for d in decisions if d.action is Action.SKIP),
             seconds=round(time.monotonic() - started, 3),
+            quality=quality,
         )

@@ -9,14 +9,14 @@ Rows come from ``fetchmany(chunk_rows)``: FreeTDS streams them off the socket, s
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from datetime import date, datetime
 from typing import Any
 
 import pymssql
 
 from airflow_provider_dpone.adapters.sources import mssql_sql as tsql
-from airflow_provider_dpone.adapters.sources import mssql_types
+from airflow_provider_dpone.adapters.sources import mssql_types, profiling
 from airflow_provider_dpone.adapters.sources import partition_planning as planning
 from airflow_provider_dpone.adapters.sources.chunking import ChunkBuilder, stream_chunks
 from airflow_provider_dpone.adapters.sources.read_shape import (
@@ -31,6 +31,7 @@ from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.manifest import PartitionKind, SourceSpec
 from airflow_provider_dpone.contracts.partition import PartitionBounds
 from airflow_provider_dpone.contracts.schema import ColumnSpec, TableSchema
+from airflow_provider_dpone.ports.source import ColumnProfile
 
 log = logging.getLogger(__name__)
 
@@ -304,6 +305,17 @@ class MssqlSource:
         statement = self._statement(lambda: tsql.count_rows(self._source_sql, bounds), bounds)
         rows = self._fetch_all(statement, what=f"the row count of partition {bounds.label}")
         return int(rows[0][0])
+
+    def profile(self, bounds: Sequence[PartitionBounds], columns: Sequence[str]) -> ColumnProfile:
+        """Exact quality metrics of the rows that reads of ``bounds`` return (see ``profiling``)."""
+        schema = self.describe()
+        names = profiling.profile_columns(schema, columns, self._spec.table)
+        profiling.require_bounds(bounds)
+        statement = self._statement(
+            lambda: profiling.mssql_profile(self._source_sql, bounds, names, schema), bounds[0]
+        )
+        row = self._fetch_all(statement, what="the quality profile")[0]
+        return profiling.profile_from_row(row, names, self._spec.table)
 
     def close(self) -> None:
         for connection in list(self._readers):

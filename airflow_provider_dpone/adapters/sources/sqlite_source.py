@@ -9,16 +9,17 @@ primary keys of rowid tables may hold NULL in SQLite, so they stay Nullable).
 from __future__ import annotations
 
 import logging
+import re
 import sqlite3
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from datetime import date
 from pathlib import Path
 from typing import Any
 
 from airflow_provider_dpone.adapters.sources import partition_planning as planning
+from airflow_provider_dpone.adapters.sources import profiling, sqlite_types
 from airflow_provider_dpone.adapters.sources import sqlite_sql as lite
-from airflow_provider_dpone.adapters.sources import sqlite_types
 from airflow_provider_dpone.adapters.sources.chunking import ChunkBuilder, stream_chunks
 from airflow_provider_dpone.adapters.sources.read_shape import (
     checked_schema,
@@ -31,8 +32,12 @@ from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.manifest import PartitionKind, SourceSpec
 from airflow_provider_dpone.contracts.partition import PartitionBounds
 from airflow_provider_dpone.contracts.schema import ColumnSpec, TableSchema
+from airflow_provider_dpone.ports.source import ColumnProfile
 
 log = logging.getLogger(__name__)
+
+#: A 10-character prefix that ``GLOB sqlite_sql.ISO_DATE_GLOB`` accepts (ASCII digits only, like GLOB).
+_ISO_DATE_PREFIX = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 
 
 class SqliteSource:
@@ -54,6 +59,8 @@ class SqliteSource:
         self._full: TableSchema | None = None
         self._schema: TableSchema | None = None
         self._keys: list[str] = []
+        #: (column, placeable 10-character prefixes) from the last calendar ``column_stats`` of a plan
+        self._calendar_prefixes: tuple[str, list[str]] | None = None
 
     # -- connection ------------------------------------------------------------------------------------
 
@@ -168,23 +175,58 @@ class SqliteSource:
 
     def plan_partitions(self) -> list[PartitionBounds]:
         self.describe()
-        return planning.plan(self._spec.partitioning, self._describe_full(), self)
+        self._calendar_prefixes = None  # never reuse a previous plan's scan
+        try:
+            return planning.plan(self._spec.partitioning, self._describe_full(), self)
+        finally:
+            self._calendar_prefixes = None
 
     def column_stats(self, column: ColumnSpec, kind: PartitionKind) -> planning.ColumnStats:
-        calendar = kind in (PartitionKind.DAY, PartitionKind.MONTH)
-        statement = lite.column_stats(self._source_sql, column, calendar)
+        if kind in (PartitionKind.DAY, PartitionKind.MONTH):
+            return self._calendar_stats(column)
+        statement = lite.column_stats(self._source_sql, column, False)
         total, unplaceable, lowest, highest = self._fetch_all(statement, what="partition statistics")[0]
         return planning.ColumnStats(
             rows=int(total), unplaceable=int(unplaceable), lower=lowest, upper=highest
         )
 
+    def _calendar_stats(self, column: ColumnSpec) -> planning.ColumnStats:
+        """Rows, unplaceable rows (NULL, not text, no ISO date prefix), min, max and the distinct day
+        prefixes, from one grouped scan; the prefixes are kept for ``distinct_days``/``distinct_months``."""
+        groups = self._fetch_all(lite.calendar_groups(self._source_sql, column), what="partition statistics")
+        total = unplaceable = 0
+        prefixes: list[str] = []
+        lows: list[str] = []
+        highs: list[str] = []
+        for prefix, storage, rows, lowest, highest in groups:
+            total += int(rows)
+            if storage == "text" and isinstance(prefix, str) and _ISO_DATE_PREFIX.fullmatch(prefix):
+                prefixes.append(prefix)
+                lows.append(lowest)
+                highs.append(highest)
+            else:
+                unplaceable += int(rows)
+        self._calendar_prefixes = (column.name, sorted(prefixes))
+        return planning.ColumnStats(
+            rows=total,
+            unplaceable=unplaceable,
+            lower=min(lows) if lows else None,
+            upper=max(highs) if highs else None,
+        )
+
+    def _prefixes(self, column: ColumnSpec, length: int, what: str) -> list[str]:
+        cached = self._calendar_prefixes
+        if cached is not None and cached[0] == column.name:
+            return list(dict.fromkeys(prefix[:length] for prefix in cached[1]))
+        rows = self._fetch_all(lite.distinct_prefixes(self._source_sql, column, length), what=what)
+        return [str(prefix) for (prefix,) in rows]
+
     def distinct_days(self, column: ColumnSpec) -> list[date]:
-        rows = self._fetch_all(lite.distinct_prefixes(self._source_sql, column, 10), what="partition days")
-        return [self._iso_date(column, str(prefix)) for (prefix,) in rows]
+        return [self._iso_date(column, prefix) for prefix in self._prefixes(column, 10, "partition days")]
 
     def distinct_months(self, column: ColumnSpec) -> list[tuple[int, int]]:
-        rows = self._fetch_all(lite.distinct_prefixes(self._source_sql, column, 7), what="partition months")
-        firsts = [self._iso_date(column, f"{prefix}-01") for (prefix,) in rows]
+        prefixes = self._prefixes(column, 7, "partition months")
+        firsts = [self._iso_date(column, f"{prefix}-01") for prefix in prefixes]
         return [(first.year, first.month) for first in firsts]
 
     def _iso_date(self, column: ColumnSpec, text: str) -> date:
@@ -251,6 +293,16 @@ class SqliteSource:
     def count(self, bounds: PartitionBounds) -> int:
         statement = self._statement(lambda: lite.count_rows(self._source_sql, bounds), bounds)
         return int(self._fetch_all(statement, what=f"the row count of partition {bounds.label}")[0][0])
+
+    def profile(self, bounds: Sequence[PartitionBounds], columns: Sequence[str]) -> ColumnProfile:
+        """Exact quality metrics of the rows that reads of ``bounds`` return (see ``profiling``)."""
+        names = profiling.profile_columns(self.describe(), columns, self._spec.table)
+        profiling.require_bounds(bounds)
+        statement = self._statement(
+            lambda: profiling.sqlite_profile(self._source_sql, bounds, names), bounds[0]
+        )
+        row = self._fetch_all(statement, what="the quality profile")[0]
+        return profiling.profile_from_row(row, names, self._spec.table)
 
     def close(self) -> None:
         if self._connection is not None:

@@ -1,0 +1,1 @@
+"""Quality checks of a run: the bound policy, exact evidence per scope, the verdict, the target plan."""

@@ -1,0 +1,273 @@
+"""Durable quality replay end to end, on chDB and on the ClickHouse 18.16 server over HTTP.
+
+Real components only: the demo SQLite source, the target, a SQLite checkpoint/capsule database, the
+supervised reader worker. Runs go through the CLI (a real ``dpone`` process) and through ``compose``
+in-process (the path the Airflow operator takes). The one injected fault is another writer altering the
+target between publication and observation, done by a test-only wrapper around the reader port.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_provider_dpone.adapters.capsule_store import SqlCapsuleStore
+from airflow_provider_dpone.adapters.sources.demo_data import create_demo_source
+from airflow_provider_dpone.adapters.target_reader import SupervisedTargetReader
+from airflow_provider_dpone.compose import open_runtime
+from airflow_provider_dpone.contracts.capsule import CapsuleChain, TargetComplete
+from airflow_provider_dpone.contracts.endpoints import EndpointDescriptor
+from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
+from airflow_provider_dpone.contracts.target_observation import ReaderOutcome, TargetReadRequest
+from airflow_provider_dpone.manifests.loader import load_manifest
+from airflow_provider_dpone.runtime.replay_ref import operation_id_for
+
+pytestmark = pytest.mark.service
+
+DPONE = str(Path(sys.executable).with_name("dpone"))
+ROWS, DAYS = 600, 6
+MANIFEST = """\
+kind: native_transfer
+name: replay_orders
+source:
+  type: sqlite
+  connection: sqlite:///source.sqlite
+  table: orders
+  partitioning: {{kind: day, column: order_date}}
+sink:
+  type: clickhouse
+  connection: {sink}
+  table: {table}
+  strategy: incremental_append
+  order_by: [order_date, id]
+  options:
+    durable_quality_replay: {durable}
+checkpoints:
+  connection: sqlite:///state.sqlite
+quality:
+  checks:
+    - {{type: row_count}}
+    - {{type: not_null, columns: [customer, amount]}}
+    - {{type: unique, columns: [id]}}
+    - {{type: null_count, columns: [updated_at]}}
+    - {{type: distinct_count, columns: [customer], severity: warn}}
+"""
+
+
+@dataclass
+class Route:
+    """One route's files and target, on one backend."""
+
+    base: Path
+    table: str
+    env: dict[str, str]
+    sink: str
+    client: Callable[[], Any]
+
+    @property
+    def manifest(self) -> Path:
+        return self.base / "manifest.yaml"
+
+    def write_manifest(self, *, durable: bool) -> None:
+        text = MANIFEST.format(sink=self.sink, table=self.table, durable="true" if durable else "false")
+        self.manifest.write_text(text, encoding="utf-8")
+
+    def dpone(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [DPONE, *args],
+            capture_output=True,
+            text=True,
+            timeout=180,
+            check=False,
+            env=self.env,
+            cwd=self.base,
+        )
+
+    def query(self, sql: str) -> Any:
+        client = self.client()
+        try:
+            return client.query(sql).result_rows
+        finally:
+            client.close()
+
+    def command(self, sql: str) -> None:
+        client = self.client()
+        try:
+            client.command(sql)
+        finally:
+            client.close()
+
+    def target_count(self) -> int:
+        return int(self.query(f"SELECT count() FROM {self.table}")[0][0])
+
+    def chain(self, run_id: str) -> CapsuleChain:
+        store = SqlCapsuleStore(f"sqlite:///{self.base / 'state.sqlite'}")
+        try:
+            stored = store.read(operation_id_for(load_manifest(self.manifest).identity, run_id))
+        finally:
+            store.close()
+        assert isinstance(stored, CapsuleChain)
+        return stored
+
+
+@pytest.fixture(params=["chdb", "http"])
+def route(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Route]:
+    import clickhouse_connect
+
+    create_demo_source(tmp_path / "source.sqlite", ROWS, days=DAYS)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW_CONN_")}
+    env["TZ"] = "UTC"
+    if request.param == "chdb":
+        chdb_dir: Path = request.getfixturevalue("chdb_dir")
+        made = Route(
+            tmp_path,
+            "demo.orders",
+            env,
+            f"chdb:///{os.path.relpath(chdb_dir, tmp_path)}",
+            lambda: clickhouse_connect.get_client(interface="chdb", path=str(chdb_dir)),
+        )
+        made.write_manifest(durable=True)
+        yield made
+        return
+    server: EndpointDescriptor = request.getfixturevalue("clickhouse_http")
+    database = f"dpone_replay_{uuid.uuid4().hex[:10]}"
+    conn = {
+        "conn_type": "clickhouse",
+        "host": server.host,
+        "port": server.port,
+        "login": server.user,
+        "password": server.secret() or "",
+    }
+    env["AIRFLOW_CONN_REPLAY_CLICKHOUSE"] = json.dumps(conn)
+    monkeypatch.setenv("AIRFLOW_CONN_REPLAY_CLICKHOUSE", json.dumps(conn))
+
+    def client() -> Any:
+        return clickhouse_connect.get_client(
+            host=server.host,
+            port=server.port,
+            username=server.user or "default",
+            password=server.secret() or "",
+            compress=False,
+        )
+
+    made = Route(tmp_path, f"{database}.orders", env, "replay_clickhouse", client)
+    made.write_manifest(durable=True)
+    try:
+        yield made
+    finally:
+        made.command(f"DROP DATABASE IF EXISTS {database}")
+
+
+class AlteringReader:
+    """Test-only wrapper of the reader port: another writer changes the target, then the real reader runs."""
+
+    def __init__(self, alter: Callable[[], None], budget_s: float | None = None) -> None:
+        self.inner = SupervisedTargetReader()
+        self.alter = alter
+        self.budget_s = budget_s
+
+    def prove_spawn_capability(self) -> None:
+        self.inner.prove_spawn_capability()
+
+    def observe(
+        self, endpoint: EndpointDescriptor, request: TargetReadRequest, budget_s: float = 60.0
+    ) -> ReaderOutcome:
+        self.alter()
+        return self.inner.observe(endpoint, request, self.budget_s if self.budget_s is not None else budget_s)
+
+
+def run_in_process(route: Route, run_id: str, reader: AlteringReader) -> DponeError:
+    loaded = load_manifest(route.manifest)
+    with (
+        open_runtime(loaded, manifest_ref=str(route.manifest), target_reader=reader) as runtime,
+        pytest.raises(DponeError) as caught,
+    ):
+        runtime.run(run_id)
+    return caught.value
+
+
+def test_cli_run_completes_a_v2_capsule_and_its_retry_replays_without_source_or_target(route: Route) -> None:
+    first = route.dpone("run", str(route.manifest), "--run-id", "r1", "--json")
+    assert first.returncode == 0, first.stderr
+    report = json.loads(first.stdout)
+    assert report["quality"]["capsule_state"] == "complete" and report["quality"]["verdict"] == "passed"
+    assert report["rows_committed"] == ROWS
+    chain = route.chain("r1")
+    assert [r.kind.value for r in chain.records] == ["sealed_core", "target_pending", "complete"]
+    assert isinstance(chain.terminal, TargetComplete)
+    assert route.target_count() == ROWS
+
+    (route.base / "source.sqlite").rename(route.base / "source.sqlite.away")
+    again = route.dpone("run", str(route.manifest), "--run-id", "r1", "--json")
+    assert again.returncode == 0, again.stderr
+    replayed = json.loads(again.stdout)
+    assert replayed["quality"]["replayed"] is True and replayed["rows_committed"] == 0
+    assert route.target_count() == ROWS
+    assert route.chain("r1").head_sha256 == chain.head_sha256  # nothing appended, nothing observed again
+    # a new run must read the source: without it, it fails (and touches nothing)
+    fresh = route.dpone("run", str(route.manifest), "--run-id", "r2")
+    assert fresh.returncode == 1 and "source_unreachable" in fresh.stderr
+
+
+def test_target_altered_after_publication_is_a_mismatch_that_blocks_the_route(route: Route) -> None:
+    day = "2026-11-28"  # inside the generation: the demo's last days
+    alter = lambda: route.command(  # noqa: E731
+        f"INSERT INTO {route.table} (id, order_date, customer, amount, updated_at) "
+        f"VALUES (999999, toDate('{day}'), 'intruder', 1.00, toDateTime('2026-11-28 10:00:00'))"
+    )
+    err = run_in_process(route, "r1", AlteringReader(alter))
+    assert err.code is ErrorCode.QUALITY_CHECK_FAILED and err.details["published"] is True
+    failed = {c["check"] for c in err.details["checks"]}
+    assert "row_count" in failed and "unique" not in failed
+    assert isinstance(route.chain("r1").terminal, TargetComplete)
+
+    blocked = route.dpone("run", str(route.manifest), "--run-id", "r2")
+    assert blocked.returncode == 3, blocked.stderr
+    assert "error: quality_replay_unresolved:" in blocked.stderr
+    status = route.dpone("replay", "status", str(route.manifest), "--json")
+    assert status.returncode == 0 and json.loads(status.stdout)["blocked"] is True
+    assert route.target_count() == ROWS + 1  # the blocked run wrote nothing
+
+    resolved = route.dpone(
+        "replay",
+        "resolve",
+        str(route.manifest),
+        "--run-id",
+        "r1",
+        "--as",
+        "failed",
+        "--reason",
+        "intruder row",
+    )
+    assert resolved.returncode == 0, resolved.stderr
+    assert route.dpone("run", str(route.manifest), "--run-id", "r3").returncode == 0  # unblocked
+    again = route.dpone("run", str(route.manifest), "--run-id", "r1")
+    assert again.returncode == 1 and "quality_check_failed" in again.stderr  # never a success
+
+
+def test_pending_capsule_is_not_bypassed_when_the_selector_is_turned_off(route: Route) -> None:
+    # a budget no worker can meet: a real timeout, a real kill and reap, TARGET_PENDING stays
+    err = run_in_process(route, "r1", AlteringReader(lambda: None, budget_s=0.001))
+    assert err.code is ErrorCode.QUALITY_REPLAY_UNRESOLVED
+    assert err.details["outcome"] == "timeout" and err.details["reader_guard"] == "released"
+    assert route.chain("r1").version == 2
+
+    route.write_manifest(durable=False)
+    off = route.dpone("run", str(route.manifest), "--run-id", "r2")
+    assert off.returncode == 3 and "quality_replay_unresolved" in off.stderr
+    assert route.target_count() == ROWS
+
+    route.write_manifest(durable=True)
+    retry = route.dpone("run", str(route.manifest), "--run-id", "r1", "--json")
+    assert retry.returncode == 0, retry.stderr
+    assert json.loads(retry.stdout)["quality"]["verdict"] == "passed"
+    assert route.chain("r1").version == 3 and route.target_count() == ROWS
