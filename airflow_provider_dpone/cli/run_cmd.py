@@ -27,8 +27,26 @@ def print_report(report: RunReport) -> None:
     click.echo(f"  path: {report.export} + {report.load}   run: {report.run_id}")
     if report.checkpoint_batch_id:
         click.echo(f"  checkpoint batch: {report.checkpoint_batch_id}")
-    if not moved:
+    if not moved and not (report.quality and report.quality.replayed):
         click.echo("  nothing to do: every partition is already committed")
+    quality = report.quality
+    if quality is not None:
+        failed = [c for c in quality.checks if c.status == "failed"]
+        unavailable = [c for c in quality.checks if c.status == "unavailable"]
+        line = f"  quality: {quality.verdict} ({len(quality.checks)} check(s)"
+        if failed:
+            line += f", {len(failed)} failed"
+        if unavailable:
+            line += f", {len(unavailable)} unavailable"
+        line += ")"
+        if quality.durable_replay:
+            line += f"  capsule: {quality.capsule_state or '-'}"
+            if quality.replayed:
+                line += "  (replayed from durable evidence; source and target untouched)"
+        click.echo(line)
+        for check in failed:
+            columns = ",".join(check.columns) or "-"
+            click.echo(f"    failed: {check.check} [{columns}] severity={check.severity}")
 
 
 def execute_run(manifest_path: str, run_id: str | None, as_json: bool) -> RunReport:
