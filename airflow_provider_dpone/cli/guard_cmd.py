@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import getpass
 import json
-import socket
 
 import click
 
+from airflow_provider_dpone.cli.audit import operator_identity
 from airflow_provider_dpone.cli.output import fail, print_table
 from airflow_provider_dpone.contracts.errors import DponeError
 
@@ -15,14 +14,6 @@ from airflow_provider_dpone.contracts.errors import DponeError
 @click.group("guard")
 def guard_group() -> None:
     """Inspect and resolve partitions blocked by the target commit guard."""
-
-
-def _actor() -> str:
-    try:
-        user = getpass.getuser()
-    except Exception:  # getuser raises when no user name can be found (containers)
-        user = "unknown"
-    return f"{user}@{socket.gethostname()}"
 
 
 @guard_group.command("resolve")
@@ -55,7 +46,7 @@ def resolve_command(
             partition_ids=None if all_blocked else tuple(partitions),
             resolve_as=ResolveAs(resolve_as),
             reason=reason,
-            actor=_actor(),
+            actor=operator_identity(),
         )
         with open_runtime(loaded, manifest_ref=manifest) as runtime:
             records = runtime.resolve_guards(request)

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import getpass
 import json
-import socket
 
 import click
 
+from airflow_provider_dpone.cli.audit import operator_identity
 from airflow_provider_dpone.cli.output import fail, print_table
 from airflow_provider_dpone.contracts.errors import DponeError
 
@@ -15,14 +14,6 @@ from airflow_provider_dpone.contracts.errors import DponeError
 @click.group("replay")
 def replay_group() -> None:
     """Inspect and resolve durable quality replay (capsules, reader guards) of a route."""
-
-
-def _actor() -> str:
-    try:
-        user = getpass.getuser()
-    except Exception:  # getuser raises when no user name can be found (containers)
-        user = "unknown"
-    return f"{user}@{socket.gethostname()}"
 
 
 @replay_group.command("status")
@@ -97,7 +88,7 @@ def resolve_command(manifest: str, run_id: str, resolve_as: str, reason: str, as
     try:
         loaded = load_manifest(manifest)
         request = ReplayResolutionRequest(
-            run_id=run_id, resolve_as=ReplayResolveAs(resolve_as), reason=reason, actor=_actor()
+            run_id=run_id, resolve_as=ReplayResolveAs(resolve_as), reason=reason, actor=operator_identity()
         )
         with open_runtime(loaded, manifest_ref=manifest) as runtime:
             record, audit = runtime.resolve_replay(request)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import Row, bindparam, select
 from sqlalchemy.exc import IntegrityError
 
-from airflow_provider_dpone.adapters.capsule_store.sql_base import SqlStoreBase
+from airflow_provider_dpone.adapters.capsule_store.sql_base import CapsuleSqlStore
 from airflow_provider_dpone.contracts.capsule import (
     CAPSULE_V1_SCHEMA,
     CAPSULE_V2_SCHEMA,
@@ -40,10 +40,10 @@ if TYPE_CHECKING:
 _V1_KIND = "capsule_v1"
 
 
-class SqlCapsuleStore(SqlStoreBase):
+class SqlCapsuleStore(CapsuleSqlStore):
     """``CapsuleStore`` on one SQLite file or PostgreSQL database (table ``dpone_quality_capsules``)."""
 
-    _store_name = "capsule store"
+    store_name = "capsule store"
 
     def _select_rows(self) -> Any:
         t = self._tables.capsules

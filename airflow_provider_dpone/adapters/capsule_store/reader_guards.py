@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from sqlalchemy import Row, and_, select
 from sqlalchemy.exc import IntegrityError
 
-from airflow_provider_dpone.adapters.capsule_store.sql_base import SqlStoreBase, as_utc
+from airflow_provider_dpone.adapters.capsule_store.sql_base import CapsuleSqlStore, as_utc
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.target_observation import ReaderGuard, ReaderGuardState
 
@@ -25,10 +25,10 @@ if TYPE_CHECKING:
     from airflow_provider_dpone.ports.capsule_store import ReaderGuardStore
 
 
-class SqlReaderGuardStore(SqlStoreBase):
+class SqlReaderGuardStore(CapsuleSqlStore):
     """``ReaderGuardStore`` on one SQLite file or PostgreSQL database (table ``dpone_reader_guards``)."""
 
-    _store_name = "reader guard store"
+    store_name = "reader guard store"
 
     def read(self, operation_id: str, generation_key: str) -> ReaderGuard | None:
         self._check_open("read")

@@ -20,8 +20,7 @@ the same tables, queries and behaviour (layout and payload design: see ``tables.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -29,11 +28,10 @@ from pydantic import ValidationError
 from sqlalchemy import Connection, Row, bindparam, func, inspect, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL
-from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.schema import CreateIndex, CreateTable
 from sqlalchemy.sql import Executable
 
-from airflow_provider_dpone.adapters.checkpoint_sql.engine import create_store_engine, parse_url
+from airflow_provider_dpone.adapters.checkpoint_sql.store_base import SqlStoreBase
 from airflow_provider_dpone.adapters.checkpoint_sql.tables import build_tables
 from airflow_provider_dpone.contracts.checkpoint import PartitionCheckpoint
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
@@ -52,7 +50,7 @@ _ALREADY_EXISTS_SQLSTATES = frozenset({"42P07", "42710", "23505"})
 _IN_CHUNK = 500
 
 
-class SqlCheckpointStore:
+class SqlCheckpointStore(SqlStoreBase):
     """``CheckpointStore`` and ``SourceStateStore`` on one SQLite file or PostgreSQL database.
 
     ``url`` is a SQLAlchemy URL (``sqlite:///path`` or ``postgresql+psycopg2://...``), as text or a
@@ -60,29 +58,13 @@ class SqlCheckpointStore:
     (UTC wall clock by default); it never changes checkpoint payloads.
     """
 
+    store_name = "checkpoint store"
+    error_code = ErrorCode.CHECKPOINT_STORE_FAILED
+
     def __init__(self, url: str | URL, *, clock: Clock | None = None) -> None:
-        parsed = parse_url(url)
-        self._backend = parsed.get_backend_name()
-        self._closed = False
-        try:
-            self._engine = create_store_engine(parsed)
-        except (SQLAlchemyError, OSError) as exc:
-            raise self._failure("open", exc) from exc
-        self._db_errors: tuple[type[BaseException], ...] = (
-            SQLAlchemyError,
-            self._engine.dialect.loaded_dbapi.Error,
-        )
-        self._clock = clock
+        super().__init__(url, clock=clock)
         self._tables = build_tables(self._backend)
         self._build_statements()
-
-    @property
-    def backend(self) -> str:
-        """``sqlite`` or ``postgresql``."""
-        return self._backend
-
-    def __repr__(self) -> str:
-        return f"SqlCheckpointStore(backend={self._backend!r})"
 
     def __enter__(self) -> SqlCheckpointStore:
         return self
@@ -213,12 +195,6 @@ class SqlCheckpointStore:
         rows = self._fetch("history", route, self._select_history, params)
         return [self._parse(row, route) for row in rows]
 
-    def close(self) -> None:
-        """Dispose of the pooled connections. Idempotent; the store cannot be used afterwards."""
-        if not self._closed:
-            self._closed = True
-            self._engine.dispose()
-
     # -- SourceStateStore ------------------------------------------------------------------------------
 
     def read_state(self, route: RouteIdentity) -> dict[str, object] | None:
@@ -255,41 +231,12 @@ class SqlCheckpointStore:
         now = self._clock.now() if self._clock is not None else datetime.now(timezone.utc)
         return now.astimezone(timezone.utc)
 
-    def _check_open(self, operation: str) -> None:
-        if self._closed:
-            raise DponeError(
-                ErrorCode.CHECKPOINT_STORE_FAILED,
-                "checkpoint store is closed",
-                details={"operation": operation, "backend": self._backend},
-            )
-
     def _fetch(
         self, operation: str, route: RouteIdentity, statement: Executable, params: dict[str, Any]
     ) -> Sequence[Row[Any]]:
         self._check_open(operation)
         with self._translated(operation, route=route.describe()), self._engine.connect() as conn:
             return conn.execute(statement, params).all()
-
-    @contextmanager
-    def _translated(self, operation: str, **details: Any) -> Iterator[None]:
-        try:
-            yield
-        except self._db_errors as exc:
-            raise self._failure(operation, exc, **details) from exc
-
-    def _failure(self, operation: str, exc: BaseException, **details: Any) -> DponeError:
-        """A safe error: operation, backend and the driver's exception class name, never its message."""
-        cause = getattr(exc, "orig", None) or exc
-        return DponeError(
-            ErrorCode.CHECKPOINT_STORE_FAILED,
-            f"checkpoint store operation {operation} failed on {self._backend}",
-            details={
-                "operation": operation,
-                "backend": self._backend,
-                "cause": type(cause).__name__,
-                **details,
-            },
-        )
 
     def _parse(self, row: Row[Any], route: RouteIdentity) -> PartitionCheckpoint:
         """The stored checkpoint; a payload that is invalid or disagrees with its row fails closed."""
