@@ -15,13 +15,15 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
-from airflow_provider_dpone.contracts.report import RunReport
+from airflow_provider_dpone.contracts.report import QualitySummary, RunReport
 
 if TYPE_CHECKING:
+    from airflow_provider_dpone.compose import EndpointResolver, Runtime
     from airflow_provider_dpone.manifests.loader import LoadedManifest
 
 try:  # Airflow 3 task SDK
@@ -45,7 +47,7 @@ class NativeTransferOperator(BaseOperator):
     :param checkpoints_conn_id: replaces ``checkpoints.connection``.
 
     Returns (and pushes to XCom) a small summary: partitions committed and skipped, rows committed,
-    the checkpoint batch ID. Never data.
+    the checkpoint batch ID and the quality verdict (counts and states only). Never data.
     """
 
     template_fields: Sequence[str] = ("manifest", "source_conn_id", "sink_conn_id", "checkpoints_conn_id")
@@ -90,10 +92,23 @@ class NativeTransferOperator(BaseOperator):
             summary["rows_committed"],
             summary["checkpoint_batch_id"],
         )
+        quality = summary["quality"]
+        if quality is not None:
+            # The on-call view of durable quality replay: verdict, check counts, capsule state.
+            self.log.info(
+                "dpone quality %s: verdict %s, %d check(s) passed, %d failed, %d unavailable, "
+                "capsule %s, replayed %s",
+                run_id,
+                quality["verdict"],
+                quality["checks_passed"],
+                quality["checks_failed"],
+                quality["checks_unavailable"],
+                quality["capsule_state"] or "none",
+                "yes" if quality["replayed"] else "no",
+            )
         return summary
 
     def _run(self, context: Any, run_id: str) -> RunReport:
-        from airflow_provider_dpone.compose import open_runtime
         from airflow_provider_dpone.hooks.endpoint_resolver import AirflowEndpointResolver
 
         loaded, manifest_ref = self._load(_dag_folder(context, self))
@@ -105,8 +120,16 @@ class NativeTransferOperator(BaseOperator):
                 "checkpoints": self.checkpoints_conn_id,
             },
         )
-        with open_runtime(loaded, resolve=resolver, manifest_ref=manifest_ref) as runtime:
+        with self._open_runtime(loaded, resolver, manifest_ref) as runtime:
             return runtime.run(run_id=run_id)
+
+    def _open_runtime(
+        self, loaded: LoadedManifest, resolver: EndpointResolver, manifest_ref: str
+    ) -> AbstractContextManager[Runtime]:
+        """Compose the runtime through the composition root, exactly as the CLI does."""
+        from airflow_provider_dpone.compose import open_runtime
+
+        return open_runtime(loaded, resolve=resolver, manifest_ref=manifest_ref)
 
     def _load(self, dag_dir: Path) -> tuple[LoadedManifest, str]:
         """Strictly validate the manifest; returns it and the reference the on-call hints print."""
@@ -134,6 +157,28 @@ def summarize(report: RunReport) -> dict[str, Any]:
         "export": report.export,
         "load": report.load,
         "seconds": round(report.seconds, 3),
+        "quality": summarize_quality(report.quality),
+    }
+
+
+def summarize_quality(quality: QualitySummary | None) -> dict[str, Any] | None:
+    """The quality verdict in the XCom summary: states and counts, never the measured metrics.
+
+    ``None`` when the run had neither quality checks nor durable replay.
+    """
+    if quality is None:
+        return None
+    statuses = [check.status for check in quality.checks]
+    return {
+        "verdict": quality.verdict,
+        "durable_replay": quality.durable_replay,
+        "checks_passed": statuses.count("passed"),
+        "checks_failed": statuses.count("failed"),
+        "checks_unavailable": statuses.count("unavailable"),
+        "replayed": quality.replayed,
+        "capsule_state": quality.capsule_state,
+        "operation_id": quality.operation_id,
+        "unverified_partitions": quality.unverified_partitions,
     }
 
 
