@@ -182,6 +182,43 @@ def test_float_decimals_are_truncated_to_the_scale_like_a_direct_insert(store: A
     ]
 
 
+def test_binary_string_values_round_trip_beside_text_in_one_column(store: ArrowIpcArtifactStore) -> None:
+    # SQL Server varbinary / SQLite BLOB values arrive as bytes in a ClickHouse String column, even mixed
+    # with text in one column. Text comes back as str and non-UTF-8 bytes as bytes; bytes that are valid
+    # UTF-8 come back as that text, which ClickHouse stores as the very same bytes.
+    schema = TableSchema(
+        columns=(
+            ColumnSpec(name="payload", clickhouse_type="String"),
+            ColumnSpec(name="text", clickhouse_type="String", nullable=False),
+            ColumnSpec(name="code", clickhouse_type="FixedString(2)"),
+        )
+    )
+    first = ColumnChunk(
+        PARTITION,
+        schema.names,
+        (
+            [b"\xff\x00\xfe", "plain text \u00fc", None, b"utf-8 \xc3\xbc", b"\x80"],
+            ["a", "Zo\u00eb \u00c5ngstr\u00f6m", "", "x\u0000y", "\u65e5\u672c"],
+            [b"\xff\xff", None, b"\xc3\x28", b"ab", b"\x00\x01"],
+        ),
+        5,
+    )
+    second = ColumnChunk(PARTITION, schema.names, (["only text"], ["t"], [b"ok"]), 1)
+
+    ref = store.write(PARTITION, schema, [first, second])
+    read = list(store.read(ref, 3))
+
+    assert rows_of(read) == [
+        (b"\xff\x00\xfe", "a", b"\xff\xff"),
+        ("plain text \u00fc", "Zo\u00eb \u00c5ngstr\u00f6m", None),
+        (None, "", b"\xc3\x28"),
+        ("utf-8 \u00fc", "x\u0000y", "ab"),
+        (b"\x80", "\u65e5\u672c", "\x00\x01"),
+        ("only text", "t", "ok"),
+    ]
+    assert all(type(v) is str for chunk in read for v in chunk.columns[1])  # an all-text column stays str
+
+
 def test_type_mapping_covers_integers_floats_flags_and_datetime64(store: ArrowIpcArtifactStore) -> None:
     schema = TableSchema(
         columns=(

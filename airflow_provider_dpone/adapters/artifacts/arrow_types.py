@@ -1,7 +1,13 @@
 """ClickHouse column types -> Arrow types, and Python values in and out of Arrow arrays.
 
 Values leave an artifact as plain Python objects (``to_pylist``), which is what clickhouse-connect's
-Native inserts accept: ``int``, ``float``, ``str``, ``Decimal``, ``date``, naive ``datetime``.
+Native inserts accept: ``int``, ``float``, ``str``, ``bytes``, ``Decimal``, ``date``, naive ``datetime``.
+
+ClickHouse ``String`` (and ``FixedString``) hold bytes, and sources hand over ``str`` for text but raw
+``bytes`` for binary columns (SQL Server ``varbinary``, SQLite ``BLOB``), sometimes both in one column. They
+are stored as Arrow ``binary`` (text as its UTF-8 bytes) and read back as ``str`` whenever the column's
+bytes are valid UTF-8 (one vectorized check per column), else value by value: UTF-8 values as ``str``,
+the others as ``bytes``. Both insert the same bytes into ClickHouse.
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ _SIMPLE: dict[str, pa.DataType] = {
     "Float32": pa.float32(),
     "Float64": pa.float64(),
     "Bool": pa.bool_(),
-    "String": pa.string(),
+    "String": pa.binary(),
     "UUID": pa.string(),
     "Date": pa.date32(),
     "Date32": pa.date32(),
@@ -55,7 +61,7 @@ def arrow_type(column: ColumnSpec) -> pa.DataType:
     if _DATETIME_TZ.match(base):
         return pa.timestamp("s")
     if _FIXED_STRING.match(base):
-        return pa.string()
+        return pa.binary()
     decimal = _DECIMAL.match(base)
     if decimal and int(decimal.group(1)) <= 38:
         return pa.decimal128(int(decimal.group(1)), int(decimal.group(2)))
@@ -121,4 +127,25 @@ def from_arrow(array: pa.Array) -> list[object]:
         ]
     if pa.types.is_decimal(kind):
         return [None if v is None else Decimal(v) for v in array.cast(pa.string()).to_pylist()]
+    if pa.types.is_binary(kind) or pa.types.is_large_binary(kind):
+        return _texts_or_bytes(array)
     return array.to_pylist()  # type: ignore[no-any-return]
+
+
+def _texts_or_bytes(array: pa.Array) -> list[object]:
+    """A ``String`` column: ``str`` values when all bytes are UTF-8 (the common case, checked in C++),
+    else each value as ``str`` if it decodes and as ``bytes`` if it does not."""
+    try:
+        return array.cast(pa.string()).to_pylist()  # type: ignore[no-any-return]
+    except pa.ArrowInvalid:
+        pass
+    values: list[object] = []
+    for raw in array.to_pylist():
+        if raw is None:
+            values.append(None)
+            continue
+        try:
+            values.append(raw.decode("utf-8"))
+        except UnicodeDecodeError:
+            values.append(raw)
+    return values

@@ -19,6 +19,7 @@ from clickhouse_connect.driver.client import Client
 from clickhouse_connect.driver.exceptions import OperationalError
 
 from airflow_provider_dpone.adapters.clickhouse.client import close_client, failure_details, open_client
+from airflow_provider_dpone.adapters.clickhouse.column_encoders import column_types
 from airflow_provider_dpone.adapters.clickhouse.mutations import MutationTimeout, delete_where
 from airflow_provider_dpone.adapters.clickhouse.predicates import BoundsError, any_of, where_clause
 from airflow_provider_dpone.adapters.clickhouse.quoting import TableName, quote_identifier, quote_string
@@ -44,6 +45,13 @@ log = logging.getLogger(__name__)
 STAGING_PREFIX = "_dpone_stage_"
 #: How long a partition delete may take on servers without ``mutations_sync`` (ClickHouse 18.16).
 DEFAULT_MUTATION_TIMEOUT_S = 600.0
+#: Small chunks (day partitions of a few thousand rows, partition tails) are merged into one insert of up
+#: to this many rows (and cells): every insert is a request and a new part on the server, about 10-20 ms
+#: each here, so 60 one-day inserts cost ~0.6 s more than 20 full ones. A chunk this large or larger is
+#: inserted as it is; the first chunk of a load is always inserted at once, so a target that refuses the
+#: data fails before more of the source is read.
+INSERT_BLOCK_ROWS = 50_000
+INSERT_BLOCK_CELLS = 1_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,10 +175,8 @@ class ClickHouseSink:
             target = self._describe(client, name)
         types = self._require_compatible(name, schema, target)
         self._apply_scope(client, name, scope)
-        rows = 0
         head: list[ColumnChunk] = [first] if first is not None else []
-        for index, chunk in enumerate(itertools.chain(head, stream)):
-            rows += self._insert(client, name, schema, types, chunk, index, rows)
+        rows = self._insert_all(client, name, schema, types, itertools.chain(head, stream))
         log.info("loaded %d rows into %s", rows, name)
         return rows
 
@@ -194,10 +200,7 @@ class ClickHouseSink:
         types = {c.name: c.full_type() for c in schema.columns}
         with self._failures("open the staging table", staging, step="stage"):
             client = self._client()
-        rows = 0
-        for index, chunk in enumerate(chunks):
-            rows += self._insert(client, staging, schema, types, chunk, index, rows)
-        return rows
+        return self._insert_all(client, staging, schema, types, chunks)
 
     def finalize_staged_load(self, permit: TargetPermit, staging_table: str, table: str) -> int:
         """Strategy scope, ``INSERT INTO target SELECT ... FROM staging``, drop staging. Returns rows
@@ -292,47 +295,96 @@ class ClickHouseSink:
             with self._failures("delete the armed partitions' rows", name, step="delete", code=_LOAD):
                 delete_where(client, name, scope.condition, self._mutation_timeout_s)
 
-    def _insert(
+    def _insert_all(
         self,
         client: Client,
         name: TableName,
         schema: TableSchema,
         types: Mapping[str, str],
-        chunk: ColumnChunk,
-        index: int,
-        rows_before: int,
+        chunks: Iterable[ColumnChunk],
     ) -> int:
+        """Insert every chunk, merging small ones into blocks (see ``INSERT_BLOCK_ROWS``). Returns rows."""
+        encoders: dict[tuple[str, ...], list[Any]] = {}
+        pending: list[tuple[int, ColumnChunk]] = []
+        pending_rows = 0
+        rows = 0
+        inserted = False
+        for index, chunk in enumerate(chunks):
+            self._check_columns(name, schema, chunk, index)
+            if chunk.row_count == 0:
+                continue
+            if pending and (
+                pending[0][1].names != chunk.names
+                or (pending_rows + chunk.row_count) * len(chunk.names) > INSERT_BLOCK_CELLS
+            ):
+                rows += self._insert_block(client, name, types, encoders, pending, rows)
+                pending, pending_rows = [], 0
+            pending.append((index, chunk))
+            pending_rows += chunk.row_count
+            if not inserted or pending_rows >= INSERT_BLOCK_ROWS:
+                rows += self._insert_block(client, name, types, encoders, pending, rows)
+                pending, pending_rows, inserted = [], 0, True
+        if pending:
+            rows += self._insert_block(client, name, types, encoders, pending, rows)
+        return rows
+
+    @staticmethod
+    def _check_columns(name: TableName, schema: TableSchema, chunk: ColumnChunk, index: int) -> None:
         if set(chunk.names) != set(schema.names) or len(chunk.names) != len(schema.names):
             raise DponeError(
                 ErrorCode.TARGET_LOAD_FAILED,
                 f"a chunk's columns do not match the table schema of {name}",
                 details={"table": str(name), "partition_id": chunk.partition_id, "chunk_index": index},
             )
-        if chunk.row_count == 0:
-            return 0
+
+    def _insert_block(
+        self,
+        client: Client,
+        name: TableName,
+        types: Mapping[str, str],
+        encoders: dict[tuple[str, ...], list[Any]],
+        block: Sequence[tuple[int, ColumnChunk]],
+        rows_before: int,
+    ) -> int:
+        """One insert of one or more chunks with the same column order (columns concatenated)."""
+        first_index, first = block[0]
+        names = first.names
+        if len(block) == 1:
+            data: Sequence[Sequence[object]] = first.columns
+        else:
+            data = [
+                list(itertools.chain.from_iterable(chunk.columns[i] for _, chunk in block))
+                for i in range(len(names))
+            ]
+        row_count = sum(chunk.row_count for _, chunk in block)
         try:
+            if names not in encoders:
+                encoders[names] = column_types([types[n] for n in names])
             client.insert(
                 name.sql(),
-                data=chunk.columns,
-                column_names=list(chunk.names),
-                column_type_names=[types[n] for n in chunk.names],
+                data=data,
+                column_names=list(names),
+                column_types=encoders[names],
                 column_oriented=True,
             )
         except Exception as exc:
             details = failure_details(self._endpoint, exc)
+            partitions = list(dict.fromkeys(chunk.partition_id for _, chunk in block))
             details.update(
                 table=str(name),
                 step="insert",
-                partition_id=chunk.partition_id,
-                chunk_index=index,
+                partition_id=first.partition_id,
+                chunk_index=first_index,
                 rows_inserted_before=rows_before,
             )
+            if len(block) > 1:
+                details.update(chunks_in_block=len(block), partition_ids=partitions)
             raise DponeError(
                 ErrorCode.TARGET_LOAD_FAILED,
                 f"inserting into {name} failed after {rows_before} rows",
                 details=details,
             ) from exc
-        return chunk.row_count
+        return row_count
 
     def _drop_staging(self, staging: TableName) -> None:
         try:

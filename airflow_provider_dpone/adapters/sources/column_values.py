@@ -21,6 +21,7 @@ import decimal
 import uuid
 from collections.abc import Callable, Sequence
 from datetime import date, datetime, time, timezone
+from typing import TypeVar
 
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.schema import ColumnSpec
@@ -34,6 +35,7 @@ DATETIME_MIN = datetime(1970, 1, 1)
 DATETIME_MAX = datetime(2106, 2, 7, 6, 28, 15)
 
 _DECIMAL_CONTEXT = decimal.Context(prec=80)
+_T = TypeVar("_T")
 
 
 class _BadValue(Exception):
@@ -53,6 +55,13 @@ def _failed(column: ColumnSpec, reason: str) -> DponeError:
         f"column {column.name!r} holds a value that is not a valid {column.clickhouse_type} ({reason})",
         details={"column": column.name, "clickhouse_type": column.clickhouse_type, "reason": reason},
     )
+
+
+def _map_present(parse: Callable[[str], _T], values: Column) -> list[_T | None]:
+    """``parse`` over every value in C (``map``), NULLs kept; a non-text value raises ``TypeError``."""
+    if None in values:
+        return [None if v is None else parse(v) for v in values]  # type: ignore[arg-type]
+    return list(map(parse, values))  # type: ignore[arg-type]
 
 
 def _checked_range(values: Column, low: object, high: object, column: ColumnSpec) -> Column:
@@ -91,9 +100,9 @@ def dates(column: ColumnSpec) -> Converter:
         try:
             if type(first) is date and all(type(v) is date for v in values if v is not None):
                 out = values
-            elif type(first) is str and None not in values:
+            elif type(first) is str:
                 try:
-                    out = list(map(date.fromisoformat, values))  # type: ignore[arg-type]
+                    out = _map_present(date.fromisoformat, values)
                 except (TypeError, ValueError):
                     out = [_one_date(v) for v in values]
             else:
@@ -133,14 +142,15 @@ def datetimes(column: ColumnSpec) -> Converter:
     def convert(values: Column) -> Column:
         first = _first(values)
         try:
-            if type(first) is str and None not in values:
+            if type(first) is str:
                 try:
-                    parsed = list(map(datetime.fromisoformat, values))  # type: ignore[arg-type]
+                    parsed = _map_present(datetime.fromisoformat, values)
                 except (TypeError, ValueError):
                     out: Column = [_one_datetime(v) for v in values]
                 else:
                     out = [
-                        d if (d.tzinfo is None and not d.microsecond) else _whole_second(d) for d in parsed
+                        d if d is None or (d.tzinfo is None and not d.microsecond) else _whole_second(d)
+                        for d in parsed
                     ]
             elif type(first) is datetime:
                 out = [
@@ -195,7 +205,7 @@ def decimals(column: ColumnSpec, scale: int) -> Converter:
                     return list(map(Decimal, values))  # type: ignore[arg-type]
                 except (TypeError, ValueError, decimal.InvalidOperation):
                     pass
-            return [Decimal(fmt % v) if type(v) is float else one(v) for v in values]
+            return [Decimal(fmt % v) if type(v) is float else None if v is None else one(v) for v in values]
         except _BadValue as exc:
             raise _failed(column, str(exc)) from None
 

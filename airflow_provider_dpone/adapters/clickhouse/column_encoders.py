@@ -1,0 +1,110 @@
+"""Column-at-once Native encoders for the three types that dominate clickhouse-connect's insert CPU time.
+
+clickhouse-connect encodes ``Decimal`` values one at a time as ``int(Decimal(str(x)) * 10**scale)`` (about
+1.7 µs a value here), ``Date`` as ``(x - epoch).days`` and ``DateTime`` as ``int(x.timestamp())`` in
+comprehensions. These subclasses produce exactly the same integers (same arithmetic, same decimal context,
+same NULL placeholders) through ``map`` over C-level methods: about 3.5x faster for Decimal, 3x for Date,
+1.4x for DateTime (measured per 1M values; see docs/performance.md).
+
+They are used only when the values are the types dpone's chunks carry (``decimal.Decimal``, ``date``,
+naive ``datetime``); anything else falls back to clickhouse-connect's own encoder, and so does any
+clickhouse-connect whose internals differ from what this module was written against (checked once, at
+import, by :data:`AVAILABLE`).
+"""
+
+from __future__ import annotations
+
+import decimal
+import logging
+from collections.abc import Sequence
+from datetime import date, datetime
+from typing import Any
+
+from clickhouse_connect.datatypes.registry import get_from_name
+
+log = logging.getLogger(__name__)
+_EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
+
+try:  # the internals the subclasses rely on; absent or changed -> the stock encoders are used
+    from clickhouse_connect.datatypes.numeric import Decimal as _StockDecimal
+    from clickhouse_connect.datatypes.temporal import Date as _StockDate
+    from clickhouse_connect.datatypes.temporal import DateTime as _StockDateTime
+    from clickhouse_connect.driver.common import write_array
+
+    AVAILABLE = all(
+        hasattr(cls, "_write_column_binary") for cls in (_StockDecimal, _StockDate, _StockDateTime)
+    ) and all(hasattr(_StockDecimal, slot) for slot in ("prec", "scale", "_mult", "_array_type"))
+except ImportError:  # pragma: no cover - depends on the installed clickhouse-connect
+    AVAILABLE = False
+
+
+if AVAILABLE:
+
+    class FastDecimal(_StockDecimal, registered=False):  # type: ignore[misc,valid-type,call-arg]
+        """``Decimal(P, S)`` up to 64 bits: ``int(x * 10**S)`` for a whole column at once."""
+
+        def _write_column_binary(self, column: Sequence[Any], dest: bytearray, ctx: Any) -> None:
+            values = [0 if v is None else v for v in column] if self.nullable and None in column else column
+            with decimal.localcontext() as dec_ctx:
+                dec_ctx.prec = self.prec  # the context the stock encoder multiplies in
+                scale = decimal.Decimal(self._mult)
+                try:
+                    scaled = list(map(int, map(scale.__mul__, values)))
+                except TypeError:  # a float, str or other value: Decimal * it is NotImplemented
+                    super()._write_column_binary(column, dest, ctx)
+                    return
+            write_array(self._array_type, scaled, dest, ctx.column_name)
+
+    class FastDate(_StockDate, registered=False):  # type: ignore[misc,valid-type,call-arg]
+        """``Date``: days since 1970-01-01 from ``toordinal`` (equal to ``(x - epoch).days``)."""
+
+        def _write_column_binary(self, column: Sequence[Any], dest: bytearray, ctx: Any) -> None:
+            ordinal, epoch = date.toordinal, _EPOCH_ORDINAL
+            try:
+                if self.nullable and None in column:
+                    days = [0 if v is None else ordinal(v) - epoch for v in column]
+                else:
+                    days = [o - epoch for o in map(ordinal, column)]
+            except TypeError:  # ints (already days) or another type: the stock encoder decides
+                super()._write_column_binary(column, dest, ctx)
+                return
+            write_array(self._array_type, days, dest, ctx.column_name)
+
+    class FastDateTime(_StockDateTime, registered=False):  # type: ignore[misc,valid-type,call-arg]
+        """``DateTime``: ``int(x.timestamp())`` through ``map`` (the stock encoder's own arithmetic)."""
+
+        def _write_column_binary(self, column: Sequence[Any], dest: bytearray, ctx: Any) -> None:
+            stamp = datetime.timestamp
+            try:
+                if self.nullable and None in column:
+                    seconds = [0 if v is None else int(stamp(v)) for v in column]
+                else:
+                    seconds = list(map(int, map(stamp, column)))
+            except TypeError:
+                super()._write_column_binary(column, dest, ctx)
+                return
+            write_array(self._array_type, seconds, dest, ctx.column_name)
+
+
+def column_types(type_names: Sequence[str]) -> list[Any]:
+    """clickhouse-connect type objects for an insert, with the fast encoders where they apply."""
+    types: list[Any] = [get_from_name(name) for name in type_names]
+    if not AVAILABLE:
+        return types
+    out: list[Any] = []
+    for stock in types:
+        fast: Any = stock
+        try:
+            if type(stock) is _StockDecimal:
+                fast = FastDecimal(stock.type_def, stock.prec, stock.byte_size * 8, stock.scale)
+            elif type(stock) is _StockDate:
+                fast = FastDate.build(stock.type_def)
+            elif type(stock) is _StockDateTime:
+                fast = FastDateTime.build(stock.type_def)
+        except Exception:  # a constructor that changed shape: keep the stock encoder
+            log.debug("fast encoder unavailable for %s", stock.name, exc_info=True)
+            fast = stock
+        if fast is not stock and fast.name != stock.name:
+            fast = stock  # the Native header must carry exactly the stock type name
+        out.append(fast)
+    return out

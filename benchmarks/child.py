@@ -1,0 +1,45 @@
+"""Entry point of one measurement in a fresh process: ``python child.py SPEC_JSON``.
+
+Prints one JSON line with what was moved and the in-process timings. Each kind's module imports what it
+needs before its clock starts, so ``seconds`` is the work itself; the parent adds the end-to-end numbers.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+
+def main(argv: list[str]) -> int:
+    spec: dict[str, Any] = json.loads(argv[1])
+    kind = spec["kind"]
+    if kind == "dpone":
+        from transfer_dpone import run_dpone
+
+        result = run_dpone(spec)
+    elif kind == "raw":
+        from transfer_raw import run_raw
+
+        result = run_raw(spec)
+    elif kind in ("generic_transfer", "hand_written"):
+        from transfer_airflow import run_peer
+
+        result = run_peer(spec)
+    elif kind == "guard":
+        from guard_overhead import run_guard
+
+        result = run_guard(spec)
+    elif kind == "reader":
+        from reader_time import run_reader
+
+        result = run_reader(spec)
+    else:
+        raise SystemExit(f"unknown measurement kind {kind!r}")
+    sys.stdout.write(json.dumps(result, sort_keys=True) + "\n")
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv))

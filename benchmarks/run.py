@@ -1,0 +1,843 @@
+"""dpone benchmark harness — one command, see benchmarks/README.md.
+
+    python benchmarks/run.py [--rows N] [--reps R] [--quick]
+
+Generates the sources (demo ``orders`` and a 30-column ``wide`` table, in SQLite and PostgreSQL), starts a
+private clickhouse-server 18.16 and PostgreSQL 15 on loopback, then measures, interleaved (every system once
+per repetition, in a fixed order, repeated R times; medians reported):
+
+- dpone (lazy_plan + direct, lazy_plan + staged; incremental_append) into chDB and into the server over HTTP,
+  each run ``compose.open_runtime(load_manifest(...)).run(run_id)`` in a fresh process, fresh target table;
+- the raw pipe (same source read, same insert, nothing else) into both targets;
+- the Airflow peers (HTTP only; the ClickHouse provider has no embedded mode): GenericTransfer and the best
+  hand-written task with the official hooks; from SQLite and from PostgreSQL;
+- the guard's arm + committed promotion for 10/100/1000 partitions on SQLite and PostgreSQL stores;
+- the bounded target reader observing the 1M-row generation (start-up included);
+- peak RSS of dpone runs at 100k and 1M rows.
+
+Prints a table, writes ``benchmarks/results/<stamp>.json`` and ``.png``, and prints one JSON summary as the
+very last line of stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import platform
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import datasets  # noqa: E402
+import report  # noqa: E402
+from services import REPO_ROOT, Services  # noqa: E402
+from spawn import ChildFailed, measure  # noqa: E402
+from transfer_dpone import write_manifest  # noqa: E402
+
+RESULTS_DIR = HERE / "results"
+SUMMARY_KEYS = (
+    "dpone_rows_per_s",
+    "raw_rows_per_s",
+    "generic_transfer_rows_per_s",
+    "hand_written_rows_per_s",
+    "rows",
+    "peak_rss_mb_100k",
+    "peak_rss_mb_1m",
+    "guard_ms_per_partition_sqlite",
+    "guard_ms_per_partition_postgres",
+    "reader_seconds",
+)
+
+
+def log(message: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+# -- configuration ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class Config:
+    rows: int
+    wide_rows: int
+    reps: int
+    gt_rows: int
+    chunk_rows: int
+    memory_rows: tuple[int, int]
+    guard_partitions: tuple[int, ...]
+    shapes: tuple[str, ...]
+    postgres_peers: tuple[str, ...]
+    quick: bool
+    workdir: Path
+    keep: bool
+    only: tuple[str, ...] = ()
+    skip: tuple[str, ...] = ()
+    clickhouse_port: int | None = None
+    postgres_url: str | None = None
+    results_dir: Path = field(default_factory=lambda: RESULTS_DIR)
+    dpone_src: Path | None = None
+
+
+def parse_args(argv: list[str] | None) -> Config:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--rows", type=int, default=None, help="rows of the orders table (default 1,000,000)")
+    parser.add_argument("--wide-rows", type=int, default=None, help="rows of the wide table (default rows/5)")
+    parser.add_argument("--reps", type=int, default=None, help="repetitions per measurement (default 3)")
+    parser.add_argument("--quick", action="store_true", help="small sizes, one repetition: a smoke check")
+    parser.add_argument(
+        "--gt-rows",
+        type=int,
+        default=None,
+        help="rows GenericTransfer moves (it inserts one row per request)",
+    )
+    parser.add_argument("--chunk-rows", type=int, default=50_000, help="chunk size for every system")
+    parser.add_argument("--workdir", type=Path, default=None, help="where sources and targets live (temp)")
+    parser.add_argument("--keep", action="store_true", help="keep the workdir (sources are reused next time)")
+    parser.add_argument(
+        "--only",
+        default="",
+        help="comma list of label substrings: run only matching transfers (e.g. dpone,raw)",
+    )
+    parser.add_argument(
+        "--skip", default="", help="comma list of parts to skip: wide, postgres, guard, reader, memory"
+    )
+    parser.add_argument(
+        "--clickhouse-port",
+        type=int,
+        default=None,
+        help="use this running clickhouse-server (HTTP port) instead",
+    )
+    parser.add_argument(
+        "--postgres-url", default=None, help="use this PostgreSQL (postgresql+psycopg2:// URL) instead"
+    )
+    parser.add_argument("--results-dir", type=Path, default=RESULTS_DIR, help="where the JSON and PNG go")
+    parser.add_argument(
+        "--dpone-src",
+        type=Path,
+        default=None,
+        help="import airflow_provider_dpone from this source tree in the children (before/after comparisons)",
+    )
+    args = parser.parse_args(argv)
+    if (args.clickhouse_port is None) != (args.postgres_url is None):
+        parser.error("--clickhouse-port and --postgres-url go together")
+    quick = args.quick
+    rows = args.rows or (2_000 if quick else 1_000_000)
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="dpone-bench-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    os.chmod(workdir, 0o711)  # PostgreSQL runs as its own user and must reach its folder inside
+    return Config(
+        rows=rows,
+        wide_rows=args.wide_rows or max(1, rows // 5),
+        reps=args.reps or (1 if quick else 3),
+        gt_rows=min(rows, args.gt_rows or (100 if quick else 2_000)),
+        chunk_rows=args.chunk_rows,
+        memory_rows=(rows, rows * 10) if quick else (100_000, 1_000_000),
+        guard_partitions=(10, 100) if quick else (10, 100, 1000),
+        shapes=("orders",) if quick or "wide" in args.skip else ("orders", "wide"),
+        postgres_peers=("raw",) if quick else ("raw", "hand_written", "generic_transfer"),
+        quick=quick,
+        workdir=workdir,
+        keep=args.keep or args.workdir is not None,
+        only=tuple(p.strip() for p in args.only.split(",") if p.strip()),
+        skip=tuple(p.strip() for p in args.skip.split(",") if p.strip()),
+        clickhouse_port=args.clickhouse_port,
+        postgres_url=args.postgres_url,
+        results_dir=args.results_dir,
+        dpone_src=args.dpone_src.resolve() if args.dpone_src else None,
+    )
+
+
+# -- sources and targets ---------------------------------------------------------------------------------
+
+
+def target_schema(shape: str) -> Any:
+    """The ClickHouse schema dpone's SQLite source derives for the shape (its own type mapping)."""
+    from airflow_provider_dpone.adapters.sources import sqlite_types
+    from airflow_provider_dpone.contracts.schema import TableSchema
+
+    columns = []
+    for column in datasets.SHAPES[shape]:
+        declared = column.sqlite.replace("PRIMARY KEY", "").replace("NOT NULL", "").strip()
+        not_null = "NOT NULL" in column.sqlite or "PRIMARY KEY" in column.sqlite
+        columns.append(sqlite_types.column_spec(column.name, declared, not_null))
+    return TableSchema(columns=tuple(columns))
+
+
+def table_ddl(shape: str, table: str) -> str:
+    from airflow_provider_dpone.adapters.clickhouse.quoting import TableName
+    from airflow_provider_dpone.adapters.clickhouse.table_schema import create_table_sql
+
+    return create_table_sql(
+        TableName.parse(table), target_schema(shape), ("order_date", "id"), nullable_key_setting=False
+    )
+
+
+@dataclass
+class Measurement:
+    """One system/path/source/shape/target combination, measured once per repetition."""
+
+    system: str
+    path: str
+    source: str
+    shape: str
+    target: str
+    label: str
+    spec: Callable[[int], dict[str, Any]]  # rep -> child spec (fresh target prepared by the callable)
+    reps: list[dict[str, Any]] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    def median(self) -> dict[str, Any]:
+        if not self.reps:
+            return {}
+
+        def med(key: str) -> float | None:
+            values = [r[key] for r in self.reps if r.get(key) is not None]
+            return statistics.median(values) if values else None
+
+        rows = self.reps[0]["rows"]
+        seconds, wall = med("seconds"), med("wall_s")
+        return {
+            "rows": rows,
+            "seconds": seconds,
+            "wall_s": wall,
+            "cpu_s": med("cpu_s"),
+            "cpu_seconds_in_run": med("cpu_seconds"),
+            "max_rss_mb": med("max_rss_mb"),
+            "rows_per_s": rows / seconds if seconds else None,
+            "rows_per_s_e2e": rows / wall if wall else None,
+            "rows_per_cpu_s": rows / med("cpu_s") if med("cpu_s") else None,  # type: ignore[operator]
+        }
+
+
+class Bench:
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.work = config.workdir
+        self.services = Services(self.work / "services")
+        self.http_client: Any = None
+        self.env = self._child_env(config.dpone_src or REPO_ROOT)
+        self.sources: dict[tuple[str, str], Path] = {}
+        self.pg_tables: dict[str, str] = {}
+        tag = uuid.uuid4().hex[:8]
+        self.ch_db = f"dpone_bench_{tag}"  # one database per invocation, dropped at the end
+        self.pg_db = f"dpone_bench_{tag}"
+        self.pg_url: str | None = None  # SQLAlchemy URL of the benchmark's own PostgreSQL database
+        self.pg_dsn: str | None = None
+        self.skipped: list[str] = []
+
+    def _child_env(self, dpone_src: Path) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW_CONN_")}
+        env.update(
+            TZ="UTC",
+            AIRFLOW_HOME=str(self.work / "airflow_home"),
+            AIRFLOW__CORE__LOAD_EXAMPLES="False",
+            PYTHONDONTWRITEBYTECODE="1",
+        )
+        python_path = [str(dpone_src), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
+        env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(python_path))
+        return env
+
+    # -- setup ---------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        t0 = time.monotonic()
+        if self.config.clickhouse_port is not None and self.config.postgres_url is not None:
+            self.services.use_external(self.config.clickhouse_port, self.config.postgres_url)
+            log(f"using the given clickhouse-server :{self.config.clickhouse_port} and PostgreSQL")
+        else:
+            self.services.start(("clickhouse", "postgres"))
+            log(
+                f"services up in {time.monotonic() - t0:.1f}s (clickhouse-server :{self.services.clickhouse_port})"
+            )
+        import clickhouse_connect
+
+        self.http_client = clickhouse_connect.get_client(
+            host="127.0.0.1", port=self.services.clickhouse_port, username="default", compress=False
+        )
+        self.http_client.command(f"CREATE DATABASE IF NOT EXISTS {self.ch_db}")
+        self._create_pg_database()
+        self.env["AIRFLOW_CONN_BENCH_CH"] = json.dumps(
+            {
+                "conn_type": "clickhouse",
+                "host": "127.0.0.1",
+                "port": self.services.clickhouse_port,
+                "login": "default",
+                "schema": "default",
+                "extra": {"compress": False},
+            }
+        )
+        self.env["AIRFLOW_CONN_BENCH_DPONE_CH"] = (
+            f"clickhouse://default@127.0.0.1:{self.services.clickhouse_port}/default"
+        )
+        assert self.pg_dsn is not None
+        self.env["AIRFLOW_CONN_BENCH_PG"] = self.pg_dsn.replace("postgresql://", "postgres://", 1)
+
+    def _create_pg_database(self) -> None:
+        """A database of its own on the cluster, so nothing here meets another user's tables."""
+        import psycopg2
+        from sqlalchemy.engine import make_url
+
+        assert self.services.postgres_url is not None
+        url = make_url(self.services.postgres_url)
+        admin = psycopg2.connect(
+            host=url.host, port=url.port, user=url.username, password=url.password, dbname=url.database
+        )
+        try:
+            admin.autocommit = True
+            with admin.cursor() as cursor:
+                cursor.execute(f"CREATE DATABASE {self.pg_db}")
+        finally:
+            admin.close()
+        own = url.set(database=self.pg_db)
+        self.pg_url = own.render_as_string(hide_password=False)
+        self.pg_dsn = own.set(drivername="postgresql").render_as_string(hide_password=False)
+
+    def _drop_pg_database(self) -> None:
+        import psycopg2
+        from sqlalchemy.engine import make_url
+
+        if self.pg_url is None or self.services.postgres_url is None:
+            return
+        url = make_url(self.services.postgres_url)
+        admin = psycopg2.connect(
+            host=url.host, port=url.port, user=url.username, password=url.password, dbname=url.database
+        )
+        try:
+            admin.autocommit = True
+            with admin.cursor() as cursor:
+                cursor.execute(f"DROP DATABASE IF EXISTS {self.pg_db} WITH (FORCE)")
+        finally:
+            admin.close()
+
+    def generate(self) -> None:
+        sizes = {("orders", self.config.rows), ("wide", self.config.wide_rows)}
+        if "memory" not in self.config.skip:
+            sizes |= {("orders", n) for n in self.config.memory_rows}
+        for shape, rows in sorted(sizes):
+            if shape not in self.config.shapes:
+                continue
+            t0 = time.monotonic()
+            path = datasets.create_sqlite(shape, self.work / "sources" / f"{shape}_{rows}.sqlite", rows)
+            self.sources[(shape, str(rows))] = path
+            self.env[f"AIRFLOW_CONN_BENCH_SQLITE_{shape.upper()}_{rows}"] = json.dumps(
+                {"conn_type": "sqlite", "host": str(path)}
+            )
+            log(f"SQLite {shape} with {rows:,} rows ready in {time.monotonic() - t0:.1f}s")
+        assert self.pg_dsn is not None
+        for shape in self.config.shapes if "postgres" not in self.config.skip else ():
+            rows = self.shape_rows(shape)
+            t0 = time.monotonic()
+            self.pg_tables[shape] = datasets.create_postgres(shape, self.pg_dsn, rows)
+            log(f"PostgreSQL {shape} with {rows:,} rows ready in {time.monotonic() - t0:.1f}s")
+
+    def shape_rows(self, shape: str) -> int:
+        return self.config.rows if shape == "orders" else self.config.wide_rows
+
+    # -- measurement specs ---------------------------------------------------------------------------
+
+    def _fresh_chdb(self, label: str) -> Path:
+        path = self.work / "chdb" / label
+        shutil.rmtree(path, ignore_errors=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def _fresh_http_table(self, label: str) -> str:
+        table = f"{self.ch_db}.{label}"
+        self.http_client.command(f"DROP TABLE IF EXISTS {table}")
+        return table
+
+    def dpone(self, shape: str, rows: int, load: str, target: str, export: str = "lazy_plan") -> Measurement:
+        label = f"dpone_{export}_{load}_{shape}_{rows}_{target}"
+
+        def spec(rep: int) -> dict[str, Any]:
+            directory = self.work / "manifests" / label
+            shutil.rmtree(directory, ignore_errors=True)
+            if target == "chdb":
+                sink = "chdb:////" + str(self._fresh_chdb(label)).lstrip("/")
+                table = f"bench.{shape}"
+            else:
+                sink = "bench_dpone_ch"
+                table = self._fresh_http_table(label)
+            manifest = write_manifest(
+                directory,
+                shape=shape,
+                source=self.sources[(shape, str(rows))],
+                sink=sink,
+                table=table,
+                export=export,
+                load=load,
+                chunk_rows=self.config.chunk_rows,
+            )
+            return {"kind": "dpone", "manifest": str(manifest), "run_id": f"bench-{rep}", "target": target}
+
+        path = f"{export} + {load}"
+        return Measurement("dpone", path, "sqlite", shape, target, label, spec)
+
+    def _target(self, label: str, target: str, shape: str) -> tuple[dict[str, Any], str]:
+        if target == "chdb":
+            return {"interface": "chdb", "path": str(self._fresh_chdb(label))}, f"bench.{shape}"
+        return {"interface": "http", "port": self.services.clickhouse_port}, self._fresh_http_table(label)
+
+    def raw(self, shape: str, source: str, target: str) -> Measurement:
+        rows = self.shape_rows(shape)
+        label = f"raw_{source}_{shape}_{rows}_{target}"
+        schema = target_schema(shape)
+
+        def spec(rep: int) -> dict[str, Any]:
+            endpoint, table = self._target(label, target, shape)
+            return {
+                "kind": "raw",
+                "source": source,
+                "source_path": str(self.sources[(shape, str(rows))]) if source == "sqlite" else None,
+                "source_dsn": self.pg_dsn,
+                "source_table": shape if source == "sqlite" else self.pg_tables[shape],
+                "columns": list(schema.names),
+                "types": [c.full_type() for c in schema.columns],
+                "chunk_rows": self.config.chunk_rows,
+                "target": endpoint,
+                "target_table": table,
+                "ddl": table_ddl(shape, table),
+            }
+
+        return Measurement("raw pipe", "one SELECT, insert", source, shape, target, label, spec)
+
+    def peer(self, kind: str, shape: str, source: str) -> Measurement:
+        rows = self.shape_rows(shape)
+        label = f"{kind}_{source}_{shape}_{rows}_http"
+        schema = target_schema(shape)
+        system = "GenericTransfer" if kind == "generic_transfer" else "hand-written"
+        path = "per-row INSERT" if kind == "generic_transfer" else "hook pages, row insert"
+
+        def spec(rep: int) -> dict[str, Any]:
+            table = self._fresh_http_table(label)
+            return {
+                "kind": kind,
+                "source": source,
+                "source_conn_id": f"bench_sqlite_{shape}_{rows}" if source == "sqlite" else "bench_pg",
+                "source_table": shape if source == "sqlite" else self.pg_tables[shape],
+                "target_conn_id": "bench_ch",
+                "target_table": table,
+                "ddl": table_ddl(shape, table),
+                "columns": list(schema.names),
+                "types": [c.full_type() for c in schema.columns],
+                "chunk_rows": self.config.chunk_rows,
+                "rows_cap": self.config.gt_rows if kind == "generic_transfer" else None,
+            }
+
+        return Measurement(system, path, source, shape, "http", label, spec)
+
+    def transfer_plan(self) -> list[Measurement]:
+        plan: list[Measurement] = []
+        peers_available = _peers_available()
+        if not peers_available:
+            self.skipped.append(
+                "Airflow peers (GenericTransfer, hand-written): apache-airflow-providers-clickhousedb, -sqlite "
+                "and -postgres are not installed; pip install -e '.[bench]' -c constraints/test.txt"
+            )
+            log("SKIPPED: " + self.skipped[-1])
+        for shape in self.config.shapes:
+            rows = self.shape_rows(shape)
+            for target in ("chdb", "http"):
+                plan.append(self.dpone(shape, rows, "direct", target))
+                plan.append(self.raw(shape, "sqlite", target))
+                plan.append(self.dpone(shape, rows, "staged", target))
+            if peers_available:
+                plan.append(self.peer("hand_written", shape, "sqlite"))
+                plan.append(self.peer("generic_transfer", shape, "sqlite"))
+            for kind in self.config.postgres_peers:
+                if kind == "raw":
+                    plan.append(self.raw(shape, "postgres", "http"))
+                elif peers_available:
+                    plan.append(self.peer(kind, shape, "postgres"))
+        if "memory" not in self.config.skip:
+            for rows in self.config.memory_rows:
+                if rows != self.config.rows:
+                    plan.append(self.dpone("orders", rows, "direct", "chdb"))
+        if "postgres" in self.config.skip:
+            plan = [m for m in plan if m.source != "postgres"]
+        if self.config.only:
+            plan = [m for m in plan if any(pattern in m.label for pattern in self.config.only)]
+        return plan
+
+    # -- running -------------------------------------------------------------------------------------
+
+    def run_transfers(self, plan: list[Measurement]) -> None:
+        for rep in range(self.config.reps):
+            for m in plan:
+                try:
+                    result = measure(m.spec(rep), self.env)
+                except ChildFailed as exc:
+                    m.errors.append(str(exc))
+                    log(f"rep {rep + 1}: {m.label} FAILED: {exc}")
+                    continue
+                m.reps.append(result)
+                rate = result["rows"] / result["seconds"] if result["seconds"] else 0
+                log(
+                    f"rep {rep + 1}/{self.config.reps} {m.label}: {result['rows']:,} rows in "
+                    f"{result['seconds']:.2f}s ({rate:,.0f} rows/s), e2e {result['wall_s']:.2f}s, "
+                    f"cpu {result['cpu_s']:.2f}s, rss {result['max_rss_mb']:.0f} MB"
+                )
+
+    def run_guard(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        self.services.make_postgres_durable()
+        if not self.services.durable_postgres:
+            self.skipped.append(
+                "guard on PostgreSQL: the given cluster was measured as configured (fsync unknown)"
+            )
+        stores = {
+            "sqlite": lambda rep: "sqlite:///" + str(self.work / "guard" / f"state-{rep}.sqlite"),
+            "postgres": lambda rep: self.pg_url,
+        }
+        runs: dict[str, list[dict[str, Any]]] = {name: [] for name in stores}
+        (self.work / "guard").mkdir(parents=True, exist_ok=True)
+        for rep in range(self.config.reps):
+            for name, url in stores.items():
+                spec = {
+                    "kind": "guard",
+                    "store_url": url(rep),
+                    "partitions": list(self.config.guard_partitions),
+                }
+                try:
+                    runs[name].append(measure(spec, self.env)["guard"])
+                except ChildFailed as exc:
+                    log(f"guard {name} FAILED: {exc}")
+        for name, reps in runs.items():
+            if not reps:
+                continue
+            out[name] = {}
+            for count in self.config.guard_partitions:
+                key = str(count)
+                out[name][key] = {
+                    metric: statistics.median(r[key][metric] for r in reps)
+                    for metric in (
+                        "ms_per_partition",
+                        "arm_s",
+                        "promote_s",
+                        "cpu_s",
+                        "scan_empty_s",
+                        "scan_after_s",
+                    )
+                }
+            log(
+                f"guard {name}: "
+                + ", ".join(f"{n} -> {v['ms_per_partition']:.2f} ms/partition" for n, v in out[name].items())
+            )
+        return out
+
+    def run_reader(self, plan: list[Measurement]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        rows = self.config.rows
+        first_day = (datasets.LAST_DAY - timedelta(days=datasets.DAYS - 1)).isoformat()
+        for target in ("chdb", "http"):
+            source = next(
+                (
+                    m
+                    for m in plan
+                    if m.system == "dpone"
+                    and m.path == "lazy_plan + direct"
+                    and m.shape == "orders"
+                    and m.target == target
+                    and m.reps
+                    and m.label.endswith(f"_{rows}_{target}")
+                ),
+                None,
+            )
+            if source is None:
+                continue
+            spec: dict[str, Any] = {
+                "kind": "reader",
+                "interface": target,
+                "first_day": first_day,
+                "days": datasets.DAYS,
+            }
+            if target == "chdb":
+                spec.update(path=str(self.work / "chdb" / source.label), table="bench.orders")
+            else:
+                spec.update(port=self.services.clickhouse_port, table=f"{self.ch_db}.{source.label}")
+            reps = []
+            for _ in range(self.config.reps):
+                try:
+                    reps.append(measure(spec, self.env))
+                except ChildFailed as exc:
+                    log(f"reader {target} FAILED: {exc}")
+            if reps:
+                best = sorted(reps, key=lambda r: r["seconds"])[len(reps) // 2]
+                out[target] = {**best, "seconds": statistics.median(r["seconds"] for r in reps)}
+                log(
+                    f"reader {target}: {out[target]['rows']:,} rows observed in {out[target]['seconds']:.2f}s"
+                )
+        return out
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            if self.http_client is not None:
+                self.http_client.command(f"DROP DATABASE IF EXISTS {self.ch_db}")
+                self.http_client.close()
+        with contextlib.suppress(Exception):
+            self._drop_pg_database()
+        self.services.stop()
+        if not self.config.keep:
+            shutil.rmtree(self.work, ignore_errors=True)
+
+
+def _peers_available() -> bool:
+    import importlib.util
+
+    for module in (
+        "airflow.providers.clickhousedb",
+        "airflow.providers.sqlite",
+        "airflow.providers.postgres",
+    ):
+        try:
+            if importlib.util.find_spec(module) is None:
+                return False
+        except ModuleNotFoundError:
+            return False
+    return True
+
+
+# -- summary ---------------------------------------------------------------------------------------------
+
+
+def _find(plan: list[Measurement], **want: str) -> Measurement | None:
+    for m in plan:
+        if all(getattr(m, k) == v for k, v in want.items()) and m.reps:
+            return m
+    return None
+
+
+def _rate(m: Measurement | None, key: str = "rows_per_s") -> float | None:
+    return m.median().get(key) if m is not None else None
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return round(a / b, 3) if a and b else None
+
+
+def summarize(
+    config: Config, plan: list[Measurement], guard: dict[str, Any], reader: dict[str, Any]
+) -> dict[str, Any]:
+    rows_label = f"_{config.rows}_"
+    main = [
+        m
+        for m in plan
+        if m.shape == "orders" and m.source == "sqlite" and (m.system != "dpone" or rows_label in m.label)
+    ]
+    dpone_chdb = _find(main, system="dpone", path="lazy_plan + direct", target="chdb")
+    dpone_http = _find(main, system="dpone", path="lazy_plan + direct", target="http")
+    staged_chdb = _find(main, system="dpone", path="lazy_plan + staged", target="chdb")
+    staged_http = _find(main, system="dpone", path="lazy_plan + staged", target="http")
+    raw_chdb = _find(main, system="raw pipe", target="chdb")
+    raw_http = _find(main, system="raw pipe", target="http")
+    generic = _find(main, system="GenericTransfer")
+    hand = _find(main, system="hand-written")
+    memory: dict[str, float | None] = {}
+    for rows in config.memory_rows:
+        m = next(
+            (
+                x
+                for x in plan
+                if x.system == "dpone"
+                and x.path == "lazy_plan + direct"
+                and x.target == "chdb"
+                and x.shape == "orders"
+                and x.label.endswith(f"_{rows}_chdb")
+                and x.reps
+            ),
+            None,
+        )
+        memory[f"{rows:,} rows (lazy_plan + direct, chDB)"] = m.median().get("max_rss_mb") if m else None
+    rss = list(memory.values())
+    largest = str(max(config.guard_partitions))
+    summary = {
+        "rows": config.rows,
+        "dpone_rows_per_s": _rate(dpone_chdb),
+        "raw_rows_per_s": _rate(raw_chdb),
+        "dpone_staged_rows_per_s": _rate(staged_chdb),
+        "dpone_http_rows_per_s": _rate(dpone_http),
+        "dpone_staged_http_rows_per_s": _rate(staged_http),
+        "raw_http_rows_per_s": _rate(raw_http),
+        "generic_transfer_rows_per_s": _rate(generic),
+        "generic_transfer_rows": generic.median().get("rows") if generic else None,
+        "hand_written_rows_per_s": _rate(hand),
+        "dpone_vs_raw": _ratio(_rate(dpone_chdb), _rate(raw_chdb)),
+        "dpone_vs_raw_http": _ratio(_rate(dpone_http), _rate(raw_http)),
+        "staged_vs_raw": _ratio(_rate(staged_chdb), _rate(raw_chdb)),
+        "staged_vs_raw_http": _ratio(_rate(staged_http), _rate(raw_http)),
+        "dpone_vs_generic_transfer": _ratio(_rate(dpone_http), _rate(generic)),
+        "dpone_vs_hand_written": _ratio(_rate(dpone_http), _rate(hand)),
+        "dpone_vs_raw_cpu": _ratio(_rate(dpone_chdb, "rows_per_cpu_s"), _rate(raw_chdb, "rows_per_cpu_s")),
+        "peak_rss_mb_100k": rss[0],
+        "peak_rss_mb_1m": rss[1],
+        "memory_rows": list(config.memory_rows),
+        "guard_ms_per_partition_sqlite": guard.get("sqlite", {}).get(largest, {}).get("ms_per_partition"),
+        "guard_ms_per_partition_postgres": guard.get("postgres", {}).get(largest, {}).get("ms_per_partition"),
+        "guard_partitions": int(largest),
+        "reader_seconds": (reader.get("chdb") or {}).get("seconds"),
+        "reader_http_seconds": (reader.get("http") or {}).get("seconds"),
+        "quick": config.quick,
+    }
+    return summary
+
+
+def targets(summary: dict[str, Any], guard: dict[str, Any]) -> list[dict[str, Any]]:
+    def check(
+        name: str, measured: float | None, goal: float, higher: bool, unit: str = "x"
+    ) -> dict[str, Any]:
+        met = None if measured is None else (measured >= goal if higher else measured < goal)
+        shown = "-" if measured is None else f"{measured:.3g}{unit}"
+        return {
+            "name": name,
+            "measured": shown,
+            "target": f"{'>=' if higher else '<'} {goal}{unit}",
+            "met": met,
+        }
+
+    out = [
+        check("dpone direct / raw pipe (chDB)", summary["dpone_vs_raw"], 0.85, True),
+        check("dpone direct / raw pipe (HTTP)", summary["dpone_vs_raw_http"], 0.85, True),
+        check("dpone staged / raw pipe (chDB)", summary["staged_vs_raw"], 0.7, True),
+        check("dpone staged / raw pipe (HTTP)", summary["staged_vs_raw_http"], 0.7, True),
+        check("dpone / GenericTransfer (HTTP)", summary["dpone_vs_generic_transfer"], 10, True),
+        check("dpone / hand-written (HTTP)", summary["dpone_vs_hand_written"], 1.0, True),
+        check("guard ms/partition, SQLite", summary["guard_ms_per_partition_sqlite"], 5, False, " ms"),
+        check("guard ms/partition, PostgreSQL", summary["guard_ms_per_partition_postgres"], 10, False, " ms"),
+        check("reader, 1M-row generation incl. start-up", summary["reader_seconds"], 3, False, " s"),
+    ]
+    small, large = summary["peak_rss_mb_100k"], summary["peak_rss_mb_1m"]
+    out.append(check("peak RSS at 1M / at 100k", _ratio(large, small), 1.5, False))
+    out[-1]["target"] = "<= 1.5x"
+    if out[-1]["met"] is False and small and large and large / small <= 1.5:
+        out[-1]["met"] = True
+    for store, by_count in guard.items():
+        counts = sorted(int(n) for n in by_count)
+        if len(counts) >= 2:
+            first, last = (
+                by_count[str(counts[0])]["ms_per_partition"],
+                by_count[str(counts[-1])]["ms_per_partition"],
+            )
+            out.append(
+                check(
+                    f"guard linear on {store} (ms/partition at {counts[-1]} / at {counts[0]})",
+                    _ratio(last, first),
+                    1.5,
+                    False,
+                )
+            )
+    return out
+
+
+def machine() -> dict[str, Any]:
+    info: dict[str, Any] = {
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "load_average_start": os.getloadavg(),
+    }
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                info["memory_gb"] = round(int(line.split()[1]) / 1024 / 1024, 1)
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                info["cpu"] = line.split(":", 1)[1].strip()
+                break
+    with contextlib.suppress(Exception):
+        import chdb
+        import clickhouse_connect
+
+        info["clickhouse_connect"] = clickhouse_connect.__version__
+        info["chdb"] = chdb.__version__
+    return info
+
+
+def main(argv: list[str] | None = None) -> int:
+    config = parse_args(argv)
+    started = time.monotonic()
+    bench = Bench(config)
+    results: dict[str, Any] = {
+        "command": " ".join(["python", "benchmarks/run.py", *(argv if argv is not None else sys.argv[1:])]),
+        "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "machine": machine(),
+        "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in config.__dict__.items()},
+    }
+    try:
+        bench.start()
+        bench.generate()
+        plan = bench.transfer_plan()
+        bench.run_transfers(plan)
+        guard = bench.run_guard() if "guard" not in config.skip else {}
+        reader = bench.run_reader(plan) if "reader" not in config.skip else {}
+    finally:
+        bench.close()
+    results["machine"]["load_average_end"] = os.getloadavg()
+    results["transfers"] = [
+        {
+            "system": m.system,
+            "path": m.path,
+            "source": m.source,
+            "shape": m.shape,
+            "target": m.target,
+            "label": m.label,
+            "median": m.median(),
+            "reps": m.reps,
+            "errors": m.errors,
+        }
+        for m in plan
+    ]
+    results["guard"] = guard
+    results["reader"] = reader
+    results["skipped"] = bench.skipped
+    results["postgres_fsync_on"] = bench.services.durable_postgres
+    summary = summarize(config, plan, guard, reader)
+    results["memory"] = {
+        f"{rows:,} rows": value
+        for rows, value in zip(
+            config.memory_rows, (summary["peak_rss_mb_100k"], summary["peak_rss_mb_1m"]), strict=True
+        )
+    }
+    results["summary"] = summary
+    results["targets"] = targets(summary, guard)
+    results["seconds"] = round(time.monotonic() - started, 1)
+    results["title"] = (
+        f"dpone benchmark {results['started_at']} — {config.rows:,} orders rows, {config.reps} rep(s), "
+        f"{results['machine'].get('cores')} cores"
+    )
+    stamp = results["started_at"].replace(":", "").replace("+0000", "Z")
+    json_path = config.results_dir / f"bench-{stamp}{'-quick' if config.quick else ''}.json"
+    png_path = json_path.with_suffix(".png")
+    report.write_json(results, json_path)
+    chart_problem = report.write_chart(results, png_path)
+    print(report.terminal_table(results))
+    print(f"\nresults: {json_path}")
+    print(f"chart:   {png_path}" if chart_problem is None else f"chart:   not written: {chart_problem}")
+    for note in bench.skipped:
+        print(f"skipped: {note}")
+    failures = [e for m in plan for e in m.errors]
+    if failures:
+        print(f"\n{len(failures)} measurement(s) failed; see the JSON file", file=sys.stderr)
+    summary_line = {key: summary.get(key) for key in SUMMARY_KEYS}
+    summary_line.update({k: v for k, v in summary.items() if k not in summary_line})
+    summary_line["failed_measurements"] = len(failures)
+    print(json.dumps(summary_line, sort_keys=False))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
