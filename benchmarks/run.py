@@ -456,6 +456,8 @@ class Bench:
                 plan.append(self.dpone(shape, rows, "direct", target))
                 plan.append(self.raw(shape, "sqlite", target))
                 plan.append(self.dpone(shape, rows, "staged", target))
+                if shape == "orders" and target == "chdb" and not self.config.quick:
+                    plan.append(self.dpone(shape, rows, "direct", target, export="file_artifact"))
             if peers_available:
                 plan.append(self.peer("hand_written", shape, "sqlite"))
                 plan.append(self.peer("generic_transfer", shape, "sqlite"))
@@ -630,6 +632,15 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return round(a / b, 3) if a and b else None
 
 
+def _paired(m: Measurement | None, base: Measurement | None) -> float | None:
+    """Median over repetitions of base seconds / m seconds: each pair ran back to back, so drift of the
+    machine between repetitions cancels (the ratio of medians does not cancel it)."""
+    if m is None or base is None or not m.reps or len(m.reps) != len(base.reps):
+        return None
+    ratios = [b["seconds"] / a["seconds"] for a, b in zip(m.reps, base.reps, strict=True) if a["seconds"]]
+    return round(statistics.median(ratios), 3) if ratios else None
+
+
 def summarize(
     config: Config, plan: list[Measurement], guard: dict[str, Any], reader: dict[str, Any]
 ) -> dict[str, Any]:
@@ -683,6 +694,13 @@ def summarize(
         "dpone_vs_generic_transfer": _ratio(_rate(dpone_http), _rate(generic)),
         "dpone_vs_hand_written": _ratio(_rate(dpone_http), _rate(hand)),
         "dpone_vs_raw_cpu": _ratio(_rate(dpone_chdb, "rows_per_cpu_s"), _rate(raw_chdb, "rows_per_cpu_s")),
+        "dpone_vs_raw_paired": _paired(dpone_chdb, raw_chdb),
+        "dpone_vs_raw_http_paired": _paired(dpone_http, raw_http),
+        "staged_vs_raw_paired": _paired(staged_chdb, raw_chdb),
+        "staged_vs_raw_http_paired": _paired(staged_http, raw_http),
+        "file_artifact_rows_per_s": _rate(
+            _find(main, system="dpone", path="file_artifact + direct", target="chdb")
+        ),
         "peak_rss_mb_100k": rss[0],
         "peak_rss_mb_1m": rss[1],
         "memory_rows": list(config.memory_rows),
@@ -714,6 +732,10 @@ def targets(summary: dict[str, Any], guard: dict[str, Any]) -> list[dict[str, An
         check("dpone direct / raw pipe (HTTP)", summary["dpone_vs_raw_http"], 0.85, True),
         check("dpone staged / raw pipe (chDB)", summary["staged_vs_raw"], 0.7, True),
         check("dpone staged / raw pipe (HTTP)", summary["staged_vs_raw_http"], 0.7, True),
+        check("dpone direct / raw pipe, paired reps (chDB)", summary["dpone_vs_raw_paired"], 0.85, True),
+        check("dpone direct / raw pipe, paired reps (HTTP)", summary["dpone_vs_raw_http_paired"], 0.85, True),
+        check("dpone staged / raw pipe, paired reps (chDB)", summary["staged_vs_raw_paired"], 0.7, True),
+        check("dpone staged / raw pipe, paired reps (HTTP)", summary["staged_vs_raw_http_paired"], 0.7, True),
         check("dpone / GenericTransfer (HTTP)", summary["dpone_vs_generic_transfer"], 10, True),
         check("dpone / hand-written (HTTP)", summary["dpone_vs_hand_written"], 1.0, True),
         check("guard ms/partition, SQLite", summary["guard_ms_per_partition_sqlite"], 5, False, " ms"),
