@@ -20,6 +20,18 @@ from typing import Any
 MARK = "### dpone-step "
 
 
+def split_step_logs(stdout: str) -> dict[str, str]:
+    """The driver's stdout cut into one log per step, at the ``MARK`` lines (before the first: "start")."""
+    logs: dict[str, str] = {}
+    name = "start"
+    for line in stdout.splitlines():
+        if line.startswith(MARK):
+            name = line[len(MARK) :].strip()
+            continue
+        logs[name] = logs.get(name, "") + line + "\n"
+    return logs
+
+
 def load_dag(dag_file: str, dag_id: str) -> Any:
     spec = importlib.util.spec_from_file_location(f"dpone_driver_{Path(dag_file).stem}", dag_file)
     assert spec is not None and spec.loader is not None

@@ -20,10 +20,10 @@ import pytest
 
 from airflow_provider_dpone.adapters.sources.demo_data import create_demo_source
 from tests.airflow.conftest import airflow_env, last_json_line
+from tests.airflow.dag_test_driver import split_step_logs
 
 DRIVER = Path(__file__).with_name("dag_test_driver.py")
 ROWS, DAYS = 240, 4
-MARK = "### dpone-step "
 
 MANIFEST_YAML = """\
 kind: native_transfer
@@ -116,17 +116,6 @@ class Scenario:
         return outcome
 
 
-def _split_logs(stdout: str) -> dict[str, str]:
-    logs: dict[str, str] = {}
-    name = "start"
-    for line in stdout.splitlines():
-        if line.startswith(MARK):
-            name = line[len(MARK) :].strip()
-            continue
-        logs[name] = logs.get(name, "") + line + "\n"
-    return logs
-
-
 @pytest.fixture(scope="module")
 def scenario(migrated_airflow_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Scenario:
     root = tmp_path_factory.mktemp("operator")
@@ -189,7 +178,7 @@ def scenario(migrated_airflow_home: Path, tmp_path_factory: pytest.TempPathFacto
         check=False,
     )
     assert result.returncode == 0, f"driver failed:\n{result.stdout[-6000:]}"
-    return Scenario(last_json_line(result.stdout)["results"], _split_logs(result.stdout))
+    return Scenario(last_json_line(result.stdout)["results"], split_step_logs(result.stdout))
 
 
 def test_dag_run_moves_every_partition_and_pushes_a_small_summary(scenario: Scenario) -> None:

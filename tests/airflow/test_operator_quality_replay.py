@@ -40,13 +40,13 @@ from airflow_provider_dpone.manifests.loader import load_manifest
 from airflow_provider_dpone.operators.native_transfer import NativeTransferOperator
 from airflow_provider_dpone.runtime.replay_ref import operation_id_for
 from tests.airflow.conftest import REPO_ROOT, airflow_env, last_json_line
+from tests.airflow.dag_test_driver import MARK, split_step_logs
 
 if TYPE_CHECKING:
     from airflow_provider_dpone.compose import EndpointResolver, Runtime
     from airflow_provider_dpone.manifests.loader import LoadedManifest
 
 ROWS, DAYS = 240, 4
-MARK = "### dpone-step "
 INTRUDER_DAY = "2026-11-30"  # inside the generation: the demo's last day
 FIRST_DATE = datetime(2026, 1, 5, tzinfo=timezone.utc)
 LATER_DATE = datetime(2026, 1, 6, tzinfo=timezone.utc)
@@ -237,17 +237,6 @@ class Scenario:
         return stored
 
 
-def _split_logs(stdout: str) -> dict[str, str]:
-    logs: dict[str, str] = {}
-    name = "start"
-    for line in stdout.splitlines():
-        if line.startswith(MARK):
-            name = line[len(MARK) :].strip()
-            continue
-        logs[name] = logs.get(name, "") + line + "\n"
-    return logs
-
-
 def _steps(dags: Path, data: Path) -> list[dict[str, Any]]:
     chdb_path, source = data / "clickhouse", data / "source.sqlite"
 
@@ -321,7 +310,7 @@ def scenario(migrated_airflow_home: Path, tmp_path_factory: pytest.TempPathFacto
         check=False,
     )
     assert result.returncode == 0, f"driver failed:\n{result.stdout[-6000:]}"
-    return Scenario(last_json_line(result.stdout)["results"], _split_logs(result.stdout), dags)
+    return Scenario(last_json_line(result.stdout)["results"], split_step_logs(result.stdout), dags)
 
 
 QUALITY_KEYS = {

@@ -16,15 +16,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from airflow_provider_dpone.adapters.sources.sql_names import SqlBuildError, split_qualified_name
 from airflow_provider_dpone.contracts.partition import BoundsKind, PartitionBounds
 from airflow_provider_dpone.contracts.schema import ColumnSpec
 
 DEFAULT_SCHEMA = "dbo"
 QUERY_ALIAS = "dpone_src"
-
-
-class SqlBuildError(ValueError):
-    """A name or a bound that cannot become T-SQL; the reason never repeats the value."""
 
 
 def quote_ident(name: str) -> str:
@@ -102,35 +99,7 @@ def join(parts: Sequence[Statement], separator: str) -> Statement:
 
 def split_name(text: str) -> list[str]:
     """Split ``db.schema.table`` at dots outside ``[...]`` and ``"..."`` quoting; unquote each part."""
-    parts: list[str] = []
-    current: list[str] = []
-    i, n = 0, len(text)
-    while i < n:
-        ch = text[i]
-        if ch in '["':
-            closer = "]" if ch == "[" else '"'
-            i += 1
-            while True:
-                if i >= n:
-                    raise SqlBuildError("a quoted name part is not closed")
-                if text[i] == closer:
-                    if i + 1 < n and text[i + 1] == closer:
-                        current.append(closer)
-                        i += 2
-                        continue
-                    i += 1
-                    break
-                current.append(text[i])
-                i += 1
-            continue
-        if ch == ".":
-            parts.append("".join(current))
-            current = []
-        else:
-            current.append(ch)
-        i += 1
-    parts.append("".join(current))
-    return parts
+    return split_qualified_name(text, {"[": "]", '"': '"'}, doubled={"]", '"'})
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from airflow_provider_dpone.adapters.sources.sql_names import SqlBuildError, split_qualified_name
 from airflow_provider_dpone.contracts.partition import BoundsKind, PartitionBounds
 from airflow_provider_dpone.contracts.schema import ColumnSpec
 
@@ -17,10 +18,6 @@ QUERY_ALIAS = "dpone_src"
 ISO_DATE_GLOB = "[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]*"
 
 Params = tuple[object, ...]
-
-
-class SqlBuildError(ValueError):
-    """A name or a bound that cannot become SQL; the reason never repeats the value."""
 
 
 def quote_ident(name: str) -> str:
@@ -51,36 +48,8 @@ class TableRef:
 
 
 def _split(text: str) -> list[str]:
-    closers = {'"': '"', "[": "]", "`": "`"}
-    parts: list[str] = []
-    current: list[str] = []
-    i, n = 0, len(text)
-    while i < n:
-        ch = text[i]
-        if ch in closers:
-            closer = closers[ch]
-            i += 1
-            while True:
-                if i >= n:
-                    raise SqlBuildError("a quoted name part is not closed")
-                if text[i] == closer:
-                    if closer != "]" and i + 1 < n and text[i + 1] == closer:
-                        current.append(closer)
-                        i += 2
-                        continue
-                    i += 1
-                    break
-                current.append(text[i])
-                i += 1
-            continue
-        if ch == ".":
-            parts.append("".join(current))
-            current = []
-        else:
-            current.append(ch)
-        i += 1
-    parts.append("".join(current))
-    return parts
+    # SQLite: "..." and `...` escape their closer by doubling it; [...] cannot hold "]" at all
+    return split_qualified_name(text, {'"': '"', "[": "]", "`": "`"}, doubled={'"', "`"})
 
 
 def source_sql(table: TableRef, query: str | None) -> str:
