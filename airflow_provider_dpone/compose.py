@@ -28,6 +28,7 @@ from airflow_provider_dpone.contracts.report import RunReport
 from airflow_provider_dpone.manifests.loader import LoadedManifest
 from airflow_provider_dpone.ports.checkpoint_store import CheckpointStore
 from airflow_provider_dpone.ports.clock import Clock
+from airflow_provider_dpone.ports.route_naming import RouteNaming
 from airflow_provider_dpone.ports.sink import Sink
 from airflow_provider_dpone.ports.source import Source
 from airflow_provider_dpone.ports.target_reader import TargetMetricsReader
@@ -43,6 +44,7 @@ from airflow_provider_dpone.runtime.replay_resolution import (
     resolve_replay,
 )
 from airflow_provider_dpone.runtime.replay_scan import CapsuleStores, OperationRecord
+from airflow_provider_dpone.runtime.route_family import RouteFamily, load_family
 from airflow_provider_dpone.runtime.transfer import TransferEngine, TransferPorts
 
 #: (connection name or inline URI, role) -> endpoint. Roles: "source", "sink", "checkpoints".
@@ -122,6 +124,15 @@ class Runtime:
         self._closers.append(source.close)
         return source
 
+    def naming(self) -> RouteNaming:
+        from airflow_provider_dpone.adapters.sources.route_naming import SourceRouteNaming
+
+        return SourceRouteNaming(self.manifest.source)
+
+    def family(self) -> RouteFamily:
+        """Every stored checkpoint of this route (any spelling) and of every route writing its target."""
+        return load_family(self.store(), self.loaded.route, self.naming())
+
     def sink_endpoint(self) -> EndpointDescriptor:
         return self.resolve_endpoint(self.manifest.sink.connection, "sink")
 
@@ -159,6 +170,7 @@ class Runtime:
             source_state=store,  # type: ignore[arg-type]
             capsule_stores=self.capsule_stores,
             replay=self._replay_ports() if self.manifest.sink.options.durable_quality_replay else None,
+            naming=self.naming(),
         )
         engine = TransferEngine(
             self.manifest,
@@ -192,17 +204,16 @@ class Runtime:
         )
 
     def checkpoints(self) -> list[PartitionCheckpoint]:
-        return sorted(
-            self.store().list_latest(self.loaded.route), key=lambda c: (c.bounds.label, c.partition_id)
-        )
+        """The latest checkpoints of every route writing this target (any blocks this route's runs)."""
+        return sorted(self.family().target_wide, key=lambda c: (c.bounds.label, c.partition_id))
 
     def resolve_guards(self, request: ResolutionRequest) -> list[PartitionCheckpoint]:
         """Append audited resolutions. Opens neither the source nor the target."""
-        return resolve(self.store(), self.clock, self.loaded.route, request)
+        return resolve(self.store(), self.clock, self.loaded.route, request, latest=self.family().target_wide)
 
     def inspect(self, *, with_source: bool = True) -> list[InspectionRow]:
         """Read-only comparison of each blocked partition's attempt, source and target row counts."""
-        latest: Sequence[PartitionCheckpoint] = self.store().list_latest(self.loaded.route)
+        latest: Sequence[PartitionCheckpoint] = self.family().target_wide
         source = self.open_source() if with_source else None
         sink = self.sink_factory()()
         try:

@@ -53,6 +53,9 @@ class InMemoryCheckpointStore:
                 latest[row.partition_id] = row
         return list(latest.values())
 
+    def list_routes(self) -> list[RouteIdentity]:
+        return list(dict.fromkeys(row.route for row in self.rows))
+
     def read_latest(
         self, route: RouteIdentity, partition_ids: Sequence[str]
     ) -> dict[str, PartitionCheckpoint]:
@@ -108,6 +111,10 @@ class FaultyStore:
     def list_latest(self, route: RouteIdentity) -> list[PartitionCheckpoint]:
         self.events.append("store.list_latest")
         return self.inner.list_latest(route)
+
+    def list_routes(self) -> list[RouteIdentity]:
+        self.events.append("store.list_routes")
+        return self.inner.list_routes()
 
     def read_latest(
         self, route: RouteIdentity, partition_ids: Sequence[str]

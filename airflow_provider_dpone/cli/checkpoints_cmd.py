@@ -1,5 +1,8 @@
 """``dpone checkpoints``: the latest checkpoint of every partition of the manifest's route.
 
+It lists the route under every stored spelling and every other route writing the same target table,
+because the guard scan of a run covers all of them.
+
 Read-only. A guard that fails validation is listed with phase ``INVALID`` (and blocks the route) rather
 than aborting the listing: the operator needs to see it. A SQLite store that does not exist yet is an
 empty listing; the command never creates the file.
@@ -87,6 +90,7 @@ def describe_checkpoint(checkpoint: PartitionCheckpoint) -> dict[str, Any]:
             blocked = ALLOWED_PAIRS[(checkpoint.status, guard.phase)][1] is RetryMeaning.BLOCK
     return {
         "partition_id": checkpoint.partition_id,
+        "route": checkpoint.route.describe(),
         "status": checkpoint.status.value,
         "guard_phase": phase,
         "guard_invalid_reason": reason,
@@ -117,10 +121,13 @@ def _read_latest(endpoint: EndpointDescriptor, loaded: LoadedManifest) -> list[P
     if endpoint.kind is EndpointKind.SQLITE and endpoint.path and not Path(endpoint.path).exists():
         return []  # nothing was ever written; do not create the file from a read-only command
     from airflow_provider_dpone.adapters.checkpoint_sql import store_from_endpoint
+    from airflow_provider_dpone.adapters.sources.route_naming import SourceRouteNaming
+    from airflow_provider_dpone.runtime.route_family import load_family
 
     store = store_from_endpoint(endpoint, loaded.manifest_dir)
     try:
-        return store.list_latest(loaded.route)
+        # every route writing the target: any of their guards blocks this route's runs
+        return list(load_family(store, loaded.route, SourceRouteNaming(loaded.manifest.source)).target_wide)
     finally:
         store.close()
 
@@ -151,6 +158,10 @@ def _print_text(
         for e in entries
     ]
     print_table(_HEADERS, rows)
+    elsewhere = sorted({e["route"] for e in entries if e["route"] != route})
+    for other in elsewhere:
+        ids = ", ".join(str(short_id(e["partition_id"])) for e in entries if e["route"] == other)
+        click.echo(f"stored under route {other} (same target; it blocks this route too): {ids}")
     click.echo(f"full partition IDs: dpone checkpoints {manifest} --json")
     if blocked:
         click.echo(f"inspect:  dpone guard inspect {manifest}")

@@ -59,7 +59,10 @@ class LoadedManifest(BaseModel):
 
     @property
     def route(self) -> RouteIdentity:
-        return self.manifest.route()
+        """The canonical route: the same table spelled differently is the same route."""
+        from airflow_provider_dpone.adapters.sources.route_naming import SourceRouteNaming
+
+        return SourceRouteNaming(self.manifest.source).canonical(self.manifest.route())
 
 
 def load_manifest(path: str | os.PathLike[str]) -> LoadedManifest:

@@ -19,6 +19,9 @@ class CheckpointStore(Protocol):
     def list_latest(self, route: RouteIdentity) -> list[PartitionCheckpoint]:
         """Latest checkpoint of every partition of the route, whatever its query or schema hash."""
 
+    def list_routes(self) -> list[RouteIdentity]:
+        """Every route with at least one checkpoint, as stored (older releases stored raw spellings)."""
+
     def read_latest(
         self, route: RouteIdentity, partition_ids: Sequence[str]
     ) -> dict[str, PartitionCheckpoint]:

@@ -56,23 +56,33 @@ def _expand_prefix(given: str, latest: dict[str, PartitionCheckpoint]) -> str:
 
 
 def resolve(
-    store: CheckpointStore, clock: Clock, route: RouteIdentity, request: ResolutionRequest
+    store: CheckpointStore,
+    clock: Clock,
+    route: RouteIdentity,
+    request: ResolutionRequest,
+    *,
+    latest: Sequence[PartitionCheckpoint] | None = None,
 ) -> list[PartitionCheckpoint]:
-    """Append one resolution checkpoint per chosen blocked partition, sharing one timestamp."""
+    """Append one resolution checkpoint per chosen blocked partition, sharing one timestamp.
+
+    ``latest`` is what the route's runs scan (its target-wide family); by default the route's own rows.
+    Each resolution is written under the route its blocked checkpoint was stored with.
+    """
     reason = request.reason.strip()
     if not reason:
         raise DponeError(ErrorCode.USAGE, "--reason must say why the partition is being resolved")
     if len(reason) > MAX_REASON_CHARS:
         raise DponeError(ErrorCode.USAGE, f"--reason is limited to {MAX_REASON_CHARS} characters")
-    latest = {c.partition_id: c for c in store.list_latest(route)}
-    blocked = {b.partition_id: b for b in blocked_partitions(list(latest.values()))}
+    rows = store.list_latest(route) if latest is None else latest
+    by_id = {c.partition_id: c for c in rows}
+    blocked = {b.partition_id: b for b in blocked_partitions(list(by_id.values()))}
     if request.partition_ids is None:
         chosen = sorted(blocked)
         if not chosen:
             raise DponeError(ErrorCode.USAGE, f"route {route.describe()} has no blocked partition")
     else:
-        chosen = list(dict.fromkeys(_expand_prefix(pid, latest) for pid in request.partition_ids))
-        unknown = [pid for pid in chosen if pid not in latest]
+        chosen = list(dict.fromkeys(_expand_prefix(pid, by_id) for pid in request.partition_ids))
+        unknown = [pid for pid in chosen if pid not in by_id]
         if unknown:
             raise DponeError(
                 ErrorCode.USAGE,
@@ -89,7 +99,7 @@ def resolve(
     at = clock.now()
     records: list[PartitionCheckpoint] = []
     for pid in chosen:
-        previous = latest[pid]
+        previous = by_id[pid]
         block = blocked[pid]
         batch = block.checkpoint_batch_id or checkpoint_batch_id(f"resolution:{at.isoformat()}", [pid])
         if request.resolve_as is ResolveAs.COMMITTED:

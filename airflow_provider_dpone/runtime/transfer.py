@@ -20,7 +20,7 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date, datetime
 
 from airflow_provider_dpone.contracts.artifact import ArtifactRef
@@ -36,6 +36,7 @@ from airflow_provider_dpone.contracts.schema import TableSchema
 from airflow_provider_dpone.ports.artifacts import ArtifactStore
 from airflow_provider_dpone.ports.checkpoint_store import CheckpointStore, SourceStateStore
 from airflow_provider_dpone.ports.clock import Clock
+from airflow_provider_dpone.ports.route_naming import RawRouteNaming, RouteNaming
 from airflow_provider_dpone.ports.sink import Sink, StagedSink
 from airflow_provider_dpone.ports.source import Source
 from airflow_provider_dpone.runtime.batch_id import checkpoint_batch_id
@@ -54,6 +55,7 @@ from airflow_provider_dpone.runtime.replay_scan import (
     scan_capsules,
 )
 from airflow_provider_dpone.runtime.resume_planner import Action, ResumeDecision, plan_resume
+from airflow_provider_dpone.runtime.route_family import RouteFamily, latest_by_partition, load_family
 from airflow_provider_dpone.runtime.route_guard import require_clear_route
 
 #: Called just before arming with the rows extracted (None on the lazy direct path) and the staging table.
@@ -74,6 +76,8 @@ class TransferPorts:
     capsule_stores: Callable[[], CapsuleStores] | None = None
     #: Required when ``sink.options.durable_quality_replay`` is on.
     replay: ReplayPorts | None = None
+    #: Canonical route names; the default keeps names as written (tests without a source adapter).
+    naming: RouteNaming = field(default_factory=RawRouteNaming)
 
 
 class TransferEngine:
@@ -90,7 +94,8 @@ class TransferEngine:
         self._ports = ports
         self._manifest_ref = manifest_ref
         self._progress: ProgressListener = progress or SilentProgress()
-        self._route = manifest.route()
+        self._route = ports.naming.canonical(manifest.route())
+        self._matched: dict[str, PartitionCheckpoint] = {}
         self._durable = manifest.sink.options.durable_quality_replay
         self._policy = build_policy(manifest.quality, durable=self._durable)
         self._replay: DurableReplay | None = None
@@ -114,13 +119,16 @@ class TransferEngine:
 
     def plan(self, run_id: str) -> tuple[TableSchema, list[ResumeDecision]]:
         """Route guard scan first (nothing else may run on a blocked route), then resume decisions."""
-        latest = self._ports.store.list_latest(self._route)
-        require_clear_route(self._route, latest, self._manifest_ref)
-        return self._plan_from(latest, run_id)
+        family = self._scan_route()
+        return self._plan_from(family, run_id)
 
-    def _plan_from(
-        self, latest: Sequence[PartitionCheckpoint], run_id: str
-    ) -> tuple[TableSchema, list[ResumeDecision]]:
+    def _scan_route(self) -> RouteFamily:
+        """The guard scan over every route writing the target table, before anything else of the run."""
+        family = load_family(self._ports.store, self._route, self._ports.naming)
+        require_clear_route(self._route, family.target_wide, self._manifest_ref)
+        return family
+
+    def _plan_from(self, family: RouteFamily, run_id: str) -> tuple[TableSchema, list[ResumeDecision]]:
         source = self._ports.source
         schema = source.describe()
         query_hash = source.query_hash()
@@ -134,15 +142,15 @@ class TransferEngine:
             )
             for bounds in source.plan_partitions()
         ]
-        by_id = {c.partition_id: c for c in latest}
-        return schema, plan_resume(planned, by_id, self._route.strategy, run_id)
+        self._matched = latest_by_partition(family, planned, self._ports.naming)
+        return schema, plan_resume(planned, self._matched, self._route.strategy, run_id)
 
     # -- one run -----------------------------------------------------------------------------------
 
     def run(self, run_id: str) -> RunReport:
         started = time.monotonic()
-        latest = self._ports.store.list_latest(self._route)
-        require_clear_route(self._route, latest, self._manifest_ref)
+        family = self._scan_route()
+        latest = list(family.own)
         # ---- capsules: before any source access ----
         stored_core = None
         if self._replay is not None:
@@ -161,10 +169,10 @@ class TransferEngine:
             records, invalid_refs = scan_capsules(latest, self._ports.capsule_stores)
             require_clear_capsules(self._route, records, invalid_refs, self._manifest_ref, selector_on=False)
 
-        schema, decisions = self._plan_from(latest, run_id)
+        schema, decisions = self._plan_from(family, run_id)
         active = [ActivePartition(d.partition) for d in decisions if d.action is Action.RUN]
         self._progress.plan_ready(len(active), len(decisions) - len(active))
-        unverified = self._unverified(latest, decisions)
+        unverified = self._unverified(decisions)
         if not active:
             return self._report(run_id, decisions, None, {}, started, self._summary(None, None, unverified))
 
@@ -245,14 +253,13 @@ class TransferEngine:
             )
         return report
 
-    def _unverified(self, latest: Sequence[PartitionCheckpoint], decisions: Sequence[ResumeDecision]) -> int:
+    def _unverified(self, decisions: Sequence[ResumeDecision]) -> int:
         """Skipped committed partitions with no capsule: REQUIRED/UNVERIFIED, never certified by a rescan."""
         if not self._durable:
             return 0
-        by_id = {c.partition_id: c for c in latest}
         count = 0
         for decision in decisions:
-            checkpoint = by_id.get(decision.partition.partition_id)
+            checkpoint = self._matched.get(decision.partition.partition_id)
             if decision.action is not Action.SKIP or checkpoint is None:
                 continue
             try:

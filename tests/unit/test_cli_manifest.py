@@ -201,7 +201,7 @@ def test_checkpoints_table_lists_latest_per_partition_with_guard_phases(populate
 
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
-    assert lines[0] == "route orders -> demo.orders (incremental_append): 4 partitions, 2 blocked"
+    assert lines[0] == "route main.orders -> demo.orders (incremental_append): 4 partitions, 2 blocked"
     header = lines[1].split()
     assert header == [
         "partition_id",

@@ -36,7 +36,7 @@ from airflow_provider_dpone.adapters.checkpoint_sql.tables import build_tables
 from airflow_provider_dpone.contracts.checkpoint import PartitionCheckpoint
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.partition import canonical_json
-from airflow_provider_dpone.contracts.route import RouteIdentity
+from airflow_provider_dpone.contracts.route import RouteIdentity, Strategy
 from airflow_provider_dpone.ports.clock import Clock
 
 if TYPE_CHECKING:
@@ -98,6 +98,11 @@ class SqlCheckpointStore(SqlStoreBase):
             select(c.c.id, c.c.partition_id, c.c.payload_text)
             .where(c.c.route_key == bindparam("route_key"), c.c.partition_id == bindparam("partition_id"))
             .order_by(c.c.id)
+        )
+        self._select_routes = (
+            select(c.c.source_table, c.c.target_table, c.c.strategy)
+            .distinct()
+            .order_by(c.c.source_table, c.c.target_table, c.c.strategy)
         )
         self._select_state = select(s.c.payload).where(s.c.route_key == bindparam("route_key"))
         upsert = (postgresql.insert if self._backend == "postgresql" else sqlite.insert)(s)
@@ -176,6 +181,24 @@ class SqlCheckpointStore(SqlStoreBase):
         """Latest checkpoint of every partition of the route (one query), in append order."""
         rows = self._fetch("list_latest", route, self._select_latest, {"route_key": route.key()})
         return [self._parse(row, route) for row in rows]
+
+    def list_routes(self) -> list[RouteIdentity]:
+        """Every route the table holds checkpoints of, as stored (older releases stored raw spellings)."""
+        self._check_open("list_routes")
+        with self._translated("list_routes"), self._engine.connect() as conn:
+            rows = conn.execute(self._select_routes).all()
+        routes: list[RouteIdentity] = []
+        for row in rows:
+            try:
+                strategy = Strategy(row.strategy)
+                routes.append(
+                    RouteIdentity(
+                        source_table=row.source_table, target_table=row.target_table, strategy=strategy
+                    )
+                )
+            except (ValueError, ValidationError):
+                continue  # not a route this release can read; its rows are never read as checkpoints
+        return routes
 
     def read_latest(
         self, route: RouteIdentity, partition_ids: Sequence[str]

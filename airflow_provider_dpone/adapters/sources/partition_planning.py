@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Protocol
 
+from airflow_provider_dpone.adapters.sources.table_names import canonical_source_table
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.manifest import Partitioning, PartitionKind, SourceSpec
 from airflow_provider_dpone.contracts.partition import BoundsKind, PartitionBounds, canonical_json, sha256_tag
@@ -49,10 +50,20 @@ class PartitionProbe(Protocol):
 
 
 def read_definition_hash(spec: SourceSpec) -> str:
-    """``sha256:`` over the read definition (table, query, columns, source type): not bounds, not the
-    connection, so re-pointing a route at a replica keeps its partition IDs."""
+    """``sha256:`` over the read definition (canonical table, query, columns, source type): not bounds,
+    not the connection, so re-pointing a route at a replica or respelling its table keeps its partition IDs."""
+    return _definition_hash(spec, canonical_source_table(spec.type, spec.table))
+
+
+def legacy_read_definition_hash(spec: SourceSpec, table: str) -> str:
+    """The hash releases before canonical table names computed (over the table as written): checkpoints
+    they wrote are still matched, so an upgrade neither re-runs committed partitions nor hides guards."""
+    return _definition_hash(spec, table)
+
+
+def _definition_hash(spec: SourceSpec, table: str) -> str:
     material = {
-        "table": spec.table,
+        "table": table,
         "query": spec.query,
         "columns": list(spec.columns) if spec.columns is not None else None,
         "source_type": spec.type.value,

@@ -1,0 +1,85 @@
+"""The checkpoints a run must see: its own route under every spelling, and every route of its target.
+
+Two reads widen the route guard scan beyond one route key (issue: route safety, seed 000 step 1):
+
+* **own** — the latest checkpoints of every stored route that names the same canonical route. Releases
+  before canonical naming keyed rows by the manifest's raw spelling (``ORDERS``, ``[dbo].[orders]``); those
+  rows are found, still block, and a COMMITTED one is still skipped. Nothing is migrated: stored payloads
+  round-trip unchanged (seed case 11).
+* **target_wide** — the latest checkpoints of every route that writes the same target table, whatever its
+  source spelling or strategy. The guard scan runs over these: the target is what is at risk.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from airflow_provider_dpone.contracts.checkpoint import CheckpointStatus, PartitionCheckpoint
+from airflow_provider_dpone.contracts.partition import PlannedPartition, partition_id_for
+from airflow_provider_dpone.contracts.route import RouteIdentity
+from airflow_provider_dpone.ports.checkpoint_store import CheckpointStore
+from airflow_provider_dpone.ports.route_naming import RouteNaming
+
+
+@dataclass(frozen=True)
+class RouteFamily:
+    route: RouteIdentity
+    own: tuple[PartitionCheckpoint, ...]
+    target_wide: tuple[PartitionCheckpoint, ...]
+
+    def legacy_routes(self) -> list[RouteIdentity]:
+        """Stored spellings of this route other than the canonical one."""
+        return list(dict.fromkeys(c.route for c in self.own if c.route != self.route))
+
+
+def load_family(store: CheckpointStore, route: RouteIdentity, naming: RouteNaming) -> RouteFamily:
+    """Read the latest checkpoints of every stored route writing ``route``'s target table."""
+    stored = store.list_routes()
+    if route not in stored:
+        stored.append(route)
+    own: list[PartitionCheckpoint] = []
+    target_wide: list[PartitionCheckpoint] = []
+    for candidate in stored:
+        if candidate.target_table != route.target_table:
+            continue
+        latest = store.list_latest(candidate)
+        target_wide.extend(latest)
+        if candidate == route or naming.canonical(candidate) == route:
+            own.extend(latest)
+    return RouteFamily(route=route, own=tuple(own), target_wide=tuple(target_wide))
+
+
+def latest_by_partition(
+    family: RouteFamily, planned: Sequence[PlannedPartition], naming: RouteNaming
+) -> dict[str, PartitionCheckpoint]:
+    """The latest checkpoint of each planned partition, keyed by its current (canonical) partition ID.
+
+    A checkpoint written under the canonical route is taken as is. Otherwise a checkpoint an older
+    release wrote under another spelling matches when its partition ID is the one that release computed
+    (raw route, raw-table query hash, same schema and bounds); a COMMITTED one wins over others. It is
+    returned with the current partition ID and query hash so resume planning treats it like its own.
+    """
+    found = {c.partition_id: c for c in family.own if c.route == family.route}
+    legacy = family.legacy_routes()
+    if not legacy:
+        return found
+    by_route_and_id = {(c.route, c.partition_id): c for c in family.own if c.route != family.route}
+    for part in planned:
+        if part.partition_id in found:
+            continue
+        matches: list[PartitionCheckpoint] = []
+        for old_route in legacy:
+            old_hash = naming.legacy_query_hash(old_route.source_table)
+            old_id = partition_id_for(old_route, old_hash, part.schema_hash, part.bounds)
+            match = by_route_and_id.get((old_route, old_id))
+            if match is not None and match.query_hash == old_hash:
+                matches.append(match)
+        if not matches:
+            continue
+        committed = [m for m in matches if m.status is CheckpointStatus.COMMITTED]
+        chosen = (committed or sorted(matches, key=lambda m: m.started_at))[-1]
+        found[part.partition_id] = chosen.model_copy(
+            update={"partition_id": part.partition_id, "query_hash": part.query_hash}
+        )
+    return found
