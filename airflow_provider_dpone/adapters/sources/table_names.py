@@ -10,7 +10,7 @@ invisible. Rules:
 * names are case-folded: SQLite compares ASCII letters case-insensitively, and SQL Server's default
   collations are case-insensitive (a case-sensitive database that really holds ``Orders`` and ``orders``
   as two tables cannot be told apart by this key: give such routes distinct target tables);
-* a part that holds a dot or a double quote is re-quoted, so the canonical form parses back to itself.
+* a part that holds a dot, a quote or bracket, or edge whitespace is re-quoted, so the canonical form parses back to itself.
 
 A three-part SQL Server name (``db.dbo.orders``) keeps its catalog: it may name another database than the
 connection's. The target-wide guard scan still blocks on its guards, whatever the spelling.
@@ -27,7 +27,8 @@ _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrst
 
 
 def _part(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"' if ("." in name or '"' in name) else name
+    plain = name == name.strip() and not any(ch in name for ch in '."[`')
+    return name if plain else '"' + name.replace('"', '""') + '"'
 
 
 def canonical_source_table(source_type: SourceType, table: str) -> str:
