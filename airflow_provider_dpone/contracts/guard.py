@@ -127,7 +127,7 @@ def read_guard(checkpoint: PartitionCheckpoint) -> TargetCommitGuard | None:
     if raw.get("schema_version") != GUARD_SCHEMA_VERSION:
         raise GuardInvalid("unknown guard schema version")
     batch = raw.get("checkpoint_batch_id")
-    if not isinstance(batch, str) or not _BATCH_RE.match(batch):
+    if not isinstance(batch, str) or not _BATCH_RE.fullmatch(batch):
         raise GuardInvalid("malformed checkpoint batch id")
     try:
         guard = TargetCommitGuard.model_validate(

@@ -79,14 +79,14 @@ def check_bound_value(value: str, value_type: str) -> None:
     if len(value) > MAX_BOUND_VALUE_CHARS:
         raise ValueError("bound value is too long")
     if value_type == "integer":
-        if not _INTEGER_RE.match(value):
+        if not _INTEGER_RE.fullmatch(value):
             raise ValueError("integer bound value is malformed")
     elif value_type == "date":
-        if not _DATE_RE.match(value):
+        if not _DATE_RE.fullmatch(value):
             raise ValueError("date bound value is malformed")
         date.fromisoformat(value)
     elif value_type == "datetime":
-        if not _DATETIME_RE.match(value):
+        if not _DATETIME_RE.fullmatch(value):
             raise ValueError("datetime bound value is malformed")
         datetime.fromisoformat(value.replace(" ", "T"))
     elif value_type == "string":

@@ -77,7 +77,7 @@ def read_ref(checkpoint: PartitionCheckpoint) -> CapsuleRef | None:
     if raw.get("schema_version") != REF_SCHEMA_VERSION or raw.get("capsule_schema") != CAPSULE_V2_SCHEMA:
         raise RefInvalid("unknown capsule reference schema")
     operation_id = raw.get("operation_id")
-    if not isinstance(operation_id, str) or not _OPERATION_RE.match(operation_id):
+    if not isinstance(operation_id, str) or not _OPERATION_RE.fullmatch(operation_id):
         raise RefInvalid("malformed operation id in capsule reference")
     resolution = raw.get("resolution")
     if resolution is not None and (

@@ -17,9 +17,12 @@ before any source or target I/O, whatever ``durable_quality_replay`` says.
 
 from __future__ import annotations
 
-import itertools
+import contextlib
+import functools
+import logging
+import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
 
@@ -57,6 +60,8 @@ from airflow_provider_dpone.runtime.replay_scan import (
 from airflow_provider_dpone.runtime.resume_planner import Action, ResumeDecision, plan_resume
 from airflow_provider_dpone.runtime.route_family import RouteFamily, latest_by_partition, load_family
 from airflow_provider_dpone.runtime.route_guard import require_clear_route
+
+_log = logging.getLogger(__name__)
 
 #: Called just before arming with the rows extracted (None on the lazy direct path) and the staging table.
 BeforeArm = Callable[[int | None, str | None], None]
@@ -348,7 +353,8 @@ class TransferEngine:
                 if staged_sink is not None:
                     self._progress.stage("stage")
                     staging = staged_sink.begin_staging(table, schema, lifecycle.batch_id)
-                    staged_rows = staged_sink.stage(staging, schema, self._chunks(active, artifacts, tally))
+                    with contextlib.closing(self._chunks(active, artifacts, tally)) as chunks:
+                        staged_rows = staged_sink.stage(staging, schema, chunks)
                     for part in active:
                         part.rows = tally.partitions[part.planned.partition_id].rows
                     moved = staged_rows
@@ -392,11 +398,14 @@ class TransferEngine:
             self._progress.stage("commit")
             lifecycle.promote(tally.rows())
         finally:
+            # while an exception propagates, a cleanup failure is logged, never raised in its place
+            failing = sys.exc_info()[1] is not None
             if staging is not None and staged_sink is not None:
-                staged_sink.abort_staged_load(staging)
-            if self._ports.artifacts is not None:
+                _cleanup(failing, "staging abort", lambda: staged_sink.abort_staged_load(staging))
+            artifact_store = self._ports.artifacts
+            if artifact_store is not None:
                 for ref in artifacts:
-                    self._ports.artifacts.remove(ref)
+                    _cleanup(failing, "artifact removal", functools.partial(artifact_store.remove, ref))
 
     def _direct_load(
         self,
@@ -407,37 +416,31 @@ class TransferEngine:
         artifacts: list[ArtifactRef],
         tally: StreamTally,
     ) -> int:
-        return sink.load(permit, self._manifest.sink.table, schema, self._chunks(active, artifacts, tally))
+        with contextlib.closing(self._chunks(active, artifacts, tally)) as chunks:
+            return sink.load(permit, self._manifest.sink.table, schema, chunks)
 
     def _chunks(
         self, active: Sequence[ActivePartition], artifacts: Sequence[ArtifactRef], tally: StreamTally
-    ) -> Iterator[ColumnChunk]:
-        """Every active partition's rows, from artifacts when exported, else straight from the source."""
+    ) -> Generator[ColumnChunk, None, None]:
+        """Every active partition's rows, from artifacts when exported, else straight from the source.
+
+        Each partition's stream is closed when the consumer stops (a failed target call included), so no
+        source generator is left for the garbage collector to finalize after the source is closed.
+        """
         chunk_rows = self._manifest.source.chunk_rows
-        if artifacts:
-            store = self._require_artifacts()
-            by_id = {ref.partition_id: ref for ref in artifacts}
-            streams = (
-                tally.counted(
-                    p.planned.partition_id,
-                    p.planned.bounds.label,
-                    store.read(by_id[p.planned.partition_id], chunk_rows),
-                    self._progress,
-                )
-                for p in active
-            )
-        else:
-            source = self._ports.source
-            streams = (
-                tally.counted(
-                    p.planned.partition_id,
-                    p.planned.bounds.label,
-                    source.read(p.planned.partition_id, p.planned.bounds, chunk_rows),
-                    self._progress,
-                )
-                for p in active
-            )
-        return itertools.chain.from_iterable(streams)
+        by_id = {ref.partition_id: ref for ref in artifacts}
+        for p in active:
+            planned = p.planned
+            if artifacts:
+                raw = self._require_artifacts().read(by_id[planned.partition_id], chunk_rows)
+            else:
+                raw = self._ports.source.read(planned.partition_id, planned.bounds, chunk_rows)
+            try:
+                yield from tally.counted(planned.partition_id, planned.bounds.label, raw, self._progress)
+            finally:
+                close = getattr(raw, "close", None)
+                if callable(close):
+                    close()
 
     def _export_artifacts(self, schema: TableSchema, active: list[ActivePartition]) -> list[ArtifactRef]:
         store = self._require_artifacts()
@@ -564,4 +567,19 @@ class TransferEngine:
             partitions_skipped=sum(1 for d in decisions if d.action is Action.SKIP),
             seconds=round(time.monotonic() - started, 3),
             quality=quality,
+        )
+
+
+def _cleanup(failing: bool, what: str, action: Callable[[], None]) -> None:
+    """Run a cleanup step; while another exception propagates, log its failure instead of raising it."""
+    if not failing:
+        action()
+        return
+    try:
+        action()
+    except Exception as exc:  # the propagating exception stays authoritative
+        _log.warning(
+            "%s failed while an earlier error propagated (%s); that error is reported",
+            what,
+            type(exc).__name__,
         )

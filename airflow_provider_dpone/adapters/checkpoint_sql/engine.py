@@ -58,6 +58,7 @@ def create_store_engine(url: URL) -> Engine:
         return _sqlite_engine(url)
     return create_engine(
         url,
+        hide_parameters=True,  # error text in task logs never carries bound values (bounds are source data)
         pool_pre_ping=True,
         connect_args={"connect_timeout": POSTGRES_CONNECT_TIMEOUT_S, "application_name": "dpone-checkpoints"},
     )
@@ -72,11 +73,11 @@ def _sqlite_engine(url: URL) -> Engine:
     if _is_memory(url):
         # One shared connection, or every pooled connection would see its own empty database.
         connect_args["check_same_thread"] = False
-        engine = create_engine(url, connect_args=connect_args, poolclass=StaticPool)
+        engine = create_engine(url, connect_args=connect_args, poolclass=StaticPool, hide_parameters=True)
     else:
         if url.query.get("uri") not in ("true", ("true",)) and url.database is not None:
             Path(url.database).parent.mkdir(parents=True, exist_ok=True)
-        engine = create_engine(url, connect_args=connect_args)
+        engine = create_engine(url, connect_args=connect_args, hide_parameters=True)
     event.listen(engine, "connect", _sqlite_pragmas)
     return engine
 

@@ -60,7 +60,7 @@ def build_policy(spec: QualitySpec, *, durable: bool) -> QualityPolicy:
         if len(set(check.columns)) != len(check.columns):
             raise _invalid(path, "a check lists the same column twice")
         for column in check.columns:
-            if not _IDENT_RE.match(column):
+            if not _IDENT_RE.fullmatch(column):
                 raise _invalid(
                     path, "quality check columns must be plain identifiers ([A-Za-z_][A-Za-z0-9_]*)"
                 )
