@@ -153,6 +153,11 @@ class Runtime:
         if not run_id.strip():
             raise DponeError(ErrorCode.USAGE, "a run ID must not be empty")
         store = self.store()
+        # the target's lease first: a second run stops before it opens the source or reads a checkpoint
+        with store.lease(self.loaded.route.target_table):  # type: ignore[attr-defined]
+            return self._run_leased(run_id, store)
+
+    def _run_leased(self, run_id: str, store: CheckpointStore) -> RunReport:
         source = self.open_source()
         artifacts = None
         if self.manifest.source.export is ExportPath.FILE_ARTIFACT:

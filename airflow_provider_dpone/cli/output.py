@@ -19,12 +19,13 @@ from typing import Any, NoReturn
 
 import click
 
-from airflow_provider_dpone.contracts.errors import BLOCKING_CODES, USAGE_CODES, DponeError
+from airflow_provider_dpone.contracts.errors import BLOCKING_CODES, USAGE_CODES, DponeError, ErrorCode
 
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_BLOCKED = 3
+EXIT_BUSY = 4
 
 #: The code printed for a failure that is not a DponeError (not an ErrorCode: it is never raised).
 UNEXPECTED_CODE = "unexpected_error"
@@ -37,6 +38,8 @@ def exit_code_for(err: DponeError) -> int:
         return EXIT_BLOCKED
     if err.code in USAGE_CODES:
         return EXIT_USAGE
+    if err.code is ErrorCode.ROUTE_BUSY:
+        return EXIT_BUSY
     return EXIT_FAILED
 
 

@@ -42,6 +42,8 @@ class ErrorCode(str, Enum):
     #: A durable quality capsule of the route is unresolved (pending, retained reader guard, or a failed
     #: target verdict): later runs stop before any source or target I/O until it completes or is resolved.
     QUALITY_REPLAY_UNRESOLVED = "quality_replay_unresolved"
+    #: another run holds the target's lease: nothing was read or written; retry later (exit code 4)
+    ROUTE_BUSY = "native_transfer_route_busy"
 
 
 #: Codes that mean "the route is blocked until an operator acts" (CLI exit code 3).

@@ -39,6 +39,7 @@ from airflow_provider_dpone.contracts.schema import TableSchema
 from airflow_provider_dpone.ports.artifacts import ArtifactStore
 from airflow_provider_dpone.ports.checkpoint_store import CheckpointStore, SourceStateStore
 from airflow_provider_dpone.ports.clock import Clock
+from airflow_provider_dpone.ports.route_lease import RouteLease
 from airflow_provider_dpone.ports.route_naming import RawRouteNaming, RouteNaming
 from airflow_provider_dpone.ports.sink import Sink, StagedSink
 from airflow_provider_dpone.ports.source import Source
@@ -83,6 +84,8 @@ class TransferPorts:
     replay: ReplayPorts | None = None
     #: Canonical route names; the default keeps names as written (tests without a source adapter).
     naming: RouteNaming = field(default_factory=RawRouteNaming)
+    #: Held around the whole run, before the guard scan; ``None`` only where one process owns the store.
+    lease: RouteLease | None = None
 
 
 class TransferEngine:
@@ -153,6 +156,13 @@ class TransferEngine:
     # -- one run -----------------------------------------------------------------------------------
 
     def run(self, run_id: str) -> RunReport:
+        """One run under the target's lease: a second run of the target stops here, before any I/O."""
+        if self._ports.lease is None:
+            return self._run(run_id)
+        with self._ports.lease.lease(self._route.target_table):
+            return self._run(run_id)
+
+    def _run(self, run_id: str) -> RunReport:
         started = time.monotonic()
         family = self._scan_route()
         latest = list(family.own)

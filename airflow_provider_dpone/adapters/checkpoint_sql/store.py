@@ -5,7 +5,7 @@ the same tables, queries and behaviour (layout and payload design: see ``tables.
 
 * Append-only: checkpoints are only ever INSERTed. "Latest" is the highest ``id`` of a partition; ids come
   from the database's rowid/identity and each row commits before the next is written, so with one writer
-  per route (concurrent-worker exclusion is out of scope) ``id`` order is write order.
+  per target (the route lease, ``route_lease.py``) ``id`` order is write order.
 * ``write_batch`` writes one row per short transaction, in order, deliberately NOT atomically: the target
   commit guard must be correct without atomic multi-row storage (seed 000), so a failure leaves the
   written prefix durable. A failure reported on COMMIT may still have made that row durable; callers
@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
@@ -31,6 +33,7 @@ from sqlalchemy.engine import URL
 from sqlalchemy.schema import CreateIndex, CreateTable
 from sqlalchemy.sql import Executable
 
+from airflow_provider_dpone.adapters.checkpoint_sql.route_lease import postgres_lease, sqlite_lease
 from airflow_provider_dpone.adapters.checkpoint_sql.store_base import SqlStoreBase
 from airflow_provider_dpone.adapters.checkpoint_sql.tables import build_tables
 from airflow_provider_dpone.contracts.checkpoint import PartitionCheckpoint
@@ -217,6 +220,18 @@ class SqlCheckpointStore(SqlStoreBase):
         params = {"route_key": route.key(), "partition_id": partition_id}
         rows = self._fetch("history", route, self._select_history, params)
         return [self._parse(row, route) for row in rows]
+
+    # -- RouteLease ------------------------------------------------------------------------------------
+
+    def lease(self, key: str) -> AbstractContextManager[None]:
+        """Exclusive for the run, released by process death (see ``route_lease``)."""
+        self._check_open("lease")
+        if self._backend == "postgresql":
+            return postgres_lease(self._engine, key)
+        database = self._engine.url.database
+        if not database or database == ":memory:":
+            return nullcontext()  # a private in-memory store: no other process can share it
+        return sqlite_lease(Path(database), key)
 
     # -- SourceStateStore ------------------------------------------------------------------------------
 

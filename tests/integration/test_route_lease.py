@@ -1,0 +1,87 @@
+"""Two runs of one target never both write: the lease, and its release by process death (SIGKILL)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import sqlalchemy as sa
+
+from airflow_provider_dpone.adapters.checkpoint_sql.tables import CHECKPOINT_TABLE
+from tests.integration.test_route_spelling import (  # noqa: F401 - fixtures
+    TARGET,
+    base,
+    dpone,
+    source_rows,
+    store_url,
+    target_rows,
+    write_manifest,
+)
+
+HOLDER = textwrap.dedent(
+    """
+    import sys, time
+    from airflow_provider_dpone.adapters.checkpoint_sql import SqlCheckpointStore
+    store = SqlCheckpointStore(sys.argv[1])
+    store.ensure_schema()
+    with store.lease(sys.argv[2]):
+        print("held", flush=True)
+        time.sleep(120)
+    """
+)
+
+
+def hold_lease(url: str) -> subprocess.Popen[str]:
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, url, TARGET], stdout=subprocess.PIPE, text=True, cwd=os.getcwd()
+    )
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    return holder
+
+
+def checkpoint_rows(url: str) -> int:
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as conn:
+            return int(conn.execute(sa.text(f"SELECT count(*) FROM {CHECKPOINT_TABLE}")).scalar_one())
+    finally:
+        engine.dispose()
+
+
+def test_a_second_run_of_a_leased_target_stops_with_exit_4_before_any_io_and_a_sigkilled_holder_frees_it(
+    base: Path,  # noqa: F811
+    store_url: str,  # noqa: F811
+) -> None:
+    manifest = write_manifest(base, "orders", store_url)
+    holder = hold_lease(store_url)
+    try:
+        busy = dpone("run", str(manifest))
+        assert busy.exit_code == 4, busy.output
+        assert "native_transfer_route_busy" in busy.output
+        assert checkpoint_rows(store_url) == 0  # not even a PLANNED row
+        assert not (base / "clickhouse").exists()  # the target was never opened
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(timeout=30)
+
+    result = dpone("run", str(manifest))
+
+    assert result.exit_code == 0, result.output
+    assert target_rows(base) == source_rows(base)
+
+
+def test_a_lease_on_another_target_does_not_block(base: Path, store_url: str) -> None:  # noqa: F811
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, store_url, "demo.other"], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        assert dpone("run", str(write_manifest(base, "orders", store_url))).exit_code == 0
+    finally:
+        holder.kill()
+        holder.wait(timeout=30)
+    assert target_rows(base) == source_rows(base)
