@@ -214,7 +214,25 @@ class Runtime:
 
     def resolve_guards(self, request: ResolutionRequest) -> list[PartitionCheckpoint]:
         """Append audited resolutions. Opens neither the source nor the target."""
-        return resolve(self.store(), self.clock, self.loaded.route, request, latest=self.family().target_wide)
+        sinks: list[Sink] = []
+
+        def count_target(checkpoint: PartitionCheckpoint) -> int:
+            if not sinks:
+                sinks.append(self.sink_factory()())  # read-only counts, opened only when needed
+            return sinks[0].count_rows(checkpoint.route.target_table, checkpoint.bounds)
+
+        try:
+            return resolve(
+                self.store(),
+                self.clock,
+                self.loaded.route,
+                request,
+                latest=self.family().target_wide,
+                count_target=count_target,
+            )
+        finally:
+            for sink in sinks:
+                sink.close()
 
     def inspect(self, *, with_source: bool = True) -> list[InspectionRow]:
         """Read-only comparison of each blocked partition's attempt, source and target row counts."""

@@ -28,9 +28,20 @@ def guard_group() -> None:
     help="committed: the target holds the rows; not-applied: it does not (the partition will run again).",
 )
 @click.option("--reason", required=True, help="Why: what you checked (kept in the audit record).")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Resolve as not-applied although the target holds rows within the bounds (see the runbook).",
+)
 @click.option("--json", "as_json", is_flag=True)
 def resolve_command(
-    manifest: str, partitions: tuple[str, ...], all_blocked: bool, resolve_as: str, reason: str, as_json: bool
+    manifest: str,
+    partitions: tuple[str, ...],
+    all_blocked: bool,
+    resolve_as: str,
+    reason: str,
+    force: bool,
+    as_json: bool,
 ) -> None:
     """Append an audited resolution for blocked partitions. Never touches the target."""
     from airflow_provider_dpone.compose import open_runtime
@@ -47,6 +58,7 @@ def resolve_command(
             resolve_as=ResolveAs(resolve_as),
             reason=reason,
             actor=operator_identity(),
+            force=force,
         )
         with open_runtime(loaded, manifest_ref=manifest) as runtime:
             records = runtime.resolve_guards(request)
@@ -57,9 +69,19 @@ def resolve_command(
         click.echo(json.dumps({"resolved": [r.model_dump(mode="json") for r in records]}, sort_keys=True))
         return
     for record in records:
+        audit = record.diagnostics.get("resolution")
+        counts = audit if isinstance(audit, dict) else {}
+        target_rows, attempt_rows = counts.get("target_rows"), counts.get("attempt_rows")
         click.echo(
             f"resolved {record.bounds.label}  id={record.partition_id}  as {resolve_as} -> {record.status.value}"
+            f"  target_rows={target_rows} attempt_rows={attempt_rows}"
         )
+        if resolve_as == "committed" and attempt_rows is not None and target_rows != attempt_rows:
+            click.echo(
+                f"warning: {record.bounds.label}: the target holds {target_rows} row(s) within the bounds but the "
+                f"attempt exported {attempt_rows}; check the target before the next run",
+                err=True,
+            )
     click.echo(f"next: dpone run {manifest}   (or clear the Airflow task)")
 
 

@@ -3,18 +3,23 @@
 Resolving ``committed`` records that the operator verified the target holds the partition's rows;
 ``not-applied`` records that it does not, which makes the partition retryable (phase
 ``failed_before_target``). Nothing here infers the answer: automatic reconciliation is out of scope.
+
+It does protect the operator from the answer that duplicates: before ``not-applied`` on an
+``incremental_append`` route it counts the target's rows within each partition's bounds and refuses when
+any are there, or when the attempt's target call is known to have succeeded (``checkpoint_incomplete``),
+unless ``force``. ``committed`` is recorded with the counts, so a mismatch is visible and audited.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
 from airflow_provider_dpone.contracts.checkpoint import CheckpointStatus, PartitionCheckpoint
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.guard import GUARD_KEY, GuardPhase, TargetCommitGuard
-from airflow_provider_dpone.contracts.route import RouteIdentity
+from airflow_provider_dpone.contracts.route import RouteIdentity, Strategy
 from airflow_provider_dpone.ports.checkpoint_store import CheckpointStore
 from airflow_provider_dpone.ports.clock import Clock
 from airflow_provider_dpone.runtime.batch_id import checkpoint_batch_id
@@ -34,6 +39,11 @@ class ResolutionRequest:
     resolve_as: ResolveAs
     reason: str
     actor: str
+    force: bool = False
+
+
+#: Rows the target holds within one blocked checkpoint's bounds (counted read-only, per partition).
+TargetCounter = Callable[[PartitionCheckpoint], int]
 
 
 def blocked_partitions(latest: Sequence[PartitionCheckpoint]) -> list[BlockedPartition]:
@@ -62,6 +72,7 @@ def resolve(
     request: ResolutionRequest,
     *,
     latest: Sequence[PartitionCheckpoint] | None = None,
+    count_target: TargetCounter | None = None,
 ) -> list[PartitionCheckpoint]:
     """Append one resolution checkpoint per chosen blocked partition, sharing one timestamp.
 
@@ -96,6 +107,9 @@ def resolve(
                 "only blocked partitions can be resolved; see `dpone checkpoints`",
                 details={"partitions": not_blocked},
             )
+    counts = _target_counts([by_id[pid] for pid in chosen], count_target, force=request.force)
+    if request.resolve_as is ResolveAs.NOT_APPLIED and not request.force:
+        _refuse_duplicating_not_applied([by_id[pid] for pid in chosen], blocked, counts)
     at = clock.now()
     records: list[PartitionCheckpoint] = []
     for pid in chosen:
@@ -117,6 +131,9 @@ def resolve(
             "reason": reason,
             "previous_status": previous.status.value,
             "previous_phase": block.phase,
+            "attempt_rows": previous.rows,
+            "target_rows": counts.get(pid),
+            "forced": request.force,
         }
         records.append(
             previous.model_copy(
@@ -130,3 +147,55 @@ def resolve(
         )
     store.write_batch(records)
     return records
+
+
+def _target_counts(
+    chosen: Sequence[PartitionCheckpoint], count_target: TargetCounter | None, *, force: bool
+) -> dict[str, int | None]:
+    """The target's rows within each partition's bounds; with ``force`` a count that fails is unknown."""
+    counts: dict[str, int | None] = {}
+    for checkpoint in chosen:
+        if count_target is None:
+            counts[checkpoint.partition_id] = None
+            continue
+        try:
+            counts[checkpoint.partition_id] = count_target(checkpoint)
+        except DponeError:
+            if not force:
+                raise
+            counts[checkpoint.partition_id] = None
+    return counts
+
+
+def _refuse_duplicating_not_applied(
+    chosen: Sequence[PartitionCheckpoint], blocked: dict[str, BlockedPartition], counts: dict[str, int | None]
+) -> None:
+    """``not-applied`` on an append route whose rows may be in the target would append them again."""
+    problems: list[str] = []
+    for checkpoint in chosen:
+        if checkpoint.route.strategy is not Strategy.INCREMENTAL_APPEND:
+            continue  # a re-run replaces the partition (or the table): no duplicate
+        block = blocked[checkpoint.partition_id]
+        target_rows = counts.get(checkpoint.partition_id)
+        if block.phase == GuardPhase.CHECKPOINT_INCOMPLETE.value:
+            problems.append(
+                f"partition {block.label}: the attempt's target call succeeded (checkpoint_incomplete); "
+                f"target_rows={target_rows} attempt_rows={checkpoint.rows}"
+            )
+        elif target_rows is None or target_rows > 0:
+            problems.append(
+                f"partition {block.label}: the target holds {target_rows if target_rows is not None else 'an unknown number of'} "
+                f"row(s) within its bounds; attempt_rows={checkpoint.rows}"
+            )
+    if problems:
+        raise DponeError(
+            ErrorCode.USAGE,
+            "refusing --as not-applied: the next run would append these partitions again",
+            details={"partitions": problems},
+            hint_lines=(
+                *problems,
+                "If the rows are the attempt's, resolve --as committed. If they are not (you verified and deleted",
+                "or they belong to another writer), re-run with --force; the counts are kept in the audit record.",
+                "runbook:  docs/runbook/manual-reconciliation.md",
+            ),
+        )

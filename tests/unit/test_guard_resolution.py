@@ -66,7 +66,13 @@ def test_resolving_as_committed_lets_the_next_run_skip_without_touching_the_targ
 def test_resolving_as_not_applied_lets_the_next_run_move_the_partitions_again() -> None:
     store, sink = blocked_store_after_lost_commit()
     route = engine_for(store, sink)._route
-    resolve(store, FixedClock(), route, ResolutionRequest(None, ResolveAs.NOT_APPLIED, "target empty", "me"))
+    sink.tables.clear()  # the operator deleted the attempt's rows from the target, then forces
+    resolve(
+        store,
+        FixedClock(),
+        route,
+        ResolutionRequest(None, ResolveAs.NOT_APPLIED, "deleted the rows", "me", force=True),
+    )
     assert {describe(c) for c in store.list_latest(route)} == {"FAILED/failed_before_target"}
     retry_sink = RecordingSink()
     report = engine_for(store, retry_sink).run("r2")
@@ -97,7 +103,7 @@ def test_an_invalid_guard_can_be_resolved_and_keeps_its_history() -> None:
         store,
         FixedClock(),
         route,
-        ResolutionRequest((first.partition_id,), ResolveAs.NOT_APPLIED, "bad rec", "me"),
+        ResolutionRequest((first.partition_id,), ResolveAs.NOT_APPLIED, "bad rec", "me", force=True),
     )
     history = store.history(route, first.partition_id)
     assert [describe(c) for c in history][-1] == "FAILED/failed_before_target"
@@ -129,3 +135,69 @@ def test_permit_is_required_for_every_target_mutation() -> None:
     permit._close_window()
     with pytest.raises(DponeError):
         permit._open_window()  # single use
+
+
+def counter(sink: RecordingSink):  # type: ignore[no-untyped-def]
+    return lambda checkpoint: sink.count_rows(checkpoint.route.target_table, checkpoint.bounds)
+
+
+def test_not_applied_is_refused_while_the_target_holds_rows_and_nothing_is_written() -> None:
+    store = InMemoryCheckpointStore()
+    sink = RecordingSink(fail_after_mutation=True)  # the rows landed, the call raised: target_outcome_unknown
+    with pytest.raises(InjectedFault):
+        engine_for(store, sink).run("r1")
+    route = engine_for(store, sink)._route
+    before = list(store.rows)
+    request = ResolutionRequest(None, ResolveAs.NOT_APPLIED, "looked empty", "me")
+    with pytest.raises(DponeError) as caught:
+        resolve(store, FixedClock(), route, request, count_target=counter(sink))
+    assert caught.value.code is ErrorCode.USAGE
+    assert any("the target holds 12 row(s)" in line for line in caught.value.hint_lines)
+    assert store.rows == before
+
+
+def test_not_applied_is_refused_for_a_checkpoint_incomplete_partition_even_with_an_empty_target() -> None:
+    store, sink = blocked_store_after_lost_commit()
+    sink.tables.clear()
+    route = engine_for(store, sink)._route
+    with pytest.raises(DponeError) as caught:
+        resolve(
+            store,
+            FixedClock(),
+            route,
+            ResolutionRequest(None, ResolveAs.NOT_APPLIED, "x", "me"),
+            count_target=counter(sink),
+        )
+    assert any("target call succeeded" in line for line in caught.value.hint_lines)
+
+
+def test_not_applied_with_an_empty_target_is_accepted_and_audits_the_counts() -> None:
+    store = InMemoryCheckpointStore()
+    sink = RecordingSink(fail_before_mutation=True)
+    with pytest.raises(InjectedFault):
+        engine_for(store, sink).run("r1")
+    route = engine_for(store, sink)._route
+    records = resolve(
+        store,
+        FixedClock(),
+        route,
+        ResolutionRequest(None, ResolveAs.NOT_APPLIED, "empty", "me"),
+        count_target=counter(sink),
+    )
+    audit = records[0].diagnostics["resolution"]
+    assert isinstance(audit, dict)
+    assert (
+        audit["target_rows"] == 0
+        and audit["forced"] is False
+        and audit["previous_phase"] == "target_outcome_unknown"
+    )
+    retry = RecordingSink()
+    engine_for(store, retry).run("r2")
+    assert sum(len(rows) for rows in retry.tables.values()) == 12
+
+
+def test_not_applied_with_an_unknown_target_count_is_refused_without_force() -> None:
+    store, sink = blocked_store_after_lost_commit()
+    route = engine_for(store, sink)._route
+    with pytest.raises(DponeError):
+        resolve(store, FixedClock(), route, ResolutionRequest(None, ResolveAs.NOT_APPLIED, "x", "me"))

@@ -1,0 +1,87 @@
+"""``dpone guard resolve`` refuses the answer that would duplicate, on a real target (chDB)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from airflow_provider_dpone.manifests.loader import load_manifest
+from tests.integration.test_route_spelling import (  # noqa: F401 - fixtures
+    append_armed,
+    base,
+    dpone,
+    latest_of,
+    source_rows,
+    store_url,
+    target_rows,
+    write_manifest,
+)
+
+
+def blocked_after_a_landed_append(base: Path, store_url: str) -> Path:  # noqa: F811
+    """Every partition's rows are in the target; two partitions' latest rows say EXPORTED/armed."""
+    manifest = write_manifest(base, "orders", store_url)
+    assert dpone("run", str(manifest)).exit_code == 0
+    append_armed(store_url, latest_of(store_url, load_manifest(manifest).route), how_many=2)
+    return manifest
+
+
+def test_not_applied_over_rows_in_the_target_is_refused_with_the_counts(
+    base: Path,  # noqa: F811
+    store_url: str,  # noqa: F811
+) -> None:
+    manifest = blocked_after_a_landed_append(base, store_url)
+
+    refused = dpone(
+        "guard", "resolve", str(manifest), "--all-blocked", "--as", "not-applied", "--reason", "x"
+    )
+
+    assert refused.exit_code == 2, refused.output
+    assert "refusing --as not-applied" in refused.output and "row(s) within its bounds" in refused.output
+    assert dpone("run", str(manifest)).exit_code == 3  # still blocked: nothing was written
+    assert target_rows(base) == source_rows(base)
+
+
+def test_committed_after_checking_the_target_unblocks_without_duplicating(
+    base: Path,  # noqa: F811
+    store_url: str,  # noqa: F811
+) -> None:
+    manifest = blocked_after_a_landed_append(base, store_url)
+
+    resolved = dpone(
+        "guard",
+        "resolve",
+        str(manifest),
+        "--all-blocked",
+        "--as",
+        "committed",
+        "--reason",
+        "counted",
+        "--json",
+    )
+
+    assert resolved.exit_code == 0, resolved.output
+    audits = [r["diagnostics"]["resolution"] for r in json.loads(resolved.stdout)["resolved"]]
+    assert all(a["target_rows"] == a["attempt_rows"] and a["forced"] is False for a in audits)
+    assert dpone("run", str(manifest)).exit_code == 0
+    assert target_rows(base) == source_rows(base)
+
+
+def test_force_overrides_the_refusal_and_is_audited(base: Path, store_url: str) -> None:  # noqa: F811
+    manifest = blocked_after_a_landed_append(base, store_url)
+
+    forced = dpone(
+        "guard",
+        "resolve",
+        str(manifest),
+        "--all-blocked",
+        "--as",
+        "not-applied",
+        "--reason",
+        "y",
+        "--force",
+        "--json",
+    )
+
+    assert forced.exit_code == 0, forced.output
+    assert all(r["diagnostics"]["resolution"]["forced"] for r in json.loads(forced.stdout)["resolved"])
