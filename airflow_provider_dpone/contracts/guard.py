@@ -99,6 +99,10 @@ class TargetCommitGuard(BaseModel):
         }
 
 
+#: Marks the stand-in the store returns for a stored row it cannot read (see ``unreadable.py``).
+UNREADABLE_KEY = "unreadable_checkpoint"
+
+
 class GuardInvalid(ValueError):
     """A guard that is present but not one of the allowed, well-formed records. Carries no raw values."""
 
@@ -116,6 +120,8 @@ def read_guard(checkpoint: PartitionCheckpoint) -> TargetCommitGuard | None:
 
     Reasons are fixed phrases (never the offending value) so they are safe to show to operators.
     """
+    if UNREADABLE_KEY in checkpoint.diagnostics:
+        raise GuardInvalid("stored checkpoint is unreadable")
     if GUARD_KEY not in checkpoint.diagnostics:
         return None
     raw = checkpoint.diagnostics[GUARD_KEY]

@@ -18,7 +18,7 @@ from enum import Enum
 
 from airflow_provider_dpone.contracts.checkpoint import CheckpointStatus, PartitionCheckpoint
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
-from airflow_provider_dpone.contracts.guard import GUARD_KEY, GuardPhase, TargetCommitGuard
+from airflow_provider_dpone.contracts.guard import GUARD_KEY, UNREADABLE_KEY, GuardPhase, TargetCommitGuard
 from airflow_provider_dpone.contracts.route import RouteIdentity, Strategy
 from airflow_provider_dpone.ports.checkpoint_store import CheckpointStore
 from airflow_provider_dpone.ports.clock import Clock
@@ -121,7 +121,9 @@ def resolve(
         else:
             status, phase = CheckpointStatus.FAILED, GuardPhase.FAILED_BEFORE_TARGET
         diagnostics: dict[str, object] = {
-            k: v for k, v in previous.diagnostics.items() if k not in (GUARD_KEY, "resolution")
+            k: v
+            for k, v in previous.diagnostics.items()
+            if k not in (GUARD_KEY, "resolution", UNREADABLE_KEY)
         }
         diagnostics[GUARD_KEY] = TargetCommitGuard.for_phase(phase, batch).to_json()
         diagnostics["resolution"] = {
@@ -134,6 +136,7 @@ def resolve(
             "attempt_rows": previous.rows,
             "target_rows": counts.get(pid),
             "forced": request.force,
+            "over_unreadable_row": UNREADABLE_KEY in previous.diagnostics,
         }
         records.append(
             previous.model_copy(

@@ -40,6 +40,10 @@ def _decide(planned: PlannedPartition, latest: PartitionCheckpoint | None) -> Re
     if latest.status is CheckpointStatus.COMMITTED:
         if latest.query_hash == planned.query_hash and latest.schema_hash == planned.schema_hash:
             return ResumeDecision(planned, Action.SKIP, Reason.COMMITTED)
+        if _attested_over_unreadable(latest):
+            # found by the planned partition ID, itself a digest over query and schema hash: the operator
+            # resolved an unreadable row whose hashes could not be read as committed
+            return ResumeDecision(planned, Action.SKIP, Reason.COMMITTED)
         return ResumeDecision(planned, Action.RUN, Reason.QUERY_OR_SCHEMA_CHANGED)
     guard = read_guard(latest)  # already validated by the route scan; blocking phases never reach here
     if guard is not None and guard.phase is GuardPhase.FAILED_BEFORE_TARGET:
@@ -48,6 +52,11 @@ def _decide(planned: PlannedPartition, latest: PartitionCheckpoint | None) -> Re
         return ResumeDecision(planned, Action.RUN, Reason.PREVIOUS_FAILURE)
     # PLANNED / LOADED / unguarded EXPORTED: legacy behaviour, the previous attempt stopped before the target.
     return ResumeDecision(planned, Action.RUN, Reason.INTERRUPTED_BEFORE_TARGET)
+
+
+def _attested_over_unreadable(checkpoint: PartitionCheckpoint) -> bool:
+    resolution = checkpoint.diagnostics.get("resolution")
+    return isinstance(resolution, dict) and resolution.get("over_unreadable_row") is True
 
 
 def plan_resume(

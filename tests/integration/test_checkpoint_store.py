@@ -28,7 +28,13 @@ from airflow_provider_dpone.adapters.checkpoint_sql import (
 from airflow_provider_dpone.contracts.checkpoint import CheckpointStatus, PartitionCheckpoint
 from airflow_provider_dpone.contracts.endpoints import EndpointDescriptor, EndpointKind
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
-from airflow_provider_dpone.contracts.guard import GUARD_KEY, GuardPhase, TargetCommitGuard
+from airflow_provider_dpone.contracts.guard import (
+    GUARD_KEY,
+    GuardInvalid,
+    GuardPhase,
+    TargetCommitGuard,
+    read_guard,
+)
 from airflow_provider_dpone.contracts.partition import BoundsKind, PartitionBounds, sha256_tag
 from airflow_provider_dpone.contracts.route import RouteIdentity, Strategy
 
@@ -380,7 +386,7 @@ class TestBothBackends:
                 call()
             assert caught.value.code is ErrorCode.CHECKPOINT_STORE_FAILED
 
-    def test_a_payload_that_disagrees_with_its_row_fails_closed(
+    def test_a_payload_that_disagrees_with_its_row_is_an_unreadable_stand_in_that_fails_closed(
         self, store: SqlCheckpointStore, store_url: str
     ) -> None:
         store.write_batch([checkpoint("a")])
@@ -392,10 +398,12 @@ class TestBothBackends:
                 )
         finally:
             engine.dispose()
-        with pytest.raises(DponeError) as caught:
-            store.list_latest(ROUTE)
-        assert caught.value.code is ErrorCode.CHECKPOINT_STORE_FAILED
-        assert "oops" not in str(caught.value) and "oops" not in repr(caught.value.details)
+        (stand_in,) = store.list_latest(ROUTE)
+        assert stand_in.partition_id == checkpoint("a").partition_id
+        with pytest.raises(GuardInvalid) as caught:
+            read_guard(stand_in)
+        assert caught.value.reason == "stored checkpoint is unreadable"
+        assert "oops" not in stand_in.to_payload()
 
     def test_store_from_endpoint_builds_the_same_store(self, store_url: str, tmp_path: Path) -> None:
         url = sa.engine.make_url(store_url)

@@ -40,6 +40,7 @@ from airflow_provider_dpone.contracts.checkpoint import PartitionCheckpoint
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.partition import canonical_json
 from airflow_provider_dpone.contracts.route import RouteIdentity, Strategy
+from airflow_provider_dpone.contracts.unreadable import unreadable_checkpoint
 from airflow_provider_dpone.ports.clock import Clock
 
 if TYPE_CHECKING:
@@ -277,13 +278,14 @@ class SqlCheckpointStore(SqlStoreBase):
             return conn.execute(statement, params).all()
 
     def _parse(self, row: Row[Any], route: RouteIdentity) -> PartitionCheckpoint:
-        """The stored checkpoint; a payload that is invalid or disagrees with its row fails closed."""
+        """The stored checkpoint. A payload that is invalid or disagrees with its row becomes an
+        unreadable stand-in, which blocks the route as an invalid guard and can be resolved."""
         try:
             checkpoint = PartitionCheckpoint.from_payload(row.payload_text)
-        except ValidationError as exc:
-            raise self._unreadable("read", route, row) from exc
+        except ValidationError:
+            return unreadable_checkpoint(row.partition_id, route, row.id, row.payload_text)
         if checkpoint.route != route or checkpoint.partition_id != row.partition_id:
-            raise self._unreadable("read", route, row)
+            return unreadable_checkpoint(row.partition_id, route, row.id, row.payload_text)
         return checkpoint
 
     def _unreadable(self, operation: str, route: RouteIdentity, row: Row[Any] | None) -> DponeError:
