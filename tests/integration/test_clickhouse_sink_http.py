@@ -340,3 +340,53 @@ def test_a_server_killed_mid_insert_is_target_load_failed_then_unreachable(priva
         assert gone.value.code is ErrorCode.TARGET_UNREACHABLE
     finally:
         sink.close()
+
+
+# -- day and month partitions of a DateTime column (the 18.16 Date-vs-DateTime comparison) ---------------
+
+
+def calendar_bounds_on_updated_at(day: date, kind: str) -> PartitionBounds:
+    if kind == "day":
+        lower, upper = day, day + timedelta(days=1)
+    else:
+        lower = day.replace(day=1)
+        upper = (lower + timedelta(days=32)).replace(day=1)
+    return PartitionBounds(
+        kind=BoundsKind.RANGE,
+        column="updated_at",
+        lower=lower.isoformat(),
+        upper=upper.isoformat(),
+        value_type="date",
+        label=f"updated_at={lower.isoformat()}",
+    )
+
+
+@pytest.mark.parametrize("kind", ["day", "month"])
+def test_day_and_month_bounds_on_a_datetime_column_count_and_replace_exactly_on_the_server(
+    sink: ClickHouseSink, table: str, kind: str
+) -> None:
+    seed(sink, table)  # updated_at 08:30 on D1 (ids 1, 2), D2 (3, 4) and D3 (5: December)
+    bounds = calendar_bounds_on_updated_at(D2, kind)
+    expected = [3, 4] if kind == "day" else [1, 2, 3, 4]  # D1 and D2 are in November
+    assert sink.count_rows(table, bounds) == len(expected)
+    assert sink.column_summary(table, bounds, ["id"])["rows"] == len(expected)
+
+    sink.load(
+        permit_for(table, Strategy.REPLACE_PARTITION, [bounds]), table, SCHEMA, [rows_chunk(expected, D2)]
+    )
+
+    assert ids_in(sink, table) == sorted([*expected, *(i for i in (1, 2, 3, 4, 5) if i not in expected)])
+    assert sink.count_rows(table, bounds) == len(expected)  # replaced, not doubled
+
+
+def test_staged_replace_of_a_datetime_day_partition_is_exact_on_the_server(
+    sink: ClickHouseSink, table: str
+) -> None:
+    seed(sink, table)
+    bounds = calendar_bounds_on_updated_at(D2, "day")
+    staging = sink.begin_staging(table, SCHEMA, BATCH)
+    sink.stage(staging, SCHEMA, [rows_chunk([3, 4], D2)])
+
+    sink.finalize_staged_load(permit_for(table, Strategy.REPLACE_PARTITION, [bounds]), staging, table)
+
+    assert ids_in(sink, table) == [1, 2, 3, 4, 5]

@@ -3,12 +3,17 @@
 ``RANGE`` is ``lower <= column < upper`` (either side may be open), ``VALUES`` is ``column IN (...)`` and
 ``ALL`` has no predicate. Literals are typed by ``bounds.value_type`` so comparisons never depend on
 implicit string conversion. A malformed bound raises :class:`BoundsError` before any statement is sent.
+
+Day and month bounds are dates; on a ``DateTime`` column they are written as the column's own type (the
+epoch second of local midnight, exactly as clickhouse-connect converts the naive datetimes it inserts).
+ClickHouse 18.16 compares a DateTime with a ``toDate(...)`` numerically (day number against seconds), so
+the date literal would match nothing there and a ``replace_partition`` re-run would delete nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from datetime import date, datetime
+from collections.abc import Mapping, Sequence
+from datetime import date, datetime, time
 
 from airflow_provider_dpone.adapters.clickhouse.quoting import quote_identifier, quote_string
 from airflow_provider_dpone.contracts.partition import BoundsKind, PartitionBounds
@@ -18,7 +23,18 @@ class BoundsError(ValueError):
     """Bounds that cannot be expressed as a predicate. The reason never repeats the value."""
 
 
-def literal(value: str, value_type: str) -> str:
+def _base_type(type_name: str) -> str:
+    for wrapper in ("Nullable(", "LowCardinality("):
+        while type_name.startswith(wrapper) and type_name.endswith(")"):
+            type_name = type_name[len(wrapper) : -1]
+    return type_name
+
+
+def _is_datetime(type_name: str | None) -> bool:
+    return type_name is not None and _base_type(type_name).startswith("DateTime")
+
+
+def literal(value: str, value_type: str, column_type: str | None = None) -> str:
     """One typed literal. ``datetime`` bounds become epoch seconds, converted exactly as clickhouse-connect
     converts the naive datetimes it inserts (``datetime.timestamp()``: the process's local time zone, or
     the offset when one is given), so a predicate selects precisely the rows this client wrote."""
@@ -35,6 +51,8 @@ def literal(value: str, value_type: str) -> str:
                 parsed = datetime.fromisoformat(value.strip()).date()
             except ValueError:
                 raise BoundsError("date bound is not an ISO date") from None
+        if _is_datetime(column_type):
+            return f"toDateTime({int(datetime.combine(parsed, time()).timestamp())})"
         return f"toDate({quote_string(parsed.isoformat())})"
     if value_type == "datetime":
         try:
@@ -45,34 +63,40 @@ def literal(value: str, value_type: str) -> str:
     return quote_string(value)
 
 
-def predicate(bounds: PartitionBounds) -> str | None:
-    """The WHERE condition selecting one partition, or ``None`` for ``ALL``."""
+ColumnTypes = Mapping[str, str]
+
+
+def predicate(bounds: PartitionBounds, column_types: ColumnTypes | None = None) -> str | None:
+    """The WHERE condition selecting one partition, or ``None`` for ``ALL``.
+
+    ``column_types`` (name -> ClickHouse type) lets bounds be written in the column's own type."""
     if bounds.kind is BoundsKind.ALL:
         return None
     if not bounds.column:
         raise BoundsError("partition bounds name no column")
     column = quote_identifier(bounds.column)
+    column_type = (column_types or {}).get(bounds.column)
     if bounds.kind is BoundsKind.RANGE:
         parts = []
         if bounds.lower is not None:
-            parts.append(f"{column} >= {literal(bounds.lower, bounds.value_type)}")
+            parts.append(f"{column} >= {literal(bounds.lower, bounds.value_type, column_type)}")
         if bounds.upper is not None:
-            parts.append(f"{column} < {literal(bounds.upper, bounds.value_type)}")
+            parts.append(f"{column} < {literal(bounds.upper, bounds.value_type, column_type)}")
         return " AND ".join(parts) if parts else None
     values = bounds.values or ()
     if not values:
         return "0"  # an empty list selects nothing
-    return f"{column} IN ({', '.join(literal(v, bounds.value_type) for v in values)})"
+    return f"{column} IN ({', '.join(literal(v, bounds.value_type, column_type) for v in values)})"
 
 
-def any_of(all_bounds: Sequence[PartitionBounds]) -> str | None:
+def any_of(all_bounds: Sequence[PartitionBounds], column_types: ColumnTypes | None = None) -> str | None:
     """One condition covering several partitions (``None`` when any of them is the whole table).
 
     Used to delete every armed partition with a single mutation instead of one per partition.
     """
     conditions: list[str] = []
     for bounds in all_bounds:
-        condition = predicate(bounds)
+        condition = predicate(bounds, column_types)
         if condition is None:
             return None
         conditions.append(f"({condition})")
@@ -81,6 +105,6 @@ def any_of(all_bounds: Sequence[PartitionBounds]) -> str | None:
     return " OR ".join(conditions)
 
 
-def where_clause(bounds: PartitionBounds | None) -> str:
-    condition = predicate(bounds) if bounds is not None else None
+def where_clause(bounds: PartitionBounds | None, column_types: ColumnTypes | None = None) -> str:
+    condition = predicate(bounds, column_types) if bounds is not None else None
     return f" WHERE {condition}" if condition is not None else ""

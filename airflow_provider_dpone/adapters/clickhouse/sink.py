@@ -59,7 +59,8 @@ class _Scope:
     """What a strategy removes before the insert: nothing, everything, or the rows matching ``condition``."""
 
     truncate: bool = False
-    condition: str | None = None
+    #: the armed partitions whose rows are deleted; the condition is written once the column types are known
+    bounds: tuple[PartitionBounds, ...] = ()
 
 
 class ClickHouseSink:
@@ -101,11 +102,12 @@ class ClickHouseSink:
     def count_rows(self, table: str, bounds: PartitionBounds | None) -> int:
         """Rows within the bounds; 0 when the table does not exist yet (nothing was ever loaded)."""
         name = self._name(table)
-        where = self._where(bounds)
+        self._where(bounds)  # malformed bounds fail before any statement
         with self._failures("count rows in the target table", name, step="count"):
             client = self._client()
             if not self._exists(client, name):
                 return 0
+            where = self._where(bounds, _types_of(self._describe(client, name)))
             return int(client.query(f"SELECT count() FROM {name.sql()}{where}").result_rows[0][0])
 
     def column_summary(
@@ -114,13 +116,15 @@ class ClickHouseSink:
         """Exact metrics for quality checks: ``rows``, and per column ``null_counts`` and
         ``distinct_counts`` (``uniqExact``; NULL is not a distinct value)."""
         name = self._name(table)
-        where = self._where(bounds)
+        self._where(bounds)  # malformed bounds fail before any statement
         selects = ["count()"]
         for column in columns:
             quoted = quote_identifier(column)
             selects += [f"countIf(isNull({quoted}))", f"uniqExact({quoted})"]
         with self._failures("summarize the target table", name, step="summary"):
-            row = self._client().query(f"SELECT {', '.join(selects)} FROM {name.sql()}{where}").result_rows[0]
+            client = self._client()
+            where = self._where(bounds, _types_of(self._describe(client, name)))
+            row = client.query(f"SELECT {', '.join(selects)} FROM {name.sql()}{where}").result_rows[0]
         # 18.16 returns NULL (not 0) for uniqExact over only NULLs
         values = [int(v) if v is not None else 0 for v in row]
         return {
@@ -174,7 +178,7 @@ class ClickHouseSink:
             client = self._client()
             target = self._describe(client, name)
         types = self._require_compatible(name, schema, target)
-        self._apply_scope(client, name, scope)
+        self._apply_scope(client, name, scope, target)
         head: list[ColumnChunk] = [first] if first is not None else []
         rows = self._insert_all(client, name, schema, types, itertools.chain(head, stream))
         log.info("loaded %d rows into %s", rows, name)
@@ -227,7 +231,7 @@ class ClickHouseSink:
             target = self._describe(client, name)
             rows = int(client.query(f"SELECT count() FROM {staging.sql()}").result_rows[0][0])
         self._require_staging_fits(name, staged, target)
-        self._apply_scope(client, name, scope)
+        self._apply_scope(client, name, scope, target)
         columns = column_list(list(staged))
         with self._failures("publish the staging table into the target", name, step="publish", code=_LOAD):
             client.command(f"INSERT INTO {name.sql()} ({columns}) SELECT {columns} FROM {staging.sql()}")
@@ -266,9 +270,9 @@ class ClickHouseSink:
             )
         return name
 
-    def _where(self, bounds: PartitionBounds | None) -> str:
+    def _where(self, bounds: PartitionBounds | None, column_types: Mapping[str, str] | None = None) -> str:
         try:
-            return where_clause(bounds)
+            return where_clause(bounds, column_types)
         except BoundsError as exc:
             raise _bounds_error(exc, bounds) from None
 
@@ -284,16 +288,21 @@ class ClickHouseSink:
                 condition = any_of(permit.bounds)
             except BoundsError as exc:
                 raise _bounds_error(exc, None) from None
-            return _Scope(truncate=True) if condition is None else _Scope(condition=condition)
+            return _Scope(truncate=True) if condition is None else _Scope(bounds=tuple(permit.bounds))
         return _Scope()
 
-    def _apply_scope(self, client: Client, name: TableName, scope: _Scope) -> None:
+    def _apply_scope(
+        self, client: Client, name: TableName, scope: _Scope, target: Mapping[str, TargetColumn]
+    ) -> None:
         if scope.truncate:
             with self._failures("truncate the target table", name, step="truncate", code=_LOAD):
                 client.command(f"TRUNCATE TABLE {name.sql()}")
-        elif scope.condition is not None:
+        elif scope.bounds:
+            condition = any_of(scope.bounds, _types_of(target))  # validated by _scope already
+            if condition is None:
+                raise DponeError(ErrorCode.TARGET_LOAD_FAILED, "a partition scope lost its bounds")
             with self._failures("delete the armed partitions' rows", name, step="delete", code=_LOAD):
-                delete_where(client, name, scope.condition, self._mutation_timeout_s)
+                delete_where(client, name, condition, self._mutation_timeout_s)
 
     def _insert_all(
         self,
@@ -490,6 +499,10 @@ class ClickHouseSink:
 
 
 _LOAD = ErrorCode.TARGET_LOAD_FAILED
+
+
+def _types_of(target: Mapping[str, TargetColumn]) -> dict[str, str]:
+    return {column: spec.type_name for column, spec in target.items()}
 
 
 def _bounds_error(exc: BoundsError, bounds: PartitionBounds | None) -> DponeError:
