@@ -1,0 +1,80 @@
+"""Guard behaviours each proven by a test that fails without them (batch ID, target-call failure path)."""
+
+from __future__ import annotations
+
+import json
+import traceback
+from collections.abc import Iterable
+
+import pytest
+
+from airflow_provider_dpone.contracts.chunk import ColumnChunk
+from airflow_provider_dpone.contracts.manifest import Manifest
+from airflow_provider_dpone.contracts.partition import canonical_json, sha256_tag
+from airflow_provider_dpone.contracts.permit import TargetPermit
+from airflow_provider_dpone.contracts.schema import TableSchema
+from airflow_provider_dpone.runtime.batch_id import checkpoint_batch_id
+from airflow_provider_dpone.runtime.transfer import TransferEngine, TransferPorts
+from tests.doubles import (
+    FixedClock,
+    InjectedFault,
+    InMemoryCheckpointStore,
+    MemorySource,
+    RecordingSink,
+    manifest_dict,
+    orders_rows,
+    phase_of,
+)
+
+
+def test_the_batch_id_is_the_digest_of_the_run_id_and_the_sorted_partition_ids() -> None:
+    expected = sha256_tag(canonical_json({"run_id": "run-7", "partition_ids": ["a", "b", "c"]}))
+    assert checkpoint_batch_id("run-7", ["c", "a", "b"]) == expected
+    assert checkpoint_batch_id("run-7", ["b", "c", "a"]) == expected  # order of the active list is irrelevant
+    assert checkpoint_batch_id("run-8", ["a", "b", "c"]) != expected  # a new run is a new batch
+    assert checkpoint_batch_id("run-7", ["a", "b"]) != expected
+
+
+class RaisingInsideTheCall(RecordingSink):
+    """Raises from inside ``load`` after consuming a chunk; keeps the permit and the raised object."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.raised: InjectedFault | None = None
+        self.permit: TargetPermit | None = None
+
+    def load(
+        self, permit: TargetPermit, table: str, schema: TableSchema, chunks: Iterable[ColumnChunk]
+    ) -> int:
+        self.permit = permit
+        permit.require_open(table)
+        next(iter(chunks))
+        self.raised = InjectedFault("connection dropped mid-insert")
+        raise self.raised
+
+
+@pytest.mark.parametrize("strategy", ["incremental_append", "full_refresh", "replace_partition"])
+def test_a_target_call_failure_reraises_the_same_object_closes_the_permit_and_marks_outcome_unknown(
+    strategy: str,
+) -> None:
+    store = InMemoryCheckpointStore()
+    sink = RaisingInsideTheCall()
+    manifest = Manifest.model_validate_json(json.dumps(manifest_dict(strategy=strategy)))
+    engine = TransferEngine(
+        manifest,
+        TransferPorts(
+            store=store, source=MemorySource(orders_rows()), open_sink=lambda: sink, clock=FixedClock()
+        ),
+        manifest_ref="m.yaml",
+    )
+
+    with pytest.raises(InjectedFault) as caught:
+        engine.run("run-1")
+
+    assert caught.value is sink.raised  # the very object, not a copy or a wrapper
+    assert traceback.extract_tb(caught.value.__traceback__)[-1].name == "load"  # its own traceback
+    assert sink.permit is not None and not sink.permit.is_open()
+    latest = store.list_latest(engine._route)
+    assert len(latest) == 3
+    assert {phase_of(c) for c in latest} == {"target_outcome_unknown"}
+    assert {c.status.value for c in latest} == {"FAILED"}
