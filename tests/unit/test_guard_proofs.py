@@ -78,3 +78,51 @@ def test_a_target_call_failure_reraises_the_same_object_closes_the_permit_and_ma
     assert len(latest) == 3
     assert {phase_of(c) for c in latest} == {"target_outcome_unknown"}
     assert {c.status.value for c in latest} == {"FAILED"}
+
+
+@pytest.mark.parametrize(
+    ("status", "phase", "wrong_recovery"),
+    [
+        ("EXPORTED", "armed", "retry_allowed"),
+        ("FAILED", "failed_before_target", "manual_reconciliation_required"),
+        ("COMMITTED", "checkpoint_committed", "retry_allowed"),
+        ("FAILED", "checkpoint_incomplete", "none"),
+        ("FAILED", "target_outcome_unknown", "retry_allowed"),
+    ],
+)
+def test_a_recovery_that_does_not_match_its_phase_is_an_invalid_guard(
+    status: str, phase: str, wrong_recovery: str
+) -> None:
+    from datetime import datetime, timezone
+
+    from airflow_provider_dpone.contracts.checkpoint import CheckpointStatus, PartitionCheckpoint
+    from airflow_provider_dpone.contracts.guard import (
+        GUARD_KEY,
+        GuardInvalid,
+        GuardPhase,
+        TargetCommitGuard,
+        read_guard,
+    )
+    from airflow_provider_dpone.contracts.partition import BoundsKind, PartitionBounds
+    from airflow_provider_dpone.contracts.route import RouteIdentity, Strategy
+
+    guard = TargetCommitGuard.for_phase(GuardPhase(phase), "sha256:" + "c" * 64).to_json()
+    at = datetime(2026, 12, 1, tzinfo=timezone.utc)
+
+    def with_recovery(recovery: str) -> PartitionCheckpoint:
+        return PartitionCheckpoint(
+            partition_id="p",
+            route=RouteIdentity(source_table="a", target_table="d.t", strategy=Strategy.INCREMENTAL_APPEND),
+            run_id="r",
+            status=CheckpointStatus(status),
+            started_at=at,
+            query_hash="q",
+            schema_hash="s",
+            bounds=PartitionBounds(kind=BoundsKind.ALL, label="all"),
+            diagnostics={GUARD_KEY: {**guard, "recovery": recovery}},
+        )
+
+    assert read_guard(with_recovery(str(guard["recovery"]))) is not None  # the matching pair is valid
+    with pytest.raises(GuardInvalid) as caught:
+        read_guard(with_recovery(wrong_recovery))
+    assert caught.value.reason == "recovery does not match the guard phase"
