@@ -126,3 +126,36 @@ def test_a_recovery_that_does_not_match_its_phase_is_an_invalid_guard(
     with pytest.raises(GuardInvalid) as caught:
         read_guard(with_recovery(wrong_recovery))
     assert caught.value.reason == "recovery does not match the guard phase"
+
+
+class CommitsALookAlikeThenFails(InMemoryCheckpointStore):
+    """On the commit batch, stores a COMMITTED record whose bytes differ from the candidate, then raises."""
+
+    def write_batch(self, checkpoints):  # type: ignore[no-untyped-def]
+        if checkpoints and phase_of(checkpoints[0]) == "checkpoint_committed":
+            first = checkpoints[0]
+            super().write_batch([first.model_copy(update={"rows": (first.rows or 0) + 1})])
+            raise InjectedFault("commit batch failed after a look-alike row")
+        super().write_batch(checkpoints)
+
+
+def test_reconciliation_keeps_only_candidates_whose_exact_bytes_are_durable() -> None:
+    store = CommitsALookAlikeThenFails()
+    manifest = Manifest.model_validate_json(json.dumps(manifest_dict()))
+    engine = TransferEngine(
+        manifest,
+        TransferPorts(
+            store=store,
+            source=MemorySource(orders_rows()),
+            open_sink=lambda: RecordingSink(),
+            clock=FixedClock(),
+        ),
+        manifest_ref="m.yaml",
+    )
+
+    with pytest.raises(InjectedFault):
+        engine.run("run-1")
+
+    latest = store.list_latest(engine._route)
+    # the look-alike COMMITTED row is not this attempt's record: it is marked incomplete, not trusted
+    assert {(c.status.value, phase_of(c)) for c in latest} == {("FAILED", "checkpoint_incomplete")}
