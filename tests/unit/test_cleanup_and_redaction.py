@@ -135,11 +135,19 @@ def test_a_batch_id_with_a_trailing_newline_is_a_malformed_batch_id() -> None:
     assert caught.value.reason == "malformed checkpoint batch id"
 
 
-def test_store_errors_never_carry_bound_values(tmp_path: Path) -> None:
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_store_errors_never_carry_bound_values(
+    tmp_path: Path, backend: str, request: pytest.FixtureRequest
+) -> None:
     from airflow_provider_dpone.adapters.checkpoint_sql.engine import create_store_engine
 
-    engine = create_store_engine(sa.engine.make_url(f"sqlite:///{tmp_path / 's.sqlite'}"))
+    url = (
+        f"sqlite:///{tmp_path / 's.sqlite'}"
+        if backend == "sqlite"
+        else request.getfixturevalue("postgres_url")
+    )
+    engine = create_store_engine(sa.engine.make_url(url))
     with pytest.raises(sa.exc.DBAPIError) as caught, engine.connect() as conn:
-        conn.execute(sa.text("INSERT INTO missing_table VALUES (:v)"), {"v": "bound-source-value-2026"})
+        conn.execute(sa.text("INSERT INTO missing_table_dpone VALUES (:v)"), {"v": "bound-source-value-2026"})
     assert "bound-source-value-2026" not in str(caught.value)
     engine.dispose()

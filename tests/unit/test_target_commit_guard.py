@@ -313,8 +313,9 @@ def test_all_terminal_candidates_use_one_injected_timestamp(checkpoint_store) ->
         ("file_artifact", "staged", "sink.finalize_staged_load"),
     ],
 )
+@pytest.mark.parametrize("strategy", ["incremental_append", "full_refresh", "replace_partition"])
 def test_staged_and_legacy_events_prove_guard_before_target_ordering(
-    checkpoint_store, export: str, load: str, target_call: str
+    checkpoint_store, export: str, load: str, target_call: str, strategy: str
 ) -> None:
     events: list[str] = []
     store = FaultyStore(checkpoint_store, events)
@@ -325,9 +326,11 @@ def test_staged_and_legacy_events_prove_guard_before_target_ordering(
         sink,
         export=export,
         load=load,
+        strategy=strategy,
         artifacts=MemoryArtifactStore(),
     )
     engine.run("run-1")
+    assert engine._route.strategy.value == strategy
 
     armed = [i for i, e in enumerate(events) if e == "store.write:EXPORTED/armed"]
     committed = [i for i, e in enumerate(events) if e == "store.write:COMMITTED/checkpoint_committed"]
