@@ -40,7 +40,8 @@ COMMAND_MODULES: tuple[str, ...] = (
 def cli(ctx: click.Context, debug: bool) -> None:
     """Move SQL Server / SQLite tables into ClickHouse in partitions, with a fail-closed commit guard.
 
-    Exit codes: 0 success, 1 failed, 2 usage or invalid manifest, 3 route blocked (manual reconciliation).
+    Exit codes: 0 success, 1 failed, 2 usage or invalid manifest, 3 route blocked (manual reconciliation),
+    4 route busy (another run holds the target; retry later).
     """
     ctx.meta[DEBUG_META_KEY] = debug
 

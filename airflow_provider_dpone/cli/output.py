@@ -1,7 +1,7 @@
 """What every ``dpone`` command prints and how it exits.
 
 Exit codes (ARCHITECTURE.md section 5): 0 success; 1 the run failed; 2 usage or invalid manifest;
-3 the route is blocked (manual reconciliation required, or an invalid guard). A failure prints one line
+3 the route is blocked (manual reconciliation required, or an invalid guard); 4 the route is busy. A failure prints one line
 ``error: <code>: <safe message>`` (then indented hints) to stderr, or with ``--json`` one JSON object to
 stdout. An unexpected exception prints a generic line only — its message may hold SQL, values or
 credentials — and its traceback only with ``--debug`` or ``DPONE_DEBUG=1``.

@@ -306,6 +306,7 @@ def probe_command(raise_: BaseException) -> click.Command:
         (ErrorCode.USAGE, 2),
         (ErrorCode.TARGET_LOAD_FAILED, 1),
         (ErrorCode.QUALITY_CHECK_FAILED, 1),
+        (ErrorCode.ROUTE_BUSY, 4),
     ],
 )
 def test_error_codes_map_to_exit_codes(code: ErrorCode, exit_code: int) -> None:
