@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 from airflow_provider_dpone.contracts.checkpoint import PartitionCheckpoint
 from airflow_provider_dpone.contracts.endpoints import EndpointDescriptor
@@ -28,6 +29,7 @@ from airflow_provider_dpone.contracts.report import RunReport
 from airflow_provider_dpone.manifests.loader import LoadedManifest
 from airflow_provider_dpone.ports.checkpoint_store import CheckpointStore
 from airflow_provider_dpone.ports.clock import Clock
+from airflow_provider_dpone.ports.route_lease import RouteLease
 from airflow_provider_dpone.ports.route_naming import RouteNaming
 from airflow_provider_dpone.ports.sink import Sink
 from airflow_provider_dpone.ports.source import Source
@@ -154,7 +156,8 @@ class Runtime:
             raise DponeError(ErrorCode.USAGE, "a run ID must not be empty")
         store = self.store()
         # the target's lease first: a second run stops before it opens the source or reads a checkpoint
-        with store.lease(self.loaded.route.target_table):  # type: ignore[attr-defined]
+        lease = cast(RouteLease, store)  # the SQL store is also the lease (its own database holds it)
+        with lease.lease(self.loaded.route.target_table):
             return self._run_leased(run_id, store)
 
     def _run_leased(self, run_id: str, store: CheckpointStore) -> RunReport:

@@ -39,7 +39,6 @@ from airflow_provider_dpone.contracts.schema import TableSchema
 from airflow_provider_dpone.ports.artifacts import ArtifactStore
 from airflow_provider_dpone.ports.checkpoint_store import CheckpointStore, SourceStateStore
 from airflow_provider_dpone.ports.clock import Clock
-from airflow_provider_dpone.ports.route_lease import RouteLease
 from airflow_provider_dpone.ports.route_naming import RawRouteNaming, RouteNaming
 from airflow_provider_dpone.ports.sink import Sink, StagedSink
 from airflow_provider_dpone.ports.source import Source
@@ -84,8 +83,6 @@ class TransferPorts:
     replay: ReplayPorts | None = None
     #: Canonical route names; the default keeps names as written (tests without a source adapter).
     naming: RouteNaming = field(default_factory=RawRouteNaming)
-    #: Held around the whole run, before the guard scan; ``None`` only where one process owns the store.
-    lease: RouteLease | None = None
 
 
 class TransferEngine:
@@ -103,7 +100,6 @@ class TransferEngine:
         self._manifest_ref = manifest_ref
         self._progress: ProgressListener = progress or SilentProgress()
         self._route = ports.naming.canonical(manifest.route())
-        self._matched: dict[str, PartitionCheckpoint] = {}
         self._durable = manifest.sink.options.durable_quality_replay
         self._policy = build_policy(manifest.quality, durable=self._durable)
         self._replay: DurableReplay | None = None
@@ -127,8 +123,8 @@ class TransferEngine:
 
     def plan(self, run_id: str) -> tuple[TableSchema, list[ResumeDecision]]:
         """Route guard scan first (nothing else may run on a blocked route), then resume decisions."""
-        family = self._scan_route()
-        return self._plan_from(family, run_id)
+        schema, decisions, _ = self._plan_from(self._scan_route(), run_id)
+        return schema, decisions
 
     def _scan_route(self) -> RouteFamily:
         """The guard scan over every route writing the target table, before anything else of the run."""
@@ -136,7 +132,10 @@ class TransferEngine:
         require_clear_route(self._route, family.target_wide, self._manifest_ref)
         return family
 
-    def _plan_from(self, family: RouteFamily, run_id: str) -> tuple[TableSchema, list[ResumeDecision]]:
+    def _plan_from(
+        self, family: RouteFamily, run_id: str
+    ) -> tuple[TableSchema, list[ResumeDecision], dict[str, PartitionCheckpoint]]:
+        """Schema, resume decisions, and the stored checkpoint each decision was taken from."""
         source = self._ports.source
         schema = source.describe()
         query_hash = source.query_hash()
@@ -150,19 +149,13 @@ class TransferEngine:
             )
             for bounds in source.plan_partitions()
         ]
-        self._matched = latest_by_partition(family, planned, self._ports.naming)
-        return schema, plan_resume(planned, self._matched, self._route.strategy, run_id)
+        matched = latest_by_partition(family, planned, self._ports.naming)
+        return schema, plan_resume(planned, matched, self._route.strategy, run_id), matched
 
     # -- one run -----------------------------------------------------------------------------------
 
     def run(self, run_id: str) -> RunReport:
-        """One run under the target's lease: a second run of the target stops here, before any I/O."""
-        if self._ports.lease is None:
-            return self._run(run_id)
-        with self._ports.lease.lease(self._route.target_table):
-            return self._run(run_id)
-
-    def _run(self, run_id: str) -> RunReport:
+        """One run. The composition root holds the target's lease around it (``compose.Runtime.run``)."""
         started = time.monotonic()
         family = self._scan_route()
         latest = list(family.own)
@@ -184,10 +177,10 @@ class TransferEngine:
             records, invalid_refs = scan_capsules(latest, self._ports.capsule_stores)
             require_clear_capsules(self._route, records, invalid_refs, self._manifest_ref, selector_on=False)
 
-        schema, decisions = self._plan_from(family, run_id)
+        schema, decisions, matched = self._plan_from(family, run_id)
         active = [ActivePartition(d.partition) for d in decisions if d.action is Action.RUN]
         self._progress.plan_ready(len(active), len(decisions) - len(active))
-        unverified = self._unverified(decisions)
+        unverified = self._unverified(decisions, matched)
         if not active:
             return self._report(run_id, decisions, None, {}, started, self._summary(None, None, unverified))
 
@@ -268,13 +261,15 @@ class TransferEngine:
             )
         return report
 
-    def _unverified(self, decisions: Sequence[ResumeDecision]) -> int:
+    def _unverified(
+        self, decisions: Sequence[ResumeDecision], matched: dict[str, PartitionCheckpoint]
+    ) -> int:
         """Skipped committed partitions with no capsule: REQUIRED/UNVERIFIED, never certified by a rescan."""
         if not self._durable:
             return 0
         count = 0
         for decision in decisions:
-            checkpoint = self._matched.get(decision.partition.partition_id)
+            checkpoint = matched.get(decision.partition.partition_id)
             if decision.action is not Action.SKIP or checkpoint is None:
                 continue
             try:

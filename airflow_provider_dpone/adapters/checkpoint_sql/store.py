@@ -45,6 +45,7 @@ from airflow_provider_dpone.ports.clock import Clock
 
 if TYPE_CHECKING:
     from airflow_provider_dpone.ports.checkpoint_store import CheckpointStore, SourceStateStore
+    from airflow_provider_dpone.ports.route_lease import RouteLease
 
 #: ensure_schema re-runs its IF-NOT-EXISTS DDL after losing a creation race to another process.
 _SCHEMA_ATTEMPTS = 3
@@ -336,5 +337,5 @@ def _is_already_exists(exc: BaseException) -> bool:
 
 if TYPE_CHECKING:
 
-    def _conforms(store: SqlCheckpointStore) -> tuple[CheckpointStore, SourceStateStore]:
-        return store, store
+    def _conforms(store: SqlCheckpointStore) -> tuple[CheckpointStore, SourceStateStore, RouteLease]:
+        return store, store, store
