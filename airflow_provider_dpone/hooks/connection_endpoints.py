@@ -21,7 +21,11 @@ from airflow_provider_dpone.connections.airflow_form import (
     normalize_conn_type,
 )
 from airflow_provider_dpone.connections.resolve import ROLE_KINDS, ConnectionRole
-from airflow_provider_dpone.contracts.endpoints import EndpointDescriptor
+from airflow_provider_dpone.contracts.endpoints import (
+    ClickHouseInterface,
+    EndpointDescriptor,
+    clickhouse_timeouts_from_extra,
+)
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 
 #: dpone's own connection types (registered with Airflow) and the standard type each one stands for.
@@ -81,14 +85,23 @@ def endpoint_from_connection(
     """Describe the endpoint an Airflow connection points at (opens nothing).
 
     ``name`` defaults to the connection ID; relative file paths resolve against ``manifest_dir`` (or
-    the working directory), as the CLI resolves them.
+    the working directory), as the CLI resolves them. A ClickHouse server connection's extras
+    ``connect_timeout`` and ``send_receive_timeout`` (seconds) become the endpoint's timeouts.
     """
     label = name or conn.conn_id or "unnamed"
     fields = fields_from_connection(conn, label)
     try:
-        return descriptor_from_fields(label, fields, manifest_dir=manifest_dir)
+        endpoint = descriptor_from_fields(label, fields, manifest_dir=manifest_dir)
     except ConnectionFormError as exc:
         raise _invalid(label, conn, exc.reason) from exc
+    if endpoint.interface is ClickHouseInterface.HTTP:
+        try:
+            timeouts = clickhouse_timeouts_from_extra(fields.extra)
+        except ValueError as exc:
+            raise _invalid(label, conn, str(exc)) from exc
+        if timeouts:
+            endpoint = endpoint.model_copy(update=timeouts)
+    return endpoint
 
 
 def require_role(endpoint: EndpointDescriptor, role: ConnectionRole | str) -> EndpointDescriptor:

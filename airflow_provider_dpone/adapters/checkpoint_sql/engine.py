@@ -2,12 +2,35 @@
 
 The URL carries a password for PostgreSQL, so it is parsed once here and never kept as text, logged or put
 in a message; SQLAlchemy's own ``Engine`` repr masks it.
+
+Every PostgreSQL call is bounded, so a frozen or unreachable server ends a run with
+``checkpoint_store_failed`` instead of holding an Airflow worker slot forever:
+
+* ``connect_timeout`` bounds connection establishment (never longer than the statement deadline);
+* the server's ``statement_timeout`` cancels a statement that runs too long on a live server;
+* TCP keepalives and ``tcp_user_timeout`` end a connection whose peer host or network vanished;
+* a client-side deadline ends a call to a server that accepts bytes but never answers (a SIGSTOPped or
+  wedged postmaster: its kernel still acknowledges TCP, so neither of the above fires). When a statement,
+  commit or rollback outlives the statement timeout plus :data:`CLIENT_GRACE_S`, the connection's socket
+  is shut down; libpq then fails the call at once and the pool discards the connection.
+
+The statement timeout defaults to :data:`POSTGRES_STATEMENT_TIMEOUT_S` and is set with the environment
+variable :data:`STATEMENT_TIMEOUT_ENV` (seconds).
 """
 
 from __future__ import annotations
 
+import functools
+import heapq
+import itertools
+import math
+import os
+import socket
 import sqlite3
+import threading
 import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +50,17 @@ _DEFAULT_DRIVERS = {"sqlite": "pysqlite", "postgresql": "psycopg2"}
 SQLITE_BUSY_TIMEOUT_S = 30.0
 #: Fail fast when PostgreSQL is unreachable instead of hanging an Airflow worker slot.
 POSTGRES_CONNECT_TIMEOUT_S = 10
+#: Server-side bound of one checkpoint statement (PostgreSQL ``statement_timeout``), in seconds.
+POSTGRES_STATEMENT_TIMEOUT_S = 30.0
+#: Environment variable overriding :data:`POSTGRES_STATEMENT_TIMEOUT_S` (a number of seconds).
+STATEMENT_TIMEOUT_ENV = "DPONE_CHECKPOINT_STATEMENT_TIMEOUT_S"
+STATEMENT_TIMEOUT_RANGE_S = (0.1, 3600.0)
+#: How much longer than the statement timeout the client waits for a silent server before cutting it off.
+CLIENT_GRACE_S = 5.0
+#: TCP keepalives: first probe after this idle time, then every interval, dead after count lost probes.
+KEEPALIVE_IDLE_S = 10
+KEEPALIVE_INTERVAL_S = 5
+KEEPALIVE_COUNT = 3
 
 
 def parse_url(url: str | URL) -> URL:
@@ -60,8 +94,166 @@ def create_store_engine(url: URL) -> Engine:
         url,
         hide_parameters=True,  # error text in task logs never carries bound values (bounds are source data)
         pool_pre_ping=True,
-        connect_args={"connect_timeout": POSTGRES_CONNECT_TIMEOUT_S, "application_name": "dpone-checkpoints"},
+        connect_args=postgres_connect_args(url.query, statement_timeout_s()),
     )
+
+
+def statement_timeout_s(env: Mapping[str, str] | None = None) -> float:
+    """The configured statement timeout in seconds, or ``connection_invalid`` naming the variable."""
+    raw = (os.environ if env is None else env).get(STATEMENT_TIMEOUT_ENV, "").strip()
+    if not raw:
+        return POSTGRES_STATEMENT_TIMEOUT_S
+    low, high = STATEMENT_TIMEOUT_RANGE_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not low <= value <= high:  # also refuses NaN
+        raise DponeError(
+            ErrorCode.CONNECTION_INVALID,
+            f"{STATEMENT_TIMEOUT_ENV} must be a number of seconds from {low:g} to {high:g}",
+            details={"variable": STATEMENT_TIMEOUT_ENV},
+        )
+    return value
+
+
+def postgres_connect_args(query: Mapping[str, Any], timeout_s: float) -> dict[str, Any]:
+    """psycopg2 ``connect()`` arguments bounding every call: see the module docstring.
+
+    ``options`` given in the URL's query are kept, with the statement timeout appended.
+    """
+    timeout_ms = max(1, round(timeout_s * 1000))
+    deadline_s = timeout_s + CLIENT_GRACE_S
+    options = f"-c statement_timeout={timeout_ms}"
+    given = query.get("options")
+    if isinstance(given, tuple):
+        given = " ".join(given)
+    if given:
+        options = f"{given} {options}"
+    return {
+        # a server given a short statement deadline is not given longer to accept a connection
+        "connect_timeout": min(POSTGRES_CONNECT_TIMEOUT_S, math.ceil(deadline_s)),
+        "application_name": "dpone-checkpoints",
+        "options": options,
+        "keepalives": 1,
+        "keepalives_idle": KEEPALIVE_IDLE_S,
+        "keepalives_interval": KEEPALIVE_INTERVAL_S,
+        "keepalives_count": KEEPALIVE_COUNT,
+        "tcp_user_timeout": round(deadline_s * 1000),
+        "connection_factory": bounded_connection_factory(deadline_s),
+    }
+
+
+class _Watchdog:
+    """One daemon thread that shuts down the socket of a call which outlived its deadline.
+
+    The socket is shut down (not closed): the file descriptor stays libpq's, the blocked ``recv`` returns
+    at once and libpq reports a lost connection. Expiry and disarming take the same lock, so a socket is
+    never touched after its call returned and disarmed it (its descriptor may be reused after that).
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._heap: list[tuple[float, int, int]] = []
+        self._armed: set[int] = set()
+        self._expired: set[int] = set()
+        self._tokens = itertools.count()
+        self._thread: threading.Thread | None = None
+
+    @contextmanager
+    def bounded(self, fileno: int, timeout_s: float) -> Iterator[Callable[[], bool]]:
+        """Arm a deadline for the block; yields a function telling whether the deadline cut it off."""
+        token = next(self._tokens)
+        with self._cond:
+            heapq.heappush(self._heap, (time.monotonic() + timeout_s, token, fileno))
+            self._armed.add(token)
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="dpone-checkpoint-deadline", daemon=True
+                )
+                self._thread.start()
+            self._cond.notify()
+        try:
+            yield lambda: token in self._expired
+        finally:
+            with self._cond:
+                self._armed.discard(token)
+                self._expired.discard(token)
+
+    def _run(self) -> None:
+        with self._cond:
+            while True:
+                while self._heap and self._heap[0][1] not in self._armed:
+                    heapq.heappop(self._heap)
+                if not self._heap:
+                    self._cond.wait()
+                    continue
+                deadline, token, fileno = self._heap[0]
+                remaining = deadline - time.monotonic()
+                if remaining > 0:
+                    self._cond.wait(remaining)
+                    continue
+                heapq.heappop(self._heap)
+                self._armed.discard(token)
+                self._expired.add(token)
+                _shut_down(fileno)
+
+
+def _shut_down(fileno: int) -> None:
+    try:
+        sock = socket.socket(fileno=os.dup(fileno))
+    except OSError:
+        return
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    finally:
+        sock.close()
+
+
+_WATCHDOG = _Watchdog()
+
+
+@functools.cache
+def bounded_connection_factory(deadline_s: float) -> Callable[..., Any]:
+    """A psycopg2 ``connection_factory`` whose statements, commits and rollbacks end within ``deadline_s``."""
+    import psycopg2
+    import psycopg2.extensions
+
+    class CheckpointStoreTimeout(psycopg2.OperationalError):
+        """The server did not answer within the client deadline; the connection was cut off."""
+
+    def bounded(conn: Any, call: Callable[[], Any]) -> Any:
+        with _WATCHDOG.bounded(conn.fileno(), deadline_s) as expired:
+            try:
+                return call()
+            except psycopg2.Error as exc:
+                if expired():
+                    raise CheckpointStoreTimeout(
+                        f"server closed the connection unexpectedly: no answer within {deadline_s:g} s"
+                    ) from exc
+                raise
+
+    class BoundedCursor(psycopg2.extensions.cursor):  # type: ignore[misc]
+        def execute(self, query: Any, vars: Any = None) -> Any:
+            return bounded(self.connection, lambda: super(BoundedCursor, self).execute(query, vars))
+
+        def executemany(self, query: Any, vars_list: Any) -> Any:
+            return bounded(self.connection, lambda: super(BoundedCursor, self).executemany(query, vars_list))
+
+    class BoundedConnection(psycopg2.extensions.connection):  # type: ignore[misc]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.cursor_factory = BoundedCursor
+
+        def commit(self) -> None:
+            bounded(self, super().commit)
+
+        def rollback(self) -> None:
+            bounded(self, super().rollback)
+
+    return BoundedConnection
 
 
 def _is_memory(url: URL) -> bool:

@@ -7,18 +7,33 @@ statement the sink sends is fully qualified (the database is created by ``prepar
 
 chDB notes: one chDB path per process at a time; a second path opens only after every client of the
 first is closed. :func:`close_client` therefore never raises, so a ``finally`` always releases the path.
+
+Bounded waits (server only): the TCP connect waits at most the endpoint's ``connect_timeout_s``, and
+every wait for the server's answer at most its ``receive_timeout_s`` (clickhouse-connect's
+``send_receive_timeout``; the server sends progress headers within it while a long statement runs, so a
+live server is not cut off). Unset on the endpoint (Airflow connection extras ``connect_timeout`` and
+``send_receive_timeout``), they come from the environment variables :data:`CONNECT_TIMEOUT_ENV` and
+:data:`RECEIVE_TIMEOUT_ENV`, else :data:`CONNECT_TIMEOUT_S` and :data:`RECEIVE_TIMEOUT_S`. A frozen server
+then fails the connect as ``target_unreachable`` instead of hanging for clickhouse-connect's 300 s.
 """
 
 from __future__ import annotations
 
 import importlib
 import logging
+import os
+from collections.abc import Mapping
 from typing import Any
 
 import clickhouse_connect
 from clickhouse_connect.driver.client import Client
 
-from airflow_provider_dpone.contracts.endpoints import ClickHouseInterface, EndpointDescriptor, EndpointKind
+from airflow_provider_dpone.contracts.endpoints import (
+    MAX_TIMEOUT_S,
+    ClickHouseInterface,
+    EndpointDescriptor,
+    EndpointKind,
+)
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 
 log = logging.getLogger(__name__)
@@ -26,6 +41,31 @@ log = logging.getLogger(__name__)
 EMBEDDED_EXTRA_HINT = "install the embedded extra: pip install 'airflow-provider-dpone[embedded]'"
 #: Seconds to wait for a TCP connection to a server (not for query execution).
 CONNECT_TIMEOUT_S = 10
+#: Seconds to wait for each answer of a server (clickhouse-connect's ``send_receive_timeout``).
+RECEIVE_TIMEOUT_S = 120
+CONNECT_TIMEOUT_ENV = "DPONE_CLICKHOUSE_CONNECT_TIMEOUT_S"
+RECEIVE_TIMEOUT_ENV = "DPONE_CLICKHOUSE_SEND_RECEIVE_TIMEOUT_S"
+
+
+def http_timeouts(endpoint: EndpointDescriptor, env: Mapping[str, str] | None = None) -> tuple[int, int]:
+    """``(connect, send_receive)`` seconds: the endpoint's, else the environment's, else the defaults."""
+    environ: Mapping[str, str] = os.environ if env is None else env
+    connect = endpoint.connect_timeout_s or _env_seconds(environ, CONNECT_TIMEOUT_ENV, CONNECT_TIMEOUT_S)
+    receive = endpoint.receive_timeout_s or _env_seconds(environ, RECEIVE_TIMEOUT_ENV, RECEIVE_TIMEOUT_S)
+    return connect, receive
+
+
+def _env_seconds(env: Mapping[str, str], variable: str, default: int) -> int:
+    raw = env.get(variable, "").strip()
+    if not raw:
+        return default
+    if not raw.isdigit() or not 1 <= int(raw) <= MAX_TIMEOUT_S:
+        raise DponeError(
+            ErrorCode.CONNECTION_INVALID,
+            f"{variable} must be a whole number of seconds from 1 to {MAX_TIMEOUT_S}",
+            details={"variable": variable},
+        )
+    return int(raw)
 
 
 def open_client(endpoint: EndpointDescriptor) -> Client:
@@ -42,13 +82,15 @@ def open_client(endpoint: EndpointDescriptor) -> Client:
 
 
 def _open_http(endpoint: EndpointDescriptor) -> Client:
+    connect_timeout, receive_timeout = http_timeouts(endpoint)
     kwargs: dict[str, Any] = {
         "host": endpoint.host or "localhost",
         "username": endpoint.user or "default",
         "password": endpoint.secret() or "",
         "secure": endpoint.secure,
         "compress": False,
-        "connect_timeout": CONNECT_TIMEOUT_S,
+        "connect_timeout": connect_timeout,
+        "send_receive_timeout": receive_timeout,
     }
     if endpoint.port is not None:
         kwargs["port"] = endpoint.port
@@ -58,7 +100,11 @@ def _open_http(endpoint: EndpointDescriptor) -> Client:
         raise DponeError(
             ErrorCode.TARGET_UNREACHABLE,
             f"could not connect to the ClickHouse server of {endpoint.describe()}",
-            details=failure_details(endpoint, exc),
+            details={
+                **failure_details(endpoint, exc),
+                "connect_timeout_s": connect_timeout,
+                "receive_timeout_s": receive_timeout,
+            },
         ) from exc
 
 
