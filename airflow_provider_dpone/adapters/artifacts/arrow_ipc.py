@@ -18,13 +18,31 @@ commit (the guard then records an unknown outcome, as it would for a failure of 
 also runs inside the target call). A change within the file system's timestamp granularity (a few ms)
 after ``verify`` is therefore caught by the streaming hash rather than up front. Each file is hashed while
 written, once before arming and once while loaded (about 36 ms per 50 MB pass here).
+
+A file-system failure while writing (disk full, quota, I/O error) is ``artifact_invalid`` naming the file
+and the error class, including one raised again when the file is closed.
+
+Leftovers of killed runs: a run directory (named ``dpone-artifacts-*``, as the composition root makes
+them) holds a lock file (:data:`LOCK_NAME`) that the store keeps ``flock``-ed for its lifetime (until
+:meth:`ArrowIpcArtifactStore.close` or garbage collection); the kernel drops the lock when the process
+dies, however it dies. A store on a run directory removes, when it opens, every sibling run directory
+whose lock file is no longer held (a SIGKILLed run's Arrow files). A live run's lock is held, so its
+directory is never removed; a directory without a lock file is left alone. The lock file appears under its
+final name only once locked (locked under a temporary name, then renamed), so no sweeper can catch a
+starting run between creating and locking it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import fcntl
 import hashlib
+import logging
 import os
 import re
+import shutil
+import weakref
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -39,7 +57,13 @@ from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.schema import TableSchema
 
 SUFFIX = ".arrows"
+#: Name prefix of per-run artifact directories (the composition root makes them with ``mkdtemp``).
+RUN_DIR_PREFIX = "dpone-artifacts-"
+#: The lock file a live run holds in its directory.
+LOCK_NAME = ".dpone-run.lock"
 _BLOCK = 1 << 20
+
+log = logging.getLogger(__name__)
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 
 
@@ -104,9 +128,25 @@ class ArrowIpcArtifactStore:
 
     def __init__(self, directory: str | os.PathLike[str]) -> None:
         self._directory = Path(directory)
-        self._directory.mkdir(parents=True, exist_ok=True)
+        run_directory = self._directory.name.startswith(RUN_DIR_PREFIX)
+        try:
+            self._directory.mkdir(parents=True, exist_ok=True)
+            self._lock_fd = _hold_run_lock(self._directory) if run_directory else None
+        except OSError as exc:
+            raise DponeError(
+                ErrorCode.ARTIFACT_INVALID,
+                "could not prepare the artifact directory",
+                details={"error_class": type(exc).__name__},
+            ) from exc
+        self._release = weakref.finalize(self, _close_fd, self._lock_fd)
         #: path -> (digest, file identity) of files this store verified, so ``read`` need not re-hash them
         self._verified: dict[str, tuple[str, tuple[int, ...]]] = {}
+        if run_directory:
+            remove_dead_run_directories(self._directory.parent, keep=self._directory)
+
+    def close(self) -> None:
+        """Release the run's lock (idempotent); the directory is then a dead run's to any later store."""
+        self._release()
 
     # -- write -------------------------------------------------------------------------------------
 
@@ -136,7 +176,13 @@ class ArrowIpcArtifactStore:
                     writer.close()
                     raw.flush()
                     os.fsync(raw.fileno())
-            finally:
+            except BaseException:
+                # closing flushes what is still buffered, which fails again on a full disk: the first
+                # failure is the one reported
+                with contextlib.suppress(OSError):
+                    raw.close()
+                raise
+            with _file_errors(path, partition_id):
                 raw.close()
             with _file_errors(path, partition_id):
                 os.replace(temporary, path)
@@ -222,6 +268,67 @@ class ArrowIpcArtifactStore:
     def remove(self, ref: ArtifactRef) -> None:
         self._verified.pop(ref.path, None)
         Path(ref.path).unlink(missing_ok=True)
+
+
+def _hold_run_lock(directory: Path) -> int:
+    """Lock a fresh file under a temporary name, then give it its final name: it is never seen unlocked."""
+    temporary = directory / f"{LOCK_NAME}.{os.getpid()}.tmp"
+    fd = os.open(temporary, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.replace(temporary, directory / LOCK_NAME)
+    except BaseException:
+        os.close(fd)
+        temporary.unlink(missing_ok=True)
+        raise
+    return fd
+
+
+def _close_fd(fd: int | None) -> None:
+    if fd is not None:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
+def remove_dead_run_directories(parent: Path, keep: Path | None = None) -> list[Path]:
+    """Remove ``dpone-artifacts-*`` directories of ``parent`` whose run lock is not held; returns them.
+
+    Best effort: a directory that cannot be inspected or removed is left (and logged at debug level).
+    """
+    removed: list[Path] = []
+    try:
+        candidates = [p for p in parent.iterdir() if p.name.startswith(RUN_DIR_PREFIX)]
+    except OSError:
+        return removed
+    for candidate in candidates:
+        if keep is not None and candidate == keep:
+            continue
+        try:
+            if _remove_if_dead(candidate):
+                removed.append(candidate)
+        except OSError:
+            log.debug("could not inspect or remove a dead run's artifact directory", exc_info=True)
+    return removed
+
+
+def _remove_if_dead(directory: Path) -> bool:
+    if directory.is_symlink() or not directory.is_dir():
+        return False
+    try:
+        fd = os.open(directory / LOCK_NAME, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        return False  # no lock file: not a directory this store made (or not one it can judge)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+                return False  # a live run holds it
+            raise
+        shutil.rmtree(directory)  # held while removing: a second sweeper waits on nothing and skips
+        return True
+    finally:
+        os.close(fd)
 
 
 def _identity(path: Path) -> tuple[int, ...]:
