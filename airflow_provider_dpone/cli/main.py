@@ -15,7 +15,7 @@ from types import ModuleType
 import click
 
 from airflow_provider_dpone import __version__
-from airflow_provider_dpone.cli.output import DEBUG_META_KEY, fail_unexpected
+from airflow_provider_dpone.cli.output import DEBUG_META_KEY, fail_unexpected, remember_debug
 
 #: Command modules, relative to this package. Order is the order of ``dpone --help``'s listing.
 COMMAND_MODULES: tuple[str, ...] = (
@@ -44,6 +44,7 @@ def cli(ctx: click.Context, debug: bool) -> None:
     4 route busy (another run holds the target; retry later).
     """
     ctx.meta[DEBUG_META_KEY] = debug
+    remember_debug(debug)
 
 
 def register_commands(group: click.Group, modules: Sequence[str] = COMMAND_MODULES) -> list[str]:
@@ -89,6 +90,7 @@ register_commands(cli)
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Console-script entry point (``dpone``)."""
+    remember_debug(False)
     try:
         cli.main(args=list(argv) if argv is not None else None, prog_name="dpone")
     except Exception as exc:  # escaped every command's own handler: still no message, still exit 1

@@ -31,6 +31,15 @@ EXIT_BUSY = 4
 UNEXPECTED_CODE = "unexpected_error"
 #: Where ``dpone --debug`` is remembered on the root click context.
 DEBUG_META_KEY = "dpone.debug"
+#: ``--debug`` of the invocation in progress, for failures reported after click's context is gone
+#: (an exception that escaped a command reaches the console-script entry point without a context).
+_debug_requested = False
+
+
+def remember_debug(debug: bool) -> None:
+    """Record the root group's ``--debug`` (called for every invocation, so it never leaks into the next)."""
+    global _debug_requested
+    _debug_requested = debug
 
 
 def exit_code_for(err: DponeError) -> int:
@@ -48,7 +57,9 @@ def debug_enabled() -> bool:
     if os.environ.get("DPONE_DEBUG", "").strip().lower() in ("1", "true", "yes"):
         return True
     ctx = click.get_current_context(silent=True)
-    return bool(ctx is not None and ctx.find_root().meta.get(DEBUG_META_KEY, False))
+    if ctx is None:
+        return _debug_requested
+    return bool(ctx.find_root().meta.get(DEBUG_META_KEY, False))
 
 
 def fail(err: DponeError, as_json: bool) -> NoReturn:

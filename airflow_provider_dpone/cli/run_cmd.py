@@ -8,9 +8,15 @@ from datetime import datetime, timezone
 
 import click
 
-from airflow_provider_dpone.cli.output import fail
+from airflow_provider_dpone.cli.output import DEBUG_META_KEY, fail, remember_debug, reporting_errors
 from airflow_provider_dpone.contracts.errors import DponeError
 from airflow_provider_dpone.contracts.report import RunReport
+
+#: The first hint line of a route left blocked by an interrupted run (replaces "this attempt wrote nothing").
+INTERRUPTED_LINE = (
+    "the run was interrupted (SIGINT) after the target was invoked; the target may hold some or all "
+    "of the batch, and the route stays blocked until an operator resolves it."
+)
 
 
 def default_run_id() -> str:
@@ -60,16 +66,79 @@ def execute_run(manifest_path: str, run_id: str | None, as_json: bool) -> RunRep
         return runtime.run(run_id or default_run_id())
 
 
+def blocked_after_interrupt(manifest_path: str) -> DponeError | None:
+    """The route's blocked error as the next run would meet it, or None when the route is clear.
+
+    Read after an interrupt inside a run: the guard records the run left (armed, or target_outcome_unknown)
+    are what an operator must now resolve, so they are shown as a target failure's would be.
+    """
+    from airflow_provider_dpone.adapters.checkpoint_sql import store_from_endpoint
+    from airflow_provider_dpone.adapters.sources.route_naming import SourceRouteNaming
+    from airflow_provider_dpone.connections import resolve_endpoint
+    from airflow_provider_dpone.manifests.loader import load_manifest
+    from airflow_provider_dpone.runtime.route_family import load_family
+    from airflow_provider_dpone.runtime.route_guard import require_clear_route
+
+    loaded = load_manifest(manifest_path)
+    endpoint = resolve_endpoint(
+        loaded.manifest.checkpoints.connection, role="checkpoints", manifest_dir=loaded.manifest_dir
+    )
+    store = store_from_endpoint(endpoint, loaded.manifest_dir)
+    try:
+        family = load_family(store, loaded.route, SourceRouteNaming(loaded.manifest.source))
+        latest = list(family.target_wide)
+    finally:
+        store.close()
+    try:
+        require_clear_route(loaded.route, latest, manifest_path)
+    except DponeError as blocked:
+        hints = list(blocked.hint_lines)
+        if hints and "this attempt wrote nothing" in hints[0]:
+            hints[0] = INTERRUPTED_LINE
+        else:
+            hints.insert(0, INTERRUPTED_LINE)
+        return DponeError(
+            blocked.code,
+            f"{blocked.safe_message} (the run was interrupted)",
+            details={**blocked.details, "interrupted": True},
+            hint_lines=tuple(hints),
+        )
+    return None
+
+
+def _report_interrupt(manifest: str, as_json: bool) -> None:
+    """After Ctrl-C: the blocked-route text when the run left the route blocked, else click's ``Aborted!``."""
+    try:
+        blocked = blocked_after_interrupt(manifest)
+    except Exception:  # the store cannot be read now: say where to look instead
+        click.echo("Aborted!\n  the route may be blocked; inspect: dpone checkpoints " + manifest, err=True)
+        sys.exit(1)
+    if blocked is None:
+        raise click.exceptions.Abort()
+    fail(blocked, as_json)
+
+
 @click.command("run")
 @click.argument("manifest", type=click.Path(dir_okay=False))
 @click.option("--run-id", help="Run identity; retries of one run must share it (default: a new manual run).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON report instead of text.")
-def run_command(manifest: str, run_id: str | None, as_json: bool) -> None:
+@click.option(
+    "--debug",
+    is_flag=True,
+    default=False,
+    help="Print tracebacks of failures (same as dpone --debug run). Tracebacks may contain sensitive text.",
+)
+@click.pass_context
+def run_command(ctx: click.Context, manifest: str, run_id: str | None, as_json: bool, debug: bool) -> None:
     """Move the manifest's route from source to target, guarded and resumable."""
+    if debug:
+        ctx.find_root().meta[DEBUG_META_KEY] = True
+        remember_debug(True)
     try:
-        report = execute_run(manifest, run_id, as_json)
-    except DponeError as err:
-        fail(err, as_json)
+        with reporting_errors(as_json):  # a DponeError exits with its code; anything else as unexpected
+            report = execute_run(manifest, run_id, as_json)
+    except KeyboardInterrupt:
+        _report_interrupt(manifest, as_json)
         return
     if as_json:
         click.echo(json.dumps(report.model_dump(mode="json"), sort_keys=True))

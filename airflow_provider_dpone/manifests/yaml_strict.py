@@ -29,10 +29,15 @@ PathKey = tuple[str | int, ...]
 
 #: Walk budget: a manifest is small; aliases that expand beyond this are refused ("billion laughs").
 MAX_NODES = 50_000
+#: Nesting budget: a manifest is a few levels deep; deeper documents are refused before they are built.
+MAX_DEPTH = 100
 
 
 class YamlTooComplex(ValueError):
-    """The document expands (through aliases) to more values than any manifest needs."""
+    """The document expands (through aliases) to more values, or nests deeper, than any manifest needs."""
+
+
+TOO_DEEP = f"the manifest is nested deeper than {MAX_DEPTH} levels"
 
 
 class StrictSafeLoader(yaml.SafeLoader):
@@ -91,11 +96,16 @@ class ParsedYaml:
 def parse_yaml(text: str) -> ParsedYaml:
     """Parse one YAML document.
 
-    Raises ``yaml.YAMLError`` (with marks) on syntax errors and :class:`YamlTooComplex` on alias bombs.
+    Raises ``yaml.YAMLError`` (with marks) on syntax errors and :class:`YamlTooComplex` on alias bombs
+    and on nesting deeper than :data:`MAX_DEPTH` (PyYAML composes and constructs recursively, so a deep
+    document would otherwise end in a ``RecursionError``).
     """
     loader = StrictSafeLoader(text)
     try:
-        node = loader.get_single_node()
+        try:
+            node = loader.get_single_node()
+        except RecursionError:
+            raise YamlTooComplex(TOO_DEEP) from None  # the traceback is thousands of frames deep
         if node is None:
             return ParsedYaml(data=None)
         parsed = ParsedYaml(data=None)
@@ -110,6 +120,8 @@ def _walk(node: Node, path: PathKey, parsed: ParsedYaml, active: set[int]) -> No
     """Record positions and duplicate keys. Aliased nodes are walked once per path, cycles not at all."""
     if id(node) in active:
         return
+    if len(path) > MAX_DEPTH:
+        raise YamlTooComplex(TOO_DEEP)
     parsed.visited += 1
     if parsed.visited > MAX_NODES:
         raise YamlTooComplex("the manifest expands to too many values")
