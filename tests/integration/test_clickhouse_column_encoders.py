@@ -7,14 +7,16 @@ not take (ints, floats, text) must fall back to the stock encoder and still matc
 
 from __future__ import annotations
 
+import calendar
 import random
+import time
 from datetime import date, datetime, timedelta, timezone
 from decimal import Decimal
 
 import pytest
 from clickhouse_connect.datatypes.registry import get_from_name
 
-from airflow_provider_dpone.adapters.clickhouse.column_encoders import AVAILABLE, column_types
+from airflow_provider_dpone.adapters.clickhouse.column_encoders import AVAILABLE, column_types, insert_columns
 
 _rand = random.Random(20261202)
 
@@ -50,11 +52,6 @@ CASES: list[tuple[str, list[object]]] = [
     ("Nullable(Date)", [None, date(1999, 12, 31), None, date(2026, 11, 30)]),
     ("Date", [datetime(2026, 3, 29, 23, 59, 59), datetime(1970, 1, 1)]),  # datetimes in a Date column
     ("Date", [1, 2, 20_000]),  # already days: the stock encoder's int path
-    ("DateTime", [datetime(1970, 1, 1), datetime(2106, 2, 7, 6, 28, 15), datetime(2026, 3, 29, 1, 30)]),
-    ("DateTime", [datetime(2000, 1, 1) + timedelta(seconds=_rand.randint(0, 10**9)) for _ in range(1500)]),
-    ("Nullable(DateTime)", [None, datetime(2020, 5, 5, 5, 5, 5), None]),
-    ("DateTime", [datetime(2020, 5, 5, 5, 5, 5, tzinfo=timezone(timedelta(hours=3)))]),  # aware
-    ("DateTime", [0, 10, 2**31]),  # epoch seconds: the stock int path
     ("Decimal(38, 4)", [Decimal("1.5"), Decimal("123456789012345678901234.1234")]),  # 128-bit: stock type
 ]
 
@@ -75,12 +72,45 @@ def test_fast_encoders_write_the_same_native_bytes_as_clickhouse_connect(
     assert written == expected
 
 
-def test_the_fast_encoders_are_chosen_for_decimal_date_and_datetime() -> None:
+def test_the_fast_encoders_are_chosen_for_decimal_and_date() -> None:
     names = ["Decimal(12, 2)", "Nullable(Date)", "DateTime", "String", "Int64", "Decimal(38, 2)"]
     kinds = [type(t).__name__ for t in column_types(names)]
     if AVAILABLE:
-        assert kinds[:3] == ["FastDecimal", "FastDate", "FastDateTime"]
-    assert kinds[3:] == ["String", "Int64", "BigDecimal"]
+        assert kinds[:2] == ["FastDecimal", "FastDate"]
+    assert kinds[2:] == ["DateTime", "String", "Int64", "BigDecimal"]
+
+
+DATETIMES: list[list[object]] = [
+    [datetime(1970, 1, 1), datetime(2106, 2, 7, 6, 28, 15), datetime(2026, 3, 8, 2, 30)],  # a New York gap
+    [datetime(2000, 1, 1) + timedelta(seconds=_rand.randint(0, 10**9)) for _ in range(1500)],
+    [None, datetime(2020, 5, 5, 5, 5, 5), None],
+    [datetime(2020, 5, 5, 5, 5, 5, tzinfo=timezone(timedelta(hours=3))), datetime(2020, 1, 1)],  # aware
+    [0, 10, 2**31],  # epoch seconds already
+]
+
+
+def _utc_reference(value: object) -> object:
+    if not isinstance(value, datetime):
+        return value
+    aware = value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+    return calendar.timegm(aware.utctimetuple())
+
+
+@pytest.mark.parametrize("zone", ["UTC", "America/New_York", "Asia/Kathmandu"])
+@pytest.mark.parametrize("values", DATETIMES, ids=[f"datetimes-{i}" for i in range(len(DATETIMES))])
+def test_datetimes_are_written_as_utc_epoch_seconds_whatever_the_process_zone(
+    values: list[object], zone: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TZ", zone)
+    time.tzset()
+    try:
+        (seconds,) = insert_columns(["Nullable(DateTime)"], [values])
+        (untouched,) = insert_columns(["Nullable(Date)"], [values])
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+    assert seconds == [_utc_reference(v) for v in values]
+    assert untouched is values
 
 
 def test_a_value_the_column_cannot_hold_fails_like_the_stock_encoder() -> None:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from pydantic import ValidationError
 
+from airflow_provider_dpone.adapters.clickhouse.predicates import predicate as sink_predicate
 from airflow_provider_dpone.adapters.target_reader.protocol import EndpointFrame, WorkerRequestFrame
 from airflow_provider_dpone.adapters.target_reader.select_builder import build_select, render_literal
 from airflow_provider_dpone.contracts.endpoints import ClickHouseInterface, EndpointDescriptor, EndpointKind
@@ -73,11 +76,35 @@ def test_select_uses_exact_functions_and_only_the_generation_predicate() -> None
         ("it's \\ odd", "string", "'it\\'s \\\\ odd'"),
         ("-42", "integer", "-42"),
         ("2026-11-30", "date", "toDate('2026-11-30')"),
-        ("2026-11-30T08:00:00", "datetime", "toDateTime('2026-11-30 08:00:00', 'UTC')"),
+        ("2026-11-30T08:00:00", "datetime", "toDateTime(1796025600)"),
     ],
 )
 def test_literals_are_rendered_by_type_and_escaped(value: str, value_type: str, rendered: str) -> None:
     assert render_literal(value, value_type) == rendered
+
+
+@pytest.mark.parametrize("column_type", ["DateTime", "Nullable(DateTime)", "DateTime('UTC')"])
+def test_day_bounds_on_a_datetime_column_are_utc_midnight_epochs_like_the_sinks(column_type: str) -> None:
+    """18.16 compares a DateTime with toDate(...) numerically: the reader would count nothing."""
+    bounds = day("2026-11-30", "2026-12-01")
+    sql, _ = build_select(
+        request(selector=GenerationSelector(partitions=(bounds,))), {"order_date": column_type}
+    )
+    assert "(`order_date` >= toDateTime(1795996800) AND `order_date` < toDateTime(1796083200))" in sql
+    assert sink_predicate(bounds, {"order_date": column_type}) in sql
+
+
+def test_reader_and_sink_select_the_same_instant_under_any_process_zone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("TZ", "Europe/Berlin")
+    time.tzset()
+    try:
+        rendered = render_literal("2026-03-29T02:30:00", "datetime", "DateTime")
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+    assert rendered == "toDateTime(1774751400)"
 
 
 @pytest.mark.parametrize(

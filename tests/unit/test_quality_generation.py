@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import time
-from collections.abc import Iterator
-
 import pytest
 
 from airflow_provider_dpone.contracts.capsule import QualityPolicy
@@ -14,7 +10,6 @@ from airflow_provider_dpone.contracts.partition import BoundsKind, PartitionBoun
 from airflow_provider_dpone.runtime.quality.generation import (
     compact_bounds,
     merge_bounds,
-    require_utc_for_datetime_bounds,
     target_plan,
 )
 from airflow_provider_dpone.runtime.quality.policy import IMPLICIT_ROW_COUNT
@@ -83,33 +78,3 @@ def test_more_ranges_than_a_plan_holds_are_refused_as_capacity() -> None:
     with pytest.raises(DponeError) as caught:
         compact_bounds(gaps)
     assert caught.value.code is ErrorCode.CAPSULE_CAPACITY_EXCEEDED
-
-
-@pytest.fixture
-def berlin() -> Iterator[None]:
-    before = os.environ.get("TZ")
-    os.environ["TZ"] = "Europe/Berlin"
-    time.tzset()
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop("TZ", None)
-        else:
-            os.environ["TZ"] = before
-        time.tzset()
-
-
-def test_datetime_bounds_need_a_utc_process_but_date_bounds_do_not(berlin: None) -> None:
-    stamp = PartitionBounds(
-        kind=BoundsKind.RANGE,
-        column="t",
-        lower="2026-01-01 00:00:00",
-        upper="2026-01-02 00:00:00",
-        value_type="datetime",
-        label="t",
-    )
-    with pytest.raises(DponeError) as caught:
-        require_utc_for_datetime_bounds([stamp])
-    assert "TZ=UTC" in caught.value.safe_message
-    require_utc_for_datetime_bounds([day("2026-01-01", "2026-01-02")])

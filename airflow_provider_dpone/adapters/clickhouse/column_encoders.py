@@ -1,15 +1,16 @@
-"""Column-at-once Native encoders for the three types that dominate clickhouse-connect's insert CPU time.
+"""Column-at-once Native encoding for the types that dominate clickhouse-connect's insert CPU time.
 
 clickhouse-connect encodes ``Decimal`` values one at a time as ``int(Decimal(str(x)) * 10**scale)`` (about
-1.7 µs a value here), ``Date`` as ``(x - epoch).days`` and ``DateTime`` as ``int(x.timestamp())`` in
-comprehensions. These subclasses produce exactly the same integers (same arithmetic, same decimal context,
-same NULL placeholders) through ``map`` over C-level methods: about 3.5x faster for Decimal, 3x for Date,
-1.4x for DateTime (measured per 1M values; see docs/performance.md).
+1.7 µs a value here) and ``Date`` as ``(x - epoch).days`` in comprehensions. The subclasses here produce
+exactly the same integers (same arithmetic, same decimal context, same NULL placeholders) through ``map``
+over C-level methods: about 3.5x faster for Decimal, 3x for Date (measured per 1M values; see
+docs/performance.md). They are used only when the values are the types dpone's chunks carry
+(``decimal.Decimal``, ``date``); anything else falls back to clickhouse-connect's own encoder, and so does
+any clickhouse-connect whose internals differ from what this module was written against (checked once,
+at import, by :data:`AVAILABLE`).
 
-They are used only when the values are the types dpone's chunks carry (``decimal.Decimal``, ``date``,
-naive ``datetime``); anything else falls back to clickhouse-connect's own encoder, and so does any
-clickhouse-connect whose internals differ from what this module was written against (checked once, at
-import, by :data:`AVAILABLE`).
+``DateTime`` columns are handed over as epoch seconds computed here (:func:`insert_columns`): a naive
+datetime is a UTC wall time, whatever the process time zone.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from __future__ import annotations
 import decimal
 import logging
 from collections.abc import Sequence
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from typing import Any
 
 from clickhouse_connect.datatypes.registry import get_from_name
@@ -28,12 +29,11 @@ _EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
 try:  # the internals the subclasses rely on; absent or changed -> the stock encoders are used
     from clickhouse_connect.datatypes.numeric import Decimal as _StockDecimal
     from clickhouse_connect.datatypes.temporal import Date as _StockDate
-    from clickhouse_connect.datatypes.temporal import DateTime as _StockDateTime
     from clickhouse_connect.driver.common import write_array
 
-    AVAILABLE = all(
-        hasattr(cls, "_write_column_binary") for cls in (_StockDecimal, _StockDate, _StockDateTime)
-    ) and all(hasattr(_StockDecimal, slot) for slot in ("prec", "scale", "_mult", "_array_type"))
+    AVAILABLE = all(hasattr(cls, "_write_column_binary") for cls in (_StockDecimal, _StockDate)) and all(
+        hasattr(_StockDecimal, slot) for slot in ("prec", "scale", "_mult", "_array_type")
+    )
 except ImportError:  # pragma: no cover - depends on the installed clickhouse-connect
     AVAILABLE = False
 
@@ -70,20 +70,49 @@ if AVAILABLE:
                 return
             write_array(self._array_type, days, dest, ctx.column_name)
 
-    class FastDateTime(_StockDateTime, registered=False):  # type: ignore[misc,valid-type,call-arg]
-        """``DateTime``: ``int(x.timestamp())`` through ``map`` (the stock encoder's own arithmetic)."""
 
-        def _write_column_binary(self, column: Sequence[Any], dest: bytearray, ctx: Any) -> None:
-            stamp = datetime.timestamp
-            try:
-                if self.nullable and None in column:
-                    seconds = [0 if v is None else int(stamp(v)) for v in column]
-                else:
-                    seconds = list(map(int, map(stamp, column)))
-            except TypeError:
-                super()._write_column_binary(column, dest, ctx)
-                return
-            write_array(self._array_type, seconds, dest, ctx.column_name)
+_EPOCH = datetime(1970, 1, 1)
+_SECOND = timedelta(seconds=1)
+
+
+def _one_utc_second(value: Any) -> Any:
+    if value is None or isinstance(value, int):
+        return value
+    if value.tzinfo is not None:
+        return int(value.timestamp())
+    return (value - _EPOCH) // _SECOND
+
+
+def utc_seconds(values: Sequence[Any]) -> list[Any]:
+    """``DateTime`` values as epoch seconds, a naive datetime read as a UTC wall time (NULLs kept).
+
+    clickhouse-connect would call ``datetime.timestamp()``, which reads a naive value in the process's
+    time zone: under ``TZ=America/New_York`` a DST-gap ``02:30`` moved by an hour and every value by the
+    zone's offset. Handing it integers (which it writes as they are) makes the process zone irrelevant.
+    """
+    epoch, second = _EPOCH, _SECOND
+    try:
+        if None in values:
+            return [None if v is None else (v - epoch) // second for v in values]
+        return [(v - epoch) // second for v in values]
+    except TypeError:  # aware values or integers already: the careful path
+        return [_one_utc_second(v) for v in values]
+
+
+def _is_datetime(type_name: str) -> bool:
+    base = type_name
+    for wrapper in ("Nullable(", "LowCardinality("):
+        if base.startswith(wrapper) and base.endswith(")"):
+            base = base[len(wrapper) : -1]
+    return base == "DateTime" or base.startswith("DateTime(")
+
+
+def insert_columns(type_names: Sequence[str], columns: Sequence[Sequence[Any]]) -> list[Sequence[Any]]:
+    """The columns of one insert with every ``DateTime`` column as UTC epoch seconds (others untouched)."""
+    return [
+        utc_seconds(values) if _is_datetime(name) else values
+        for name, values in zip(type_names, columns, strict=True)
+    ]
 
 
 def column_types(type_names: Sequence[str]) -> list[Any]:
@@ -99,8 +128,6 @@ def column_types(type_names: Sequence[str]) -> list[Any]:
                 fast = FastDecimal(stock.type_def, stock.prec, stock.byte_size * 8, stock.scale)
             elif type(stock) is _StockDate:
                 fast = FastDate.build(stock.type_def)
-            elif type(stock) is _StockDateTime:
-                fast = FastDateTime.build(stock.type_def)
         except Exception:  # a constructor that changed shape: keep the stock encoder
             log.debug("fast encoder unavailable for %s", stock.name, exc_info=True)
             fast = stock

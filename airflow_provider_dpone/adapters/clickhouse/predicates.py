@@ -4,16 +4,18 @@
 ``ALL`` has no predicate. Literals are typed by ``bounds.value_type`` so comparisons never depend on
 implicit string conversion. A malformed bound raises :class:`BoundsError` before any statement is sent.
 
-Day and month bounds are dates; on a ``DateTime`` column they are written as the column's own type (the
-epoch second of local midnight, exactly as clickhouse-connect converts the naive datetimes it inserts).
-ClickHouse 18.16 compares a DateTime with a ``toDate(...)`` numerically (day number against seconds), so
-the date literal would match nothing there and a ``replace_partition`` re-run would delete nothing.
+Time is explicit UTC end to end: a naive datetime (a bound, or a value in a chunk) is a UTC wall time,
+and a ``DateTime`` literal is its epoch second, so no process or server time zone changes which rows a
+predicate selects. Day and month bounds are dates; on a ``DateTime`` column they are written in the
+column's own type (the epoch second of UTC midnight). ClickHouse 18.16 compares a DateTime with a
+``toDate(...)`` numerically (day number against seconds), so a date literal would match nothing there
+and a ``replace_partition`` re-run would delete nothing.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import date, datetime, time
+from datetime import date, datetime, time, timezone
 
 from airflow_provider_dpone.adapters.clickhouse.quoting import quote_identifier, quote_string
 from airflow_provider_dpone.contracts.partition import BoundsKind, PartitionBounds
@@ -34,10 +36,17 @@ def _is_datetime(type_name: str | None) -> bool:
     return type_name is not None and _base_type(type_name).startswith("DateTime")
 
 
+def utc_epoch(moment: datetime) -> int:
+    """Whole epoch seconds of ``moment``; a naive datetime is a UTC wall time (never the process zone)."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return int(moment.timestamp())
+
+
 def literal(value: str, value_type: str, column_type: str | None = None) -> str:
-    """One typed literal. ``datetime`` bounds become epoch seconds, converted exactly as clickhouse-connect
-    converts the naive datetimes it inserts (``datetime.timestamp()``: the process's local time zone, or
-    the offset when one is given), so a predicate selects precisely the rows this client wrote."""
+    """One typed literal. ``datetime`` bounds (and date bounds on a ``DateTime`` column) become epoch
+    seconds of a UTC wall time, exactly as the sink encodes the naive datetimes it inserts
+    (:func:`utc_epoch`), so a predicate selects precisely the rows this client wrote."""
     if value_type == "integer":
         try:
             return str(int(value.strip()))
@@ -52,14 +61,14 @@ def literal(value: str, value_type: str, column_type: str | None = None) -> str:
             except ValueError:
                 raise BoundsError("date bound is not an ISO date") from None
         if _is_datetime(column_type):
-            return f"toDateTime({int(datetime.combine(parsed, time()).timestamp())})"
+            return f"toDateTime({utc_epoch(datetime.combine(parsed, time()))})"
         return f"toDate({quote_string(parsed.isoformat())})"
     if value_type == "datetime":
         try:
             moment = datetime.fromisoformat(value.strip())
         except ValueError:
             raise BoundsError("datetime bound is not an ISO datetime") from None
-        return f"toDateTime({int(moment.timestamp())})"
+        return f"toDateTime({utc_epoch(moment)})"
     return quote_string(value)
 
 

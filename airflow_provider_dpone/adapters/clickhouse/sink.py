@@ -19,7 +19,7 @@ from clickhouse_connect.driver.client import Client
 from clickhouse_connect.driver.exceptions import OperationalError
 
 from airflow_provider_dpone.adapters.clickhouse.client import close_client, failure_details, open_client
-from airflow_provider_dpone.adapters.clickhouse.column_encoders import column_types
+from airflow_provider_dpone.adapters.clickhouse.column_encoders import column_types, insert_columns
 from airflow_provider_dpone.adapters.clickhouse.mutations import MutationTimeout, delete_where
 from airflow_provider_dpone.adapters.clickhouse.predicates import BoundsError, any_of, where_clause
 from airflow_provider_dpone.adapters.clickhouse.quoting import TableName, quote_identifier, quote_string
@@ -367,11 +367,12 @@ class ClickHouseSink:
             ]
         row_count = sum(chunk.row_count for _, chunk in block)
         try:
+            type_names = [types[n] for n in names]
             if names not in encoders:
-                encoders[names] = column_types([types[n] for n in names])
+                encoders[names] = column_types(type_names)
             client.insert(
                 name.sql(),
-                data=data,
+                data=insert_columns(type_names, data),
                 column_names=list(names),
                 column_types=encoders[names],
                 column_oriented=True,

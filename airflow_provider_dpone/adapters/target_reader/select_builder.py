@@ -1,15 +1,21 @@
-"""The only SQL the reader ever runs: one SELECT generated from a structured plan.
+"""The only SQL the reader ever runs: the column-type lookup and one SELECT generated from a structured plan.
 
 Exact functions only — ``count()``, ``countIf(isNull(c))``, ``uniqExact(c)`` (which, like SQL's
 COUNT(DISTINCT), does not count NULL). Identifiers are admitted only if they are plain (checked again
-here, independent of the contract) and are backquoted; literals are validated for their type and
-rendered by this module, never taken as text from the caller.
+here, independent of the contract) and are backquoted; literals are validated for their type here and
+rendered by the sink's own literal renderer (``adapters.clickhouse.predicates``) in the bound column's
+type, never taken as text from the caller: a day bound on a ``DateTime`` column is the epoch second of
+UTC midnight, so the reader selects exactly the rows the sink's predicate selects (ClickHouse 18.16
+compares a DateTime with a ``toDate(...)`` numerically and would count nothing).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
+from airflow_provider_dpone.adapters.clickhouse.predicates import literal
+from airflow_provider_dpone.adapters.clickhouse.quoting import quote_string
 from airflow_provider_dpone.contracts.partition import BoundsKind, PartitionBounds
 from airflow_provider_dpone.contracts.target_observation import (
     IDENTIFIER_PATTERN,
@@ -28,49 +34,65 @@ def quote_identifier(name: str) -> str:
     return f"`{name}`"
 
 
-def render_literal(value: str, value_type: str) -> str:
+ColumnTypes = Mapping[str, str]
+
+
+def render_literal(value: str, value_type: str, column_type: str | None = None) -> str:
     check_bound_value(value, value_type)
     if value_type == "integer":
         return str(int(value))
-    escaped = value.replace("\\", "\\\\").replace("'", "\\'")
-    if value_type == "date":
-        return f"toDate('{escaped}')"
-    if value_type == "datetime":
-        return f"toDateTime('{escaped.replace('T', ' ')}', 'UTC')"
-    return f"'{escaped}'"
+    return literal(value, value_type, column_type)
 
 
-def _bounds_predicate(bounds: PartitionBounds) -> str:
+def column_types_query(target_table: str) -> str:
+    """The SELECT of the target's column types (``system.columns``: 18.16 and chDB both have it)."""
+    database, table = target_table.split(".", 1)
+    quote_identifier(database)
+    quote_identifier(table)
+    return (
+        "SELECT name, type FROM system.columns "
+        f"WHERE database = {quote_string(database)} AND table = {quote_string(table)}"
+    )
+
+
+def _bounds_predicate(bounds: PartitionBounds, types: ColumnTypes) -> str:
     if bounds.kind is BoundsKind.ALL:
         return "1"
     assert bounds.column is not None
     column = quote_identifier(bounds.column)
+    column_type = types.get(bounds.column)
     if bounds.kind is BoundsKind.RANGE:
         parts = []
         if bounds.lower is not None:
-            parts.append(f"{column} >= {render_literal(bounds.lower, bounds.value_type)}")
+            parts.append(f"{column} >= {render_literal(bounds.lower, bounds.value_type, column_type)}")
         if bounds.upper is not None:
-            parts.append(f"{column} < {render_literal(bounds.upper, bounds.value_type)}")
+            parts.append(f"{column} < {render_literal(bounds.upper, bounds.value_type, column_type)}")
         if not parts:
             raise ValueError("range bounds need a lower or an upper value")
         return " AND ".join(parts)
     values = bounds.values or ()
     if not values:
         raise ValueError("value-list bounds need values")
-    return f"{column} IN ({', '.join(render_literal(v, bounds.value_type) for v in values)})"
+    rendered = ", ".join(render_literal(v, bounds.value_type, column_type) for v in values)
+    return f"{column} IN ({rendered})"
 
 
-def _load_id_predicate(load_id: LoadIdSelector) -> str:
-    return f"{quote_identifier(load_id.column)} = {render_literal(load_id.value, load_id.value_type)}"
+def _load_id_predicate(load_id: LoadIdSelector, types: ColumnTypes) -> str:
+    value = render_literal(load_id.value, load_id.value_type, types.get(load_id.column))
+    return f"{quote_identifier(load_id.column)} = {value}"
 
 
-def where_clause(request: TargetReadRequest) -> str:
+def where_clause(request: TargetReadRequest, column_types: ColumnTypes | None = None) -> str:
+    """``column_types`` (name -> ClickHouse type, from :func:`column_types_query`) types the literals."""
     selector = request.selector
+    types = column_types or {}
     clauses = []
     if selector.partitions:
-        clauses.append("(" + " OR ".join(f"({_bounds_predicate(b)})" for b in selector.partitions) + ")")
+        clauses.append(
+            "(" + " OR ".join(f"({_bounds_predicate(b, types)})" for b in selector.partitions) + ")"
+        )
     if selector.load_id is not None:
-        clauses.append(f"({_load_id_predicate(selector.load_id)})")
+        clauses.append(f"({_load_id_predicate(selector.load_id, types)})")
     if not clauses:
         raise ValueError("a generation selector needs partition bounds or a load id")
     return " AND ".join(clauses)
@@ -85,13 +107,15 @@ def _metric_expression(metric: ObservationMetric, column: str | None) -> str:
     return f"uniqExact({quote_identifier(column)})"
 
 
-def build_select(request: TargetReadRequest) -> tuple[str, tuple[tuple[ObservationMetric, str | None], ...]]:
+def build_select(
+    request: TargetReadRequest, column_types: ColumnTypes | None = None
+) -> tuple[str, tuple[tuple[ObservationMetric, str | None], ...]]:
     """The measuring SELECT and the (metric, column) each of its result columns holds, in order."""
     keys = request.expected_keys()
     database, table = request.target_table.split(".", 1)
     expressions = ", ".join(f"{_metric_expression(m, c)} AS m{i}" for i, (m, c) in enumerate(keys))
     sql = (
         f"SELECT {expressions} FROM {quote_identifier(database)}.{quote_identifier(table)} "
-        f"WHERE {where_clause(request)}"
+        f"WHERE {where_clause(request, column_types)}"
     )
     return sql, keys

@@ -23,7 +23,7 @@ from airflow_provider_dpone.adapters.target_reader.protocol import (
     ProbeReadyFrame,
     WorkerRequestFrame,
 )
-from airflow_provider_dpone.adapters.target_reader.select_builder import build_select
+from airflow_provider_dpone.adapters.target_reader.select_builder import build_select, column_types_query
 from airflow_provider_dpone.contracts.capsule import canonical_bytes
 from airflow_provider_dpone.contracts.endpoints import ClickHouseInterface, EndpointDescriptor
 from airflow_provider_dpone.contracts.target_observation import (
@@ -105,9 +105,11 @@ def close_quietly(client: Any) -> None:
 
 
 def measure(client: Any, request: TargetReadRequest) -> TargetObservation:
-    """Run the generated SELECT; a failed query is ``unavailable`` only when the plan allows it."""
-    sql, keys = build_select(request)
+    """Look up the column types, run the generated SELECT; a failed query is ``unavailable`` only when
+    the plan allows it."""
     try:
+        typed = client.query(column_types_query(request.target_table)).result_rows
+        sql, keys = build_select(request, {str(name): str(kind) for name, kind in typed})
         rows = client.query(sql).result_rows
     except Exception as exc:
         if request.allow_unavailable:

@@ -10,7 +10,6 @@ widens a selection: ranges merge only where one's upper bound is the next one's 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
 
 from pydantic import ValidationError
 
@@ -118,36 +117,10 @@ def _relabel(bounds: PartitionBounds) -> PartitionBounds:
     return _range(bounds.column or "", bounds.value_type, bounds.lower, bounds.upper)
 
 
-def require_utc_for_datetime_bounds(bounds: Sequence[PartitionBounds]) -> None:
-    """DateTime bounds: the sink turns them into epochs in the local zone, the reader reads them as UTC.
-
-    They agree only when the process runs in UTC, so a non-UTC process is refused before extraction.
-    Date, integer and value-list bounds do not depend on the zone.
-    """
-    for one in bounds:
-        if one.value_type != "datetime":
-            continue
-        for value in (one.lower, one.upper, *(one.values or ())):
-            if value is None:
-                continue
-            try:
-                offset = datetime.fromisoformat(value).astimezone().utcoffset()
-            except ValueError:
-                continue  # malformed values are refused by the selector's own validation
-            if offset is None or offset.total_seconds() != 0:
-                raise DponeError(
-                    ErrorCode.USAGE,
-                    "durable quality replay over DateTime partitions needs the process time zone to be "
-                    "UTC (set TZ=UTC for the scheduler, workers and the CLI)",
-                    details={"path": "source.partitioning"},
-                )
-
-
 def target_plan(
     target_table: str, bounds: Sequence[PartitionBounds], policy: QualityPolicy
 ) -> TargetReadRequest:
     """The reader's plan for the generation of ``bounds`` under ``policy``."""
-    require_utc_for_datetime_bounds(bounds)
     selector_bounds = compact_bounds(bounds)
     try:
         return TargetReadRequest(
