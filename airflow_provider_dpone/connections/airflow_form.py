@@ -26,7 +26,12 @@ from urllib.parse import SplitResult, parse_qsl, unquote, urlsplit
 
 from pydantic import SecretStr, ValidationError
 
-from airflow_provider_dpone.contracts.endpoints import ClickHouseInterface, EndpointDescriptor, EndpointKind
+from airflow_provider_dpone.contracts.endpoints import (
+    ClickHouseInterface,
+    EndpointDescriptor,
+    EndpointKind,
+    clickhouse_timeouts_from_extra,
+)
 
 #: Airflow ``conn_type`` (normalized) -> endpoint kind.
 CONN_TYPES: Mapping[str, EndpointKind] = {
@@ -227,6 +232,11 @@ def _clickhouse(name: str, fields: ConnectionFields, manifest_dir: Path | None) 
         )
     if not fields.host:
         raise ConnectionFormError("a clickhouse connection needs a host")
+    try:
+        # the extras ``connect_timeout`` / ``send_receive_timeout``: the same for the CLI and the hook
+        timeouts = clickhouse_timeouts_from_extra(fields.extra)
+    except ValueError as exc:
+        raise ConnectionFormError(str(exc)) from None  # a fixed reason; the value is never repeated
     return EndpointDescriptor(
         name=name,
         kind=EndpointKind.CLICKHOUSE,
@@ -237,6 +247,7 @@ def _clickhouse(name: str, fields: ConnectionFields, manifest_dir: Path | None) 
         user=fields.login,
         password=fields.password,
         secure=_bool(fields.extra.get("secure", False), what="secure"),
+        **timeouts,
     )
 
 

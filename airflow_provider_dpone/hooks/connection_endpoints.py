@@ -21,11 +21,7 @@ from airflow_provider_dpone.connections.airflow_form import (
     normalize_conn_type,
 )
 from airflow_provider_dpone.connections.resolve import ROLE_KINDS, ConnectionRole
-from airflow_provider_dpone.contracts.endpoints import (
-    ClickHouseInterface,
-    EndpointDescriptor,
-    clickhouse_timeouts_from_extra,
-)
+from airflow_provider_dpone.contracts.endpoints import EndpointDescriptor
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 
 #: dpone's own connection types (registered with Airflow) and the standard type each one stands for.
@@ -91,17 +87,9 @@ def endpoint_from_connection(
     label = name or conn.conn_id or "unnamed"
     fields = fields_from_connection(conn, label)
     try:
-        endpoint = descriptor_from_fields(label, fields, manifest_dir=manifest_dir)
+        return descriptor_from_fields(label, fields, manifest_dir=manifest_dir)
     except ConnectionFormError as exc:
         raise _invalid(label, conn, exc.reason) from exc
-    if endpoint.interface is ClickHouseInterface.HTTP:
-        try:
-            timeouts = clickhouse_timeouts_from_extra(fields.extra)
-        except ValueError as exc:
-            raise _invalid(label, conn, str(exc)) from exc
-        if timeouts:
-            endpoint = endpoint.model_copy(update=timeouts)
-    return endpoint
 
 
 def require_role(endpoint: EndpointDescriptor, role: ConnectionRole | str) -> EndpointDescriptor:

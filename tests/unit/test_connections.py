@@ -393,3 +393,78 @@ def _role_of(conn_type: str) -> str:
     return {"dpone_mssql": "source", "dpone_clickhouse": "sink", "dpone_checkpoints": "checkpoints"}[
         conn_type
     ]
+
+
+class _ClickHouseConn:
+    """The fields of an Airflow ClickHouse connection the hook reads (no Airflow import needed)."""
+
+    conn_id = "ch"
+    host = "ch.example"
+    port = 8123
+    schema = "analytics"
+    login = "analyst"
+
+    def __init__(self, conn_type: str, extra: dict[str, object]) -> None:
+        self.conn_type = conn_type
+        self.extra_dejson = dict(extra)
+
+    @property
+    def password(self) -> str:
+        return NASTY
+
+
+def _clickhouse_json(conn_type: str, extra: dict[str, object]) -> str:
+    return json.dumps(
+        {
+            "conn_type": conn_type,
+            "host": "ch.example",
+            "port": 8123,
+            "schema": "analytics",
+            "login": "analyst",
+            "password": NASTY,
+            "extra": extra,
+        }
+    )
+
+
+@pytest.mark.parametrize("conn_type", ["clickhouse", "dpone_clickhouse"])
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        ({"connect_timeout": "3", "send_receive_timeout": 45}, (3, 45)),
+        ({"send_receive_timeout": "600"}, (None, 600)),
+        ({}, (None, None)),
+    ],
+)
+def test_cli_and_hook_read_the_clickhouse_timeout_extras_into_the_same_descriptor(
+    conn_type: str, extra: dict[str, object], expected: tuple[int | None, int | None], tmp_path: Path
+) -> None:
+    from airflow_provider_dpone.hooks.connection_endpoints import endpoint_from_connection
+
+    env = {"AIRFLOW_CONN_CH": _clickhouse_json(conn_type, extra)}
+    from_env = resolve_endpoint("ch", role="sink", manifest_dir=tmp_path, env=env)
+    from_hook = endpoint_from_connection(_ClickHouseConn(conn_type, extra), manifest_dir=tmp_path)  # type: ignore[arg-type]
+
+    assert (from_env.connect_timeout_s, from_env.receive_timeout_s) == expected
+    assert from_env == from_hook
+
+
+def test_the_cli_reads_the_timeout_extras_of_a_clickhouse_uri_connection(tmp_path: Path) -> None:
+    value = f"clickhouse://analyst:{quote(NASTY, safe='')}@ch.example:8123/analytics?connect_timeout=4&send_receive_timeout=90"
+    endpoint = resolve_endpoint("ch", role="sink", manifest_dir=tmp_path, env={"AIRFLOW_CONN_CH": value})
+    assert (endpoint.connect_timeout_s, endpoint.receive_timeout_s) == (4, 90)
+    assert endpoint.secret() == NASTY
+
+
+@pytest.mark.parametrize("bad", ["soon", 0, -5, 1.5, True, 10**9, "12s"])
+def test_a_bad_timeout_extra_is_connection_invalid_from_the_cli_without_the_password(
+    bad: object, tmp_path: Path
+) -> None:
+    env = {"AIRFLOW_CONN_CH": _clickhouse_json("clickhouse", {"send_receive_timeout": bad})}
+    with pytest.raises(DponeError) as refused:
+        resolve_endpoint("ch", role="sink", manifest_dir=tmp_path, env=env)
+    assert refused.value.code is ErrorCode.CONNECTION_INVALID
+    assert "send_receive_timeout" in refused.value.safe_message
+    shown = str(refused.value) + repr(refused.value.details) + refused.value.render()
+    assert NASTY not in shown and "analyst" not in shown
+    assert refused.value.__cause__ is not None and NASTY not in repr(refused.value.__cause__)
