@@ -247,7 +247,8 @@ def _clickhouse(name: str, fields: ConnectionFields, manifest_dir: Path | None) 
         user=fields.login,
         password=fields.password,
         secure=_bool(fields.extra.get("secure", False), what="secure"),
-        **timeouts,
+        connect_timeout_s=timeouts.get("connect_timeout_s"),
+        receive_timeout_s=timeouts.get("receive_timeout_s"),
     )
 
 
