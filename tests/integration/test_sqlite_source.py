@@ -82,7 +82,7 @@ def test_declared_types_follow_sqlite_affinity_rules(tmp_path: Path) -> None:
         )
         db.execute(
             "INSERT INTO t VALUES (1, 2, 1.5, 2.5, 'x', 'y', x'00ff', 42, '2026-11-30', '2026-11-30T10:00:00.123',"
-            " '2026-11-30 10:00:00+02:00', 7, 1.2346, 1, '08:30:00', 'abc')"
+            " '2026-11-30 10:00:00+02:00', 7, 1.235, 1, '08:30:00', 'abc')"
         )
     source = _source(path, table="t")
     try:
@@ -119,7 +119,7 @@ def test_declared_types_follow_sqlite_affinity_rules(tmp_path: Path) -> None:
             datetime(2026, 11, 30, 10, 0, 0),  # sub-second digits dropped: ClickHouse DateTime holds seconds
             datetime(2026, 11, 30, 8, 0, 0),  # an explicit offset is converted to UTC
             7,
-            Decimal("1.235"),  # REAL 1.2346 rounded at the declared scale
+            Decimal("1.235"),  # REAL 1.235: its shortest form, exactly the declared scale
             1,
             "08:30:00",
             "abc",

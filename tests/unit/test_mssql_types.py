@@ -111,12 +111,29 @@ def _convert(
 
 
 def test_emulator_decimals_arrive_as_float_and_become_exact_decimals() -> None:
-    assert _convert("decimal", [17.31, None, 0.1 + 0.2, 100.0], 12, 2) == [
+    assert _convert("decimal", [17.31, None, 0.3, 100.0], 12, 2) == [
         Decimal("17.31"),
         None,
-        Decimal("0.30"),
-        Decimal("100.00"),
+        Decimal("0.3"),
+        Decimal("100.0"),
     ]
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        0.1 + 0.2,  # 0.30000000000000004: float arithmetic, not a decimal(12,2)
+        1.234,  # a digit past the scale
+        12345678901234.56,  # 14 digits before the point of a decimal(12,2)
+        1234567890123456.7,  # 17 significant digits: a double cannot prove them
+    ],
+)
+def test_emulator_floats_that_are_not_exactly_the_decimal_are_refused_naming_the_column(value: float) -> None:
+    with pytest.raises(DponeError) as caught:
+        _convert("decimal", [1.5, value], 38 if value > 1e15 else 12, 2)
+    assert caught.value.code is ErrorCode.SOURCE_READ_FAILED
+    assert "'c'" in caught.value.safe_message
+    assert repr(value) not in caught.value.safe_message and str(value) not in str(caught.value.details)
 
 
 def test_real_server_decimals_pass_through_unchanged() -> None:

@@ -9,8 +9,10 @@ TDS emulator's ``datetime``/``float``) and otherwise raises ``source_read_failed
 Conventions (what sinks and artifact writers can rely on):
 - ``Date`` -> ``datetime.date``; ``DateTime`` -> naive ``datetime.datetime`` at whole seconds (ClickHouse
   ``DateTime`` holds seconds; aware values are converted to UTC first, then made naive);
-- ``Decimal(p, s)`` -> ``decimal.Decimal`` (floats are rounded to ``s`` digits via their decimal text);
-- ``UInt8`` flags (``bit``, SQLite ``BOOLEAN``) -> ``int`` 0/1 (pyarrow refuses ``bool`` for uint8);
+- ``Decimal(p, s)`` -> ``decimal.Decimal``, exactly: floats are taken at their shortest decimal form and a
+  value with more digits than the type holds is refused, never rounded;
+- ``Int*`` -> ``int`` only (SQLite may hold ``1.5`` or ``''`` in an INTEGER column: refused, not cast);
+- ``UInt8`` flags (``bit``, SQLite ``BOOLEAN``) -> ``int`` 0/1 only (pyarrow refuses ``bool`` for uint8);
 - ``UUID`` -> canonical lowercase ``str``; ``String`` -> ``str`` or, for binary columns, raw ``bytes``.
 Values outside what ClickHouse ``Date``/``DateTime`` can hold fail loudly instead of wrapping.
 """
@@ -171,41 +173,68 @@ def datetimes(column: ColumnSpec) -> Converter:
 # -- Decimal ---------------------------------------------------------------------------------------------
 
 
-def decimals(column: ColumnSpec, scale: int) -> Converter:
-    """Decimals kept exact; floats (SQLite REAL, the emulator's DECIMAL) rounded at the column's scale."""
-    fmt = f"%.{scale}f"
+#: Every decimal of at most 15 significant digits survives a round trip through a double (DBL_DIG), so a
+#: float whose shortest form has at most 15 digits is that decimal exactly; one with 16 or 17 digits may
+#: be the rounding of many decimals (or float arithmetic), and is refused.
+_FLOAT_EXACT_DIGITS = 15
+
+
+def decimal_fits(value: decimal.Decimal, precision: int, scale: int) -> bool:
+    """``value`` is held exactly by ``Decimal(precision, scale)``: no digit past the scale, and fewer than
+    ``precision - scale`` digits before the point."""
+    if not value.is_finite():
+        return False
+    exponent = value.as_tuple().exponent
+    assert isinstance(exponent, int)
+    if exponent < -scale:  # trailing zeros past the scale are not digits that would be lost
+        significant = value.normalize(_DECIMAL_CONTEXT)
+        exponent = significant.as_tuple().exponent  # type: ignore[assignment]
+        if significant and exponent < -scale:  # type: ignore[operator]
+            return False
+    return abs(value) < _DECIMAL_CONTEXT.power(10, precision - scale)
+
+
+def decimals(column: ColumnSpec, precision: int, scale: int) -> Converter:
+    """Decimals carried exactly or refused: a value with more digits than ``Decimal(p, s)`` holds (past
+    the scale, or before the point) stops the read naming the column. Floats (SQLite REAL, the TDS
+    emulator's DECIMAL) are taken at their shortest decimal form (``repr``) when it has at most 15
+    significant digits, and refused otherwise: never rounded to fit."""
     Decimal = decimal.Decimal
+    limit = _DECIMAL_CONTEXT.power(10, precision - scale)
 
     def one(value: object) -> object:
-        if value is None or type(value) is Decimal:
-            return value
+        if value is None:
+            return None
         if isinstance(value, bool):
             raise _BadValue("a boolean is not a decimal")
         if isinstance(value, float):
-            return Decimal(fmt % value)
-        if isinstance(value, int):
-            return Decimal(value)
-        if isinstance(value, Decimal):
-            return value
-        if isinstance(value, str):
+            parsed = Decimal(repr(value))
+            if len(parsed.as_tuple().digits) > _FLOAT_EXACT_DIGITS:
+                raise _BadValue("a binary float that is not exactly a decimal of 15 digits or fewer")
+        elif isinstance(value, (int, Decimal)):
+            parsed = Decimal(value)
+        elif isinstance(value, str):
             try:
                 parsed = _DECIMAL_CONTEXT.create_decimal(value.strip())
             except decimal.InvalidOperation:
                 raise _BadValue("not a decimal number") from None
-            if not parsed.is_finite():
-                raise _BadValue("not a finite number")
-            return parsed
-        raise _BadValue(f"a {type(value).__name__} is not a decimal")
+        else:
+            raise _BadValue(f"a {type(value).__name__} is not a decimal")
+        if not parsed.is_finite():
+            raise _BadValue("not a finite number")
+        if not decimal_fits(parsed, precision, scale):
+            raise _BadValue(f"more digits than Decimal({precision}, {scale}) holds")
+        return parsed
 
     def convert(values: Column) -> Column:
-        first = _first(values)
+        present = [v for v in values if v is not None] if None in values else values
         try:
-            if type(first) is str and None not in values:
-                try:  # decimal text (a TDS 7.1 server, SQLite TEXT): parse it all in C
-                    return list(map(Decimal, values))  # type: ignore[arg-type]
-                except (TypeError, ValueError, decimal.InvalidOperation):
-                    pass
-            return [Decimal(fmt % v) if type(v) is float else None if v is None else one(v) for v in values]
+            if all(type(v) is Decimal for v in present):
+                # the driver's own decimals (pymssql, Arrow artifacts: the column's own scale): bounded in C
+                low, high = (min(present), max(present)) if present else (0, 0)  # type: ignore[type-var]
+                if -limit < low and high < limit:  # type: ignore[operator]
+                    return values
+            return [one(v) for v in values]
         except _BadValue as exc:
             raise _failed(column, str(exc)) from None
 
@@ -219,22 +248,60 @@ def flags(column: ColumnSpec) -> Converter:
     """0/1 integers for UInt8 flags (SQL Server ``bit``): ClickHouse 18.16 has no ``Bool``."""
 
     def convert(values: Column) -> Column:
-        try:
-            return [v if v is None or type(v) is int else int(v) for v in values]  # type: ignore[call-overload]
-        except (TypeError, ValueError):
-            raise _failed(column, "not a 0/1 flag") from None
+        if set(map(type, values)) <= {int, _NONE_TYPE} and set(values) <= _FLAG_VALUES:
+            return values
+        out = [
+            int(v) if type(v) is bool or (type(v) is float and v.is_integer()) else v  # type: ignore[union-attr]
+            for v in values
+        ]
+        if not set(out) <= _FLAG_VALUES or not set(map(type, out)) <= {int, _NONE_TYPE}:
+            raise _failed(column, "not a 0/1 flag")
+        return out
+
+    return convert
+
+
+_FLAG_VALUES = frozenset({0, 1, None})
+_NONE_TYPE = type(None)
+_INTEGER_RANGES = {
+    f"{kind}{bits}": ((0, 2**bits - 1) if kind == "UInt" else (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1))
+    for kind in ("Int", "UInt")
+    for bits in (8, 16, 32, 64)
+}
+
+
+def integers(column: ColumnSpec) -> Converter:
+    """Integers only, within the type's range: SQLite keeps ``1.5``, ``''`` or ``'abc'`` in an INTEGER
+    column as they are, and a cast would turn them into 1 and 0 without a word."""
+    low, high = _INTEGER_RANGES[column.clickhouse_type]
+
+    def convert(values: Column) -> Column:
+        kinds = set(map(type, values))
+        if not kinds <= {int, _NONE_TYPE}:
+            raise _failed(column, "not an integer")
+        return _checked_range(values, low, high, column)
 
     return convert
 
 
 def floats(column: ColumnSpec) -> Converter:
-    """Only for columns whose driver may hand back integers or booleans (coarse descriptions)."""
+    """Numbers only: integers become floats when a double holds them exactly; text (SQLite keeps ``''``
+    in a REAL column as text) and integers beyond 2**53 are refused, never guessed."""
+
+    def one(value: object) -> object:
+        if value is None or type(value) is float:
+            return value
+        if type(value) is bool or (type(value) is int and -(2**53) <= value <= 2**53):
+            return float(value)
+        raise _BadValue("not a number a Float64 holds exactly")
 
     def convert(values: Column) -> Column:
+        if set(map(type, values)) <= {float, _NONE_TYPE}:
+            return values
         try:
-            return [v if v is None or type(v) is float else float(v) for v in values]  # type: ignore[arg-type]
-        except (TypeError, ValueError):
-            raise _failed(column, "not a number") from None
+            return [one(v) for v in values]
+        except _BadValue as exc:
+            raise _failed(column, str(exc)) from None
 
     return convert
 
@@ -289,8 +356,10 @@ def converter_for(column: ColumnSpec, *, coerce: bool = False) -> Converter | No
     """The converter a column needs, or ``None`` when its driver values pass through unchanged.
 
     ``coerce``: the driver may return other Python types than the declared type implies (a coarse
-    description, an untyped SQLite expression, SQL Server ``time``), so ``String`` and ``Float`` columns
-    are converted defensively too. Without it, integers, floats and text pass through untouched.
+    description, SQLite's dynamic typing, SQL Server ``time``), so ``String`` columns are converted
+    defensively and integer and float columns are checked (a set of the value types: cheap) and refused
+    when a value is not what the declared type holds. Without it (a server that enforces its types),
+    integers, floats and text pass through untouched.
     """
     base = column.clickhouse_type
     if base == "Date":
@@ -298,12 +367,14 @@ def converter_for(column: ColumnSpec, *, coerce: bool = False) -> Converter | No
     if base == "DateTime":
         return datetimes(column)
     if base.startswith("Decimal("):
-        scale = int(base[len("Decimal(") : -1].split(",")[1])
-        return decimals(column, scale)
+        precision, scale = (int(part) for part in base[len("Decimal(") : -1].split(","))
+        return decimals(column, precision, scale)
     if base == "UUID":
         return uuids(column)
     if base == "UInt8" and (coerce or (column.source_type or "").lower().startswith(("bit", "bool"))):
         return flags(column)
+    if base in _INTEGER_RANGES and coerce:
+        return integers(column)
     if base == "String" and coerce:
         return texts(column)
     if base in ("Float64", "Float32") and coerce:

@@ -63,8 +63,12 @@ def column_spec(name: str, declared: str, not_null: bool) -> ColumnSpec:
 
 
 def needs_coercion(column: ColumnSpec) -> bool:
-    """String columns whose stored values may be numbers or bytes of another kind (untyped, BLOB, TIME,
-    UUID); TEXT-affinity columns always return ``str`` and pass through untouched."""
+    """Columns whose stored values may be of another kind than the declared type says: every integer,
+    flag and float column (SQLite keeps ``1.5`` in an INTEGER column, ``''`` in a REAL one: checked and
+    refused, never cast) and String columns that may hold numbers or bytes (untyped, BLOB, TIME, UUID).
+    TEXT-affinity columns always return ``str`` and pass through untouched."""
+    if column.clickhouse_type in ("Int64", "UInt8", "Float64"):
+        return True
     if column.clickhouse_type != "String":
         return False
     upper = (column.source_type or "").upper()

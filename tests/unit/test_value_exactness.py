@@ -1,0 +1,108 @@
+"""Every value arrives exactly or the read stops naming the column (never the value).
+
+SQLite is dynamically typed: the declared type is the contract, so an INTEGER column holding ``1.5`` or
+``''``, a BOOLEAN holding 2, a REAL holding text or a DECIMAL(12,2) holding a value with more digits is
+refused instead of being cast into something else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from decimal import Decimal
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from airflow_provider_dpone.adapters.sources import sqlite_types
+from airflow_provider_dpone.adapters.sources.column_values import converter_for, decimal_fits
+from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
+
+
+def _convert(declared: str, values: Sequence[object]) -> list[object]:
+    column = sqlite_types.column_spec("c", declared, False)
+    convert = converter_for(column, coerce=sqlite_types.needs_coercion(column))
+    assert convert is not None, declared
+    return list(convert(values))
+
+
+def _refused(declared: str, values: Sequence[object]) -> DponeError:
+    with pytest.raises(DponeError) as caught:
+        _convert(declared, values)
+    error = caught.value
+    assert error.code is ErrorCode.SOURCE_READ_FAILED
+    assert error.details["column"] == "c" and "'c'" in error.safe_message
+    for value in values:
+        if value not in (None, 0, 1):
+            assert repr(value) not in error.render() and repr(value) not in str(error.details)
+    return error
+
+
+@pytest.mark.parametrize("value", [1.5, "", "abc", b"\x01", 2.0])
+def test_an_integer_column_holding_anything_but_an_integer_is_refused(value: object) -> None:
+    _refused("INTEGER", [1, None, value])
+
+
+def test_integers_pass_through_unchanged() -> None:
+    values = [1, None, -(2**63), 2**63 - 1]
+    assert _convert("BIGINT", values) == values
+
+
+@pytest.mark.parametrize("value", [2, -1, 0.5, "1", b"\x01"])
+def test_a_boolean_column_holds_only_0_and_1(value: object) -> None:
+    _refused("BOOLEAN", [0, 1, value])
+
+
+def test_booleans_0_and_1_arrive_as_flags() -> None:
+    converted = _convert("BOOLEAN", [0, 1, None, True, False, 1.0])
+    assert converted == [0, 1, None, 1, 0, 1]
+    assert {type(v) for v in converted} == {int, type(None)}
+
+
+@pytest.mark.parametrize("value", ["", "1.5", 2**60])
+def test_a_real_column_holding_text_or_an_inexact_integer_is_refused(value: object) -> None:
+    _refused("REAL", [1.5, value])
+
+
+def test_reals_and_small_integers_arrive_as_floats() -> None:
+    assert _convert("REAL", [1.5, 7, None, 2**53]) == [1.5, 7.0, None, float(2**53)]
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        12345678901234.56,  # the reported case: 14 digits before the point of a DECIMAL(12,2)
+        "12345678901234.56",
+        1.234,  # a digit past the scale, as REAL
+        "1.234",  # ... and as text
+        0.1 + 0.2,  # float arithmetic: 0.30000000000000004
+        10_000_000_000,  # an integer with 11 digits before the point
+        "NaN",
+        "",
+    ],
+)
+def test_a_decimal_that_does_not_fit_exactly_is_refused(value: object) -> None:
+    _refused("DECIMAL(12,2)", [Decimal("1.00"), value])
+
+
+def test_decimals_that_fit_arrive_exactly() -> None:
+    assert _convert("DECIMAL(12,2)", [9999999999.99, "-9999999999.99", 17, "1.230", 0.3, None]) == [
+        Decimal("9999999999.99"),
+        Decimal("-9999999999.99"),
+        Decimal(17),
+        Decimal("1.230"),
+        Decimal("0.3"),
+        None,
+    ]
+
+
+@given(
+    st.decimals(allow_nan=False, allow_infinity=False, places=4, min_value=-(10**12), max_value=10**12),
+    st.integers(min_value=1, max_value=18),
+    st.integers(min_value=0, max_value=6),
+)
+def test_decimal_fits_agrees_with_quantizing_and_bounding(value: Decimal, precision: int, scale: int) -> None:
+    scale = min(scale, precision)
+    exact_at_scale = value == value.quantize(Decimal(1).scaleb(-scale))
+    expected = exact_at_scale and abs(value) < Decimal(10) ** (precision - scale)
+    assert decimal_fits(value, precision, scale) is expected
