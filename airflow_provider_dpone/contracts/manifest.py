@@ -8,7 +8,7 @@ from __future__ import annotations
 from enum import Enum
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from airflow_provider_dpone.contracts.route import RouteIdentity, Strategy
 
@@ -72,11 +72,33 @@ class SourceSpec(BaseModel):
     query: str | None = Field(
         default=None, description="optional SELECT over the table; changes the query hash"
     )
-    columns: tuple[str, ...] | None = None
+    columns: tuple[str, ...] | None = Field(default=None, min_length=1)
     partitioning: Partitioning = Partitioning(kind=PartitionKind.NONE)
     incremental: Incremental | None = None
     export: ExportPath = ExportPath.LAZY_PLAN
     chunk_rows: int = Field(default=50_000, ge=1, le=5_000_000)
+
+    @field_validator("query")
+    @classmethod
+    def _query_has_a_statement(cls, query: str | None) -> str | None:
+        # an empty query would silently read the whole table under another query hash
+        if query is not None and not query.strip().rstrip(";").strip():
+            raise ValueError("the query is empty; write a SELECT, or leave `query` out to read the table")
+        return query
+
+    @field_validator("columns")
+    @classmethod
+    def _columns_listed_once(cls, columns: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        # the message gives the position, not the name: validators' messages never quote manifest input
+        seen: set[str] = set()
+        for index, name in enumerate(columns or ()):
+            if name.casefold() in seen:
+                raise ValueError(
+                    f"entry {index} repeats an earlier column (names are compared ignoring case, "
+                    "as the sources compare them)"
+                )
+            seen.add(name.casefold())
+        return columns
 
 
 class SinkOptions(BaseModel):

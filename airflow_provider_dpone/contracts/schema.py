@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import difflib
+
 from pydantic import BaseModel, ConfigDict, Field
 
+from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.partition import canonical_json, sha256_tag
 
 
@@ -40,3 +43,24 @@ class TableSchema(BaseModel):
         return sha256_tag(
             canonical_json([c.model_dump(mode="json", exclude={"source_type"}) for c in self.columns])
         )
+
+
+def require_column(schema: TableSchema, field: str, name: str) -> ColumnSpec:
+    """The column ``name`` of ``schema``, or ``manifest_invalid`` naming ``field``, the unknown name and the
+    closest column the source has (names only: never a value)."""
+    try:
+        return schema.column(name)
+    except KeyError:
+        pass
+    folded = [c for c in schema.names if c.casefold() == name.casefold()]
+    close = folded or difflib.get_close_matches(name, list(schema.names), n=1, cutoff=0.6)
+    details: dict[str, object] = {"field": field, "column": name}
+    hint = ""
+    if close:
+        details["suggestion"] = close[0]
+        hint = f"; did you mean {close[0]!r}?" + (" (names are case-sensitive here)" if folded else "")
+    raise DponeError(
+        ErrorCode.MANIFEST_INVALID,
+        f"{field} names column {name!r}, which the source does not have{hint}",
+        details=details,
+    )

@@ -158,7 +158,7 @@ def test_rows_no_partition_would_select_stop_planning() -> None:
 @pytest.mark.parametrize(
     ("partitioning", "fragment"),
     [
-        (Partitioning(kind=PartitionKind.DAY, column="missing"), "not a column"),
+        (Partitioning(kind=PartitionKind.DAY, column="missing"), "which the source does not have"),
         (Partitioning(kind=PartitionKind.DAY, column="amount"), "date or datetime"),
         (Partitioning(kind=PartitionKind.INTEGER_RANGE, column="customer", size=10), "integer column"),
     ],

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from clickhouse_connect.driver.binding import quote_identifier as _driver_quote
+
 _ESCAPES = {"\\": "\\\\", "'": "\\'", "`": "\\`", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\0": "\\0"}
 
 
@@ -18,6 +20,21 @@ def _escape(text: str) -> str:
 def quote_identifier(name: str) -> str:
     """A backtick-quoted identifier (works on 18.16 and on current engines)."""
     return f"`{_escape(name)}`"
+
+
+def driver_misquotes(name: str) -> bool:
+    """Whether clickhouse-connect's insert would address column ``name`` as another column.
+
+    ``Client.insert(column_names=...)`` writes each name twice: quoted by the client into the ``INSERT``
+    column list, and as it is into the Native block, whose names the server matches against that list. The
+    client takes a name that already looks quoted (it starts and ends with a backtick or a double quote, with
+    valid escapes inside: `` `x` ``, ``"x"``, ````` `` `````) as quoted and sends it unchanged, so the list
+    names ``x`` (no such column) or is a syntax error; passing a pre-quoted name instead leaves the block's
+    names unmatched and the server fills defaults (0 for every value) without an error, on 18.16 and chDB
+    alike. Such names are refused before the target is touched. Every other name (inner backticks,
+    quotes, backslashes, spaces, Unicode) is quoted correctly by both and round-trips.
+    """
+    return _driver_quote(name) == name
 
 
 def quote_string(value: str) -> str:

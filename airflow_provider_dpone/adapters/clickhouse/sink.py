@@ -22,7 +22,12 @@ from airflow_provider_dpone.adapters.clickhouse.client import close_client, fail
 from airflow_provider_dpone.adapters.clickhouse.column_encoders import column_types, insert_columns
 from airflow_provider_dpone.adapters.clickhouse.mutations import MutationTimeout, delete_where
 from airflow_provider_dpone.adapters.clickhouse.predicates import BoundsError, any_of, where_clause
-from airflow_provider_dpone.adapters.clickhouse.quoting import TableName, quote_identifier, quote_string
+from airflow_provider_dpone.adapters.clickhouse.quoting import (
+    TableName,
+    driver_misquotes,
+    quote_identifier,
+    quote_string,
+)
 from airflow_provider_dpone.adapters.clickhouse.table_schema import (
     TargetColumn,
     column_list,
@@ -37,7 +42,7 @@ from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.partition import PartitionBounds
 from airflow_provider_dpone.contracts.permit import TargetPermit
 from airflow_provider_dpone.contracts.route import Strategy
-from airflow_provider_dpone.contracts.schema import TableSchema
+from airflow_provider_dpone.contracts.schema import TableSchema, require_column
 
 log = logging.getLogger(__name__)
 
@@ -137,13 +142,10 @@ class ClickHouseSink:
 
     def prepare_target(self, table: str, schema: TableSchema, order_by: tuple[str, ...]) -> None:
         name = self._name(table)
-        unknown = [c for c in order_by if c not in schema.names]
-        if unknown:
-            raise DponeError(
-                ErrorCode.MANIFEST_INVALID,
-                f"sink.order_by names column {unknown[0]!r}, which the source does not have",
-                details={"table": str(name), "column": unknown[0]},
-            )
+        for column in order_by:
+            require_column(schema, "sink.order_by", column)
+        # before the first statement, so a refused name leaves no table, checkpoint or armed guard
+        _refuse_driver_misquoted(schema)
         with self._failures("prepare the target table", name, step="prepare"):
             client = self._client()
             client.command(f"CREATE DATABASE IF NOT EXISTS {quote_identifier(name.database)}")
@@ -500,6 +502,19 @@ class ClickHouseSink:
 
 
 _LOAD = ErrorCode.TARGET_LOAD_FAILED
+
+
+def _refuse_driver_misquoted(schema: TableSchema) -> None:
+    """Refuse a column the insert would address as another column (see ``quoting.driver_misquotes``)."""
+    for column in schema.columns:
+        if driver_misquotes(column.name):
+            raise DponeError(
+                ErrorCode.MANIFEST_INVALID,
+                f"source column {column.name!r} cannot be inserted into ClickHouse: a name that starts and "
+                "ends with a backtick or a double quote is taken for a quoted name by the client; alias it "
+                "in source.query or leave it out of source.columns",
+                details={"column": column.name, "field": "source.columns"},
+            )
 
 
 def _types_of(target: Mapping[str, TargetColumn]) -> dict[str, str]:

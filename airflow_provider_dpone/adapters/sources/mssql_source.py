@@ -22,7 +22,7 @@ from airflow_provider_dpone.adapters.sources.chunking import ChunkBuilder, strea
 from airflow_provider_dpone.adapters.sources.read_shape import (
     checked_schema,
     order_columns,
-    project,
+    read_schema,
     unnamed_column,
 )
 from airflow_provider_dpone.contracts.chunk import ColumnChunk
@@ -216,7 +216,8 @@ class MssqlSource:
 
     def describe(self) -> TableSchema:
         if self._schema is None:
-            self._schema = project(self._describe_full(), self._spec.columns)
+            # every manifest field naming a source column is checked here, before planning
+            self._schema = read_schema(self._describe_full(), self._spec)
         return self._schema
 
     def query_hash(self) -> str:

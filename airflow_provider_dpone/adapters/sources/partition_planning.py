@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Protocol
 
+from airflow_provider_dpone.adapters.sources.read_shape import require_column
 from airflow_provider_dpone.adapters.sources.table_names import canonical_source_table
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.manifest import Partitioning, PartitionKind, SourceSpec
@@ -77,14 +78,7 @@ def partition_column(partitioning: Partitioning, schema: TableSchema) -> ColumnS
     if partitioning.kind is PartitionKind.NONE:
         return None
     name = partitioning.column or ""
-    try:
-        column = schema.column(name)
-    except KeyError:
-        raise DponeError(
-            ErrorCode.MANIFEST_INVALID,
-            f"partition column {name!r} is not a column of the source",
-            details={"column": name, "partitioning": partitioning.kind.value},
-        ) from None
+    column = require_column(schema, "source.partitioning.column", name)
     kind = partitioning.kind
     if kind in (PartitionKind.DAY, PartitionKind.MONTH) and column.clickhouse_type not in _CALENDAR_TYPES:
         raise DponeError(

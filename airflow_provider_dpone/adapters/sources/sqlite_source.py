@@ -24,7 +24,8 @@ from airflow_provider_dpone.adapters.sources.chunking import ChunkBuilder, strea
 from airflow_provider_dpone.adapters.sources.read_shape import (
     checked_schema,
     order_columns,
-    project,
+    read_schema,
+    refuse_sqlite_renamed_duplicates,
     unnamed_column,
 )
 from airflow_provider_dpone.contracts.chunk import ColumnChunk
@@ -156,6 +157,7 @@ class SqliteSource:
                 db.execute(f"DROP VIEW IF EXISTS temp.{lite.quote_ident(view)}")
         except sqlite3.Error as exc:
             raise self._classified(exc, "the query description") from exc
+        refuse_sqlite_renamed_duplicates([str(name) for name, _ in rows])  # SELECT id, id -> id, id:1
         columns = []
         for position, (name, declared) in enumerate(rows, start=1):
             if not name:
@@ -165,7 +167,8 @@ class SqliteSource:
 
     def describe(self) -> TableSchema:
         if self._schema is None:
-            self._schema = project(self._describe_full(), self._spec.columns)
+            # every manifest field naming a source column is checked here, before planning
+            self._schema = read_schema(self._describe_full(), self._spec)
         return self._schema
 
     def query_hash(self) -> str:
