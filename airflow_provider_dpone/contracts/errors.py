@@ -42,13 +42,20 @@ class ErrorCode(str, Enum):
     #: A durable quality capsule of the route is unresolved (pending, retained reader guard, or a failed
     #: target verdict): later runs stop before any source or target I/O until it completes or is resolved.
     QUALITY_REPLAY_UNRESOLVED = "quality_replay_unresolved"
+    #: every partition is committed, but the target table is gone or holds fewer rows than they loaded
+    TARGET_LOST_COMMITTED_ROWS = "native_transfer_target_lost_committed_rows"
     #: another run holds the target's lease: nothing was read or written; retry later (exit code 4)
     ROUTE_BUSY = "native_transfer_route_busy"
 
 
 #: Codes that mean "the route is blocked until an operator acts" (CLI exit code 3).
 BLOCKING_CODES = frozenset(
-    {ErrorCode.MANUAL_RECONCILIATION_REQUIRED, ErrorCode.GUARD_INVALID, ErrorCode.QUALITY_REPLAY_UNRESOLVED}
+    {
+        ErrorCode.MANUAL_RECONCILIATION_REQUIRED,
+        ErrorCode.GUARD_INVALID,
+        ErrorCode.QUALITY_REPLAY_UNRESOLVED,
+        ErrorCode.TARGET_LOST_COMMITTED_ROWS,
+    }
 )
 #: Codes that mean "the input was wrong" (CLI exit code 2).
 USAGE_CODES = frozenset(

@@ -182,6 +182,7 @@ class TransferEngine:
         self._progress.plan_ready(len(active), len(decisions) - len(active))
         unverified = self._unverified(decisions, matched)
         if not active:
+            self._require_target_holds_committed(decisions, matched)
             return self._report(run_id, decisions, None, {}, started, self._summary(None, None, unverified))
 
         # ---- quality preparation: before extraction ----
@@ -260,6 +261,47 @@ class TransferEngine:
                 hints=("the batch is committed; see the run report and the runbook before re-running",),
             )
         return report
+
+    def _require_target_holds_committed(
+        self, decisions: Sequence[ResumeDecision], matched: dict[str, PartitionCheckpoint]
+    ) -> None:
+        """Nothing to run: the target must still hold at least the rows the committed partitions loaded.
+
+        A dropped target (or a manifest pointed at a new chDB directory or server) would otherwise be
+        reported as "nothing to do" with no table at all. Rows only ever grow on this route's own runs,
+        so fewer rows than committed means someone else removed them: stop, never reload on a guess."""
+        committed_rows = 0
+        for decision in decisions:
+            checkpoint = matched.get(decision.partition.partition_id)
+            if decision.action is Action.SKIP and checkpoint is not None and checkpoint.rows:
+                committed_rows += checkpoint.rows
+        if committed_rows == 0:
+            return
+        table = self._manifest.sink.table
+        sink = self._ports.open_sink()
+        try:
+            target_rows = sink.count_rows(table, None)
+        finally:
+            sink.close()
+        if target_rows >= committed_rows:
+            return
+        raise DponeError(
+            ErrorCode.TARGET_LOST_COMMITTED_ROWS,
+            f"every partition of route {self._route.describe()} is committed, but the target table {table} "
+            f"holds {target_rows} rows, fewer than the {committed_rows} its committed partitions loaded "
+            "(dropped, truncated, or a new target)",
+            details={
+                "route": self._route.describe(),
+                "target_table": table,
+                "target_rows": target_rows,
+                "committed_rows": committed_rows,
+            },
+            hint_lines=(
+                "nothing was read or written; the guard never reloads committed partitions on a guess",
+                "restore the target table, or reload deliberately: see docs/runbook/manual-reconciliation.md, "
+                "'The target lost committed rows'",
+            ),
+        )
 
     def _unverified(
         self, decisions: Sequence[ResumeDecision], matched: dict[str, PartitionCheckpoint]
