@@ -27,13 +27,13 @@ from tests.integration.test_route_spelling import (  # noqa: F401  (fixtures)
 STRATEGIES = ["incremental_append", "replace_partition"]
 
 
-def _command(base: Path, statement: str) -> None:
+def _command(root: Path, statement: str) -> None:
     client = open_client(
         EndpointDescriptor(
             name="t",
             kind=EndpointKind.CLICKHOUSE,
             interface=ClickHouseInterface.CHDB,
-            path=str(base / "clickhouse"),
+            path=str(root / "clickhouse"),
         )
     )
     try:
@@ -52,7 +52,10 @@ def _command(base: Path, statement: str) -> None:
     ],
 )
 def test_a_target_that_lost_committed_rows_stops_the_run_with_exit_3(
-    base: Path, store_url: str, strategy: str, loss: object
+    base: Path,  # noqa: F811
+    store_url: str,  # noqa: F811
+    strategy: str,
+    loss: object,
 ) -> None:
     manifest = write_manifest(base, "orders", store_url, strategy=strategy)
     assert dpone("run", str(manifest)).exit_code == 0
@@ -70,7 +73,9 @@ def test_a_target_that_lost_committed_rows_stops_the_run_with_exit_3(
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
 def test_an_intact_target_still_skips_every_committed_partition(
-    base: Path, store_url: str, strategy: str
+    base: Path,  # noqa: F811
+    store_url: str,  # noqa: F811
+    strategy: str,
 ) -> None:
     manifest = write_manifest(base, "orders", store_url, strategy=strategy)
     assert dpone("run", str(manifest)).exit_code == 0
