@@ -1,0 +1,107 @@
+"""DateTime day partitions, loaded and re-run by processes in different time zones, never move or double.
+
+Black-box: ``dpone run`` as a subprocess with ``TZ`` set (a DST-gap wall time in the data), a SQLite source
+partitioned by day on a DATETIME column, chDB target. The first run is in New York, the re-run of every
+partition in Kathmandu (+05:45) finds every partition committed and the target intact,
+and every value is the source's wall time, read back as UTC epoch seconds.
+"""
+
+from __future__ import annotations
+
+import calendar
+import os
+import sqlite3
+import subprocess
+import sys
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from airflow_provider_dpone.adapters.clickhouse.client import open_client
+from airflow_provider_dpone.contracts.endpoints import ClickHouseInterface, EndpointDescriptor, EndpointKind
+
+STAMPS = [
+    "2026-03-08 02:30:00",  # does not exist in New York (DST gap)
+    "2026-03-08 23:59:59",
+    "2026-03-08 00:00:00",
+    "2026-03-09 00:00:01",
+    "2026-11-01 01:30:00",  # exists twice in New York (DST fold)
+    "2026-11-01 12:00:00",
+]
+
+
+def _write(base: Path, strategy: str) -> Path:
+    with sqlite3.connect(base / "source.sqlite") as db:
+        db.execute("CREATE TABLE events (id INTEGER PRIMARY KEY, at DATETIME NOT NULL)")
+        db.executemany("INSERT INTO events VALUES (?, ?)", list(enumerate(STAMPS, start=1)))
+    manifest = base / "events.yaml"
+    manifest.write_text(
+        f"""
+kind: native_transfer
+name: events
+source:
+  type: sqlite
+  connection: sqlite:///source.sqlite
+  table: events
+  partitioning: {{kind: day, column: at}}
+sink:
+  type: clickhouse
+  connection: chdb:///clickhouse
+  table: demo.events
+  strategy: {strategy}
+  order_by: [at, id]
+checkpoints:
+  connection: sqlite:///state.sqlite
+""",
+        encoding="utf-8",
+    )
+    return manifest
+
+
+def _run(manifest: Path, zone: str, *extra: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "TZ": zone}
+    return subprocess.run(
+        [sys.executable, "-m", "airflow_provider_dpone.cli.main", "run", str(manifest), *extra],
+        cwd=manifest.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def _target(base: Path) -> list[tuple[int, int]]:
+    client = open_client(
+        EndpointDescriptor(
+            name="t",
+            kind=EndpointKind.CLICKHOUSE,
+            interface=ClickHouseInterface.CHDB,
+            path=str(base / "clickhouse"),
+        )
+    )
+    try:
+        return sorted(client.query("SELECT id, toUnixTimestamp(at) FROM demo.events").result_rows)
+    finally:
+        client.close()
+
+
+def _source_epochs() -> list[tuple[int, int]]:
+    return [
+        (i, calendar.timegm(datetime.fromisoformat(s).timetuple())) for i, s in enumerate(STAMPS, start=1)
+    ]
+
+
+@pytest.mark.parametrize("strategy", ["replace_partition", "incremental_append"])
+def test_datetime_day_partitions_arrive_as_utc_wall_times_whatever_the_worker_zone(
+    tmp_path: Path, strategy: str
+) -> None:
+    manifest = _write(tmp_path, strategy)
+    first = _run(manifest, "America/New_York")
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert _target(tmp_path) == _source_epochs()
+
+    # a re-run from a worker in another zone finds every partition committed and the target intact
+    again = _run(manifest, "Asia/Kathmandu", "--run-id", "second")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert _target(tmp_path) == _source_epochs()
