@@ -106,3 +106,18 @@ def test_decimal_fits_agrees_with_quantizing_and_bounding(value: Decimal, precis
     exact_at_scale = value == value.quantize(Decimal(1).scaleb(-scale))
     expected = exact_at_scale and abs(value) < Decimal(10) ** (precision - scale)
     assert decimal_fits(value, precision, scale) is expected
+
+
+@pytest.mark.parametrize("value", [1.234, 0.1 + 0.2, 12345678901234.56, float("nan"), float("inf")])
+def test_a_float_only_column_is_refused_on_its_fast_path_too(value: float) -> None:
+    _refused("DECIMAL(12,2)", [1.5, None, value])
+
+
+@given(st.lists(st.one_of(st.none(), st.decimals(places=2, min_value=-(10**9), max_value=10**9)), min_size=1))
+def test_a_float_only_column_arrives_as_the_shortest_decimal_of_each_float(
+    values: list[Decimal | None],
+) -> None:
+    floats = [None if v is None else float(v) for v in values]
+    converted = _convert("DECIMAL(12,2)", floats)
+    assert converted == [None if f is None else Decimal(repr(f)) for f in floats]
+    assert converted == values

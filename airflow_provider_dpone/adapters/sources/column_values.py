@@ -226,14 +226,32 @@ def decimals(column: ColumnSpec, precision: int, scale: int) -> Converter:
             raise _BadValue(f"more digits than Decimal({precision}, {scale}) holds")
         return parsed
 
+    fmt = f"%.{scale}f"
+
+    def in_range(present: Column) -> bool:
+        low, high = (min(present), max(present)) if present else (0, 0)  # type: ignore[type-var]
+        return -limit < low and high < limit  # type: ignore[operator,no-any-return]
+
+    def floats_at_scale(values: Column) -> Column | None:
+        """A float column (SQLite REAL, the emulator) when every value is exactly its decimal at the
+        scale: the scale's text must read back as the same double, and with at most 15 digits two decimals
+        never share a double, so that text is the value's shortest form. ``None``: take the careful path."""
+        texts = [None if v is None else fmt % v for v in values]
+        if [None if t is None else float(t) for t in texts] != values:
+            return None
+        return [None if t is None else Decimal(t) for t in texts]
+
     def convert(values: Column) -> Column:
         present = [v for v in values if v is not None] if None in values else values
+        kinds = set(map(type, present))
         try:
-            if all(type(v) is Decimal for v in present):
+            if kinds <= {Decimal} and in_range(present):
                 # the driver's own decimals (pymssql, Arrow artifacts: the column's own scale): bounded in C
-                low, high = (min(present), max(present)) if present else (0, 0)  # type: ignore[type-var]
-                if -limit < low and high < limit:  # type: ignore[operator]
-                    return values
+                return values
+            if kinds <= {float} and precision <= _FLOAT_EXACT_DIGITS and in_range(present):
+                exact = floats_at_scale(values)
+                if exact is not None:
+                    return exact
             return [one(v) for v in values]
         except _BadValue as exc:
             raise _failed(column, str(exc)) from None
