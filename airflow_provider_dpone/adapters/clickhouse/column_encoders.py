@@ -23,6 +23,8 @@ from typing import Any
 
 from clickhouse_connect.datatypes.registry import get_from_name
 
+from airflow_provider_dpone.adapters.clickhouse.predicates import base_type
+
 log = logging.getLogger(__name__)
 _EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
 
@@ -100,10 +102,8 @@ def utc_seconds(values: Sequence[Any]) -> list[Any]:
 
 
 def _is_datetime(type_name: str) -> bool:
-    base = type_name
-    for wrapper in ("Nullable(", "LowCardinality("):
-        if base.startswith(wrapper) and base.endswith(")"):
-            base = base[len(wrapper) : -1]
+    """``DateTime`` or ``DateTime('zone')``, not ``DateTime64`` (which holds sub-second ticks)."""
+    base = base_type(type_name)
     return base == "DateTime" or base.startswith("DateTime(")
 
 

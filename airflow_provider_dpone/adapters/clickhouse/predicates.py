@@ -25,7 +25,8 @@ class BoundsError(ValueError):
     """Bounds that cannot be expressed as a predicate. The reason never repeats the value."""
 
 
-def _base_type(type_name: str) -> str:
+def base_type(type_name: str) -> str:
+    """The type inside any ``Nullable(...)``/``LowCardinality(...)`` wrappers."""
     for wrapper in ("Nullable(", "LowCardinality("):
         while type_name.startswith(wrapper) and type_name.endswith(")"):
             type_name = type_name[len(wrapper) : -1]
@@ -33,7 +34,7 @@ def _base_type(type_name: str) -> str:
 
 
 def _is_datetime(type_name: str | None) -> bool:
-    return type_name is not None and _base_type(type_name).startswith("DateTime")
+    return type_name is not None and base_type(type_name).startswith("DateTime")
 
 
 def utc_epoch(moment: datetime) -> int:
