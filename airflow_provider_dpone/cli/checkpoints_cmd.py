@@ -51,7 +51,7 @@ def checkpoints(manifest: str, as_json: bool) -> None:
         endpoint = resolve_endpoint(
             loaded.manifest.checkpoints.connection, role="checkpoints", manifest_dir=loaded.manifest_dir
         )
-        latest = _read_latest(endpoint, loaded)
+        latest = read_latest(endpoint, loaded)
         entries = sorted((describe_checkpoint(c) for c in latest), key=_order)
     blocked = sum(1 for e in entries if e["blocked"])
     if as_json:
@@ -115,7 +115,8 @@ def short_id(value: str | None, *, keep: int = 12) -> str | None:
     return value
 
 
-def _read_latest(endpoint: EndpointDescriptor, loaded: LoadedManifest) -> list[PartitionCheckpoint]:
+def read_latest(endpoint: EndpointDescriptor, loaded: LoadedManifest) -> list[PartitionCheckpoint]:
+    """The latest checkpoint of every partition of every route writing the manifest's target table."""
     from airflow_provider_dpone.contracts.endpoints import EndpointKind
 
     if endpoint.kind is EndpointKind.SQLITE and endpoint.path and not Path(endpoint.path).exists():

@@ -72,23 +72,16 @@ def blocked_after_interrupt(manifest_path: str) -> DponeError | None:
     Read after an interrupt inside a run: the guard records the run left (armed, or target_outcome_unknown)
     are what an operator must now resolve, so they are shown as a target failure's would be.
     """
-    from airflow_provider_dpone.adapters.checkpoint_sql import store_from_endpoint
-    from airflow_provider_dpone.adapters.sources.route_naming import SourceRouteNaming
+    from airflow_provider_dpone.cli.checkpoints_cmd import read_latest
     from airflow_provider_dpone.connections import resolve_endpoint
     from airflow_provider_dpone.manifests.loader import load_manifest
-    from airflow_provider_dpone.runtime.route_family import load_family
     from airflow_provider_dpone.runtime.route_guard import require_clear_route
 
     loaded = load_manifest(manifest_path)
     endpoint = resolve_endpoint(
         loaded.manifest.checkpoints.connection, role="checkpoints", manifest_dir=loaded.manifest_dir
     )
-    store = store_from_endpoint(endpoint, loaded.manifest_dir)
-    try:
-        family = load_family(store, loaded.route, SourceRouteNaming(loaded.manifest.source))
-        latest = list(family.target_wide)
-    finally:
-        store.close()
+    latest = read_latest(endpoint, loaded)
     try:
         require_clear_route(loaded.route, latest, manifest_path)
     except DponeError as blocked:
