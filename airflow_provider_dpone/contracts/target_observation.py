@@ -234,9 +234,15 @@ class ObservationStatus(str, Enum):
 
 
 class UnavailableReason(str, Enum):
-    """Why a permitted warn-only observation carries no metrics."""
+    """Why a permitted warn-only observation carries no metrics.
 
-    TARGET_QUERY_FAILED = "target_query_failed"
+    The only reason is a classified server answer that the metric cannot be computed on the column (a
+    type the exact function refuses). A cancelled query, a lost connection, a missing table or database
+    and an access error are worker failures, never ``unavailable`` (ADR 0074: unavailable cannot stand
+    in for missing evidence, identity failure or cancellation).
+    """
+
+    METRIC_NOT_COMPUTABLE = "metric_not_computable"
 
 
 class ObservationInvalid(ValueError):
@@ -295,6 +301,10 @@ class WorkerErrorCode(str, Enum):
     CONNECT_FAILED = "connect_failed"
     READONLY_UNVERIFIED = "readonly_unverified"
     QUERY_FAILED = "query_failed"
+    QUERY_CANCELLED = "query_cancelled"
+    CONNECTION_LOST = "connection_lost"
+    TARGET_MISSING = "target_missing"
+    ACCESS_DENIED = "access_denied"
     INTERNAL = "worker_internal"
 
 
@@ -342,6 +352,10 @@ class ReaderReason(str, Enum):
     CONNECT_FAILED = "connect_failed"
     READONLY_UNVERIFIED = "readonly_unverified"
     QUERY_FAILED = "query_failed"
+    QUERY_CANCELLED = "query_cancelled"
+    CONNECTION_LOST = "connection_lost"
+    TARGET_MISSING = "target_missing"
+    ACCESS_DENIED = "access_denied"
     WORKER_INTERNAL = "worker_internal"
 
 

@@ -5,6 +5,11 @@ Counts are exact and limited to the selected generation; the worker's session is
 
 from __future__ import annotations
 
+import contextlib
+import socket
+import struct
+import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,8 +20,10 @@ import pytest
 from airflow_provider_dpone.adapters.target_reader import SupervisedTargetReader
 from airflow_provider_dpone.adapters.target_reader.worker import (
     READONLY_VALUE,
+    classify_failure,
     close_quietly,
     open_readonly_client,
+    server_error_code,
 )
 from airflow_provider_dpone.contracts.endpoints import ClickHouseInterface, EndpointDescriptor, EndpointKind
 from airflow_provider_dpone.contracts.partition import BoundsKind, PartitionBounds
@@ -25,11 +32,12 @@ from airflow_provider_dpone.contracts.target_observation import (
     LoadIdSelector,
     ObservationMetric,
     ObservationStatus,
+    ReaderOutcome,
     ReaderOutcomeKind,
     ReaderReason,
     TargetObservation,
     TargetReadRequest,
-    UnavailableReason,
+    WorkerErrorCode,
 )
 
 pytestmark = pytest.mark.service
@@ -227,19 +235,186 @@ def test_a_write_through_a_worker_process_session_is_refused(
     assert outcome.termination_verified
 
 
-def test_missing_table_is_unavailable_only_when_the_plan_permits_it(
-    clickhouse_http: EndpointDescriptor,
+@pytest.mark.parametrize("allow_unavailable", [True, False])
+@pytest.mark.parametrize("table", ["default.dpone_missing_table", "dpone_missing_db.orders"])
+def test_missing_table_or_database_is_a_worker_failure_even_when_unavailable_is_permitted(
+    clickhouse_http: EndpointDescriptor, table: str, allow_unavailable: bool
 ) -> None:
-    reader = SupervisedTargetReader()
-    permitted = reader.observe(
-        clickhouse_http, generation_plan("default.dpone_missing_table", allow_unavailable=True), 30.0
-    )
-    assert permitted.kind is ReaderOutcomeKind.COMPLETE
-    assert permitted.observation is not None
-    assert permitted.observation.status is ObservationStatus.UNAVAILABLE
-    assert permitted.observation.metrics == ()
-    assert permitted.observation.unavailable_reason is UnavailableReason.TARGET_QUERY_FAILED
+    """A generation that is gone is missing evidence, never a warn-only ``unavailable``."""
+    plan = generation_plan(table, allow_unavailable=allow_unavailable)
+    outcome = SupervisedTargetReader().observe(clickhouse_http, plan, 30.0)
+    assert (outcome.kind, outcome.reason) == (ReaderOutcomeKind.WORKER_FAILED, ReaderReason.TARGET_MISSING)
+    assert outcome.observation is None
+    assert outcome.termination_verified
 
-    required = reader.observe(clickhouse_http, generation_plan("default.dpone_missing_table"), 30.0)
-    assert (required.kind, required.reason) == (ReaderOutcomeKind.WORKER_FAILED, ReaderReason.QUERY_FAILED)
-    assert required.observation is None
+
+def test_a_plan_column_the_target_lacks_is_a_worker_failure(
+    clickhouse_http: EndpointDescriptor, server_table: str
+) -> None:
+    plan = generation_plan(server_table, allow_unavailable=True).model_copy(
+        update={"columns": ("amount", "no_such_column")}
+    )
+    outcome = SupervisedTargetReader().observe(clickhouse_http, plan, 30.0)
+    assert (outcome.kind, outcome.reason) == (ReaderOutcomeKind.WORKER_FAILED, ReaderReason.TARGET_MISSING)
+
+
+@pytest.fixture
+def endless_view(clickhouse_http: EndpointDescriptor) -> Iterator[str]:
+    """A view the measuring SELECT scans for minutes (system.numbers, 10^11 rows)."""
+    database = f"dpone_kill_{uuid.uuid4().hex[:10]}"
+    client = _admin(clickhouse_http)
+    try:
+        client.command(f"CREATE DATABASE {database}")
+        client.command(
+            f"CREATE VIEW {database}.endless AS SELECT number AS load_id FROM system.numbers "
+            "LIMIT 100000000000"
+        )
+        yield f"{database}.endless"
+    finally:
+        client.command(f"DROP DATABASE IF EXISTS {database}")
+        client.close()
+
+
+def _admin(endpoint: EndpointDescriptor) -> Any:
+    import clickhouse_connect
+
+    return clickhouse_connect.get_client(
+        host=endpoint.host,
+        port=endpoint.port,
+        username=endpoint.user or "default",
+        password=endpoint.secret() or "",
+        compress=False,
+    )
+
+
+def test_a_killed_measuring_query_is_a_worker_failure_not_unavailable(
+    clickhouse_http: EndpointDescriptor, endless_view: str
+) -> None:
+    """``KILL QUERY`` (server code 394) on a warn-only plan: the capsule must stay pending."""
+    plan = TargetReadRequest(
+        target_table=endless_view,
+        selector=GenerationSelector(
+            load_id=LoadIdSelector(column="load_id", value="5", value_type="integer")
+        ),
+        metrics=(ObservationMetric.ROW_COUNT,),
+        allow_unavailable=True,
+    )
+    box: list[ReaderOutcome] = []
+    thread = threading.Thread(
+        target=lambda: box.append(SupervisedTargetReader().observe(clickhouse_http, plan, 40.0))
+    )
+    thread.start()
+    admin = _admin(clickhouse_http)
+    try:
+        table = endless_view.split(".", 1)[1]
+        killed = False
+        deadline = time.monotonic() + 20
+        while not killed and time.monotonic() < deadline:
+            running = admin.query(
+                "SELECT query_id FROM system.processes WHERE position(query, 'AS m0 FROM') > 0 "
+                f"AND position(query, '{table}') > 0 AND position(query, 'system.processes') = 0"
+            ).result_rows
+            for (query_id,) in running:
+                admin.command(f"KILL QUERY WHERE query_id = '{query_id}' SYNC")
+                killed = True
+            time.sleep(0.05)
+        assert killed, "the measuring query never showed up in system.processes"
+    finally:
+        thread.join(60)
+        admin.close()
+    (outcome,) = box
+    assert (outcome.kind, outcome.reason) == (ReaderOutcomeKind.WORKER_FAILED, ReaderReason.QUERY_CANCELLED)
+    assert outcome.observation is None
+    assert outcome.termination_verified
+
+
+class _CuttingProxy:
+    """A loopback TCP proxy to the server that drops both sides the moment the measuring SELECT passes."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.upstream = (host, port)
+        self.server = socket.socket()
+        self.server.bind(("127.0.0.1", 0))
+        self.server.listen(16)
+        self.port = int(self.server.getsockname()[1])
+        self.cut = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._thread.start()
+
+    def _accept(self) -> None:
+        self.server.settimeout(0.1)
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                continue
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        up = socket.create_connection(self.upstream)
+        pair = [conn, up]
+
+        def pump(src: socket.socket, dst: socket.socket, watch: bool) -> None:
+            try:
+                while chunk := src.recv(65536):
+                    if watch and b"AS m0" in chunk:
+                        self.cut.set()
+                        for s in pair:
+                            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                            s.close()
+                        return
+                    dst.sendall(chunk)
+            except OSError:
+                pass
+            finally:
+                for s in pair:
+                    with contextlib.suppress(OSError):
+                        s.shutdown(socket.SHUT_RDWR)
+
+        threading.Thread(target=pump, args=(up, conn, False), daemon=True).start()
+        pump(conn, up, True)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(2)
+        self.server.close()
+
+
+def test_a_connection_lost_during_the_measuring_query_is_a_worker_failure(
+    clickhouse_http: EndpointDescriptor, server_table: str
+) -> None:
+    assert clickhouse_http.host is not None and clickhouse_http.port is not None
+    proxy = _CuttingProxy(clickhouse_http.host, clickhouse_http.port)
+    try:
+        endpoint = clickhouse_http.model_copy(update={"port": proxy.port})
+        plan = generation_plan(server_table, allow_unavailable=True)
+        outcome = SupervisedTargetReader().observe(endpoint, plan, 30.0)
+    finally:
+        proxy.close()
+    assert proxy.cut.is_set()  # the session was verified, then its measuring request was cut
+    assert (outcome.kind, outcome.reason) == (ReaderOutcomeKind.WORKER_FAILED, ReaderReason.CONNECTION_LOST)
+    assert outcome.observation is None
+
+
+@pytest.mark.parametrize(
+    ("code", "expected"),
+    [
+        (394, WorkerErrorCode.QUERY_CANCELLED),
+        (60, WorkerErrorCode.TARGET_MISSING),
+        (81, WorkerErrorCode.TARGET_MISSING),
+        (497, WorkerErrorCode.ACCESS_DENIED),
+        (516, WorkerErrorCode.ACCESS_DENIED),
+        (241, WorkerErrorCode.QUERY_FAILED),
+        (43, WorkerErrorCode.QUERY_FAILED),  # not computable: a failure unless the plan permits unavailable
+    ],
+)
+def test_server_answers_are_classified_by_their_code(code: int, expected: WorkerErrorCode) -> None:
+    from clickhouse_connect.driver.exceptions import DatabaseError
+
+    text = DatabaseError(
+        f"HTTP driver received HTTP status 500, server response: Code: {code}, e.displayText()"
+    )
+    assert server_error_code(text) == code
+    assert classify_failure(text) is expected
+    assert classify_failure(DatabaseError("no code here", code=code)) is expected

@@ -249,7 +249,7 @@ def test_unavailable_stands_only_where_the_plan_permits_it() -> None:
         unavailable = TargetObservation(
             request_sha256=core.body.target_plan.sha256(),
             status=ObservationStatus.UNAVAILABLE,
-            unavailable_reason=UnavailableReason.TARGET_QUERY_FAILED,
+            unavailable_reason=UnavailableReason.METRIC_NOT_COMPUTABLE,
         )
         records = [core, pending, complete_record(core, pending, unavailable)]
         if allowed:

@@ -211,7 +211,7 @@ def test_unavailable_has_an_empty_metric_set_and_a_reason() -> None:
         TargetObservation(
             request_sha256=req.sha256(),
             status=ObservationStatus.UNAVAILABLE,
-            unavailable_reason=UnavailableReason.TARGET_QUERY_FAILED,
+            unavailable_reason=UnavailableReason.METRIC_NOT_COMPUTABLE,
             metrics=(MetricValue(metric=ObservationMetric.ROW_COUNT, value=1),),
         )
     with pytest.raises(ValidationError):

@@ -198,7 +198,7 @@ class ScriptedReader:
             observation = TargetObservation(
                 request_sha256=request.sha256(),
                 status=ObservationStatus.UNAVAILABLE,
-                unavailable_reason=UnavailableReason.TARGET_QUERY_FAILED,
+                unavailable_reason=UnavailableReason.METRIC_NOT_COMPUTABLE,
             )
             return ReaderOutcome(
                 kind=ReaderOutcomeKind.COMPLETE,

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sys
 from typing import Any
 
@@ -104,21 +105,69 @@ def close_quietly(client: Any) -> None:
         client.close()
 
 
+#: Server error codes meaning "this exact function cannot be computed on this column's type":
+#: ILLEGAL_TYPE_OF_ARGUMENT, ILLEGAL_COLUMN, NOT_IMPLEMENTED. The only failures a warn-only plan may
+#: record as ``unavailable``; every other failure stays a worker failure (the capsule stays pending).
+NOT_COMPUTABLE_CODES = frozenset({43, 44, 48})
+_MISSING_CODES = frozenset({60, 81})  # UNKNOWN_TABLE, UNKNOWN_DATABASE
+_CANCELLED_CODES = frozenset({394})  # QUERY_WAS_CANCELLED (KILL QUERY)
+_ACCESS_CODES = frozenset({164, 192, 193, 194, 195, 197, 291, 497, 516})  # readonly, user, password, access
+_NETWORK_CODES = frozenset({209, 210})  # SOCKET_TIMEOUT, NETWORK_ERROR
+_SERVER_CODE_RE = re.compile(r"\bCode: ([0-9]{1,5})[.,]")
+
+
+def server_error_code(exc: BaseException) -> int | None:
+    """The ClickHouse error code a server answer carried, if the failure was a server answer at all."""
+    from clickhouse_connect.driver.exceptions import DatabaseError
+
+    if not isinstance(exc, DatabaseError):
+        return None
+    code = getattr(exc, "code", None)
+    if isinstance(code, int) and not isinstance(code, bool):
+        return code
+    found = _SERVER_CODE_RE.search(str(exc))  # 18.16 over HTTP and chDB carry it in the text only
+    return int(found.group(1)) if found else None
+
+
+def classify_failure(exc: BaseException) -> WorkerErrorCode:
+    """The fixed worker error code of a failed target query (no vendor text leaves the worker)."""
+    from clickhouse_connect.driver.exceptions import OperationalError
+
+    code = server_error_code(exc)
+    if code in _CANCELLED_CODES:
+        return WorkerErrorCode.QUERY_CANCELLED
+    if code in _MISSING_CODES:
+        return WorkerErrorCode.TARGET_MISSING
+    if code in _ACCESS_CODES:
+        return WorkerErrorCode.ACCESS_DENIED
+    if code in _NETWORK_CODES or (code is None and isinstance(exc, (OperationalError, OSError))):
+        return WorkerErrorCode.CONNECTION_LOST
+    return WorkerErrorCode.QUERY_FAILED
+
+
 def measure(client: Any, request: TargetReadRequest) -> TargetObservation:
-    """Look up the column types, run the generated SELECT; a failed query is ``unavailable`` only when
-    the plan allows it."""
+    """Look up the column types, run the generated SELECT. Only a classified "metric not computable"
+    server answer becomes ``unavailable``, and only when the plan allows it; everything else fails."""
     try:
         typed = client.query(column_types_query(request.target_table)).result_rows
-        sql, keys = build_select(request, {str(name): str(kind) for name, kind in typed})
+    except Exception as exc:
+        raise WorkerFault(classify_failure(exc)) from exc
+    types = {str(name): str(kind) for name, kind in typed}
+    if not types:  # system.columns knows no such table: the generation is gone, not "unavailable"
+        raise WorkerFault(WorkerErrorCode.TARGET_MISSING)
+    if any(column not in types for column in request.columns):
+        raise WorkerFault(WorkerErrorCode.TARGET_MISSING)
+    try:
+        sql, keys = build_select(request, types)
         rows = client.query(sql).result_rows
     except Exception as exc:
-        if request.allow_unavailable:
+        if request.allow_unavailable and server_error_code(exc) in NOT_COMPUTABLE_CODES:
             return TargetObservation(
                 request_sha256=request.sha256(),
                 status=ObservationStatus.UNAVAILABLE,
-                unavailable_reason=UnavailableReason.TARGET_QUERY_FAILED,
+                unavailable_reason=UnavailableReason.METRIC_NOT_COMPUTABLE,
             )
-        raise WorkerFault(WorkerErrorCode.QUERY_FAILED) from exc
+        raise WorkerFault(classify_failure(exc)) from exc
     if len(rows) != 1 or len(rows[0]) != len(keys):
         raise WorkerFault(WorkerErrorCode.QUERY_FAILED)
     metrics = []
