@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
+import shutil
 import sys
 import traceback
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, NoReturn
 
 import click
@@ -102,6 +105,30 @@ def reporting_errors(as_json: bool) -> Iterator[None]:
         raise
     except Exception as exc:
         fail_unexpected(exc, as_json)
+
+
+def dpone_invocation(argv0: str | None = None) -> str:
+    """How to run ``dpone`` again, so that a printed next step works when pasted into the same shell.
+
+    ``dpone`` when that name on PATH is this very program; its full path when it was started by path
+    (a virtualenv's ``bin/dpone`` that is not on PATH); ``python -m ...`` when it was not started as
+    ``dpone`` at all.
+    """
+    program = sys.argv[0] if argv0 is None and sys.argv else (argv0 or "")
+    if Path(program).name != "dpone":
+        return f"{shlex.quote(sys.executable)} -m airflow_provider_dpone.cli.main"
+    started = shutil.which(program) if os.sep not in program else program
+    on_path = shutil.which("dpone")
+    if started and on_path and _same_file(started, on_path):
+        return "dpone"
+    return shlex.quote(str(Path(started or program).absolute()))
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def print_json(value: Any) -> None:
