@@ -5,10 +5,13 @@ Loading YAML, friendly error rendering and the semantic identity live in ``airfl
 
 from __future__ import annotations
 
+import re
+from datetime import timedelta
 from enum import Enum
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from airflow_provider_dpone.contracts.route import RouteIdentity, Strategy
 
@@ -38,6 +41,32 @@ class PartitionKind(str, Enum):
     LIST = "list"
 
 
+#: A settle duration: a whole number of minutes, hours or days (``30m``, ``2h``, ``1d``).
+_DURATION = re.compile(r"([1-9][0-9]{0,5})([mhd])")
+_DURATION_UNITS = {"m": timedelta(minutes=1), "h": timedelta(hours=1), "d": timedelta(days=1)}
+
+#: Partitioning kinds whose bounds are points in time, so "is this partition still open?" has an answer.
+TIME_BOUND_KINDS = frozenset({"day", "month"})
+
+
+def parse_duration(text: str) -> timedelta:
+    """``30m`` / ``2h`` / ``1d`` -> timedelta. ``ValueError`` (without the text) for anything else."""
+    match = _DURATION.fullmatch(text)
+    if match is None:
+        raise ValueError(
+            "expected a duration: a whole number followed by m, h or d (minutes, hours, days), e.g. 2h or 1d"
+        )
+    return int(match.group(1)) * _DURATION_UNITS[match.group(2)]
+
+
+def field_error(loc: tuple[str, ...], message: str, value: object) -> ValidationError:
+    """A validation error at an exact manifest path, for rules a parent model checks (message: no input)."""
+    error = PydanticCustomError("value_error", "Value error, {reason}", {"reason": message})
+    return ValidationError.from_exception_data(
+        "Manifest", [InitErrorDetails(type=error, loc=loc, input=value)]
+    )
+
+
 class Partitioning(BaseModel):
     model_config = _STRICT
 
@@ -45,6 +74,30 @@ class Partitioning(BaseModel):
     column: str | None = None
     size: int | None = Field(default=None, ge=1, description="integer_range: width of each range")
     values: tuple[str | int, ...] | None = Field(default=None, description="list: the partition values")
+    settle: str | None = Field(
+        default=None,
+        description=(
+            "day/month: how long after a partition's upper bound its rows may still change (30m, 2h, 1d). "
+            "A partition whose upper bound is later than now minus settle is planned but not moved "
+            "(skip reason open_partition); it moves on the first run after it settled."
+        ),
+    )
+    lookback: int | None = Field(
+        default=None,
+        ge=1,
+        le=10_000,
+        description=(
+            "replace_partition only: the N most recent committed partitions (in bounds order) are moved "
+            "again on every run, under the target commit guard, to pick up late-arriving rows."
+        ),
+    )
+
+    @field_validator("settle")
+    @classmethod
+    def _settle_is_a_duration(cls, settle: str | None) -> str | None:
+        if settle is not None:
+            parse_duration(settle)
+        return settle
 
     @model_validator(mode="after")
     def _consistent(self) -> Partitioning:
@@ -54,13 +107,33 @@ class Partitioning(BaseModel):
             raise ValueError("integer_range partitioning needs a size")
         if self.kind is PartitionKind.LIST and not self.values:
             raise ValueError("list partitioning needs values")
+        if self.settle is not None and self.kind.value not in TIME_BOUND_KINDS:
+            raise field_error(
+                ("settle",),
+                f"settle needs time bounds (kind day or month); kind {self.kind.value!r} has none",
+                self.settle,
+            )
         return self
+
+    def settle_delta(self) -> timedelta | None:
+        """The settle duration, or None when every partition may move at once."""
+        return parse_duration(self.settle) if self.settle is not None else None
 
 
 class Incremental(BaseModel):
+    """Bookkeeping only: the cursor never filters rows (partitions and their bounds decide what moves)."""
+
     model_config = _STRICT
 
-    cursor: str = Field(min_length=1)
+    cursor: str = Field(
+        min_length=1,
+        description=(
+            "a source column whose highest value among the rows a run committed is recorded in the "
+            "route's source state after the commit (a high-water mark, for monitoring). It does NOT "
+            "select rows: every run reads whole partitions by their bounds. For late rows use "
+            "source.partitioning.settle and lookback."
+        ),
+    )
 
 
 class SourceSpec(BaseModel):
@@ -161,6 +234,33 @@ class Manifest(BaseModel):
     sink: SinkSpec
     checkpoints: CheckpointsSpec
     quality: QualitySpec = QualitySpec()
+
+    @model_validator(mode="after")
+    def _lookback_replaces(self) -> Manifest:
+        lookback = self.source.partitioning.lookback
+        if lookback is not None and self.sink.strategy is not Strategy.REPLACE_PARTITION:
+            # only a replace re-run deletes a partition's rows first; an append re-run would duplicate them
+            raise field_error(
+                ("source", "partitioning", "lookback"),
+                f"lookback needs sink.strategy replace_partition (it is {self.sink.strategy.value!r}); "
+                "re-moving a committed partition is only safe when the run replaces its rows",
+                lookback,
+            )
+        settle = self.source.partitioning.settle
+        if settle is not None and self.sink.strategy is Strategy.FULL_REFRESH:
+            raise field_error(
+                ("source", "partitioning", "settle"),
+                "settle does not apply to sink.strategy full_refresh: a full refresh replaces the whole "
+                "table, so a partition left out as open would vanish from the target",
+                settle,
+            )
+        if lookback is not None and self.source.partitioning.kind is PartitionKind.NONE:
+            raise field_error(
+                ("source", "partitioning", "lookback"),
+                "lookback needs partitions (kind day, month, integer_range or list)",
+                lookback,
+            )
+        return self
 
     def route(self) -> RouteIdentity:
         return RouteIdentity(

@@ -5,6 +5,12 @@ canonically (sorted keys, compact). The semantic identity is ``sha256:`` over th
 fixed list of EXACT paths removed after validation. Only composition metadata may be excluded: today
 just ``sink.options.durable_quality_replay`` (ADR 0074: opting in to durable replay does not change what
 is moved). Every other field, including every other option, stays bound.
+
+Keys added after identities were first recorded are left out of the normalized form while unset
+(:data:`OMITTED_WHEN_UNSET`), so an existing manifest keeps its identity across the upgrade; once set they
+are bound like any other field. ``source.partitioning.settle`` and ``lookback`` change which partitions a
+run moves, not what a partition is: partition IDs never include them (they hash route, read definition,
+schema and bounds only).
 """
 
 from __future__ import annotations
@@ -18,9 +24,29 @@ from airflow_provider_dpone.contracts.partition import canonical_json, sha256_ta
 IDENTITY_EXCLUDED_PATHS: tuple[tuple[str, ...], ...] = (("sink", "options", "durable_quality_replay"),)
 
 
+#: Exact paths dropped from the normalized form when their value is null (keys newer than identities).
+OMITTED_WHEN_UNSET: tuple[tuple[str, ...], ...] = (
+    ("source", "partitioning", "settle"),
+    ("source", "partitioning", "lookback"),
+)
+
+
 def normalize(manifest: Manifest) -> dict[str, Any]:
     """The canonical JSON-compatible dict of a validated manifest, defaults filled in."""
-    return manifest.model_dump(mode="json")
+    material: dict[str, Any] = manifest.model_dump(mode="json")
+    for path in OMITTED_WHEN_UNSET:
+        if _leaf(material, path) is None:
+            material = _without(material, path)
+    return material
+
+
+def _leaf(data: dict[str, Any], path: tuple[str, ...]) -> object:
+    node: object = data
+    for key in path:
+        if not isinstance(node, dict):
+            raise TypeError(f"normalization path {'.'.join(path)} does not lead to a mapping")
+        node = node[key]
+    return node
 
 
 def canonical_manifest_json(manifest: Manifest) -> str:

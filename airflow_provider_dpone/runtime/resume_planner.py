@@ -1,14 +1,27 @@
-"""Per-partition resume decisions, taken only after the route-wide guard scan found nothing unsafe."""
+"""Per-partition resume decisions, taken only after the route-wide guard scan found nothing unsafe.
+
+Late-arriving rows (issue 12) are handled here too, from the manifest's partitioning:
+
+* ``settle`` — a partition whose upper bound is later than ``now - settle`` is still open: it is planned
+  but not moved (``open_partition``), so an ``incremental_append`` never commits a day that is still
+  filling. Day and month bounds are read as UTC midnights; ``now`` comes from the engine's ``Clock``.
+* ``lookback`` (``replace_partition`` only) — the N most recent settled committed partitions, in bounds
+  order, run again (``lookback``). They become active partitions like any other: armed, replaced under
+  the permit, promoted; a failure leaves the same guard phases and blocks the same way.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 from enum import Enum
 
 from airflow_provider_dpone.contracts.checkpoint import CheckpointStatus, PartitionCheckpoint
+from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.guard import GuardPhase, read_guard
-from airflow_provider_dpone.contracts.partition import PlannedPartition
+from airflow_provider_dpone.contracts.manifest import Partitioning
+from airflow_provider_dpone.contracts.partition import BoundsKind, PartitionBounds, PlannedPartition
 from airflow_provider_dpone.contracts.route import Strategy
 
 
@@ -25,6 +38,8 @@ class Reason(str, Enum):
     FAILED_BEFORE_TARGET = "failed_before_target"
     INTERRUPTED_BEFORE_TARGET = "interrupted_before_target"
     FULL_REFRESH_NEW_RUN = "full_refresh_new_run"
+    OPEN_PARTITION = "open_partition"
+    LOOKBACK = "lookback"
 
 
 @dataclass(frozen=True)
@@ -64,14 +79,19 @@ def plan_resume(
     latest: Mapping[str, PartitionCheckpoint],
     strategy: Strategy,
     run_id: str,
+    *,
+    partitioning: Partitioning | None = None,
+    now: datetime | None = None,
 ) -> list[ResumeDecision]:
-    """Skip committed partitions; run the rest.
+    """Skip committed partitions; run the rest; then hold back open partitions and add the lookback.
 
     ``full_refresh`` rewrites the whole table, so it is all-or-nothing: a retry of the same run skips only
-    when every partition was committed by that run; a new run refreshes everything.
+    when every partition was committed by that run; a new run refreshes everything. The manifest refuses
+    ``settle`` and ``lookback`` there.
     """
     decisions = [_decide(p, latest.get(p.partition_id)) for p in planned]
     if strategy is Strategy.FULL_REFRESH:
+        _refuse_late_row_keys(partitioning, strategy)
         committed_by_this_run = all(
             d.action is Action.SKIP and latest[d.partition.partition_id].run_id == run_id for d in decisions
         )
@@ -82,4 +102,87 @@ def plan_resume(
                 else ResumeDecision(d.partition, Action.RUN, Reason.FULL_REFRESH_NEW_RUN)
                 for d in decisions
             ]
+        return decisions
+    if partitioning is None:
+        return decisions
+    settle = partitioning.settle_delta()
+    settled_before: datetime | None = None
+    if settle is not None:
+        if now is None:
+            raise ValueError("settle needs the clock's now")
+        settled_before = _settled_before(now, settle)
+        decisions = _hold_open(decisions, settled_before)
+    if partitioning.lookback is not None:
+        if strategy is not Strategy.REPLACE_PARTITION:
+            _refuse_late_row_keys(partitioning, strategy)
+        decisions = _look_back(decisions, partitioning.lookback, settled_before)
     return decisions
+
+
+def _settled_before(now: datetime, settle: timedelta) -> datetime:
+    if now.tzinfo is None:
+        raise ValueError("the clock must give a timezone-aware time")
+    return now.astimezone(timezone.utc) - settle
+
+
+def upper_instant(bounds: PartitionBounds) -> datetime | None:
+    """A time-bound partition's upper bound as a UTC instant (None for bounds without one)."""
+    if bounds.kind is not BoundsKind.RANGE or bounds.upper is None:
+        return None
+    if bounds.value_type not in ("date", "datetime"):
+        return None
+    upper = datetime.fromisoformat(bounds.upper)
+    return upper.replace(tzinfo=timezone.utc) if upper.tzinfo is None else upper.astimezone(timezone.utc)
+
+
+def is_open(bounds: PartitionBounds, settled_before: datetime) -> bool:
+    """Rows may still arrive: the upper bound is later than ``now - settle``.
+
+    Bounds without a time upper bound count as open: the manifest allows ``settle`` only on day/month
+    partitioning, so such bounds mean something is off, and holding a partition back loses nothing.
+    """
+    upper = upper_instant(bounds)
+    return upper is None or upper > settled_before
+
+
+def _hold_open(decisions: list[ResumeDecision], settled_before: datetime) -> list[ResumeDecision]:
+    """A partition that would run but is still open is planned and skipped; committed ones stay as they are."""
+    return [
+        ResumeDecision(d.partition, Action.SKIP, Reason.OPEN_PARTITION)
+        if d.action is Action.RUN and is_open(d.partition.bounds, settled_before)
+        else d
+        for d in decisions
+    ]
+
+
+def _look_back(
+    decisions: list[ResumeDecision], count: int, settled_before: datetime | None
+) -> list[ResumeDecision]:
+    """The last ``count`` settled committed partitions in bounds order (the planner's order) run again."""
+    committed = [
+        i
+        for i, d in enumerate(decisions)
+        if d.action is Action.SKIP
+        and d.reason is Reason.COMMITTED
+        and (settled_before is None or not is_open(d.partition.bounds, settled_before))
+    ]
+    again = set(committed[-count:])
+    return [
+        ResumeDecision(d.partition, Action.RUN, Reason.LOOKBACK) if i in again else d
+        for i, d in enumerate(decisions)
+    ]
+
+
+def _refuse_late_row_keys(partitioning: Partitioning | None, strategy: Strategy) -> None:
+    """Fail closed if a manifest check was bypassed: re-moving under append duplicates, and a full refresh
+    without its open partitions would drop them from the target."""
+    if partitioning is None:
+        return
+    if partitioning.lookback is not None or (
+        strategy is Strategy.FULL_REFRESH and partitioning.settle is not None
+    ):
+        raise DponeError(
+            ErrorCode.MANIFEST_INVALID,
+            f"source.partitioning settle/lookback do not apply to sink.strategy {strategy.value}",
+            details={"strategy": strategy.value},
+        )

@@ -150,7 +150,15 @@ class TransferEngine:
             for bounds in source.plan_partitions()
         ]
         matched = latest_by_partition(family, planned, self._ports.naming)
-        return schema, plan_resume(planned, matched, self._route.strategy, run_id), matched
+        decisions = plan_resume(
+            planned,
+            matched,
+            self._route.strategy,
+            run_id,
+            partitioning=self._manifest.source.partitioning,
+            now=self._ports.clock.now(),
+        )
+        return schema, decisions, matched
 
     # -- one run -----------------------------------------------------------------------------------
 
