@@ -386,7 +386,9 @@ class DurableReplay:
                     observation.check_answers(plan)
                 except ObservationInvalid:
                     observation = None
-            if observation is None:
+            if observation is None or not outcome.termination_verified:
+                # An answer from a worker whose local lifecycle is unknown is not accepted: its output
+                # cannot be revoked, so the proof stays TARGET_PENDING and the guard is retained.
                 released = self._release_if(may_release, stores, operation_id, generation_key, token)
                 may_release = False
                 raise self._unfinished(operation_id, outcome, released=released)
@@ -455,9 +457,16 @@ class DurableReplay:
 
     def _unfinished(self, operation_id: str, outcome: ReaderOutcome, *, released: bool) -> DponeError:
         guard = "released" if released else "retained"
+        answered = outcome.kind is ReaderOutcomeKind.COMPLETE
         lines = [
             f"the bounded target reader ended as {outcome.kind.value} ({outcome.reason.value}) after "
-            f"{outcome.elapsed_seconds:.1f}s; the capsule stays TARGET_PENDING and blocks the route.",
+            f"{outcome.elapsed_seconds:.1f}s"
+            + (
+                ", but its worker's termination was not verified, so the answer is not accepted"
+                if answered
+                else ""
+            )
+            + "; the capsule stays TARGET_PENDING and blocks the route.",
             (
                 "the worker's termination was verified and its output revoked: the reader guard is released; "
                 "retrying this run ID observes the generation again."

@@ -86,6 +86,17 @@ def main() -> int:
         # A grandchild in the same process group that would outlive a plain kill of the worker.
         subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
         time.sleep(60)
+    elif behaviour == "setsid_escapee":
+        # A descendant in a new session (so outside the worker's group), then an honest answer and exit 0.
+        escapee = subprocess.Popen(
+            [sys.executable, "-c", "import time; time.sleep(60)", "dpone-setsid-escapee"],
+            start_new_session=True,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+        )
+        while os.getsid(escapee.pid) != escapee.pid:
+            time.sleep(0.01)
+        write_frame(out, _honest(frame.nonce, request))
     elif behaviour == "write_attempt":
         # Open the worker's own verified read-only session on the real endpoint, then try to write.
         endpoint = frame.endpoint.descriptor()

@@ -205,6 +205,36 @@ def test_timeout_kills_the_whole_process_group_including_grandchildren() -> None
     assert_worker_gone(outcome)  # killpg(pgid, 0) fails only when the grandchild is gone too
 
 
+def _escapees() -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if b"dpone-setsid-escapee" in (entry / "cmdline").read_bytes():
+                stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                if stat[0] not in ("Z", "X"):
+                    found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+def test_a_descendant_that_left_the_group_with_setsid_is_killed_before_termination_counts_verified() -> None:
+    assert _escapees() == []
+    try:
+        outcome = fake_reader().observe(http_endpoint(9), plan_for("setsid_escapee"), 20.0)
+        assert outcome.kind is ReaderOutcomeKind.COMPLETE, outcome.reason
+        assert_worker_gone(outcome)
+        deadline = time.monotonic() + 2
+        while _escapees() and time.monotonic() < deadline:
+            time.sleep(0.01)  # SIGKILLed by the supervisor; its new parent (init) reaps it
+        assert _escapees() == [], "a setsid descendant outlived a termination counted as verified"
+    finally:
+        for pid in _escapees():
+            os.kill(pid, 9)
+
+
 def test_credentials_reach_the_worker_only_through_its_stdin(
     black_hole: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:

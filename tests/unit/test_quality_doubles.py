@@ -174,6 +174,8 @@ class ScriptedReader:
         self.before_observe: Callable[[], None] | None = None
         self.spawn_error: DponeError | None = None
         self.fail_query = False
+        #: ``termination_verified`` of measured answers (False: the worker answered, its exit is unproven)
+        self.verified = True
         self.requests: list[TargetReadRequest] = []
 
     def prove_spawn_capability(self) -> None:
@@ -229,7 +231,7 @@ class ScriptedReader:
             kind=ReaderOutcomeKind.COMPLETE,
             reason=ReaderReason.OBSERVED,
             observation=observation,
-            termination_verified=True,
+            termination_verified=self.verified,
             elapsed_seconds=0.1,
             worker_pid=4242,
         )

@@ -166,6 +166,23 @@ def test_unverified_termination_retains_the_guard_until_an_operator_resolves(rig
     assert not replay_status(rig.store, lambda: rig.stores, route, identity, selector_on=True).blocked
 
 
+def test_complete_answer_with_unverified_termination_is_not_accepted_and_keeps_the_guard(rig: Rig) -> None:
+    """ADR 0074 flowchart: retain the guard when the local lifecycle is unknown, even after an answer."""
+    rig.reader.verified = False
+    err = expect_code(ErrorCode.QUALITY_REPLAY_UNRESOLVED, lambda: rig.engine(MANIFEST).run("run-1"))
+    assert err.details["outcome"] == "complete" and err.details["termination_verified"] is False
+    assert err.details["reader_guard"] == "retained"
+    assert guard_state(rig, "run-1") is ReaderGuardState.ACQUIRED
+    chain = chain_of(rig, "run-1")
+    assert chain.terminal is None and isinstance(chain.pending, TargetPending)  # the answer was not persisted
+    expect_code(ErrorCode.QUALITY_REPLAY_UNRESOLVED, lambda: rig.engine(MANIFEST).run("run-2"))
+
+    rig.reader.verified = True
+    rig.events.clear()
+    expect_code(ErrorCode.QUALITY_REPLAY_UNRESOLVED, lambda: rig.engine(MANIFEST).run("run-1"))
+    assert "reader.observe" not in rig.events  # the retained guard is not taken over by a retry
+
+
 def test_operator_close_as_failed_unblocks_the_route_but_never_certifies_the_run(rig: Rig) -> None:
     rig.reader.outcomes = [outcome(ReaderOutcomeKind.REJECTED, ReaderReason.FRAME_MALFORMED, verified=True)]
     expect_code(ErrorCode.QUALITY_REPLAY_UNRESOLVED, lambda: rig.engine(MANIFEST).run("run-1"))

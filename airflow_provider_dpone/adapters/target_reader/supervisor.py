@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import secrets
 import selectors
 import signal
 import subprocess
@@ -109,6 +110,20 @@ def child_environment(extra_paths: Sequence[str] = (), *, secrets: Sequence[str]
     return env
 
 
+#: Workers of this process not yet killed by their observing call, so a stop request can kill them now.
+_LIVE_WORKERS: set[_Child] = set()
+
+
+def kill_live_workers() -> None:
+    """SIGKILL the group of every live worker (safe in a signal handler); the observing call reaps it.
+
+    For a stopped task (Airflow's on_kill): the observation ends at once as a failed one, its reader guard
+    handling unchanged, instead of running out its budget while the task is being killed."""
+    for child in list(_LIVE_WORKERS):
+        with contextlib.suppress(OSError):
+            os.killpg(child.pid, signal.SIGKILL)  # unreaped leader: the group ID is still its own
+
+
 def posix_supervision_available() -> bool:
     return os.name == "posix" and all(hasattr(os, name) for name in ("killpg", "waitid", "setsid"))
 
@@ -123,16 +138,87 @@ class _Exchange:
     exit_ok: bool = False
 
 
+#: Set in every worker's environment to a fresh random value; descendants inherit it, so one that left
+#: the worker's process group and session (``setsid``) is still found and killed by PID.
+INSTANCE_VARIABLE = "DPONE_READER_INSTANCE"
+_PROC = Path("/proc")
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    """Fields after the command name of /proc/PID/stat (state, ppid, pgrp, session, ...)."""
+    try:
+        text = (_PROC / str(pid) / "stat").read_text()
+    except OSError:
+        return None
+    return text.rsplit(")", 1)[1].split()
+
+
+def _pids() -> list[int]:
+    try:
+        return [int(entry.name) for entry in _PROC.iterdir() if entry.name.isdigit()]
+    except OSError:
+        return []
+
+
+def descendants(leader: int, marker: bytes, *, tree: bool = True) -> set[int]:
+    """Live (non-zombie) processes of one worker: anything carrying its instance marker in its
+    environment and, while the leader is unreaped (its PID cannot be recycled), its group, session and
+    the parent-PID tree under it."""
+    table: dict[int, tuple[int, int, int]] = {}
+    for pid in _pids():
+        fields = _stat_fields(pid)
+        if fields is None or len(fields) < 4 or fields[0] in ("Z", "X"):
+            continue
+        table[pid] = (int(fields[1]), int(fields[2]), int(fields[3]))
+    found = {pid for pid, (_, pgrp, sid) in table.items() if tree and leader in (pgrp, sid)}
+    grew = tree
+    while grew:
+        before = len(found)
+        found |= {pid for pid, (ppid, _, _) in table.items() if ppid in found or ppid == leader}
+        grew = len(found) != before
+    for pid in table.keys() - found:
+        try:
+            environ = (_PROC / str(pid) / "environ").read_bytes()
+        except OSError:
+            continue
+        if marker in environ.split(b"\0"):
+            found.add(pid)
+    found.discard(os.getpid())
+    return found
+
+
+def _kill_pid(pid: int) -> bool:
+    """SIGKILL one PID through a pidfd (no recycled-PID race); True when it is gone or dying."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False
+    try:
+        signal.pidfd_send_signal(fd, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return True
+
+
 class _Child:
     """One supervised worker process and its pipes."""
 
     def __init__(self, argv: Sequence[str], env: Mapping[str, str]) -> None:
+        self.marker = f"{INSTANCE_VARIABLE}={secrets.token_hex(16)}".encode()
+        environment = dict(env)
+        environment[INSTANCE_VARIABLE] = self.marker.decode().split("=", 1)[1]
         self.proc = subprocess.Popen(
             list(argv),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
-            env=dict(env),
+            env=environment,
             cwd="/",
             close_fds=True,
             start_new_session=True,
@@ -143,6 +229,7 @@ class _Child:
         self.stdout = self.proc.stdout
         os.set_blocking(self.stdin.fileno(), False)
         os.set_blocking(self.stdout.fileno(), False)
+        _LIVE_WORKERS.add(self)
 
     @property
     def pid(self) -> int:
@@ -224,32 +311,53 @@ class _Child:
         return result
 
     def terminate(self, bound_s: float) -> bool:
-        """SIGKILL the group, reap the leader, prove the group is empty; True only if all of it happened."""
+        """SIGKILL the group and every descendant, reap the leader, prove none is left; True only if all
+        of it happened within ``bound_s``.
+
+        The group alone is not enough: a descendant that called ``setsid`` left it. Descendants are found
+        by the parent-PID tree and by the worker's instance marker, which survives ``setsid`` and the
+        worker's own exit (its orphans are re-parented away from it).
+        """
         deadline = time.monotonic() + bound_s
         for stream in (self.stdin, self.stdout):
             with contextlib.suppress(OSError):
                 stream.close()
+        verified = True
         if self.proc.returncode is None:
             try:
                 os.killpg(self.pid, signal.SIGKILL)  # the unreaped leader still holds the group ID
             except ProcessLookupError:
                 pass
             except PermissionError:
-                return False
-            try:
-                self.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                return False
+                verified = False
         while True:
-            try:
-                os.killpg(self.pid, 0)
-            except ProcessLookupError:
-                return True
-            except PermissionError:
+            left = descendants(self.pid, self.marker, tree=self.proc.returncode is None) - {self.pid}
+            for pid in left:
+                verified = _kill_pid(pid) and verified
+            if self.proc.returncode is None:
+                try:
+                    self.proc.wait(timeout=max(0.0, min(0.05, deadline - time.monotonic())))
+                except subprocess.TimeoutExpired:
+                    pass
+                except ChildProcessError:
+                    return False  # someone else reaped it (SIGCHLD ignored): its lifecycle is unknown
+            group_gone = self._group_gone()
+            if group_gone is None:
                 return False
+            if self.proc.returncode is not None and group_gone and not left:
+                return verified
             if time.monotonic() >= deadline:
                 return False
             time.sleep(0.005)
+
+    def _group_gone(self) -> bool | None:
+        try:
+            os.killpg(self.pid, 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            return None
+        return False
 
 
 class SupervisedTargetReader:
@@ -335,9 +443,9 @@ class SupervisedTargetReader:
                 "the reader request frame exceeds its size limit",
                 details={"frame_bytes": len(request_bytes), "limit_bytes": REQUEST_FRAME_MAX_BYTES},
             )
-        secrets = [s for s in (endpoint.secret(),) if s]
+        hidden = [s for s in (endpoint.secret(),) if s]
         try:
-            child = _Child(self._argv, child_environment(self._worker_path, secrets=secrets))
+            child = _Child(self._argv, child_environment(self._worker_path, secrets=hidden))
         except OSError:
             return ReaderOutcome(
                 kind=ReaderOutcomeKind.WORKER_FAILED,
