@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# THE test command (README, CI): setup, throwaway services, then ruff, mypy, lint-imports and pytest.
+# THE test command (README, CI): setup, throwaway services, then ruff, mypy, lint-imports, the built
+# distributions (scripts/check_dist.py: build + twine check) and pytest.
 #
 #   scripts/test.sh                 everything
 #   scripts/test.sh -k guard        extra arguments go to pytest
@@ -92,6 +93,8 @@ step() {
 step ruff ruff check .
 step mypy mypy
 step lint-imports lint-imports --no-cache --no-logo
+# the sdist and wheel an index user would get: build, `twine check --strict`, contents and metadata
+step dist "$PY" scripts/check_dist.py
 pytest_teed() {
   "$PY" -m pytest -ra --durations=15 --timeout="${DPONE_TEST_TIMEOUT:-600}" "$@" 2>&1 | tee "$SVC_DIR/pytest.out"
   return "${PIPESTATUS[0]}"
@@ -112,7 +115,7 @@ fi
 if [ "${#failed[@]}" -gt 0 ]; then
   say "FAILED: ${failed[*]} (total $(($(date +%s) - T0))s)"
 else
-  say "OK: ruff, mypy, lint-imports and pytest passed (total $(($(date +%s) - T0))s)"
+  say "OK: ruff, mypy, lint-imports, dist and pytest passed (total $(($(date +%s) - T0))s)"
 fi
 # pytest's own closing line last, for whoever reads the end of the log.
 grep -E '^=+ .*( passed| failed| error| skipped| no tests ran).* =+$' "$SVC_DIR/pytest.out" | tail -n 1 || true
