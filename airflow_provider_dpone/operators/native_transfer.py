@@ -21,6 +21,15 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.report import QualitySummary, RunReport
+from airflow_provider_dpone.operators.task_log import (
+    StageRecorder,
+    TouchedTarget,
+    after_target_text,
+    exception_chain,
+    outside_airflow_lines,
+    touched_target,
+)
+from airflow_provider_dpone.runtime.cancellation import CancellationToken, TransferInterrupted
 
 if TYPE_CHECKING:
     from airflow_provider_dpone.compose import EndpointResolver, Runtime
@@ -28,13 +37,26 @@ if TYPE_CHECKING:
 
 try:  # Airflow 3 task SDK
     from airflow.sdk import BaseOperator
-    from airflow.sdk.exceptions import AirflowFailException
+    from airflow.sdk.exceptions import AirflowException, AirflowFailException
 except ImportError:  # Airflow 2.10
-    from airflow.exceptions import AirflowFailException  # type: ignore[no-redef,attr-defined]
+    from airflow.exceptions import (  # type: ignore[no-redef,attr-defined]
+        AirflowException,
+        AirflowFailException,
+    )
     from airflow.models.baseoperator import BaseOperator  # type: ignore[no-redef]
 
 #: Failures that no retry can cure (the manifest itself is wrong): fail at once, skip the retries.
 NON_RETRYABLE_CODES = frozenset({ErrorCode.MANIFEST_INVALID, ErrorCode.USAGE})
+
+
+class DponeTaskFailed(AirflowException):
+    """The task's failure as Airflow sees it: the stable code and safe message, chained to nothing.
+
+    ``code`` is ``None`` for an interruption or an unexpected error (the task log names its type)."""
+
+    def __init__(self, code: ErrorCode | None, message: str) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 class NativeTransferOperator(BaseOperator):
@@ -73,6 +95,11 @@ class NativeTransferOperator(BaseOperator):
 
     def execute(self, context: Any) -> dict[str, Any]:
         run_id = str(context["run_id"])
+        # Created per try, never in __init__: operators are copied and serialized, a token is not.
+        self._cancellation = CancellationToken()
+        self._stages = StageRecorder()
+        self._touched: TouchedTarget | None = None
+        self._loaded: LoadedManifest | None = None
         try:
             report = self._run(context, run_id)
         except DponeError as err:
@@ -80,18 +107,50 @@ class NativeTransferOperator(BaseOperator):
             self.log.error("%s", err.render())
             # Full partition and batch IDs for tooling (the text above shortens them); all safe values.
             self.log.error("dpone error details: %s", json.dumps(err.to_json(), sort_keys=True, default=str))
+            self._log_next_steps(err.code)
+            # A fresh exception, chained to nothing: Airflow logs the traceback of what leaves execute(),
+            # and a driver error under a DponeError (a failed checkpoint INSERT) would print its SQL
+            # and bound values there.
+            failure = DponeTaskFailed(err.code, str(err))
             if err.code in NON_RETRYABLE_CODES:
-                raise AirflowFailException(str(err)) from err
+                raise AirflowFailException(str(err)) from None
+            raise failure from None
+        except TransferInterrupted as stop:
+            self.log.error(
+                "error: transfer_interrupted: the task was stopped (%s) and the run ended at its next chunk",
+                stop.reason,
+            )
+            self._log_next_steps(None)
+            raise DponeTaskFailed(None, f"transfer_interrupted: {stop.reason}") from None
+        except Exception as exc:
+            # Not a DponeError: its message and its chain may hold SQL, values or a connector's answer.
+            self.log.error(
+                "error: unexpected_failure: %s (its message is not shown: it may hold SQL or values; "
+                "run `dpone run MANIFEST --debug` outside Airflow to see it)",
+                exception_chain(exc),
+            )
+            self._log_next_steps(None)
+            raise DponeTaskFailed(None, f"unexpected failure: {type(exc).__name__}") from None
+        except BaseException:
+            # AirflowTaskTimeout (and friends) stay themselves: Airflow handles them, then calls on_kill.
+            self._log_next_steps(None)
             raise
         summary = summarize(report)
+        batch = summary["checkpoint_batch_id"]
         self.log.info(
-            "dpone run %s: %d partition(s) committed, %d skipped, %d row(s) committed (batch %s)",
+            "dpone run %s: %d partition(s) committed, %d skipped, %d row(s) committed (%s)",
             run_id,
             summary["partitions_committed"],
             summary["partitions_skipped"],
             summary["rows_committed"],
-            summary["checkpoint_batch_id"],
+            f"batch {batch}" if batch is not None else "nothing to move",
         )
+        if self._cancellation.cancelled:
+            self.log.warning(
+                "dpone run %s: the stop request (%s) came after the batch was committed; the run completed",
+                run_id,
+                self._cancellation.reason,
+            )
         quality = summary["quality"]
         if quality is not None:
             # The on-call view of durable quality replay: verdict, check counts, capsule state.
@@ -108,10 +167,24 @@ class NativeTransferOperator(BaseOperator):
             )
         return summary
 
+    def on_kill(self) -> None:
+        """Airflow stops the task ("mark failed", a timeout, a worker shutdown): end the run at once.
+
+        Airflow 3 calls this from its SIGTERM handler in the main thread and then lets ``execute`` go on
+        (the supervisor sends SIGKILL about five seconds later); on a timeout it calls it after
+        ``AirflowTaskTimeout`` left ``execute``. Either way this only records the stop request and kills
+        a live reader worker: the engine raises at its next chunk, the guard lifecycle records
+        ``failed_before_target`` or ``target_outcome_unknown``, and the clients are closed on the way out.
+        """
+        token: CancellationToken | None = getattr(self, "_cancellation", None)
+        if token is not None:
+            token.cancel("Airflow stopped the task (on_kill)")
+
     def _run(self, context: Any, run_id: str) -> RunReport:
         from airflow_provider_dpone.hooks.endpoint_resolver import AirflowEndpointResolver
 
         loaded, manifest_ref = self._load(_dag_folder(context, self))
+        self._loaded, self._manifest_ref = loaded, manifest_ref
         resolver = AirflowEndpointResolver(
             loaded.manifest_dir,
             overrides={
@@ -121,7 +194,39 @@ class NativeTransferOperator(BaseOperator):
             },
         )
         with self._open_runtime(loaded, resolver, manifest_ref) as runtime:
-            return runtime.run(run_id=run_id)
+            runtime.cancellation = self._cancellation
+            if runtime.progress is None:
+                runtime.progress = self._stages
+            try:
+                return runtime.run(run_id=run_id)
+            except BaseException:
+                if self._stages.target_touched:
+                    self._touched = touched_target(runtime, run_id)
+                raise
+
+    def _log_next_steps(self, code: ErrorCode | None) -> None:
+        """What the on-call operator needs beyond the error: did this try touch the target, and how to
+        run the ``dpone`` commands outside Airflow."""
+        ref = getattr(self, "_manifest_ref", None)
+        stages: StageRecorder | None = getattr(self, "_stages", None)
+        if stages is not None and stages.target_touched and ref is not None:
+            self.log.error("%s", after_target_text(getattr(self, "_touched", None), ref))
+        loaded: LoadedManifest | None = getattr(self, "_loaded", None)
+        if loaded is None or ref is None or code in NON_RETRYABLE_CODES:
+            return
+        lines = outside_airflow_lines(self._connection_ids(loaded), ref)
+        if lines:
+            self.log.info("%s", "\n".join(lines))
+
+    def _connection_ids(self, loaded: LoadedManifest) -> list[str]:
+        """The Airflow connection IDs this task reads (inline URIs are not connections)."""
+        manifest = loaded.manifest
+        named = [
+            self.source_conn_id or manifest.source.connection,
+            self.sink_conn_id or manifest.sink.connection,
+            self.checkpoints_conn_id or manifest.checkpoints.connection,
+        ]
+        return list(dict.fromkeys(n for n in named if "://" not in n))
 
     def _open_runtime(
         self, loaded: LoadedManifest, resolver: EndpointResolver, manifest_ref: str

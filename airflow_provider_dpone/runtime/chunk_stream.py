@@ -1,4 +1,8 @@
-"""Counting wrappers around chunk iterators: per-partition rows, timings and cursor high-water marks."""
+"""Counting wrappers around chunk iterators: per-partition rows, timings and cursor high-water marks.
+
+Every chunk passes the run's stop request first (:class:`CancellationToken`): a stopped task ends at the
+next chunk, inside whatever stage is consuming the stream, so the guard lifecycle records that stage.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from airflow_provider_dpone.contracts.chunk import ColumnChunk
+from airflow_provider_dpone.runtime.cancellation import CancellationToken
 from airflow_provider_dpone.runtime.progress import ProgressListener
 
 
@@ -23,6 +28,8 @@ class StreamTally:
 
     cursor: str | None = None
     partitions: dict[str, PartitionTally] = field(default_factory=dict)
+    #: checked before each chunk is read and before it is handed on
+    cancellation: CancellationToken = field(default_factory=CancellationToken)
 
     def counted(
         self, partition_id: str, label: str, chunks: Iterable[ColumnChunk], progress: ProgressListener
@@ -30,7 +37,7 @@ class StreamTally:
         tally = self.partitions.setdefault(partition_id, PartitionTally())
         started = time.monotonic()
         cursor_index: int | None = None
-        for chunk in chunks:
+        for chunk in self.cancellation.checked(chunks):
             tally.rows += chunk.row_count
             if self.cursor is not None and chunk.row_count:
                 if cursor_index is None:

@@ -1,0 +1,125 @@
+"""What the operator adds to a failed try's task log, beyond the error itself.
+
+An on-call operator reads the task log, not the code: it must say whether this try touched the target
+(and so why the next try will stop), and how to run the ``dpone`` commands it names outside Airflow.
+Everything here is safe to log: stages, route identities, partition and batch IDs, connection IDs,
+exception *type* names. Never a message, SQL, a value or a credential.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from airflow_provider_dpone.runtime.route_guard import BlockedPartition, scan_route
+
+if TYPE_CHECKING:
+    from airflow_provider_dpone.compose import Runtime
+
+#: Stages of a run after which the target may hold rows of the batch that no checkpoint calls committed.
+TARGET_STAGES = frozenset({"target", "commit"})
+RUNBOOK_COMMAND = "dpone runbook guard"
+#: `airflow connections get -o json` prints a one-element list; ``get_uri`` is a form dpone reads.
+_URI_OF_JSON = """python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["get_uri"])'"""
+
+
+class StageRecorder:
+    """A progress listener that remembers the last stage the engine began."""
+
+    def __init__(self) -> None:
+        self.last: str | None = None
+
+    def plan_ready(self, to_run: int, to_skip: int) -> None:
+        return None
+
+    def partition_moved(self, label: str, rows: int, seconds: float) -> None:
+        return None
+
+    def stage(self, name: str) -> None:
+        self.last = name
+
+    @property
+    def target_touched(self) -> bool:
+        """The target call began and no committed promotion finished (``observe`` comes after one)."""
+        return self.last in TARGET_STAGES
+
+
+@dataclass(frozen=True)
+class TouchedTarget:
+    """This run's partitions that the durable guard now blocks, as the next try will read them."""
+
+    batches: tuple[str, ...]
+    partitions: tuple[BlockedPartition, ...]
+
+
+def touched_target(runtime: Runtime, run_id: str) -> TouchedTarget | None:
+    """Read back this run's blocking guards; ``None`` when the checkpoint store cannot be read."""
+    try:
+        latest = [c for c in runtime.checkpoints() if c.run_id == run_id]
+    except Exception:  # best effort: the failure being reported stays the one that counts
+        return None
+    blocked = scan_route(latest).unresolved
+    batches = tuple(dict.fromkeys(b.checkpoint_batch_id for b in blocked if b.checkpoint_batch_id))
+    return TouchedTarget(batches=batches, partitions=blocked)
+
+
+def after_target_text(touched: TouchedTarget | None, manifest_ref: str) -> str:
+    """The lines for a try that failed after the target call began."""
+    if touched is None:
+        batch = "this try's batch (the checkpoint store could not be read back)"
+    elif touched.batches:
+        batch = ", ".join(touched.batches)
+    else:
+        batch = "this try's batch"
+    lines = [
+        f"this try failed after the target was touched: the target may hold rows of batch {batch}; "
+        "the next try will stop before the target until the route is resolved"
+    ]
+    if touched is not None:
+        lines.extend(
+            f"  partition {b.label}  id={b.partition_id}  phase={b.phase}" for b in touched.partitions
+        )
+    lines.extend(
+        [
+            f"  inspect:  dpone checkpoints {manifest_ref}",
+            f"  compare:  dpone guard inspect {manifest_ref}",
+            f"  resolve:  dpone guard resolve {manifest_ref} --all-blocked --as committed|not-applied "
+            "--reason TEXT   (or --partition ID)",
+            f"  runbook:  {RUNBOOK_COMMAND}",
+        ]
+    )
+    return "\n".join(lines)
+
+
+def outside_airflow_lines(connection_ids: list[str], manifest_ref: str) -> list[str]:
+    """How to run the ``dpone`` commands of this log outside Airflow, with this task's connections."""
+    if not connection_ids:
+        return []
+    lines = [
+        "to run these dpone commands outside Airflow, on a host with this manifest and the Airflow CLI, "
+        "export the connections the task reads as AIRFLOW_CONN_* first (dpone reads Airflow's URI form):"
+    ]
+    lines.extend(
+        f'  export AIRFLOW_CONN_{conn_id.upper()}="$(airflow connections get {conn_id} -o json | '
+        f'{_URI_OF_JSON})"'
+        for conn_id in connection_ids
+    )
+    if manifest_ref.startswith("<"):
+        lines.append(
+            "  this task's manifest is a dict: save its rendered form (the task's Rendered Template view) "
+            "as a YAML file and pass that path to dpone"
+        )
+    lines.append(f"  the runbook: {RUNBOOK_COMMAND}")
+    return lines
+
+
+def exception_chain(exc: BaseException, limit: int = 6) -> str:
+    """Type names along an exception's cause/context chain, outermost first (never their messages)."""
+    names: list[str] = []
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen and len(names) < limit:
+        seen.add(id(current))
+        names.append(type(current).__name__)
+        current = current.__cause__ or (None if current.__suppress_context__ else current.__context__)
+    return " <- ".join(names)
