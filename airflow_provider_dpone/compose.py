@@ -47,6 +47,13 @@ from airflow_provider_dpone.runtime.replay_resolution import (
 )
 from airflow_provider_dpone.runtime.replay_scan import CapsuleStores, OperationRecord
 from airflow_provider_dpone.runtime.route_family import RouteFamily, load_family
+from airflow_provider_dpone.runtime.route_identity import (
+    AdoptionResult,
+    RebaselineRequest,
+    RebaselineResult,
+    adopt,
+    rebaseline,
+)
 from airflow_provider_dpone.runtime.transfer import TransferEngine, TransferPorts
 
 #: (connection name or inline URI, role) -> endpoint. Roles: "source", "sink", "checkpoints".
@@ -150,17 +157,43 @@ class Runtime:
 
     # -- operations --------------------------------------------------------------------------------
 
-    def run(self, run_id: str) -> RunReport:
+    def run(self, run_id: str, *, allow_nonempty_target: bool = False) -> RunReport:
         """One run of the manifest's route under the target commit guard."""
         if not run_id.strip():
             raise DponeError(ErrorCode.USAGE, "a run ID must not be empty")
         store = self.store()
         # the target's lease first: a second run stops before it opens the source or reads a checkpoint
-        lease = cast(RouteLease, store)  # the SQL store is also the lease (its own database holds it)
-        with lease.lease(self.loaded.route.target_table):
-            return self._run_leased(run_id, store)
+        with self._target_lease(store):
+            return self._engine(store, allow_nonempty_target=allow_nonempty_target).run(run_id)
 
-    def _run_leased(self, run_id: str, store: CheckpointStore) -> RunReport:
+    def _target_lease(self, store: CheckpointStore) -> contextlib.AbstractContextManager[object]:
+        lease = cast(RouteLease, store)  # the SQL store is also the lease (its own database holds it)
+        return lease.lease(self.loaded.route.target_table)
+
+    def rebaseline(
+        self, request: RebaselineRequest, *, adopt_target: bool = False
+    ) -> RebaselineResult | AdoptionResult:
+        """``dpone guard rebaseline``: audited COMMITTED records under the target's lease, like a run's.
+
+        Without ``adopt_target`` nothing but checkpoints and the source's schema and partitions is read;
+        with it, rows are counted read-only on both sides."""
+        store = self.store()
+        run_id = "rebaseline__" + self.clock.now().strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        with self._target_lease(store):
+            engine = self._engine(store)
+            result: RebaselineResult | AdoptionResult
+            if adopt_target:
+                result = adopt(engine.adoption_counts(run_id), engine.route, run_id, self.clock, request)
+            else:
+                overlaps = engine.identity_overlaps(run_id)
+                result = rebaseline(
+                    overlaps, engine.route, run_id, self.clock, request, count_source=engine.count_source
+                )
+            if result.recorded:
+                store.write_batch(list(result.recorded))
+            return result
+
+    def _engine(self, store: CheckpointStore, *, allow_nonempty_target: bool = False) -> TransferEngine:
         source = self.open_source()
         artifacts = None
         if self.manifest.source.export is ExportPath.FILE_ARTIFACT:
@@ -180,14 +213,14 @@ class Runtime:
             replay=self._replay_ports() if self.manifest.sink.options.durable_quality_replay else None,
             naming=self.naming(),
         )
-        engine = TransferEngine(
+        return TransferEngine(
             self.manifest,
             ports,
             manifest_ref=self.manifest_ref,
             progress=self.progress,
             identity=self.loaded.identity,
+            allow_nonempty_target=allow_nonempty_target,
         )
-        return engine.run(run_id)
 
     def _replay_ports(self) -> ReplayPorts:
         return ReplayPorts(stores=self.capsule_stores, reader=self.reader(), target=self.sink_endpoint())

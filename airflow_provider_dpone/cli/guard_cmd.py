@@ -1,14 +1,19 @@
-"""`dpone guard resolve|inspect`: the on-call operator's deliberate repair of a blocked route."""
+"""`dpone guard resolve|inspect|rebaseline`: the on-call operator's deliberate repair of a blocked route."""
 
 from __future__ import annotations
 
 import json
+import sys
+from typing import TYPE_CHECKING
 
 import click
 
 from airflow_provider_dpone.cli.audit import operator_identity
 from airflow_provider_dpone.cli.output import fail, print_table
 from airflow_provider_dpone.contracts.errors import DponeError
+
+if TYPE_CHECKING:
+    from airflow_provider_dpone.runtime.route_identity import AdoptionResult
 
 
 @click.group("guard")
@@ -112,3 +117,96 @@ def inspect_command(manifest: str, no_source: bool, as_json: bool) -> None:
         [[r.label, r.partition_id, r.phase, r.attempt_rows, r.source_rows, r.target_rows] for r in rows],
     )
     click.echo("This compares counts only; decide after checking the target, then run `dpone guard resolve`.")
+
+
+@guard_group.command("rebaseline")
+@click.argument("manifest", type=click.Path(dir_okay=False))
+@click.option("--reason", required=True, help="What changed and what you checked (kept in the audit record).")
+@click.option(
+    "--adopt-target",
+    is_flag=True,
+    help="For a route the checkpoint store does not know: record the partitions whose target rows equal the "
+    "source rows within their bounds (read-only counts on both sides).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
+def rebaseline_command(manifest: str, reason: str, adopt_target: bool, as_json: bool) -> None:
+    """Record the new definition of a route over what its old one (or the target) already holds.
+
+    After a manifest edit (source.columns, source.query, partitioning) gave the partitions new IDs, the new
+    partitions fully covered by partitions committed under the old definition are recorded as committed,
+    with an audit naming the old ones; partially covered ones are listed and stay blocking. Never writes
+    the target.
+    """
+    from airflow_provider_dpone.compose import open_runtime
+    from airflow_provider_dpone.manifests.loader import load_manifest
+    from airflow_provider_dpone.runtime.route_identity import AdoptionResult, RebaselineRequest
+
+    try:
+        loaded = load_manifest(manifest)
+        request = RebaselineRequest(reason=reason, actor=operator_identity())
+        with open_runtime(loaded, manifest_ref=manifest) as runtime:
+            result = runtime.rebaseline(request, adopt_target=adopt_target)
+    except DponeError as err:
+        fail(err, as_json)
+        return
+    if isinstance(result, AdoptionResult):
+        _print_adoption(result, manifest, as_json)
+        return
+    if as_json:
+        payload = {
+            "recorded": [r.model_dump(mode="json") for r in result.recorded],
+            "partially_covered": [o.as_json() for o in result.partial],
+        }
+        click.echo(json.dumps(payload, sort_keys=True))
+        return
+    if not result.recorded and not result.partial:
+        click.echo(
+            "nothing to rebaseline: no partition to move overlaps one committed under another definition"
+        )
+        return
+    for record in result.recorded:
+        audit = record.diagnostics.get("rebaseline")
+        old = audit.get("old_partitions") if isinstance(audit, dict) else None
+        click.echo(
+            f"recorded {record.bounds.label}  id={record.partition_id}  as COMMITTED  "
+            f"covered by {len(old) if isinstance(old, list) else '?'} old partition(s)  rows={record.rows}"
+        )
+    for overlap in result.partial:
+        click.echo(
+            f"still blocking {overlap.partition.bounds.label}  id={overlap.partition.partition_id}: only partly "
+            f"covered by {len(overlap.committed)} old partition(s); see `dpone runbook guard`",
+            err=True,
+        )
+    if result.partial:
+        sys.exit(3)
+    click.echo(f"next: dpone run {manifest}   (only what is new is moved)")
+
+
+def _print_adoption(result: AdoptionResult, manifest: str, as_json: bool) -> None:
+    if as_json:
+        payload = {
+            "recorded": [r.model_dump(mode="json") for r in result.recorded],
+            "left_to_run": [
+                {
+                    "partition_id": c.partition.partition_id,
+                    "bounds": c.partition.bounds.label,
+                    "source_rows": c.source_rows,
+                }
+                for c in result.left_to_run
+            ],
+        }
+        click.echo(json.dumps(payload, sort_keys=True))
+        return
+    for record in result.recorded:
+        click.echo(
+            f"adopted {record.bounds.label}  id={record.partition_id}  rows={record.rows}  as COMMITTED"
+        )
+    for count in result.left_to_run:
+        click.echo(f"left to run {count.partition.bounds.label}: the target holds none of its rows")
+    if not result.recorded:
+        click.echo(
+            "nothing adopted: the target holds none of the planned partitions' rows; if its rows are another "
+            f"writer's, run once with: dpone run {manifest} --allow-nonempty-target"
+        )
+        return
+    click.echo(f"next: dpone run {manifest}   (only partitions the target does not hold are moved)")

@@ -35,6 +35,8 @@ def print_report(report: RunReport) -> None:
         click.echo(f"  checkpoint batch: {report.checkpoint_batch_id}")
     if not moved and not (report.quality and report.quality.replayed):
         click.echo("  nothing to do: every partition is already committed")
+    for notice in report.notices:
+        click.echo(f"  note: {notice}")
     quality = report.quality
     if quality is not None:
         failed = [c for c in quality.checks if c.status == "failed"]
@@ -55,7 +57,9 @@ def print_report(report: RunReport) -> None:
             click.echo(f"    failed: {check.check} [{columns}] severity={check.severity}")
 
 
-def execute_run(manifest_path: str, run_id: str | None, as_json: bool) -> RunReport:
+def execute_run(
+    manifest_path: str, run_id: str | None, as_json: bool, *, allow_nonempty_target: bool = False
+) -> RunReport:
     from airflow_provider_dpone.cli.progress_display import TerminalProgress
     from airflow_provider_dpone.compose import open_runtime
     from airflow_provider_dpone.manifests.loader import load_manifest
@@ -63,7 +67,7 @@ def execute_run(manifest_path: str, run_id: str | None, as_json: bool) -> RunRep
     loaded = load_manifest(manifest_path)
     progress = None if as_json or not sys.stderr.isatty() else TerminalProgress()
     with open_runtime(loaded, manifest_ref=manifest_path, progress=progress) as runtime:
-        return runtime.run(run_id or default_run_id())
+        return runtime.run(run_id or default_run_id(), allow_nonempty_target=allow_nonempty_target)
 
 
 def blocked_after_interrupt(manifest_path: str) -> DponeError | None:
@@ -121,15 +125,29 @@ def _report_interrupt(manifest: str, as_json: bool) -> None:
     default=False,
     help="Print tracebacks of failures (same as dpone --debug run). Tracebacks may contain sensitive text.",
 )
+@click.option(
+    "--allow-nonempty-target",
+    is_flag=True,
+    default=False,
+    help="Append although an incremental_append route has no checkpoint and its target table holds rows "
+    "(another writer's rows; see the runbook before using it).",
+)
 @click.pass_context
-def run_command(ctx: click.Context, manifest: str, run_id: str | None, as_json: bool, debug: bool) -> None:
+def run_command(
+    ctx: click.Context,
+    manifest: str,
+    run_id: str | None,
+    as_json: bool,
+    debug: bool,
+    allow_nonempty_target: bool,
+) -> None:
     """Move the manifest's route from source to target, guarded and resumable."""
     if debug:
         ctx.find_root().meta[DEBUG_META_KEY] = True
         remember_debug(True)
     try:
         with reporting_errors(as_json):  # a DponeError exits with its code; anything else as unexpected
-            report = execute_run(manifest, run_id, as_json)
+            report = execute_run(manifest, run_id, as_json, allow_nonempty_target=allow_nonempty_target)
     except KeyboardInterrupt:
         _report_interrupt(manifest, as_json)
         return

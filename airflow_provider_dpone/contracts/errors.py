@@ -44,6 +44,12 @@ class ErrorCode(str, Enum):
     QUALITY_REPLAY_UNRESOLVED = "quality_replay_unresolved"
     #: every partition is committed, but the target table is gone or holds fewer rows than they loaded
     TARGET_LOST_COMMITTED_ROWS = "native_transfer_target_lost_committed_rows"
+    #: an append route's query, schema or partitioning changed and a partition to move overlaps partitions
+    #: committed under the old definition: appending it would duplicate rows (``dpone guard rebaseline``)
+    ROUTE_IDENTITY_CHANGED = "native_transfer_route_identity_changed"
+    #: an append route has no checkpoint at all but its target table holds rows (a lost or new checkpoint
+    #: store, or an adopted table): appending the source would duplicate them (``--allow-nonempty-target``)
+    TARGET_NOT_EMPTY = "native_transfer_target_not_empty"
     #: another run holds the target's lease: nothing was read or written; retry later (exit code 4)
     ROUTE_BUSY = "native_transfer_route_busy"
 
@@ -55,6 +61,8 @@ BLOCKING_CODES = frozenset(
         ErrorCode.GUARD_INVALID,
         ErrorCode.QUALITY_REPLAY_UNRESOLVED,
         ErrorCode.TARGET_LOST_COMMITTED_ROWS,
+        ErrorCode.ROUTE_IDENTITY_CHANGED,
+        ErrorCode.TARGET_NOT_EMPTY,
     }
 )
 #: Codes that mean "the input was wrong" (CLI exit code 2).

@@ -62,3 +62,6 @@ class RunReport(BaseModel):
     partitions_skipped: int = 0
     seconds: float = Field(default=0.0, ge=0)
     quality: QualitySummary | None = None
+    #: facts about a run that went on which the operator should know (an identity change on a replacing
+    #: route, an append into a non-empty table that was allowed); safe text, no values
+    notices: tuple[str, ...] = ()

@@ -69,9 +69,7 @@ def latest_by_partition(
         if part.partition_id in found:
             continue
         matches: list[PartitionCheckpoint] = []
-        for old_route in legacy:
-            old_hash = naming.legacy_query_hash(old_route.source_table)
-            old_id = partition_id_for(old_route, old_hash, part.schema_hash, part.bounds)
+        for old_route, old_hash, old_id in _legacy_ids(part, legacy, naming):
             match = by_route_and_id.get((old_route, old_id))
             if match is not None and match.query_hash == old_hash:
                 matches.append(match)
@@ -83,3 +81,35 @@ def latest_by_partition(
             update={"partition_id": part.partition_id, "query_hash": part.query_hash}
         )
     return found
+
+
+def _legacy_ids(
+    part: PlannedPartition, legacy: Sequence[RouteIdentity], naming: RouteNaming
+) -> list[tuple[RouteIdentity, str, str]]:
+    """(old route, old query hash, old partition ID) under which an older release stored ``part``."""
+    found = []
+    for old_route in legacy:
+        old_hash = naming.legacy_query_hash(old_route.source_table)
+        found.append(
+            (old_route, old_hash, partition_id_for(old_route, old_hash, part.schema_hash, part.bounds))
+        )
+    return found
+
+
+def other_identity_committed(
+    family: RouteFamily, planned: Sequence[PlannedPartition], naming: RouteNaming
+) -> list[PartitionCheckpoint]:
+    """COMMITTED checkpoints of the route that are none of the planned partitions under any spelling.
+
+    They were committed under another query hash, schema hash or partitioning: their rows are in the
+    target, but no planned partition ID will ever find them.
+    """
+    same: set[tuple[RouteIdentity, str]] = {(family.route, p.partition_id) for p in planned}
+    legacy = family.legacy_routes()
+    for part in planned:
+        same.update((old_route, old_id) for old_route, _, old_id in _legacy_ids(part, legacy, naming))
+    return [
+        c
+        for c in family.own
+        if c.status is CheckpointStatus.COMMITTED and (c.route, c.partition_id) not in same
+    ]

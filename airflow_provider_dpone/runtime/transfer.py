@@ -32,9 +32,10 @@ from airflow_provider_dpone.contracts.checkpoint import CheckpointStatus, Partit
 from airflow_provider_dpone.contracts.chunk import ColumnChunk
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.manifest import ExportPath, LoadPath, Manifest
-from airflow_provider_dpone.contracts.partition import PlannedPartition, partition_id_for
+from airflow_provider_dpone.contracts.partition import PartitionBounds, PlannedPartition, partition_id_for
 from airflow_provider_dpone.contracts.permit import TargetPermit
 from airflow_provider_dpone.contracts.report import PartitionOutcome, QualitySummary, RunReport
+from airflow_provider_dpone.contracts.route import RouteIdentity, Strategy
 from airflow_provider_dpone.contracts.schema import TableSchema
 from airflow_provider_dpone.ports.artifacts import ArtifactStore
 from airflow_provider_dpone.ports.checkpoint_store import CheckpointStore, SourceStateStore
@@ -58,8 +59,20 @@ from airflow_provider_dpone.runtime.replay_scan import (
     scan_capsules,
 )
 from airflow_provider_dpone.runtime.resume_planner import Action, ResumeDecision, plan_resume
-from airflow_provider_dpone.runtime.route_family import RouteFamily, latest_by_partition, load_family
+from airflow_provider_dpone.runtime.route_family import (
+    RouteFamily,
+    latest_by_partition,
+    load_family,
+    other_identity_committed,
+)
 from airflow_provider_dpone.runtime.route_guard import require_clear_route
+from airflow_provider_dpone.runtime.route_identity import (
+    AdoptionCount,
+    IdentityOverlap,
+    changed_summary,
+    find_overlaps,
+    require_unchanged_identity,
+)
 
 _log = logging.getLogger(__name__)
 
@@ -94,8 +107,11 @@ class TransferEngine:
         manifest_ref: str,
         progress: ProgressListener | None = None,
         identity: str | None = None,
+        allow_nonempty_target: bool = False,
     ) -> None:
         self._manifest = manifest
+        self._allow_nonempty_target = allow_nonempty_target
+        self._notices: list[str] = []
         self._ports = ports
         self._manifest_ref = manifest_ref
         self._progress: ProgressListener = progress or SilentProgress()
@@ -119,12 +135,56 @@ class TransferEngine:
                 manifest_ref=manifest_ref,
             )
 
+    @property
+    def route(self) -> RouteIdentity:
+        """The canonical route this engine runs."""
+        return self._route
+
     # -- planning ----------------------------------------------------------------------------------
 
     def plan(self, run_id: str) -> tuple[TableSchema, list[ResumeDecision]]:
         """Route guard scan first (nothing else may run on a blocked route), then resume decisions."""
         schema, decisions, _ = self._plan_from(self._scan_route(), run_id)
         return schema, decisions
+
+    def identity_overlaps(self, run_id: str) -> list[IdentityOverlap]:
+        """For ``dpone guard rebaseline``: partitions to move that overlap ones of another identity.
+
+        The same guard scan and plan as a run (read-only: source schema and partitions, checkpoints)."""
+        family = self._scan_route()
+        _, decisions, _ = self._plan_from(family, run_id)
+        planned = [d.partition for d in decisions]
+        active = [d.partition for d in decisions if d.action is Action.RUN]
+        return find_overlaps(active, other_identity_committed(family, planned, self._ports.naming))
+
+    def count_source(self, bounds: PartitionBounds) -> int:
+        """Rows the source holds now within ``bounds`` (read-only)."""
+        return self._ports.source.count(bounds)
+
+    def adoption_counts(self, run_id: str) -> list[AdoptionCount]:
+        """For ``dpone guard rebaseline --adopt-target``: (partition, source rows, target rows) of a route
+        with no checkpoint at all. Read-only counts on both sides; refused when the route has checkpoints."""
+        family = self._scan_route()
+        if family.own:
+            raise DponeError(
+                ErrorCode.USAGE,
+                f"route {self._route.describe()} has checkpoints: --adopt-target is for a route the checkpoint "
+                "store does not know (a lost or new store); use `dpone guard rebaseline` without it",
+            )
+        _, decisions, _ = self._plan_from(family, run_id)
+        table = self._manifest.sink.table
+        sink = self._ports.open_sink()
+        try:
+            return [
+                AdoptionCount(
+                    partition=d.partition,
+                    source_rows=self._ports.source.count(d.partition.bounds),
+                    target_rows=sink.count_rows(table, d.partition.bounds),
+                )
+                for d in decisions
+            ]
+        finally:
+            sink.close()
 
     def _scan_route(self) -> RouteFamily:
         """The guard scan over every route writing the target table, before anything else of the run."""
@@ -188,6 +248,9 @@ class TransferEngine:
         schema, decisions, matched = self._plan_from(family, run_id)
         active = [ActivePartition(d.partition) for d in decisions if d.action is Action.RUN]
         self._progress.plan_ready(len(active), len(decisions) - len(active))
+        self._require_unchanged_identity(family, decisions)
+        if active:
+            self._require_target_empty_for_new_route(family)
         unverified = self._unverified(decisions, matched)
         if not active:
             self._require_target_holds_committed(decisions, matched)
@@ -269,6 +332,73 @@ class TransferEngine:
                 hints=("the batch is committed; see the run report and the runbook before re-running",),
             )
         return report
+
+    def _require_unchanged_identity(self, family: RouteFamily, decisions: Sequence[ResumeDecision]) -> None:
+        """An append route stops when a partition to move overlaps one committed under another identity.
+
+        ``replace_partition`` and ``full_refresh`` replace what they write, so they go on and say so."""
+        planned = [d.partition for d in decisions]
+        active = [d.partition for d in decisions if d.action is Action.RUN]
+        if not active:
+            return
+        overlaps = find_overlaps(active, other_identity_committed(family, planned, self._ports.naming))
+        if not overlaps:
+            return
+        if self._route.strategy is Strategy.INCREMENTAL_APPEND:
+            require_unchanged_identity(self._route, overlaps, self._manifest_ref)
+        self._notice(
+            f"the {changed_summary(overlaps)} of route {self._route.describe()} changed: {len(overlaps)} "
+            f"partition(s) overlap partitions committed under the old definition; "
+            f"{self._route.strategy.value} replaces what it writes, so they are moved again"
+        )
+
+    def _require_target_empty_for_new_route(self, family: RouteFamily) -> None:
+        """An append route with no checkpoint at all must not append into a table that already holds rows.
+
+        A lost checkpoint store, a new store in front of an existing table, or an adopted table all look
+        like this; appending the whole source would duplicate what the table holds."""
+        if self._route.strategy is not Strategy.INCREMENTAL_APPEND or family.own:
+            return
+        table = self._manifest.sink.table
+        sink = self._ports.open_sink()
+        try:
+            target_rows = sink.count_rows(table, None)
+        finally:
+            sink.close()
+        if target_rows == 0:
+            return
+        if self._allow_nonempty_target:
+            self._notice(
+                f"the target table {table} already held {target_rows} row(s) and route "
+                f"{self._route.describe()} had no checkpoint; appending anyway (allow_nonempty_target)"
+            )
+            return
+        others = len({c.route for c in family.target_wide})
+        raise DponeError(
+            ErrorCode.TARGET_NOT_EMPTY,
+            f"route {self._route.describe()} has no checkpoint, but the target table {table} already holds "
+            f"{target_rows} row(s): appending the source would duplicate any of them it already holds",
+            details={
+                "route": self._route.describe(),
+                "target_table": table,
+                "target_rows": target_rows,
+                "other_routes_writing_target": others,
+            },
+            hint_lines=(
+                "nothing was read from the source or written to the target",
+                "was the checkpoint store lost or replaced? point the manifest at the store that holds the route",
+                "to adopt the table deliberately, record what it holds: "
+                f"dpone guard rebaseline {self._manifest_ref} --adopt-target --reason '<what you checked>'",
+                "if the rows are not this route's (another writer) and appending is right: "
+                f"dpone run {self._manifest_ref} --allow-nonempty-target",
+                "see `dpone runbook guard`, 'An empty checkpoint store in front of a non-empty target'",
+            ),
+        )
+
+    def _notice(self, line: str) -> None:
+        """A fact the operator should know about a run that went on; in the report and the log."""
+        _log.warning("%s", line)
+        self._notices.append(line)
 
     def _require_target_holds_committed(
         self, decisions: Sequence[ResumeDecision], matched: dict[str, PartitionCheckpoint]
@@ -622,6 +752,7 @@ class TransferEngine:
             partitions_skipped=sum(1 for d in decisions if d.action is Action.SKIP),
             seconds=round(time.monotonic() - started, 3),
             quality=quality,
+            notices=tuple(self._notices),
         )
 
 

@@ -1,0 +1,313 @@
+"""A route whose identity changed must not append what its old identity already committed.
+
+A partition ID is a digest over the route, the query hash, the schema hash and the bounds, so pinning
+``source.columns``, editing ``source.query`` or changing the partitioning gives every partition a new ID,
+and no checkpoint finds the rows the old IDs committed. On ``incremental_append`` a run would append them
+again. This module finds the new partitions that overlap partitions committed under another identity, so
+the engine stops before any target I/O (``native_transfer_route_identity_changed``), and records the
+operator's deliberate ``dpone guard rebaseline``: new partitions fully covered by old committed ones are
+recorded as committed, with an audit that names the old partitions; partially covered ones stay blocking.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from pydantic import JsonValue
+
+from airflow_provider_dpone.contracts.checkpoint import CheckpointStatus, PartitionCheckpoint
+from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
+from airflow_provider_dpone.contracts.guard import GUARD_KEY, GuardPhase, TargetCommitGuard
+from airflow_provider_dpone.contracts.partition import PartitionBounds, PlannedPartition
+from airflow_provider_dpone.contracts.route import RouteIdentity
+from airflow_provider_dpone.ports.clock import Clock
+from airflow_provider_dpone.runtime.batch_id import checkpoint_batch_id
+from airflow_provider_dpone.runtime.bounds_coverage import fully_covered, may_overlap
+
+REBASELINE_KEY = "rebaseline"
+MAX_REASON_CHARS = 500
+#: Overlapping partitions listed in an error's text; the JSON details carry all of them.
+_LISTED = 10
+
+
+@dataclass(frozen=True)
+class IdentityOverlap:
+    """One partition of the new identity that may select rows committed under an old one."""
+
+    partition: PlannedPartition
+    committed: tuple[PartitionCheckpoint, ...]
+    covered: bool
+
+    @property
+    def changed(self) -> tuple[str, ...]:
+        """What differs between the new partition and the old committed ones, in manifest words."""
+        found: list[str] = []
+        if any(c.query_hash != self.partition.query_hash for c in self.committed):
+            found.append("query")  # source.query, source.columns or the table read
+        if any(c.schema_hash != self.partition.schema_hash for c in self.committed):
+            found.append("schema")  # the columns or their types
+        if any(c.bounds != self.partition.bounds for c in self.committed):
+            found.append("partitioning")
+        return tuple(found)
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "partition_id": self.partition.partition_id,
+            "bounds": self.partition.bounds.label,
+            "covered": self.covered,
+            "changed": list(self.changed),
+            "committed_partitions": [
+                {"partition_id": c.partition_id, "bounds": c.bounds.label, "rows": c.rows}
+                for c in self.committed
+            ],
+        }
+
+
+def find_overlaps(
+    active: Sequence[PlannedPartition], other_committed: Sequence[PartitionCheckpoint]
+) -> list[IdentityOverlap]:
+    """Each active partition that may select rows of a partition committed under another identity."""
+    found: list[IdentityOverlap] = []
+    for part in active:
+        hits = tuple(c for c in other_committed if may_overlap(part.bounds, c.bounds))
+        if hits:
+            covered = fully_covered(part.bounds, [c.bounds for c in hits])
+            found.append(IdentityOverlap(partition=part, committed=hits, covered=covered))
+    return found
+
+
+def changed_summary(overlaps: Sequence[IdentityOverlap]) -> str:
+    changed = sorted({what for overlap in overlaps for what in overlap.changed}) or ["identity"]
+    return ", ".join(changed)
+
+
+def require_unchanged_identity(
+    route: RouteIdentity, overlaps: Sequence[IdentityOverlap], manifest_ref: str
+) -> None:
+    """Stop an append route before any target I/O when a new partition may re-append committed rows."""
+    if not overlaps:
+        return
+    lines = [
+        f"{o.partition.bounds.label} (id={o.partition.partition_id[:19]}...) overlaps "
+        f"{len(o.committed)} committed partition(s): "
+        + ", ".join(c.bounds.label for c in o.committed[:3])
+        + (" ..." if len(o.committed) > 3 else "")
+        + ("" if o.covered else "  [partially covered]")
+        for o in overlaps[:_LISTED]
+    ]
+    if len(overlaps) > _LISTED:
+        lines.append(f"... and {len(overlaps) - _LISTED} more (see --json)")
+    covered = sum(1 for o in overlaps if o.covered)
+    raise DponeError(
+        ErrorCode.ROUTE_IDENTITY_CHANGED,
+        f"the {changed_summary(overlaps)} of route {route.describe()} changed: {len(overlaps)} partition(s) "
+        "to move overlap partitions committed under the old definition, and appending them would duplicate rows",
+        details={
+            "route": route.describe(),
+            "changed": changed_summary(overlaps).split(", "),
+            "overlaps": [o.as_json() for o in overlaps],
+            "covered": covered,
+            "partially_covered": len(overlaps) - covered,
+        },
+        hint_lines=(
+            "nothing was read from the target or written to it",
+            *lines,
+            "revert the manifest change, or record the new definition over the old one deliberately:",
+            f"  dpone guard rebaseline {manifest_ref} --reason '<what changed and why>'",
+            "partially covered partitions stay blocking after a rebaseline; see `dpone runbook guard`, "
+            "'The route's identity changed'",
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class RebaselineRequest:
+    reason: str
+    actor: str
+
+
+@dataclass(frozen=True)
+class RebaselineResult:
+    recorded: tuple[PartitionCheckpoint, ...]
+    partial: tuple[IdentityOverlap, ...]
+
+
+def _checked_reason(request: RebaselineRequest) -> str:
+    reason = request.reason.strip()
+    if not reason:
+        raise DponeError(ErrorCode.USAGE, "--reason must say what changed and what you checked")
+    if len(reason) > MAX_REASON_CHARS:
+        raise DponeError(ErrorCode.USAGE, f"--reason is limited to {MAX_REASON_CHARS} characters")
+    return reason
+
+
+def _committed_record(
+    part: PlannedPartition,
+    route: RouteIdentity,
+    run_id: str,
+    at: datetime,
+    batch: str,
+    rows: int | None,
+    audit: dict[str, JsonValue],
+) -> PartitionCheckpoint:
+    guard: dict[str, JsonValue] = {
+        **TargetCommitGuard.for_phase(GuardPhase.CHECKPOINT_COMMITTED, batch).to_json()
+    }
+    return PartitionCheckpoint(
+        partition_id=part.partition_id,
+        route=route,
+        run_id=run_id,
+        status=CheckpointStatus.COMMITTED,
+        started_at=at,
+        completed_at=at,
+        rows=rows,
+        query_hash=part.query_hash,
+        schema_hash=part.schema_hash,
+        bounds=part.bounds,
+        diagnostics={GUARD_KEY: guard, REBASELINE_KEY: audit},
+    )
+
+
+#: Rows the source holds now within some bounds (read-only).
+SourceCounter = Callable[[PartitionBounds], int]
+
+
+def _old_rows_inside(overlap: IdentityOverlap) -> int | None:
+    """The old partitions' committed rows when they all lie wholly inside the new partition, else None."""
+    part = overlap.partition
+    if not all(fully_covered(c.bounds, [part.bounds]) for c in overlap.committed):
+        return None
+    if any(c.rows is None for c in overlap.committed):
+        return None
+    return sum(c.rows or 0 for c in overlap.committed)
+
+
+def rebaseline(
+    overlaps: Sequence[IdentityOverlap],
+    route: RouteIdentity,
+    run_id: str,
+    clock: Clock,
+    request: RebaselineRequest,
+    count_source: SourceCounter | None = None,
+) -> RebaselineResult:
+    """COMMITTED records for the new partitions the old committed partitions hold. Writes nothing.
+
+    No target I/O: the old identity's checkpoints are the evidence. A new partition is held when the old
+    partitions' bounds cover it, or (a coarser new partitioning, e.g. days -> months, where days without
+    rows were never partitions) when every old partition lies inside it and the source now holds exactly
+    their committed rows within its bounds. Anything else is partially covered and stays blocking.
+    """
+    reason = _checked_reason(request)
+    at = clock.now()
+    held: list[tuple[IdentityOverlap, int | None, str]] = []
+    partial: list[IdentityOverlap] = []
+    for overlap in overlaps:
+        inside_rows = _old_rows_inside(overlap)
+        if overlap.covered:
+            held.append((overlap, inside_rows, "bounds"))
+        elif inside_rows is not None and count_source is not None:
+            if count_source(overlap.partition.bounds) == inside_rows:
+                held.append((overlap, inside_rows, "source_count"))
+            else:
+                partial.append(overlap)
+        else:
+            partial.append(overlap)
+    batch = checkpoint_batch_id(f"rebaseline:{run_id}", [o.partition.partition_id for o, _, _ in held])
+    records = []
+    for overlap, rows, evidence in held:
+        audit: dict[str, JsonValue] = {
+            "mode": "identity_changed",
+            "by": request.actor,
+            "at": at.isoformat(),
+            "reason": reason,
+            "changed": list(overlap.changed),
+            "covered_by": evidence,
+            "old_partitions": [c.partition_id for c in overlap.committed],
+            "old_rows": [c.rows for c in overlap.committed],
+        }
+        records.append(_committed_record(overlap.partition, route, run_id, at, batch, rows, audit))
+    return RebaselineResult(recorded=tuple(records), partial=tuple(partial))
+
+
+@dataclass(frozen=True)
+class AdoptionCount:
+    """One planned partition of a route the checkpoint store does not know, counted on both sides."""
+
+    partition: PlannedPartition
+    source_rows: int
+    target_rows: int
+
+    @property
+    def holds_exactly(self) -> bool:
+        return self.target_rows > 0 and self.target_rows == self.source_rows
+
+    @property
+    def conflicting(self) -> bool:
+        return self.target_rows > 0 and self.target_rows != self.source_rows
+
+
+@dataclass(frozen=True)
+class AdoptionResult:
+    recorded: tuple[PartitionCheckpoint, ...]
+    left_to_run: tuple[AdoptionCount, ...]
+
+
+def adopt(
+    counts: Sequence[AdoptionCount],
+    route: RouteIdentity,
+    run_id: str,
+    clock: Clock,
+    request: RebaselineRequest,
+) -> AdoptionResult:
+    """COMMITTED records for the partitions whose target rows equal the source rows within their bounds.
+
+    All or nothing: when any partition holds some rows but not the source's count, appending or skipping it
+    would both be wrong, so nothing is recorded and the mismatches are listed. Partitions the target holds
+    no rows of are left for the next run to move.
+    """
+    reason = _checked_reason(request)
+    conflicts = [c for c in counts if c.conflicting]
+    if conflicts:
+        lines = tuple(
+            f"{c.partition.bounds.label}: target_rows={c.target_rows} source_rows={c.source_rows}"
+            for c in conflicts
+        )
+        raise DponeError(
+            ErrorCode.MANUAL_RECONCILIATION_REQUIRED,
+            f"route {route.describe()}: {len(conflicts)} partition(s) of the target hold some rows but not the "
+            "source's count within their bounds; nothing was recorded",
+            details={
+                "route": route.describe(),
+                "partitions": [
+                    {
+                        "partition_id": c.partition.partition_id,
+                        "bounds": c.partition.bounds.label,
+                        "target_rows": c.target_rows,
+                        "source_rows": c.source_rows,
+                    }
+                    for c in conflicts
+                ],
+            },
+            hint_lines=(
+                *lines[:_LISTED],
+                "make each of these partitions hold exactly the source's rows or none (delete them in the target),",
+                "then run the rebaseline again; see `dpone runbook guard`",
+            ),
+        )
+    at = clock.now()
+    held = [c for c in counts if c.holds_exactly]
+    batch = checkpoint_batch_id(f"adoption:{run_id}", [c.partition.partition_id for c in held])
+    records = []
+    for count in held:
+        audit: dict[str, JsonValue] = {
+            "mode": "adopt_target",
+            "by": request.actor,
+            "at": at.isoformat(),
+            "reason": reason,
+            "target_rows": count.target_rows,
+            "source_rows": count.source_rows,
+        }
+        records.append(_committed_record(count.partition, route, run_id, at, batch, count.target_rows, audit))
+    return AdoptionResult(recorded=tuple(records), left_to_run=tuple(c for c in counts if c.target_rows == 0))

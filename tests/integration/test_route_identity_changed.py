@@ -1,0 +1,269 @@
+"""A manifest edit never re-appends history; an unknown route never appends into a table that holds rows.
+
+Black-box ``dpone`` runs on a SQLite source into chDB, checkpoints in SQLite and PostgreSQL. Pinning
+``source.columns``, editing ``source.query`` or changing the partitioning gives every partition a new ID:
+on ``incremental_append`` the run stops (exit 3) before any target I/O, and ``dpone guard rebaseline``
+records the new partitions the old ones hold, so the next run moves only what is new. Every target is
+compared with the source value by value.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from airflow_provider_dpone.adapters.checkpoint_sql import SqlCheckpointStore
+from airflow_provider_dpone.contracts.checkpoint import CheckpointStatus
+from airflow_provider_dpone.manifests.loader import load_manifest
+from tests.integration.test_route_spelling import (  # noqa: F401  (fixtures)
+    TARGET,
+    base,
+    dpone,
+    source_rows,
+    store_url,
+    target_rows,
+)
+from tests.integration.test_target_checked_when_all_skipped import _command
+
+COLUMNS = "[id, order_date, customer, amount, updated_at]"
+EDITS = {
+    "columns-pinned": f"  columns: {COLUMNS}\n",
+    "query-edited": "  query: SELECT id, order_date, customer, amount, updated_at FROM orders WHERE id > 0\n",
+    "partitioning-coarser": None,  # day -> month, below
+}
+
+
+def manifest_at(
+    base: Path,
+    *,
+    strategy: str = "incremental_append",
+    extra: str = "",
+    kind: str = "day",
+    state: str = "spelling_state",
+) -> Path:
+    path = base / "route.yaml"
+    path.write_text(
+        f"""
+kind: native_transfer
+name: identity
+source:
+  type: sqlite
+  connection: sqlite:///source.sqlite
+  table: orders
+{extra}  partitioning: {{kind: {kind}, column: order_date}}
+  chunk_rows: 500
+sink:
+  type: clickhouse
+  connection: chdb:///clickhouse
+  table: {TARGET}
+  strategy: {strategy}
+  order_by: [order_date, id]
+checkpoints:
+  connection: {state}
+""",
+        encoding="utf-8",
+    )
+    return path
+
+
+def edited(base: Path, edit: str, strategy: str = "incremental_append") -> Path:
+    if edit == "partitioning-coarser":
+        return manifest_at(base, strategy=strategy, kind="month")
+    return manifest_at(base, strategy=strategy, extra=EDITS[edit] or "")
+
+
+def add_source_rows(base: Path, rows: list[tuple[int, str]]) -> None:
+    with sqlite3.connect(base / "source.sqlite") as db:
+        db.executemany(
+            "INSERT INTO orders VALUES (?, ?, 'late', 1.25, ? || ' 08:00:00')",
+            [(i, day, day) for i, day in rows],
+        )
+
+
+@pytest.mark.parametrize("edit", list(EDITS))
+def test_an_edited_append_route_stops_before_the_target_and_duplicates_nothing(
+    base: Path,  # noqa: F811
+    store_url: str,  # noqa: F811
+    edit: str,
+) -> None:
+    assert dpone("run", str(manifest_at(base))).exit_code == 0
+    manifest = edited(base, edit)
+
+    result = dpone("run", "--json", str(manifest))
+
+    assert result.exit_code == 3, result.output
+    error = json.loads(result.output)
+    assert error["error"] == "native_transfer_route_identity_changed"
+    expected = "partitioning" if edit == "partitioning-coarser" else "query"
+    assert expected in error["details"]["changed"]
+    assert error["details"]["overlaps"], error
+    assert target_rows(base) == source_rows(base)  # nothing appended twice
+
+
+@pytest.mark.parametrize(
+    "edit", ["columns-pinned", "partitioning-coarser"]
+)  # a query's columns turn nullable
+def test_a_rebaseline_records_what_the_old_definition_holds_and_the_next_run_moves_only_new_rows(
+    base: Path,  # noqa: F811
+    store_url: str,  # noqa: F811
+    edit: str,
+) -> None:
+    assert dpone("run", str(manifest_at(base))).exit_code == 0
+    manifest = edited(base, edit)
+    assert dpone("run", str(manifest)).exit_code == 3
+
+    rebased = dpone("guard", "rebaseline", str(manifest), "--reason", "pinned the columns", "--json")
+
+    assert rebased.exit_code == 0, rebased.output
+    recorded = json.loads(rebased.output)["recorded"]
+    assert recorded and all(r["status"] == "COMMITTED" for r in recorded)
+    assert all(r["diagnostics"]["rebaseline"]["old_partitions"] for r in recorded)
+    add_source_rows(base, [(900_001, "2026-12-01"), (900_002, "2026-12-02")])  # a new day (a new month)
+
+    after = dpone("run", "--json", str(manifest))
+
+    assert after.exit_code == 0, after.output
+    report = json.loads(after.output)
+    assert report["rows_committed"] == 2
+    assert target_rows(base) == source_rows(base)
+
+
+def test_a_partly_covered_partition_stays_blocking_after_a_rebaseline(
+    base: Path,  # noqa: F811
+    store_url: str,  # noqa: F811
+) -> None:
+    assert dpone("run", str(manifest_at(base))).exit_code == 0
+    add_source_rows(base, [(900_001, "2026-11-03")])  # a day of the same month no day partition committed
+    manifest = edited(base, "partitioning-coarser")
+
+    rebased = dpone("guard", "rebaseline", str(manifest), "--reason", "months now")
+
+    assert rebased.exit_code == 3, rebased.output
+    assert "still blocking" in rebased.output
+    again = dpone("run", "--json", str(manifest))
+    assert again.exit_code == 3
+    assert json.loads(again.output)["error"] == "native_transfer_route_identity_changed"
+    assert len(target_rows(base)) == len(source_rows(base)) - 1  # the late row is not appended on a guess
+
+
+def test_a_replacing_route_goes_on_after_an_edit_and_says_its_identity_changed(
+    base: Path,  # noqa: F811
+    store_url: str,  # noqa: F811
+) -> None:
+    assert dpone("run", str(manifest_at(base, strategy="replace_partition"))).exit_code == 0
+    manifest = edited(base, "columns-pinned", strategy="replace_partition")
+
+    result = dpone("run", str(manifest))
+
+    assert result.exit_code == 0, result.output
+    assert "note: the query of route" in result.output
+    assert target_rows(base) == source_rows(base)
+
+
+def test_an_unchanged_route_is_not_reported_as_changed(
+    base: Path,  # noqa: F811
+    store_url: str,  # noqa: F811
+) -> None:
+    manifest = manifest_at(base)
+    assert dpone("run", str(manifest)).exit_code == 0
+    add_source_rows(base, [(900_001, "2026-12-01")])
+
+    result = dpone("run", str(manifest))
+
+    assert result.exit_code == 0, result.output
+    assert "note:" not in result.output
+    assert target_rows(base) == source_rows(base)
+
+
+# -- an empty checkpoint store in front of a non-empty target -----------------------------------------
+
+
+@pytest.fixture
+def fresh_store(base: Path, monkeypatch: pytest.MonkeyPatch) -> str:  # noqa: F811
+    """A second, empty checkpoint store (a lost store replaced by a new one), as connection ``fresh_state``."""
+    url = f"sqlite:///{base / 'fresh-state.sqlite'}"
+    monkeypatch.setenv("AIRFLOW_CONN_FRESH_STATE", url)
+    return url
+
+
+def test_an_append_route_with_no_checkpoint_stops_in_front_of_a_non_empty_target(
+    base: Path,  # noqa: F811
+    store_url: str,  # noqa: F811
+    fresh_store: str,
+) -> None:
+    assert dpone("run", str(manifest_at(base))).exit_code == 0
+    manifest = manifest_at(base, state="fresh_state")
+
+    result = dpone("run", "--json", str(manifest))
+
+    assert result.exit_code == 3, result.output
+    error = json.loads(result.output)
+    assert error["error"] == "native_transfer_target_not_empty"
+    assert error["details"]["target_rows"] == len(source_rows(base))
+    assert target_rows(base) == source_rows(base)
+    with SqlCheckpointStore(fresh_store) as store:
+        assert store.list_latest(load_manifest(manifest).route) == []  # stopped before PLANNED was written
+
+
+def test_allow_nonempty_target_appends_and_says_so(
+    base: Path,  # noqa: F811
+    store_url: str,  # noqa: F811
+    fresh_store: str,
+) -> None:
+    assert dpone("run", str(manifest_at(base))).exit_code == 0
+    _command(base, f"TRUNCATE TABLE {TARGET}")
+    _command(
+        base, f"INSERT INTO {TARGET} VALUES (-1, '2020-01-01', 'other writer', 1.00, '2020-01-01 00:00:00')"
+    )
+    manifest = manifest_at(base, state="fresh_state")
+
+    result = dpone("run", str(manifest), "--allow-nonempty-target")
+
+    assert result.exit_code == 0, result.output
+    assert "note: the target table" in result.output
+    rows = target_rows(base)
+    assert [r for r in rows if r[0] != -1] == source_rows(base)
+
+
+def test_adopting_a_target_that_holds_the_source_records_it_and_moves_only_new_rows(
+    base: Path,  # noqa: F811
+    store_url: str,  # noqa: F811
+    fresh_store: str,
+) -> None:
+    assert dpone("run", str(manifest_at(base))).exit_code == 0
+    manifest = manifest_at(base, state="fresh_state")
+    add_source_rows(base, [(900_001, "2026-12-01")])  # not in the target yet
+
+    adopted = dpone(
+        "guard", "rebaseline", str(manifest), "--adopt-target", "--reason", "store lost", "--json"
+    )
+
+    assert adopted.exit_code == 0, adopted.output
+    payload = json.loads(adopted.output)
+    assert len(payload["recorded"]) == 4
+    assert [p["bounds"] for p in payload["left_to_run"]] == ["order_date=2026-12-01"]
+    after = dpone("run", "--json", str(manifest))
+    assert after.exit_code == 0, after.output
+    assert json.loads(after.output)["rows_committed"] == 1
+    assert target_rows(base) == source_rows(base)
+
+
+def test_adoption_refuses_a_partition_the_target_holds_only_part_of_and_records_nothing(
+    base: Path,  # noqa: F811
+    store_url: str,  # noqa: F811
+    fresh_store: str,
+) -> None:
+    assert dpone("run", str(manifest_at(base))).exit_code == 0
+    _command(base, f"DELETE FROM {TARGET} WHERE id = 1")
+    manifest = manifest_at(base, state="fresh_state")
+
+    adopted = dpone("guard", "rebaseline", str(manifest), "--adopt-target", "--reason", "store lost")
+
+    assert adopted.exit_code == 3, adopted.output
+    with SqlCheckpointStore(fresh_store) as store:
+        latest = store.list_latest(load_manifest(manifest).route)
+    assert not [c for c in latest if c.status is CheckpointStatus.COMMITTED]
+    assert dpone("run", str(manifest)).exit_code == 3  # still stopped in front of the non-empty target
