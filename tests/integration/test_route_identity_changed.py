@@ -37,14 +37,14 @@ EDITS = {
 
 
 def manifest_at(
-    base: Path,
+    root: Path,
     *,
     strategy: str = "incremental_append",
     extra: str = "",
     kind: str = "day",
     state: str = "spelling_state",
 ) -> Path:
-    path = base / "route.yaml"
+    path = root / "route.yaml"
     path.write_text(
         f"""
 kind: native_transfer
@@ -69,14 +69,14 @@ checkpoints:
     return path
 
 
-def edited(base: Path, edit: str, strategy: str = "incremental_append") -> Path:
+def edited(root: Path, edit: str, strategy: str = "incremental_append") -> Path:
     if edit == "partitioning-coarser":
-        return manifest_at(base, strategy=strategy, kind="month")
-    return manifest_at(base, strategy=strategy, extra=EDITS[edit] or "")
+        return manifest_at(root, strategy=strategy, kind="month")
+    return manifest_at(root, strategy=strategy, extra=EDITS[edit] or "")
 
 
-def add_source_rows(base: Path, rows: list[tuple[int, str]]) -> None:
-    with sqlite3.connect(base / "source.sqlite") as db:
+def add_source_rows(root: Path, rows: list[tuple[int, str]]) -> None:
+    with sqlite3.connect(root / "source.sqlite") as db:
         db.executemany(
             "INSERT INTO orders VALUES (?, ?, 'late', 1.25, ? || ' 08:00:00')",
             [(i, day, day) for i, day in rows],
