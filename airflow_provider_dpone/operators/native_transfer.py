@@ -83,6 +83,7 @@ class NativeTransferOperator(BaseOperator):
         source_conn_id: str | None = None,
         sink_conn_id: str | None = None,
         checkpoints_conn_id: str | None = None,
+        allow_nonempty_target: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -92,6 +93,8 @@ class NativeTransferOperator(BaseOperator):
         self.source_conn_id = source_conn_id
         self.sink_conn_id = sink_conn_id
         self.checkpoints_conn_id = checkpoints_conn_id
+        #: append although the route has no checkpoint and its target holds rows (``--allow-nonempty-target``)
+        self.allow_nonempty_target = allow_nonempty_target
 
     def execute(self, context: Any) -> dict[str, Any]:
         run_id = str(context["run_id"])
@@ -145,6 +148,8 @@ class NativeTransferOperator(BaseOperator):
             summary["rows_committed"],
             f"batch {batch}" if batch is not None else "nothing to move",
         )
+        for notice in report.notices:
+            self.log.warning("dpone run %s: note: %s", run_id, notice)
         if self._cancellation.cancelled:
             self.log.warning(
                 "dpone run %s: the stop request (%s) came after the batch was committed; the run completed",
@@ -198,7 +203,7 @@ class NativeTransferOperator(BaseOperator):
             if runtime.progress is None:
                 runtime.progress = self._stages
             try:
-                return runtime.run(run_id=run_id)
+                return runtime.run(run_id=run_id, allow_nonempty_target=self.allow_nonempty_target)
             except BaseException:
                 if self._stages.target_touched:
                     self._touched = touched_target(runtime, run_id)
