@@ -347,6 +347,7 @@ class ReaderReason(str, Enum):
     PLAN_MISMATCH = "observation_plan_mismatch"
     UNCLEAN_EXIT = "worker_exit_unclean"
     NO_FRAME = "worker_exited_without_frame"
+    WAIT_FAILED = "worker_wait_failed"
     SPAWN_FAILED = "spawn_failed"
     REQUEST_INVALID = "request_invalid"
     CONNECT_FAILED = "connect_failed"

@@ -242,6 +242,36 @@ class _Child:
             return None
         return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
 
+    def wait_exit(self, deadline: float, result: _Exchange) -> int | None:
+        """Wait (without reaping) for the exit by ``deadline``; None with ``result.reason`` set otherwise.
+
+        A wait that fails (``ChildProcessError``: the child was reaped behind our back, as under an
+        inherited ``SIGCHLD=SIG_IGN``) is a typed reason, never an exception.
+        """
+        while True:
+            try:
+                status = self.exit_status()
+            except ChildProcessError:
+                result.reason = ReaderReason.WAIT_FAILED
+                return None
+            if status is not None:
+                return status
+            if time.monotonic() >= deadline:
+                result.reason = ReaderReason.BUDGET_EXHAUSTED
+                return None
+            time.sleep(0.005)
+
+    def finish_probe(self, deadline: float) -> _Exchange:
+        """After a probe's ready frame: close its stdin and wait for its exit 0 on the observation's exact
+        wait path (``waitid`` without reaping), so the preflight proves what ``observe`` relies on."""
+        result = _Exchange()
+        with contextlib.suppress(OSError):
+            self.stdin.close()
+        status = self.wait_exit(deadline, result)
+        if status is not None:
+            result.exited, result.exit_ok = True, status == 0
+        return result
+
     def exchange(
         self, request: bytes, deadline: float, limit: int, *, keep_stdin_open: bool = False
     ) -> _Exchange:
@@ -295,12 +325,9 @@ class _Child:
                         if newline >= 0 and keep_stdin_open:
                             result.frame = bytes(data[:newline])
                             return result  # a probe stays alive until it is killed
-        # EOF: wait (without reaping) for the exit, still within the budget.
-        while (status := self.exit_status()) is None:
-            if time.monotonic() >= deadline:
-                result.reason = ReaderReason.BUDGET_EXHAUSTED
-                return result
-            time.sleep(0.005)
+        status = self.wait_exit(deadline, result)
+        if status is None:
+            return result
         result.exited, result.exit_ok = True, status == 0
         if not data:
             result.reason = ReaderReason.NO_FRAME
@@ -319,6 +346,7 @@ class _Child:
         worker's own exit (its orphans are re-parented away from it).
         """
         deadline = time.monotonic() + bound_s
+        _LIVE_WORKERS.discard(self)  # before the reap: a reaped PID's group ID may be reused
         for stream in (self.stdin, self.stdout):
             with contextlib.suppress(OSError):
                 stream.close()
@@ -334,13 +362,8 @@ class _Child:
             left = descendants(self.pid, self.marker, tree=self.proc.returncode is None) - {self.pid}
             for pid in left:
                 verified = _kill_pid(pid) and verified
-            if self.proc.returncode is None:
-                try:
-                    self.proc.wait(timeout=max(0.0, min(0.05, deadline - time.monotonic())))
-                except subprocess.TimeoutExpired:
-                    pass
-                except ChildProcessError:
-                    return False  # someone else reaped it (SIGCHLD ignored): its lifecycle is unknown
+            if self.proc.returncode is None and not self._reap():
+                return False  # reaped behind our back (SIGCHLD ignored): its lifecycle is unknown
             group_gone = self._group_gone()
             if group_gone is None:
                 return False
@@ -349,6 +372,20 @@ class _Child:
             if time.monotonic() >= deadline:
                 return False
             time.sleep(0.005)
+
+    def _reap(self) -> bool:
+        """One non-blocking reap of the leader by its PID; False when the wait itself failed.
+
+        ``os.waitpid`` directly: ``Popen.wait`` reports a child it cannot wait for as exit 0.
+        """
+        try:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+        except ChildProcessError:
+            self.proc.returncode = -1  # nothing is left to wait for; Popen must not try again
+            return False
+        if pid == self.pid:
+            self.proc.returncode = os.waitstatus_to_exitcode(status)
+        return True
 
     def _group_gone(self) -> bool | None:
         try:
@@ -388,6 +425,11 @@ class SupervisedTargetReader:
         """Spawn a worker in probe mode, check it leads its own group, SIGKILL the group, reap, verify."""
         if not posix_supervision_available():
             raise self._unsupported("this platform cannot supervise a reader worker (POSIX only)", "platform")
+        if signal.getsignal(signal.SIGCHLD) == signal.SIG_IGN:
+            raise self._unsupported(
+                "SIGCHLD is ignored in this process, so a reader worker cannot be waited for",
+                "sigchld_ignored",
+            )
         nonce = new_nonce()
         frame = WorkerRequestFrame(mode="probe", nonce=nonce, budget_ms=int(self._probe_budget_s * 1000))
         deadline = time.monotonic() + self._probe_budget_s
@@ -398,6 +440,7 @@ class SupervisedTargetReader:
         try:
             own_group = os.getpgid(child.pid) == child.pid
             exchanged = child.exchange(frame.encode(), deadline, PROBE_FRAME_MAX_BYTES, keep_stdin_open=True)
+            finished = child.finish_probe(deadline) if exchanged.frame is not None else None
         finally:
             verified = child.terminate(self._shutdown_bound_s)
         if not own_group:
@@ -413,6 +456,9 @@ class SupervisedTargetReader:
             ) from None
         if ready.nonce != nonce:
             raise self._unsupported("a probe worker answered with the wrong nonce", "nonce_mismatch")
+        if finished is None or not finished.exit_ok:
+            reason = finished.reason.value if finished is not None and finished.reason else "probe_exit"
+            raise self._unsupported("a probe worker's exit could not be waited for", reason)
         if not verified:
             raise self._unsupported("a probe worker could not be killed and reaped in time", "termination")
 
@@ -444,6 +490,13 @@ class SupervisedTargetReader:
                 details={"frame_bytes": len(request_bytes), "limit_bytes": REQUEST_FRAME_MAX_BYTES},
             )
         hidden = [s for s in (endpoint.secret(),) if s]
+        if signal.getsignal(signal.SIGCHLD) == signal.SIG_IGN:  # a worker could not be waited for
+            return ReaderOutcome(
+                kind=ReaderOutcomeKind.WORKER_FAILED,
+                reason=ReaderReason.WAIT_FAILED,
+                termination_verified=True,  # nothing was spawned
+                elapsed_seconds=time.monotonic() - started,
+            )
         try:
             child = _Child(self._argv, child_environment(self._worker_path, secrets=hidden))
         except OSError:
@@ -455,8 +508,13 @@ class SupervisedTargetReader:
             )
         try:
             exchanged = child.exchange(request_bytes, deadline, frame_limit)
+        except (ChildProcessError, OSError):
+            exchanged = _Exchange(reason=ReaderReason.WAIT_FAILED)
         finally:
-            verified = child.terminate(self._shutdown_bound_s)
+            try:
+                verified = child.terminate(self._shutdown_bound_s)
+            except (ChildProcessError, OSError):
+                verified = False
         kind, reason, observation = self._judge(exchanged, nonce, request, frame_limit)
         return ReaderOutcome(
             kind=kind,
@@ -497,8 +555,8 @@ class SupervisedTargetReader:
     ) -> tuple[ReaderOutcomeKind, ReaderReason, TargetObservation | None]:
         if exchanged.reason is ReaderReason.BUDGET_EXHAUSTED:
             return ReaderOutcomeKind.TIMEOUT, ReaderReason.BUDGET_EXHAUSTED, None
-        if exchanged.reason is ReaderReason.NO_FRAME:
-            return ReaderOutcomeKind.WORKER_FAILED, ReaderReason.NO_FRAME, None
+        if exchanged.reason in (ReaderReason.NO_FRAME, ReaderReason.WAIT_FAILED):
+            return ReaderOutcomeKind.WORKER_FAILED, exchanged.reason, None
         if exchanged.reason is not None:
             return ReaderOutcomeKind.REJECTED, exchanged.reason, None
         assert exchanged.frame is not None
