@@ -6,12 +6,17 @@ because the guard scan of a run covers all of them.
 Read-only. A guard that fails validation is listed with phase ``INVALID`` (and blocks the route) rather
 than aborting the listing: the operator needs to see it. A SQLite store that does not exist yet is an
 empty listing; the command never creates the file.
+
+``--verify`` puts the source's rows now within each committed partition of the route beside the rows the
+commit recorded (one grouped source query per route, see ``adapters/sources/partition_counts``): late
+rows, or rows deleted at the source, show as ``drifted``. It reads the source and the checkpoint store
+only; the target is never opened.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,7 +28,9 @@ from airflow_provider_dpone.cli.output import print_json, print_table, reporting
 if TYPE_CHECKING:
     from airflow_provider_dpone.contracts.checkpoint import PartitionCheckpoint
     from airflow_provider_dpone.contracts.endpoints import EndpointDescriptor
+    from airflow_provider_dpone.contracts.partition import PartitionBounds
     from airflow_provider_dpone.manifests.loader import LoadedManifest
+    from airflow_provider_dpone.runtime.route_family import RouteFamily
 
 INVALID_PHASE = "INVALID"
 _HEADERS = (
@@ -41,7 +48,13 @@ _HEADERS = (
 @click.command("checkpoints")
 @click.argument("manifest", metavar="MANIFEST", type=click.Path(path_type=str))
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (full partition IDs).")
-def checkpoints(manifest: str, as_json: bool) -> None:
+@click.option(
+    "--verify",
+    is_flag=True,
+    help="Also count the source's rows now within each committed partition (one grouped query) and "
+    "flag partitions whose count differs from the committed rows (late or deleted rows). Read-only.",
+)
+def checkpoints(manifest: str, as_json: bool, verify: bool) -> None:
     """List the latest checkpoint of every partition of MANIFEST's route, with its guard phase."""
     with reporting_errors(as_json):
         from airflow_provider_dpone.connections import resolve_endpoint
@@ -51,25 +64,64 @@ def checkpoints(manifest: str, as_json: bool) -> None:
         endpoint = resolve_endpoint(
             loaded.manifest.checkpoints.connection, role="checkpoints", manifest_dir=loaded.manifest_dir
         )
-        latest = read_latest(endpoint, loaded)
+        family = _read_family(endpoint, loaded)
+        latest = list(family.target_wide) if family is not None else []
         entries = sorted((describe_checkpoint(c) for c in latest), key=_order)
+        if verify:
+            own = {c.partition_id: c.bounds for c in family.own} if family is not None else {}
+            verify_against_source(loaded, entries, own)
     blocked = sum(1 for e in entries if e["blocked"])
     if as_json:
+        summary: dict[str, Any] = {
+            "partitions": len(entries),
+            "blocked": blocked,
+            "invalid_guards": sum(1 for e in entries if e["guard_phase"] == INVALID_PHASE),
+        }
+        if verify:
+            summary["verified"] = sum(1 for e in entries if e["source_rows"] is not None)
+            summary["drifted"] = sum(1 for e in entries if e["drifted"])
         print_json(
             {
                 "manifest": manifest,
                 "identity": loaded.identity,
                 "route": loaded.route.model_dump(mode="json"),
                 "partitions": entries,
-                "summary": {
-                    "partitions": len(entries),
-                    "blocked": blocked,
-                    "invalid_guards": sum(1 for e in entries if e["guard_phase"] == INVALID_PHASE),
-                },
+                "summary": summary,
             }
         )
         return
-    _print_text(manifest, loaded, entries, blocked)
+    _print_text(manifest, loaded, entries, blocked, verify=verify)
+
+
+def verify_against_source(
+    loaded: LoadedManifest, entries: list[dict[str, Any]], own: Mapping[str, PartitionBounds]
+) -> None:
+    """Add ``source_rows`` and ``drifted`` to every entry: counted for the route's own COMMITTED
+    partitions (other entries get ``None``/``False``: nothing committed to compare, or another source).
+
+    A committed partition drifted when the source now holds a different number of rows within its bounds
+    than the commit recorded (or the commit recorded none). One grouped query per route does the counting.
+    """
+    from airflow_provider_dpone.adapters.sources import open_source
+    from airflow_provider_dpone.connections import resolve_endpoint
+
+    # the route's own partitions under any stored spelling; other routes of the target read other sources
+    checked = [e for e in entries if e["status"] == "COMMITTED" and e["partition_id"] in own]
+    for entry in entries:
+        entry["source_rows"] = None
+        entry["drifted"] = False
+    if not checked:
+        return
+    spec = loaded.manifest.source
+    endpoint = resolve_endpoint(spec.connection, role="source", manifest_dir=loaded.manifest_dir)
+    source = open_source(spec, endpoint)
+    try:
+        counts = source.count_partitions([own[e["partition_id"]] for e in checked])
+    finally:
+        source.close()
+    for entry, rows in zip(checked, counts, strict=True):
+        entry["source_rows"] = rows
+        entry["drifted"] = entry["rows"] is None or rows != entry["rows"]
 
 
 def describe_checkpoint(checkpoint: PartitionCheckpoint) -> dict[str, Any]:
@@ -117,28 +169,41 @@ def short_id(value: str | None, *, keep: int = 12) -> str | None:
 
 def read_latest(endpoint: EndpointDescriptor, loaded: LoadedManifest) -> list[PartitionCheckpoint]:
     """The latest checkpoint of every partition of every route writing the manifest's target table."""
+    family = _read_family(endpoint, loaded)
+    # every route writing the target: any of their guards blocks this route's runs
+    return list(family.target_wide) if family is not None else []
+
+
+def _read_family(endpoint: EndpointDescriptor, loaded: LoadedManifest) -> RouteFamily | None:
+    """The route's checkpoint family, or None when a SQLite store was never created (never create it)."""
     from airflow_provider_dpone.contracts.endpoints import EndpointKind
 
     if endpoint.kind is EndpointKind.SQLITE and endpoint.path and not Path(endpoint.path).exists():
-        return []  # nothing was ever written; do not create the file from a read-only command
+        return None  # nothing was ever written; do not create the file from a read-only command
     from airflow_provider_dpone.adapters.checkpoint_sql import store_from_endpoint
     from airflow_provider_dpone.adapters.sources.route_naming import SourceRouteNaming
     from airflow_provider_dpone.runtime.route_family import load_family
 
     store = store_from_endpoint(endpoint, loaded.manifest_dir)
     try:
-        # every route writing the target: any of their guards blocks this route's runs
-        return list(load_family(store, loaded.route, SourceRouteNaming(loaded.manifest.source)).target_wide)
+        return load_family(store, loaded.route, SourceRouteNaming(loaded.manifest.source))
     finally:
         store.close()
 
 
 def _print_text(
-    manifest: str, loaded: LoadedManifest, entries: Sequence[dict[str, Any]], blocked: int
+    manifest: str,
+    loaded: LoadedManifest,
+    entries: Sequence[dict[str, Any]],
+    blocked: int,
+    *,
+    verify: bool = False,
 ) -> None:
     route = loaded.route.describe()
     if not entries:
         click.echo(f"route {route}: no checkpoints yet")
+        if verify:
+            click.echo("0 drifted partitions (0 committed partitions verified against the source)")
         return
     count = len(entries)
     summary = f"route {route}: {count} partition{'s' if count != 1 else ''}"
@@ -155,10 +220,11 @@ def _print_text(
             e["rows"],
             _short_time(e["started_at"]),
             _short_time(e["completed_at"]),
+            *((e["source_rows"], _drift_mark(e)) if verify else ()),
         )
         for e in entries
     ]
-    print_table(_HEADERS, rows)
+    print_table(_HEADERS + (("source_rows", "drift") if verify else ()), rows)
     elsewhere = sorted({e["route"] for e in entries if e["route"] != route})
     for other in elsewhere:
         ids = ", ".join(str(short_id(e["partition_id"])) for e in entries if e["route"] == other)
@@ -170,6 +236,24 @@ def _print_text(
             f"resolve:  dpone guard resolve {manifest} --partition ID --as committed|not-applied --reason TEXT"
         )
         click.echo("runbook:  docs/runbook/manual-reconciliation.md")
+    if verify:
+        verified = sum(1 for e in entries if e["source_rows"] is not None)
+        drifted = sum(1 for e in entries if e["drifted"])
+        if drifted:
+            click.echo(
+                "drift:    late or deleted source rows; replace_partition with source.partitioning.lookback "
+                "reloads recent partitions: see docs/runbook/manual-reconciliation.md, 'Drifted partitions'"
+            )
+        plural = "partition" if drifted == 1 else "partitions"
+        click.echo(
+            f"{drifted} drifted {plural} ({verified} committed partitions verified against the source)"
+        )
+
+
+def _drift_mark(entry: dict[str, Any]) -> str | None:
+    if entry["source_rows"] is None:
+        return None
+    return "DRIFTED" if entry["drifted"] else "ok"
 
 
 def _iso(value: datetime | None) -> str | None:

@@ -27,6 +27,12 @@ class Source(Protocol):
     def count(self, bounds: PartitionBounds) -> int:
         """Rows the source holds within the bounds (read-only; for inspection and quality)."""
 
+    def count_partitions(self, bounds: Sequence[PartitionBounds]) -> list[int]:
+        """Rows the source holds now within each of ``bounds``, in order (read-only; drift checks).
+
+        One grouped query covers every bounds of the configured partitioning; other bounds (an earlier
+        partitioning's, list values) are counted one by one, so each count equals ``count(bounds)``."""
+
     def close(self) -> None: ...
 
 

@@ -17,6 +17,7 @@ import pymssql
 
 from airflow_provider_dpone.adapters.sources import mssql_sql as tsql
 from airflow_provider_dpone.adapters.sources import mssql_types, profiling
+from airflow_provider_dpone.adapters.sources import partition_counts as grouped
 from airflow_provider_dpone.adapters.sources import partition_planning as planning
 from airflow_provider_dpone.adapters.sources.chunking import ChunkBuilder, stream_chunks
 from airflow_provider_dpone.adapters.sources.read_shape import (
@@ -306,6 +307,18 @@ class MssqlSource:
         statement = self._statement(lambda: tsql.count_rows(self._source_sql, bounds), bounds)
         rows = self._fetch_all(statement, what=f"the row count of partition {bounds.label}")
         return int(rows[0][0])
+
+    def count_partitions(self, bounds: Sequence[PartitionBounds]) -> list[int]:
+        """Rows now within each of ``bounds``, in order: one grouped query (see ``partition_counts``)."""
+        self.describe()
+        column = planning.partition_column(self._spec.partitioning, self._describe_full())
+        grouping = grouped.grouping_for(self._spec.partitioning, column)
+        return grouped.assemble(bounds, grouping, self._grouped_counts, self.count)
+
+    def _grouped_counts(self, grouping: grouped.Grouping) -> dict[str, int]:
+        statement = grouped.mssql_statement(self._source_sql, grouping)
+        rows = self._fetch_all(statement, what="the row counts per partition")
+        return grouped.mssql_counts(grouping, rows)
 
     def profile(self, bounds: Sequence[PartitionBounds], columns: Sequence[str]) -> ColumnProfile:
         """Exact quality metrics of the rows that reads of ``bounds`` return (see ``profiling``)."""
