@@ -106,6 +106,34 @@ with DAG("dpone_it_invalid", schedule=None, start_date=datetime(2026, 1, 1), def
 """
 
 
+FRESH_STORE_DAG = """\
+MANIFEST = {
+    "kind": "native_transfer",
+    "name": "demo_orders",
+    "source": {
+        "type": "sqlite",
+        "connection": "demo_source",
+        "table": "orders",
+        "partitioning": {"kind": "day", "column": "order_date"},
+    },
+    "sink": {
+        "type": "clickhouse",
+        "connection": "demo_clickhouse",
+        "table": "demo.orders",
+        "strategy": "incremental_append",
+        "order_by": ["order_date", "id"],
+    },
+    "checkpoints": {"connection": "sqlite:///manifests/fresh_state.sqlite"},
+}
+
+with DAG("dpone_it_fresh_store", schedule=None, start_date=datetime(2026, 1, 1), default_args=ARGS) as dag:
+    NativeTransferOperator(task_id="transfer", manifest=MANIFEST)
+
+with DAG("dpone_it_fresh_store_allowed", schedule=None, start_date=datetime(2026, 1, 1)) as allowed:
+    NativeTransferOperator(task_id="transfer", manifest=MANIFEST, allow_nonempty_target=True)
+"""
+
+
 class Scenario:
     def __init__(self, results: dict[str, Any], logs: dict[str, str]) -> None:
         self.results = results
@@ -129,6 +157,7 @@ def scenario(migrated_airflow_home: Path, tmp_path_factory: pytest.TempPathFacto
     (dags / "transfer_dict_dag.py").write_text(DAG_HEADER + DICT_DAG)
     (dags / "invalid_dag.py").write_text(DAG_HEADER + INVALID_DAG)
     (dags / "missing_connection_dag.py").write_text(DAG_HEADER + MISSING_CONNECTION_DAG)
+    (dags / "fresh_store_dag.py").write_text(DAG_HEADER + FRESH_STORE_DAG)
     data = root / "data"
     data.mkdir()
     create_demo_source(data / "source.sqlite", ROWS, days=DAYS)
@@ -156,6 +185,10 @@ def scenario(migrated_airflow_home: Path, tmp_path_factory: pytest.TempPathFacto
         run("blocked", "dpone_it_transfer", "transfer_dag.py"),
         count("rows_after_blocked"),
         run("invalid", "dpone_it_invalid", "invalid_dag.py"),
+        run("fresh_store", "dpone_it_fresh_store", "fresh_store_dag.py"),
+        count("rows_after_fresh_store"),
+        run("fresh_store_allowed", "dpone_it_fresh_store_allowed", "fresh_store_dag.py"),
+        count("rows_after_allowed"),
     ]
     steps_file = root / "steps.json"
     steps_file.write_text(json.dumps(steps))
@@ -250,3 +283,21 @@ def test_invalid_manifest_fails_at_once_without_retrying(scenario: Scenario) -> 
     log = scenario.logs["invalid"]
     assert "manifest_invalid" in log
     assert "sinc" in log, "the strict loader names the unknown key"
+
+
+def test_a_new_checkpoint_store_in_front_of_a_loaded_target_stops_before_appending(
+    scenario: Scenario,
+) -> None:
+    task = scenario.task("fresh_store")
+    assert task["state"] == "failed", scenario.logs["fresh_store"][-4000:]
+    log = scenario.logs["fresh_store"]
+    assert "error: native_transfer_target_not_empty" in log
+    assert "dpone guard rebaseline" in log and "--adopt-target" in log
+    assert scenario.results["rows_after_fresh_store"] == {"rows": ROWS, "distinct_ids": ROWS}
+
+
+def test_allow_nonempty_target_appends_and_the_task_log_says_so(scenario: Scenario) -> None:
+    task = scenario.task("fresh_store_allowed")
+    assert task["state"] == "success", scenario.logs["fresh_store_allowed"][-4000:]
+    assert "note: the target table demo.orders already held" in scenario.logs["fresh_store_allowed"]
+    assert scenario.results["rows_after_allowed"] == {"rows": 2 * ROWS, "distinct_ids": ROWS}
