@@ -329,3 +329,139 @@ def test_plan_whose_worst_case_answer_exceeds_the_frame_limit_is_refused_before_
         )
     assert raised.value.code is ErrorCode.CAPSULE_CAPACITY_EXCEEDED
     assert raised.value.details["worst_case_bytes"] > RESPONSE_FRAME_MAX_BYTES
+
+
+@pytest.fixture
+def dripping_server() -> Iterator[int]:
+    """A loopback HTTP 'server' that answers one byte every 0.5 s, forever: socket timeouts never fire."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    stop = threading.Event()
+
+    def drip(conn: socket.socket) -> None:
+        with conn:
+            try:
+                conn.recv(65536)
+                for byte in b"HTTP/1.1 200 OK\r\nX-Padding: " + b"x" * 100_000:
+                    if stop.is_set():
+                        return
+                    conn.sendall(bytes([byte]))
+                    time.sleep(0.5)
+            except OSError:
+                return
+
+    def accept() -> None:
+        server.settimeout(0.1)
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                continue
+            threading.Thread(target=drip, args=(conn,), daemon=True).start()
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield int(server.getsockname()[1])
+    finally:
+        stop.set()
+        thread.join(2)
+        server.close()
+
+
+def _request_bytes(port: int, budget_ms: int) -> bytes:
+    from airflow_provider_dpone.adapters.target_reader.protocol import (
+        EndpointFrame,
+        WorkerRequestFrame,
+        new_nonce,
+    )
+
+    return WorkerRequestFrame(
+        mode="observe",
+        nonce=new_nonce(),
+        budget_ms=budget_ms,
+        endpoint=EndpointFrame.of(http_endpoint(port), resolved_path=None),
+        request=plan_for("x", "db.t"),
+    ).encode()
+
+
+def test_worker_ends_itself_at_its_own_deadline_against_a_dripping_server(dripping_server: int) -> None:
+    """No supervisor kills it here: the worker's own setitimer deadline must end it."""
+    import subprocess
+    import sys
+
+    worker = subprocess.Popen(
+        [sys.executable, "-m", WORKER_MODULE],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=child_environment(),
+        start_new_session=True,
+    )
+    try:
+        assert worker.stdin is not None
+        started = time.monotonic()
+        worker.stdin.write(_request_bytes(dripping_server, 1500))
+        worker.stdin.close()
+        code = worker.wait(timeout=15)
+        took = time.monotonic() - started
+    finally:
+        if worker.poll() is None:
+            os.killpg(worker.pid, 9)
+            worker.wait()
+    assert code == 124  # EXIT_DEADLINE: it ended itself, it was not killed
+    assert took < 1.5 + SLACK_S + 1.0  # interpreter start-up happens before its clock starts
+    assert worker.stdout is not None and worker.stdout.read() == b""  # no frame after the deadline
+
+
+def test_worker_dies_with_its_parent_even_with_budget_left(black_hole: int) -> None:
+    """SIGKILL of the supervising process: the worker must not live out its budget (parent-death signal)."""
+    import subprocess
+    import sys
+
+    parent_code = (
+        "import sys\n"
+        "from airflow_provider_dpone.adapters.target_reader import SupervisedTargetReader\n"
+        "from tests.integration.test_target_reader_process import http_endpoint, plan_for\n"
+        f"SupervisedTargetReader().observe(http_endpoint({black_hole}), plan_for('x', 'db.t'), 50.0)\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", parent_code], cwd=REPO_ROOT, env=child_environment())
+    try:
+        worker = _child_of(parent.pid, timeout_s=20)
+        time.sleep(0.5)  # let it settle into the black-hole read
+        assert Path(f"/proc/{worker}").exists()
+        parent.kill()
+        parent.wait()
+        deadline = time.monotonic() + 3
+        while _alive(worker) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert not _alive(worker), "the worker outlived its killed parent"
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")
+
+
+def _child_of(parent: int, timeout_s: float) -> int:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                if ppid == parent and WORKER_MODULE.encode() in (entry / "cmdline").read_bytes():
+                    return int(entry.name)
+            except (OSError, ValueError, IndexError):
+                continue
+        time.sleep(0.02)
+    raise AssertionError("no worker process appeared")

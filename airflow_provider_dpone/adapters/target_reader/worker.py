@@ -16,7 +16,9 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import signal
 import sys
+import time
 from typing import Any
 
 from airflow_provider_dpone.adapters.target_reader.protocol import (
@@ -216,7 +218,46 @@ def _observe(frame: WorkerRequestFrame) -> ReaderResponseFrame:
     return ReaderResponseFrame(nonce=frame.nonce, observation=observation)
 
 
+#: Until the request frame names the budget, the worker gives itself the ADR's whole 60 s to read it.
+STARTUP_DEADLINE_S = 60.0
+#: Exit status of a worker that ended itself at its own deadline (or at its parent's death).
+EXIT_DEADLINE = 124
+_PR_SET_PDEATHSIG = 1
+
+
+def arm_own_deadline(seconds: float) -> None:
+    """End this process at ``seconds`` from now whatever it is doing, parent alive or not.
+
+    ``setitimer`` delivers SIGALRM; the handler leaves with ``os._exit`` (no teardown, no frame). The
+    handler runs between bytecodes; a vendor call that holds the interpreter past it meets the parent's
+    group SIGKILL instead, or, with the parent gone, the parent-death signal below.
+    """
+    signal.signal(signal.SIGALRM, _deadline_reached)
+    signal.setitimer(signal.ITIMER_REAL, max(0.001, seconds))
+
+
+def _deadline_reached(signum: int, frame: object) -> None:
+    os._exit(EXIT_DEADLINE)
+
+
+def exit_with_parent() -> None:
+    """Ask the kernel for SIGKILL when the parent dies (Linux ``PR_SET_PDEATHSIG``); if the parent is
+    already gone (we were re-parented before asking), leave now."""
+    parent = os.getppid()
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        with contextlib.suppress(OSError, AttributeError):
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+    if os.getppid() != parent:
+        os._exit(EXIT_DEADLINE)
+
+
 def main() -> int:
+    started = time.monotonic()
+    exit_with_parent()
+    arm_own_deadline(STARTUP_DEADLINE_S)
     # Keep the real stdout for the one frame; everything else written to fd 1 goes nowhere.
     frame_fd = os.dup(1)
     devnull = os.open(os.devnull, os.O_WRONLY)
@@ -226,6 +267,7 @@ def main() -> int:
         frame = WorkerRequestFrame.decode(read_frame(0, REQUEST_FRAME_MAX_BYTES))
     except Exception:
         return 2  # no trustworthy nonce to answer with: the parent sees no frame and a non-zero exit
+    arm_own_deadline(frame.budget_ms / 1000 - (time.monotonic() - started))
     if frame.mode == "probe":
         write_frame(frame_fd, canonical_bytes(ProbeReadyFrame(nonce=frame.nonce)) + b"\n")
         os.close(frame_fd)
