@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from datetime import date, datetime
 from typing import Protocol, TypedDict
 
 from airflow_provider_dpone.contracts.chunk import ColumnChunk
@@ -51,3 +52,21 @@ class ProfilingSource(Source, Protocol):
         """One read-only aggregate over the union of ``bounds``: ``COUNT(*)``, per column the NULL count
         and the exact distinct count (NULL is not a value; strings compare byte for byte, as ClickHouse's
         ``uniqExact`` does). Raises ``source_read_failed`` when a metric cannot be had exactly."""
+
+
+class ValueLimits(TypedDict):
+    """The calendar range a target holds exactly, both ends inclusive (naive UTC for ``DateTime``)."""
+
+    date_min: date
+    date_max: date
+    datetime_min: datetime
+    datetime_max: datetime
+
+
+class AuditingSource(Source, Protocol):
+    """A source that can find, read-only and before arming, the values its reads would refuse."""
+
+    def audit_values(self, bounds: Sequence[PartitionBounds], limits: ValueLimits | None) -> None:
+        """Aggregate checks over the union of ``bounds`` (no row reaches Python): raises
+        ``manifest_invalid`` naming the column and the reason (never a value) when a read would refuse a
+        value or store it changed. ``limits``: the target's calendar range (``None``: the widest)."""

@@ -288,6 +288,12 @@ class TransferEngine:
 
         sink = self._ports.open_sink()
         try:
+            # read-only, before the first target write or checkpoint: a value the reads would refuse or
+            # the target could not hold stops here (manifest_invalid, the route stays clear), not mid-stream
+            audit_values = getattr(self._ports.source, "audit_values", None)
+            if callable(audit_values):
+                value_limits = getattr(sink, "value_limits", None)
+                audit_values(bounds, value_limits() if callable(value_limits) else None)
             if gate is not None and staged_path:
                 gate.require_measurable(schema, self._ports.source, sink)
             sink.prepare_target(self._manifest.sink.table, schema, self._order_by(schema))

@@ -81,7 +81,7 @@ def test_declared_types_follow_sqlite_affinity_rules(tmp_path: Path) -> None:
             " tm TIME, g GUID)"
         )
         db.execute(
-            "INSERT INTO t VALUES (1, 2, 1.5, 2.5, 'x', 'y', x'00ff', 42, '2026-11-30', '2026-11-30T10:00:00.123',"
+            "INSERT INTO t VALUES (1, 2, 1.5, 2.5, 'x', 'y', x'00ff', 42, '2026-11-30', '2026-11-30T10:00:00.000',"
             " '2026-11-30 10:00:00+02:00', 7, 1.235, 1, '08:30:00', 'abc')"
         )
     source = _source(path, table="t")
@@ -116,7 +116,7 @@ def test_declared_types_follow_sqlite_affinity_rules(tmp_path: Path) -> None:
             b"\x00\xff",
             "42",  # untyped column: its integer becomes text, the declared String
             date(2026, 11, 30),
-            datetime(2026, 11, 30, 10, 0, 0),  # sub-second digits dropped: ClickHouse DateTime holds seconds
+            datetime(2026, 11, 30, 10, 0, 0),  # zero sub-second digits change nothing (others are refused)
             datetime(2026, 11, 30, 8, 0, 0),  # an explicit offset is converted to UTC
             7,
             Decimal("1.235"),  # REAL 1.235: its shortest form, exactly the declared scale

@@ -153,9 +153,22 @@ def test_emulator_dates_arrive_as_datetime_and_become_dates() -> None:
     ]
 
 
-def test_datetime2_loses_sub_second_digits() -> None:
-    assert _convert("datetime2", [datetime(2026, 11, 30, 10, 0, 0, 999_999)]) == [
-        datetime(2026, 11, 30, 10, 0, 0)
+@pytest.mark.parametrize("source_type", ["datetime", "datetime2", "datetimeoffset"])
+def test_sub_second_digits_are_refused_naming_the_column_never_dropped(source_type: str) -> None:
+    moment = datetime(2026, 11, 30, 10, 0, 0, 997_000)
+    if source_type == "datetimeoffset":
+        moment = moment.replace(tzinfo=timezone.utc)
+    with pytest.raises(DponeError) as refused:
+        _convert(source_type, [datetime(2026, 11, 30, 9), moment])
+    assert refused.value.code is ErrorCode.SOURCE_READ_FAILED
+    assert refused.value.details["column"] == "c"
+    assert "sub-second" in refused.value.safe_message and "997" not in str(refused.value)
+
+
+def test_whole_second_datetime2_arrives_unchanged() -> None:
+    assert _convert("datetime2", [datetime(2026, 11, 30, 10, 0, 0), None]) == [
+        datetime(2026, 11, 30, 10),
+        None,
     ]
 
 

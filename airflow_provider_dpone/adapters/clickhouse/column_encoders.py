@@ -11,6 +11,9 @@ at import, by :data:`AVAILABLE`).
 
 ``DateTime`` columns are handed over as epoch seconds computed here (:func:`insert_columns`): a naive
 datetime is a UTC wall time, whatever the process time zone.
+
+:func:`value_limits` is the calendar range each server version holds exactly (the source's value audit
+refuses anything outside it before arming).
 """
 
 from __future__ import annotations
@@ -24,9 +27,40 @@ from typing import Any
 from clickhouse_connect.datatypes.registry import get_from_name
 
 from airflow_provider_dpone.adapters.clickhouse.predicates import base_type
+from airflow_provider_dpone.ports.source import ValueLimits
 
 log = logging.getLogger(__name__)
 _EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
+
+#: Current engines (measured on chDB 26.9): the full UInt16 day and UInt32 second ranges.
+MODERN_LIMITS = ValueLimits(
+    date_min=date(1970, 1, 1),
+    date_max=date(2149, 6, 6),
+    datetime_min=datetime(1970, 1, 1),
+    datetime_max=datetime(2106, 2, 7, 6, 28, 15),
+)
+#: Measured on the 18.16.1 server: a ``Date`` after 2106-02-07 or a ``DateTime`` from 2106-02-07 00:00:00
+#: is stored as sent, but ``toString``, ``toYYYYMM`` (partition keys) and every date function read it as
+#: 1970-01-01: the value is unusable, so it is refused.
+LEGACY_LIMITS = ValueLimits(
+    date_min=date(1970, 1, 1),
+    date_max=date(2106, 2, 7),
+    datetime_min=datetime(1970, 1, 1),
+    datetime_max=datetime(2106, 2, 6, 23, 59, 59),
+)
+#: The first major version given the modern range. Only 18.16 and current engines were measured; the
+#: versions between are given the narrower range (refusing a usable value is safe, storing a broken one is not).
+MODERN_FROM_MAJOR = 22
+
+
+def value_limits(server_version: str | None) -> ValueLimits:
+    """The calendar range of a server by its version string (``18.16.1``, ``26.9.2.1``); an unreadable
+    version gets the narrower range."""
+    major = (server_version or "").split(".", 1)[0]
+    if major.isdigit() and int(major) >= MODERN_FROM_MAJOR:
+        return MODERN_LIMITS
+    return LEGACY_LIMITS
+
 
 try:  # the internals the subclasses rely on; absent or changed -> the stock encoders are used
     from clickhouse_connect.datatypes.numeric import Decimal as _StockDecimal

@@ -19,7 +19,12 @@ from clickhouse_connect.driver.client import Client
 from clickhouse_connect.driver.exceptions import OperationalError
 
 from airflow_provider_dpone.adapters.clickhouse.client import close_client, failure_details, open_client
-from airflow_provider_dpone.adapters.clickhouse.column_encoders import column_types, insert_columns
+from airflow_provider_dpone.adapters.clickhouse.column_encoders import (
+    MODERN_LIMITS,
+    column_types,
+    insert_columns,
+    value_limits,
+)
 from airflow_provider_dpone.adapters.clickhouse.mutations import MutationTimeout, delete_where
 from airflow_provider_dpone.adapters.clickhouse.predicates import BoundsError, any_of, where_clause
 from airflow_provider_dpone.adapters.clickhouse.quoting import (
@@ -37,12 +42,13 @@ from airflow_provider_dpone.adapters.clickhouse.table_schema import (
     types_compatible,
 )
 from airflow_provider_dpone.contracts.chunk import ColumnChunk
-from airflow_provider_dpone.contracts.endpoints import EndpointDescriptor
+from airflow_provider_dpone.contracts.endpoints import ClickHouseInterface, EndpointDescriptor
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.partition import PartitionBounds
 from airflow_provider_dpone.contracts.permit import TargetPermit
 from airflow_provider_dpone.contracts.route import Strategy
 from airflow_provider_dpone.contracts.schema import TableSchema, require_column
+from airflow_provider_dpone.ports.source import ValueLimits
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +109,13 @@ class ClickHouseSink:
         name = self._name(table)
         with self._failures("check whether the table exists", name, step="exists"):
             return self._exists(self._client(), name)
+
+    def value_limits(self) -> ValueLimits:
+        """The calendar range this target holds exactly: chDB is a current engine (its path is not opened
+        for this), a server is asked its version."""
+        if self._endpoint.interface is ClickHouseInterface.CHDB:
+            return MODERN_LIMITS
+        return value_limits(self._client().server_version)
 
     def count_rows(self, table: str, bounds: PartitionBounds | None) -> int:
         """Rows within the bounds; 0 when the table does not exist yet (nothing was ever loaded)."""

@@ -8,7 +8,8 @@ TDS emulator's ``datetime``/``float``) and otherwise raises ``source_read_failed
 
 Conventions (what sinks and artifact writers can rely on):
 - ``Date`` -> ``datetime.date``; ``DateTime`` -> naive ``datetime.datetime`` at whole seconds (ClickHouse
-  ``DateTime`` holds seconds; aware values are converted to UTC first, then made naive);
+  ``DateTime`` holds seconds: a value with sub-second digits is refused; aware values are converted to UTC
+  first, then made naive);
 - ``Decimal(p, s)`` -> ``decimal.Decimal``, exactly: floats are taken at their shortest decimal form and a
   value with more digits than the type holds is refused, never rounded;
 - ``Int*`` -> ``int`` only (SQLite may hold ``1.5`` or ``''`` in an INTEGER column: refused, not cast);
@@ -120,9 +121,13 @@ def dates(column: ColumnSpec) -> Converter:
 
 
 def _whole_second(moment: datetime) -> datetime:
+    """The naive UTC moment; a fraction of a second is refused (``DateTime`` holds seconds, and dropping
+    digits would change the value: a deliberate truncation is a CAST in ``source.query``)."""
+    if moment.microsecond:
+        raise _BadValue("sub-second digits, which DateTime does not hold")
     if moment.tzinfo is not None:
         moment = moment.astimezone(timezone.utc).replace(tzinfo=None)
-    return moment.replace(microsecond=0) if moment.microsecond else moment
+    return moment
 
 
 def _one_datetime(value: object) -> datetime | None:

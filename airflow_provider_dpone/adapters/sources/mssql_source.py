@@ -16,7 +16,7 @@ from typing import Any
 import pymssql
 
 from airflow_provider_dpone.adapters.sources import mssql_sql as tsql
-from airflow_provider_dpone.adapters.sources import mssql_types, profiling
+from airflow_provider_dpone.adapters.sources import mssql_types, profiling, value_audit
 from airflow_provider_dpone.adapters.sources import partition_counts as grouped
 from airflow_provider_dpone.adapters.sources import partition_planning as planning
 from airflow_provider_dpone.adapters.sources.chunking import ChunkBuilder, stream_chunks
@@ -32,7 +32,7 @@ from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.manifest import PartitionKind, SourceSpec
 from airflow_provider_dpone.contracts.partition import PartitionBounds
 from airflow_provider_dpone.contracts.schema import ColumnSpec, TableSchema
-from airflow_provider_dpone.ports.source import ColumnProfile
+from airflow_provider_dpone.ports.source import ColumnProfile, ValueLimits
 
 log = logging.getLogger(__name__)
 
@@ -330,6 +330,21 @@ class MssqlSource:
         )
         row = self._fetch_all(statement, what="the quality profile")[0]
         return profiling.profile_from_row(row, names, self._spec.table)
+
+    def audit_values(self, bounds: Sequence[PartitionBounds], limits: ValueLimits | None) -> None:
+        """Before arming: calendar ranges, sub-second digits and offset partitions (see ``value_audit``)."""
+        schema = self.describe()
+        offset = value_audit.mssql_offset_partition(schema, bounds)
+        if offset is not None:
+            raise value_audit.refusal(offset, value_audit.UTC_OFFSET, None, self._spec.table)
+        checks = value_audit.mssql_checks(schema, limits)
+        if not checks or not bounds:
+            return
+        statement = self._statement(
+            lambda: value_audit.mssql_statement(self._source_sql, checks, bounds), bounds[0]
+        )
+        row = self._fetch_all(statement, what="the value audit")[0]
+        value_audit.require_clean(checks, row, self._spec.table)
 
     def close(self) -> None:
         for connection in list(self._readers):

@@ -19,7 +19,7 @@ from typing import Any
 
 from airflow_provider_dpone.adapters.sources import partition_counts as grouped
 from airflow_provider_dpone.adapters.sources import partition_planning as planning
-from airflow_provider_dpone.adapters.sources import profiling, sqlite_types
+from airflow_provider_dpone.adapters.sources import profiling, sqlite_types, value_audit
 from airflow_provider_dpone.adapters.sources import sqlite_sql as lite
 from airflow_provider_dpone.adapters.sources.chunking import ChunkBuilder, stream_chunks
 from airflow_provider_dpone.adapters.sources.read_shape import (
@@ -34,7 +34,7 @@ from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.manifest import PartitionKind, SourceSpec
 from airflow_provider_dpone.contracts.partition import PartitionBounds
 from airflow_provider_dpone.contracts.schema import ColumnSpec, TableSchema
-from airflow_provider_dpone.ports.source import ColumnProfile
+from airflow_provider_dpone.ports.source import ColumnProfile, ValueLimits
 
 log = logging.getLogger(__name__)
 
@@ -319,6 +319,15 @@ class SqliteSource:
         )
         row = self._fetch_all(statement, what="the quality profile")[0]
         return profiling.profile_from_row(row, names, self._spec.table)
+
+    def audit_values(self, bounds: Sequence[PartitionBounds], limits: ValueLimits | None) -> None:
+        """Before arming: one aggregate finds every value a read would refuse (see ``value_audit``)."""
+        plan = value_audit.sqlite_plan(self.describe(), bounds, limits)
+        if plan is None:
+            return
+        statement = self._statement(lambda: plan.statement(self._source_sql, bounds), bounds[0])
+        row = self._fetch_all(statement, what="the value audit")[0]
+        value_audit.require_clean(plan.checks, row, self._spec.table)
 
     def close(self) -> None:
         if self._connection is not None:

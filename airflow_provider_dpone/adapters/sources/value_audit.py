@@ -1,0 +1,404 @@
+"""The pre-arm value audit: find, read-only and before anything is written, the values a read would refuse.
+
+On the ``lazy_plan`` + ``direct`` path rows are converted while they stream inside the guarded target
+call, so a value refused there (``column_values``) would leave the route ``target_outcome_unknown``
+although nothing about the target was ever in doubt. The audit runs one aggregate statement over the
+union of the run's partitions before ``prepare_target`` and stops with ``manifest_invalid`` (exit 2, no
+checkpoint, the route stays clear), naming the column and the reason, never a value. It also applies the
+target's own calendar range (``ValueLimits``: ClickHouse 18.16 reads dates past 2106 as 1970-01-01), which
+the converters cannot know. The converters keep refusing as the last line.
+
+What is checked, per column of the read (only types whose values can be refused; text is never audited):
+
+* SQLite (dynamically typed: the declared type is the contract): integers and flags of another storage
+  class or value, floats held as text or integers past 2**53, decimals with more digits than
+  ``Decimal(p, s)`` holds (integers and REALs by range, ``round`` and a 15-digit ``printf`` round trip;
+  text by its digits), dates and datetimes that are not ISO text, outside the target's range or (datetimes)
+  with sub-second digits; a day/month partition column of type DateTime whose values carry a UTC offset
+  (partitioned by the local date, stored as UTC: ``replace_partition`` would miss rows).
+* SQL Server (typed: only what the mapping can refuse): MIN/MAX of date and datetime columns against the
+  target's range, sub-second digits of datetime columns, decimals of a coarse description wider than its
+  scale; a ``datetimeoffset`` day/month partition column is refused by its type.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import date, datetime
+
+from airflow_provider_dpone.adapters.sources import column_values
+from airflow_provider_dpone.adapters.sources import mssql_sql as tsql
+from airflow_provider_dpone.adapters.sources import sqlite_sql as lite
+from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
+from airflow_provider_dpone.contracts.partition import BoundsKind, PartitionBounds
+from airflow_provider_dpone.contracts.schema import ColumnSpec, TableSchema
+from airflow_provider_dpone.ports.source import ValueLimits
+
+#: The converters' own range: what a target that reports no limits is held to.
+WIDEST = ValueLimits(
+    date_min=column_values.DATE_MIN,
+    date_max=column_values.DATE_MAX,
+    datetime_min=column_values.DATETIME_MIN,
+    datetime_max=column_values.DATETIME_MAX,
+)
+
+#: Reasons (stable, safe): the ``reason`` detail of the error and the text after "values that".
+NOT_INTEGER = "not_an_integer"
+NOT_FLAG = "not_a_flag"
+NOT_FLOAT = "not_an_exact_float"
+DECIMAL_DIGITS = "decimal_digits"
+NOT_DATE = "not_an_iso_date"
+NOT_DATETIME = "not_an_iso_datetime"
+OUT_OF_RANGE = "outside_target_range"
+SUB_SECOND = "sub_second_digits"
+UTC_OFFSET = "utc_offset_in_partition_column"
+
+_TEXTS = {
+    NOT_INTEGER: "are not integers",
+    NOT_FLAG: "are not 0/1 flags",
+    NOT_FLOAT: "are not numbers a Float64 holds exactly",
+    DECIMAL_DIGITS: "have more digits than the column's decimal type holds",
+    NOT_DATE: "are not ISO dates",
+    NOT_DATETIME: "are not ISO datetimes",
+    OUT_OF_RANGE: "lie outside the range the target's {type} holds ({low} .. {high})",
+    SUB_SECOND: "have sub-second digits, which DateTime does not hold",
+    UTC_OFFSET: "carry a UTC offset: the day partition would be their local date but they are stored in UTC",
+}
+_HINTS = {
+    SUB_SECOND: "to drop the fraction deliberately, truncate it in source.query "
+    "(SQLite: strftime('%Y-%m-%d %H:%M:%S', col) AS col; SQL Server: CAST(col AS datetime2(0)) AS col)",
+    UTC_OFFSET: "partition on UTC: convert the column in source.query "
+    "(SQLite: datetime(col) AS col; SQL Server: CAST(SWITCHOFFSET(col, '+00:00') AS datetime2(0)) AS col)",
+    DECIMAL_DIGITS: "values are never rounded to fit: widen the declared type, or ROUND/CAST in source.query",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """One select-list aggregate and the rule that turns its result into a refusal."""
+
+    column: ColumnSpec
+    reason: str
+    expression: str
+    #: the aggregate's result -> rows refused (0: none); MIN/MAX checks return 1 or 0
+    refused: Callable[[object], int]
+    low: object = None
+    high: object = None
+
+
+def _count(value: object) -> int:
+    return int(value or 0)  # type: ignore[call-overload]
+
+
+def _sum(condition: str) -> str:
+    return f"COALESCE(SUM(CASE WHEN {condition} THEN 1 ELSE 0 END), 0)"
+
+
+def _calendar_partition_columns(bounds: Sequence[PartitionBounds]) -> set[str]:
+    return {
+        b.column
+        for b in bounds
+        if b.kind is BoundsKind.RANGE and b.value_type == "date" and b.column is not None
+    }
+
+
+def _limits(limits: ValueLimits | None) -> ValueLimits:
+    return WIDEST if limits is None else limits
+
+
+def _text(moment: date | datetime) -> str:
+    return moment.isoformat(sep=" ") if isinstance(moment, datetime) else moment.isoformat()
+
+
+# -- SQLite ------------------------------------------------------------------------------------------------
+#
+# Each auditable column gets one classifying ``CASE`` (0: fine, else the index of its reason + 1), computed
+# once per row in a subquery that ``LIMIT -1`` keeps from being flattened (SQLite would otherwise repeat the
+# expression for every reference); the outer query sums each reason. The common value takes one cheap
+# branch: ``datetime(v) IS v`` holds exactly for canonical naive whole-second text of a real date.
+
+
+@dataclass(frozen=True, slots=True)
+class _Classifier:
+    column: ColumnSpec
+    #: (reason, condition) in priority order; a row takes the first that holds
+    branches: tuple[tuple[str, str], ...]
+    #: a condition under which the row is fine and no branch needs evaluating (or None)
+    fast_ok: str | None = None
+    #: (reason, condition) checked on the fast path instead
+    fast_branches: tuple[tuple[str, str], ...] = ()
+    bounds_text: tuple[object, object] = (None, None)
+
+    def reasons(self) -> list[str]:
+        return list(dict.fromkeys([r for r, _ in self.branches] + [r for r, _ in self.fast_branches]))
+
+    def expression(self) -> str:
+        codes = {reason: index + 1 for index, reason in enumerate(self.reasons())}
+        q = lite.quote_ident(self.column.name)
+
+        def cases(branches: tuple[tuple[str, str], ...]) -> str:
+            if not branches:
+                return "0"
+            whens = " ".join(f"WHEN {cond} THEN {codes[reason]}" for reason, cond in branches)
+            return f"CASE {whens} ELSE 0 END"
+
+        fast = f"WHEN {self.fast_ok} THEN {cases(self.fast_branches)} " if self.fast_ok else ""
+        return f"CASE WHEN {q} IS NULL THEN 0 {fast}ELSE {cases(self.branches)} END"
+
+
+def _sqlite_decimal(q: str, precision: int, scale: int) -> str:
+    """The condition "this stored value is not exactly a ``Decimal(p, s)``", per storage class."""
+    whole = precision - scale
+    limit = 10**whole
+    integer_bad = f"({q} >= {limit} OR {q} <= -{limit})" if limit < 2**63 else "0"
+    # at precision <= 15 the rounding at the scale has <= 15 digits, and two such decimals never share a
+    # double: round() giving the value back proves it exact (the converters' fast path); beyond, the
+    # shortest form must have <= 15 digits, which a 15-digit printf that reads back as the value proves
+    shortest = f"CAST(printf('%.15g', {q}) AS REAL) = {q} AND " if precision > 15 else ""
+    real_bad = f"NOT ({shortest}round({q}, {min(scale, 30)}) = {q} AND {q} < 1e{whole} AND {q} > -1e{whole})"
+    unsigned = (
+        f"(CASE WHEN substr(trim({q}), 1, 1) IN ('+', '-') THEN substr(trim({q}), 2) ELSE trim({q}) END)"
+    )
+    point = f"instr({unsigned}, '.')"
+    integer_part = f"(CASE WHEN {point} > 0 THEN substr({unsigned}, 1, {point} - 1) ELSE {unsigned} END)"
+    fraction = f"(CASE WHEN {point} > 0 THEN substr({unsigned}, {point} + 1) ELSE '' END)"
+    text_ok = (
+        f"({unsigned} GLOB '*[0-9]*' AND {unsigned} NOT GLOB '*[^0-9.]*' AND {unsigned} NOT GLOB '*.*.*' "
+        f"AND length(ltrim({integer_part}, '0')) <= {whole} AND length(rtrim({fraction}, '0')) <= {scale})"
+    )
+    return (
+        f"CASE typeof({q}) WHEN 'integer' THEN {integer_bad} WHEN 'real' THEN {real_bad} "
+        f"WHEN 'text' THEN NOT {text_ok} ELSE 1 END"
+    )
+
+
+def _not_iso(q: str) -> str:
+    """``q`` is not text starting with a real calendar date followed by a time that parses (or nothing)."""
+    t = f"trim({q})"
+    return (
+        f"NOT (typeof({q}) = 'text' AND {t} GLOB '{lite.ISO_DATE_GLOB}' "
+        f"AND date(substr({t}, 1, 10)) IS substr({t}, 1, 10) "
+        f"AND (length({t}) = 10 OR datetime({t}) IS NOT NULL))"
+    )
+
+
+def _classifier(column: ColumnSpec, calendar: set[str], lim: ValueLimits) -> _Classifier | None:
+    q = lite.quote_ident(column.name)
+    t = f"trim({q})"
+    kind = column.clickhouse_type
+    if kind.startswith(("Int", "UInt")) and kind != "UInt8":
+        return _Classifier(column, ((NOT_INTEGER, f"typeof({q}) <> 'integer'"),))
+    if kind == "UInt8":
+        return _Classifier(
+            column, ((NOT_FLAG, f"NOT (typeof({q}) IN ('integer', 'real') AND {q} IN (0, 1))"),)
+        )
+    if kind in ("Float64", "Float32"):
+        bad = f"typeof({q}) IN ('text', 'blob') OR (typeof({q}) = 'integer' AND ({q} > {2**53} OR {q} < -{2**53}))"
+        return _Classifier(column, ((NOT_FLOAT, bad),))
+    if kind.startswith("Decimal("):
+        precision, scale = (int(p) for p in kind[len("Decimal(") : -1].split(","))
+        return _Classifier(column, ((DECIMAL_DIGITS, _sqlite_decimal(q, precision, scale)),))
+    if kind == "Date":
+        low, high = _text(lim["date_min"]), _text(lim["date_max"])
+        return _Classifier(
+            column,
+            ((NOT_DATE, _not_iso(q)), (OUT_OF_RANGE, f"substr({t}, 1, 10) NOT BETWEEN '{low}' AND '{high}'")),
+            fast_ok=f"date({q}) IS {q}",
+            fast_branches=((OUT_OF_RANGE, f"{q} NOT BETWEEN '{low}' AND '{high}'"),),
+            bounds_text=(low, high),
+        )
+    if kind == "DateTime":
+        low, high = _text(lim["datetime_min"]), _text(lim["datetime_max"])
+        branches = [
+            (NOT_DATETIME, _not_iso(q)),
+            (OUT_OF_RANGE, f"datetime({t}) NOT BETWEEN '{low}' AND '{high}'"),
+            (SUB_SECOND, f"substr({t}, 20, 1) IN ('.', ',') AND ltrim(substr({t}, 21), '0') GLOB '[1-9]*'"),
+        ]
+        if column.name in calendar:
+            # the day predicate compares the text's local date; the value is stored at its UTC instant
+            branches.append((UTC_OFFSET, f"datetime({t}) IS NOT datetime(substr({t}, 1, 19))"))
+        return _Classifier(
+            column,
+            tuple(branches),
+            fast_ok=f"datetime({q}) IS {q}",
+            fast_branches=((OUT_OF_RANGE, f"{q} NOT BETWEEN '{low}' AND '{high}'"),),
+            bounds_text=(low, high),
+        )
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class SqlitePlan:
+    """The checks of one SQLite audit and the inner classifying expressions they sum."""
+
+    checks: tuple[Check, ...]
+    inner: tuple[str, ...]
+
+    def statement(self, source: str, bounds: Sequence[PartitionBounds]) -> tuple[str, tuple[object, ...]]:
+        """One aggregate over the union of the partitions' predicates (each exactly the one its read uses)."""
+        conditions: list[str] = []
+        params: list[object] = []
+        for one in bounds:
+            condition = lite.predicate(one)
+            if condition is None:
+                conditions, params = [], []
+                break
+            conditions.append(f"({condition[0]})")
+            params.extend(condition[1])
+        where = f"\n  WHERE {' OR '.join(conditions)}" if conditions else ""
+        text = (
+            f"SELECT {', '.join(c.expression for c in self.checks)}\n"
+            f"FROM (SELECT {', '.join(self.inner)}\n  FROM {source}{where}\n  LIMIT -1)"
+        )
+        return text, tuple(params)
+
+
+def sqlite_plan(
+    schema: TableSchema, bounds: Sequence[PartitionBounds], limits: ValueLimits | None
+) -> SqlitePlan | None:
+    """The audit of a read of ``schema``; ``None`` when no column can hold a refused value."""
+    lim = _limits(limits)
+    calendar = _calendar_partition_columns(bounds)
+    classifiers = [c for c in (_classifier(col, calendar, lim) for col in schema.columns) if c is not None]
+    if not classifiers or not bounds:
+        return None
+    checks: list[Check] = []
+    inner: list[str] = []
+    for index, classifier in enumerate(classifiers):
+        inner.append(f"{classifier.expression()} AS dpone_c{index}")
+        for code, reason in enumerate(classifier.reasons(), start=1):
+            low, high = classifier.bounds_text if reason == OUT_OF_RANGE else (None, None)
+            outer = f"COALESCE(SUM(dpone_c{index} = {code}), 0)"
+            checks.append(Check(classifier.column, reason, outer, _count, low, high))
+    return SqlitePlan(tuple(checks), tuple(inner))
+
+
+# -- SQL Server --------------------------------------------------------------------------------------------
+
+
+def _as_date(value: object) -> date | None:
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        return value.date()
+    if isinstance(value, date):
+        return value
+    return date.fromisoformat(str(value)[:10])
+
+
+def _as_datetime(value: object) -> datetime | None:
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        return value.replace(tzinfo=None)
+    if isinstance(value, date):
+        return datetime(value.year, value.month, value.day)
+    return datetime.fromisoformat(str(value)).replace(tzinfo=None)
+
+
+def _below(low: object, parse: Callable[[object], object]) -> Callable[[object], int]:
+    return lambda value: int(value is not None and parse(value) < low)  # type: ignore[operator]
+
+
+def _above(high: object, parse: Callable[[object], object]) -> Callable[[object], int]:
+    return lambda value: int(value is not None and parse(value) > high)  # type: ignore[operator]
+
+
+def mssql_offset_partition(schema: TableSchema, bounds: Sequence[PartitionBounds]) -> ColumnSpec | None:
+    """A ``datetimeoffset`` column partitioned by day or month: refused by its type, no query needed."""
+    for name in _calendar_partition_columns(bounds):
+        if name in schema.names and (schema.column(name).source_type or "").lower() == "datetimeoffset":
+            return schema.column(name)
+    return None
+
+
+def mssql_checks(schema: TableSchema, limits: ValueLimits | None) -> list[Check]:
+    """MIN/MAX of calendar columns against the target's range, sub-second digits, coarse decimal scale."""
+    lim = _limits(limits)
+    checks: list[Check] = []
+    for column in schema.columns:
+        q = tsql.quote_ident(column.name)
+        source_type = (column.source_type or "").lower()
+        kind = column.clickhouse_type
+        if kind in ("Date", "DateTime"):
+            value = (
+                f"CAST(SWITCHOFFSET({q}, '+00:00') AS DATETIME2)" if source_type == "datetimeoffset" else q
+            )
+            if kind == "Date":
+                low, high, parse = lim["date_min"], lim["date_max"], _as_date
+            else:
+                low, high, parse = lim["datetime_min"], lim["datetime_max"], _as_datetime
+            texts = (_text(low), _text(high))
+            checks.append(Check(column, OUT_OF_RANGE, f"MIN({value})", _below(low, parse), *texts))
+            checks.append(Check(column, OUT_OF_RANGE, f"MAX({value})", _above(high, parse), *texts))
+            if kind == "DateTime" and source_type != "smalldatetime":
+                checks.append(Check(column, SUB_SECOND, _sum(f"DATEPART(NANOSECOND, {q}) <> 0"), _count))
+        elif kind.startswith("Decimal(") and source_type == "tds:decimal":
+            scale = int(kind[len("Decimal(") : -1].split(",")[1])
+            checks.append(Check(column, DECIMAL_DIGITS, _sum(f"ROUND({q}, {scale}) <> {q}"), _count))
+    return checks
+
+
+def mssql_statement(
+    source: str, checks: Sequence[Check], bounds: Sequence[PartitionBounds]
+) -> tsql.Statement:
+    parts: list[tsql.Statement] = []
+    for one in bounds:
+        condition = tsql.predicate(one)
+        if condition is None:
+            parts = []
+            break
+        parts.append(tsql.sql("(") + condition + ")")
+    statement = tsql.sql(f"SELECT {', '.join(c.expression for c in checks)}\nFROM {source}")
+    if parts:
+        statement = statement + "\nWHERE " + tsql.join(parts, " OR ")
+    return statement
+
+
+# -- the verdict -------------------------------------------------------------------------------------------
+
+
+def _describe(check: Check) -> str:
+    kind = "Date" if check.column.clickhouse_type == "Date" else "DateTime"
+    return _TEXTS[check.reason].format(type=kind, low=check.low, high=check.high)
+
+
+def refusal(
+    column: ColumnSpec, reason: str, rows: int | None, table: str, *, low: object = None, high: object = None
+) -> DponeError:
+    """``manifest_invalid`` naming the column and the reason; ``rows`` (a count) when it was measured."""
+    check = Check(column, reason, "", _count, low, high)
+    counted = "" if rows is None else f" ({rows} row{'s' if rows != 1 else ''})"
+    hints = ["nothing was written and no checkpoint recorded: the route is not blocked"]
+    if reason in _HINTS:
+        hints.append(_HINTS[reason])
+    else:
+        hints.append("correct the source rows, or convert or filter them in source.query")
+    return DponeError(
+        ErrorCode.MANIFEST_INVALID,
+        f"column {column.name!r} ({column.clickhouse_type}) holds values that {_describe(check)}{counted}",
+        details={
+            "column": column.name,
+            "clickhouse_type": column.clickhouse_type,
+            "reason": reason,
+            "table": table,
+            **({} if rows is None else {"rows": rows}),
+        },
+        hint_lines=tuple(hints),
+    )
+
+
+def require_clean(checks: Sequence[Check], row: Sequence[object], table: str) -> None:
+    """Raise for the first check that refused rows (the statement's columns follow ``checks``)."""
+    if len(row) != len(checks):
+        raise DponeError(
+            ErrorCode.SOURCE_READ_FAILED,
+            f"the value audit of source table {table} returned an unexpected result",
+            details={"table": table},
+        )
+    for check, value in zip(checks, row, strict=True):
+        refused = check.refused(value)
+        if refused:
+            counted = refused if check.expression.startswith("COALESCE(SUM") else None
+            raise refusal(check.column, check.reason, counted, table, low=check.low, high=check.high)
