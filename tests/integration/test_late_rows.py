@@ -1,0 +1,411 @@
+"""Late-arriving rows (issue 12, point 3) on real components.
+
+* Grouped partition counts (``Source.count_partitions``) against the per-partition ``count`` of the same
+  source, on SQLite and over pymssql to the TDS emulator: one grouped statement per route for day, month
+  and integer_range partitioning; list partitions and bounds of another partitioning counted one by one.
+* Black-box ``dpone`` in a subprocess, SQLite source into chDB: ``settle`` leaves today's partition planned
+  but unmoved (``open_partition``, no checkpoint); ``checkpoints --verify`` finds late and deleted rows and
+  never opens the target; ``lookback`` on ``replace_partition`` reloads the most recent committed day so
+  the target again holds exactly the source's rows.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_provider_dpone.adapters.clickhouse.client import open_client
+from airflow_provider_dpone.adapters.sources.mssql_source import MssqlSource
+from airflow_provider_dpone.adapters.sources.partition_planning import day_partitions, month_partitions
+from airflow_provider_dpone.adapters.sources.sqlite_source import SqliteSource
+from airflow_provider_dpone.contracts.endpoints import ClickHouseInterface, EndpointDescriptor, EndpointKind
+from airflow_provider_dpone.contracts.manifest import Partitioning, PartitionKind, SourceSpec, SourceType
+
+pytestmark = pytest.mark.service
+
+UTC = dt.timezone.utc
+
+
+# -- grouped counts: SQLite ------------------------------------------------------------------------------
+
+
+def _sqlite_orders(path: Path, days: list[dt.date], per_day: int = 5) -> None:
+    with sqlite3.connect(path) as db:
+        db.execute(
+            "CREATE TABLE orders (id INTEGER PRIMARY KEY, order_date DATE NOT NULL, customer TEXT NOT NULL, "
+            "amount INTEGER NOT NULL, updated_at DATETIME NOT NULL)"
+        )
+        next_id = 1
+        for index, day in enumerate(days):
+            for n in range(per_day + index % 3):  # days hold different counts
+                stamp = f"{day.isoformat()} {8 + n:02d}:00:00"
+                db.execute(
+                    "INSERT INTO orders VALUES (?, ?, ?, ?, ?)",
+                    (next_id, day.isoformat(), f"c{n % 2}", next_id * 7, stamp),
+                )
+                next_id += 1
+
+
+def _spec(kind: str, column: str = "order_date", **extra: Any) -> SourceSpec:
+    return SourceSpec(
+        type=SourceType.SQLITE,
+        connection="sqlite:///x",
+        table="orders",
+        partitioning=Partitioning(kind=PartitionKind(kind), column=column, **extra),
+    )
+
+
+class _CountingStatements:
+    """SQLite's own trace hook on the source's connection: every statement the source runs."""
+
+    def __init__(self, source: SqliteSource) -> None:
+        self.statements: list[str] = []
+        source._db().set_trace_callback(self.statements.append)
+
+    def selects(self) -> list[str]:
+        return [s for s in self.statements if s.lstrip().upper().startswith("SELECT")]
+
+
+DAYS = [dt.date(2026, 10, 30) + dt.timedelta(days=i) for i in range(5)]  # across a month end
+
+
+@pytest.mark.parametrize(
+    ("kind", "column", "extra"),
+    [("day", "order_date", {}), ("month", "order_date", {}), ("integer_range", "id", {"size": 4})],
+)
+def test_sqlite_grouped_counts_equal_the_per_partition_counts_in_one_statement(
+    tmp_path: Path, kind: str, column: str, extra: dict[str, Any]
+) -> None:
+    _sqlite_orders(tmp_path / "s.sqlite", DAYS)
+    source = SqliteSource(tmp_path / "s.sqlite", _spec(kind, column, **extra))
+    try:
+        bounds = source.plan_partitions()
+        expected = [source.count(b) for b in bounds]
+        assert sum(expected) == 29 and len(set(expected)) > 1
+        trace = _CountingStatements(source)
+        assert source.count_partitions(bounds) == expected
+        grouped = [s for s in trace.selects() if "GROUP BY" in s]
+        assert len(grouped) == 1 and len(trace.selects()) == 1  # one grouped query for the whole route
+    finally:
+        source.close()
+
+
+def test_sqlite_counts_late_rows_and_bounds_of_another_partitioning_one_by_one(tmp_path: Path) -> None:
+    path = tmp_path / "s.sqlite"
+    _sqlite_orders(path, DAYS)
+    source = SqliteSource(path, _spec("day"))
+    try:
+        days = source.plan_partitions()
+        before = source.count_partitions(days)
+        with sqlite3.connect(path) as db:  # two late rows for 10-31, one row of 11-02 deleted
+            db.execute("INSERT INTO orders VALUES (100, '2026-10-31', 'late', 1, '2026-11-05 01:00:00')")
+            db.execute("INSERT INTO orders VALUES (101, '2026-10-31T23:59:59', 'late', 2, '2026-11-05')")
+            db.execute(
+                "DELETE FROM orders WHERE id = (SELECT MIN(id) FROM orders WHERE order_date = '2026-11-02')"
+            )
+        after = source.count_partitions(days)
+        assert [a - b for a, b in zip(after, before, strict=True)] == [0, 2, 0, -1, 0]
+        # month bounds (an earlier partitioning) and a day outside the data: exact, one query each
+        foreign = month_partitions("order_date", [(2026, 10), (2026, 11)])
+        trace = _CountingStatements(source)
+        assert source.count_partitions(foreign) == [source.count(b) for b in foreign]
+        assert not any("GROUP BY" in s for s in trace.selects())
+        # a day of this partitioning with no rows at all is grouped too, and counts 0
+        assert source.count_partitions(day_partitions("order_date", [dt.date(2027, 1, 1)])) == [0]
+    finally:
+        source.close()
+
+
+def test_sqlite_list_partitions_are_counted_with_their_own_predicate(tmp_path: Path) -> None:
+    _sqlite_orders(tmp_path / "s.sqlite", DAYS)
+    source = SqliteSource(tmp_path / "s.sqlite", _spec("list", "customer", values=("c0", "c1", "nobody")))
+    try:
+        bounds = source.plan_partitions()
+        counts = source.count_partitions(bounds)
+        assert counts == [source.count(b) for b in bounds] and counts[2] == 0 and sum(counts) == 29
+    finally:
+        source.close()
+
+
+# -- grouped counts: SQL Server over the TDS emulator -----------------------------------------------------
+
+
+@pytest.fixture
+def tds_source(tds_emulator: EndpointDescriptor) -> Iterator[Any]:
+    opened: list[MssqlSource] = []
+
+    def make(kind: str, column: str = "order_date", **extra: Any) -> MssqlSource:
+        spec = SourceSpec(
+            type=SourceType.MSSQL,
+            connection="mssql_test",
+            table="dbo.orders",
+            partitioning=Partitioning(kind=PartitionKind(kind), column=column, **extra),
+        )
+        source = MssqlSource(tds_emulator, spec)
+        opened.append(source)
+        return source
+
+    yield make
+    for source in opened:
+        source.close()
+
+
+@pytest.mark.parametrize(
+    ("kind", "column", "extra"),
+    [("day", "order_date", {}), ("month", "order_date", {}), ("integer_range", "id", {"size": 7})],
+)
+def test_tds_grouped_counts_equal_the_per_partition_counts_in_one_statement(
+    tds_source: Any, tds_orders: list[dict[str, Any]], kind: str, column: str, extra: dict[str, Any]
+) -> None:
+    source = tds_source(kind, column, **extra)
+    bounds = source.plan_partitions()
+    expected = [source.count(b) for b in bounds]
+    assert sum(expected) == len(tds_orders)
+    statements: list[str] = []
+    fetch = source._fetch_all
+
+    def spy(statement: Any, *, what: str) -> Any:
+        statements.append(statement.text)
+        return fetch(statement, what=what)
+
+    source._fetch_all = spy
+    assert source.count_partitions(bounds) == expected
+    assert len([s for s in statements if "GROUP BY" in s]) == 1
+    assert not any("COUNT_BIG(*) AS row_count\nFROM [dbo]" in s for s in statements)  # no per-partition count
+
+
+def test_tds_bounds_of_another_partitioning_fall_back_to_exact_counts(
+    tds_source: Any, tds_orders: list[dict[str, Any]]
+) -> None:
+    source = tds_source("day")
+    months = month_partitions(
+        "order_date", sorted({(r["order_date"].year, r["order_date"].month) for r in tds_orders})
+    )
+    counts = source.count_partitions(months)
+    assert counts == [source.count(b) for b in months]
+    assert sum(counts) == len(tds_orders)
+    expected_days = {}
+    for row in tds_orders:
+        expected_days[row["order_date"]] = expected_days.get(row["order_date"], 0) + 1
+    days = source.plan_partitions()
+    assert source.count_partitions(days) == [expected_days[dt.date.fromisoformat(b.lower)] for b in days]
+
+
+# -- black-box dpone: settle, verify, lookback -----------------------------------------------------------
+
+
+def _dpone_exe() -> str:
+    found = shutil.which("dpone", path=str(Path(sys.executable).parent)) or shutil.which("dpone")
+    assert found, "the dpone console script is not installed"
+    return found
+
+
+def dpone(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW_CONN_")}
+    return subprocess.run(
+        [_dpone_exe(), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=240, check=False
+    )
+
+
+def _write_manifest(
+    base: Path, *, strategy: str, partitioning: str, sink: str = "chdb:///clickhouse"
+) -> Path:
+    path = base / "orders.yaml"
+    path.write_text(
+        f"""
+kind: native_transfer
+name: late_rows
+source:
+  type: sqlite
+  connection: sqlite:///source.sqlite
+  table: orders
+  partitioning: {partitioning}
+  incremental: {{cursor: updated_at}}
+sink:
+  type: clickhouse
+  connection: {sink}
+  table: demo.orders
+  strategy: {strategy}
+  order_by: [order_date, id]
+checkpoints:
+  connection: sqlite:///state.sqlite
+""",
+        encoding="utf-8",
+    )
+    return path
+
+
+def _source_rows(base: Path) -> list[tuple[Any, ...]]:
+    with sqlite3.connect(base / "source.sqlite") as db:
+        return sorted(db.execute("SELECT id, order_date, customer, amount FROM orders").fetchall())
+
+
+def _target_rows(base: Path) -> list[tuple[Any, ...]]:
+    endpoint = EndpointDescriptor(
+        name="t",
+        kind=EndpointKind.CLICKHOUSE,
+        interface=ClickHouseInterface.CHDB,
+        path=str(base / "clickhouse"),
+    )
+    client = open_client(endpoint)
+    try:
+        result = client.query("SELECT id, toString(order_date), customer, amount FROM demo.orders")
+        return sorted(tuple(r) for r in result.result_rows)
+    finally:
+        client.close()
+
+
+def _json(result: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    assert result.returncode == 0, result.stdout + result.stderr
+    parsed: dict[str, Any] = json.loads(result.stdout)
+    return parsed
+
+
+@pytest.fixture
+def relative_days(tmp_path: Path) -> list[dt.date]:
+    """Four days ending today (UTC): three settled under ``settle: 1d``, today open whatever the hour."""
+    today = dt.datetime.now(UTC).date()
+    days = [today - dt.timedelta(days=n) for n in (5, 4, 3, 0)]
+    _sqlite_orders(tmp_path / "source.sqlite", days)
+    return days
+
+
+def test_settle_plans_todays_partition_but_moves_only_settled_days(
+    tmp_path: Path, relative_days: list[dt.date]
+) -> None:
+    manifest = _write_manifest(
+        tmp_path, strategy="incremental_append", partitioning="{kind: day, column: order_date, settle: 1d}"
+    )
+    report = _json(dpone("run", str(manifest), "--run-id", "r1", "--json", cwd=tmp_path))
+    text = json.dumps(report)
+    today = relative_days[-1].isoformat()
+    outcomes = {p["label"]: (p["decision"], p["reason"]) for p in _find_partitions(report)}
+    assert outcomes[f"order_date={today}"] == ("skip", "open_partition"), text
+    assert all(v == ("run", "missing_checkpoint") for k, v in outcomes.items() if today not in k), text
+    assert _target_rows(tmp_path) == [r for r in _source_rows(tmp_path) if r[1] != today]
+    listing = _json(dpone("checkpoints", str(manifest), "--json", cwd=tmp_path))
+    assert {p["bounds"] for p in listing["partitions"]} == {f"order_date={d}" for d in relative_days[:3]}
+
+    # the same run again moves nothing and still holds today back
+    again = _json(dpone("run", str(manifest), "--run-id", "r2", "--json", cwd=tmp_path))
+    assert {p["reason"] for p in _find_partitions(again)} == {"committed", "open_partition"}
+    assert _target_rows(tmp_path) == [r for r in _source_rows(tmp_path) if r[1] != today]
+
+
+def _find_partitions(report: dict[str, Any]) -> list[dict[str, Any]]:
+    for key in ("partitions", "report"):
+        value = report.get(key)
+        if isinstance(value, list):
+            return value
+        if isinstance(value, dict) and isinstance(value.get("partitions"), list):
+            partitions: list[dict[str, Any]] = value["partitions"]
+            return partitions
+    raise AssertionError(f"no partitions in the run report: {sorted(report)}")
+
+
+def test_verify_finds_late_and_deleted_rows_and_never_opens_the_target(
+    tmp_path: Path, relative_days: list[dt.date]
+) -> None:
+    manifest = _write_manifest(
+        tmp_path, strategy="incremental_append", partitioning="{kind: day, column: order_date}"
+    )
+    assert dpone("run", str(manifest), "--run-id", "r1", cwd=tmp_path).returncode == 0
+    clean = dpone("checkpoints", str(manifest), "--verify", cwd=tmp_path)
+    assert clean.returncode == 0, clean.stderr
+    assert clean.stdout.rstrip().splitlines()[-1].startswith("0 drifted partitions (4 committed")
+
+    late_day, deleted_day = relative_days[1].isoformat(), relative_days[2].isoformat()
+    with sqlite3.connect(tmp_path / "source.sqlite") as db:
+        db.execute("INSERT INTO orders VALUES (900, ?, 'late', 1, ?)", (late_day, f"{late_day} 23:00:00"))
+        db.execute("INSERT INTO orders VALUES (901, ?, 'late', 2, ?)", (late_day, f"{late_day} 23:30:00"))
+        db.execute(
+            "DELETE FROM orders WHERE id = (SELECT MIN(id) FROM orders WHERE order_date = ?)", (deleted_day,)
+        )
+    # point the sink at a connection that does not exist: verify must not need (or touch) the target
+    _write_manifest(
+        tmp_path,
+        strategy="incremental_append",
+        partitioning="{kind: day, column: order_date}",
+        sink="no_such_target",
+    )
+    target_before = sorted(p.name for p in (tmp_path / "clickhouse").rglob("*"))
+    listing = _json(dpone("checkpoints", str(manifest), "--verify", "--json", cwd=tmp_path))
+    by_day = {p["bounds"]: p for p in listing["partitions"]}
+    drifted = {k: (p["rows"], p["source_rows"]) for k, p in by_day.items() if p["drifted"]}
+    rows = {k: p["rows"] for k, p in by_day.items()}
+    assert drifted == {
+        f"order_date={late_day}": (rows[f"order_date={late_day}"], rows[f"order_date={late_day}"] + 2),
+        f"order_date={deleted_day}": (
+            rows[f"order_date={deleted_day}"],
+            rows[f"order_date={deleted_day}"] - 1,
+        ),
+    }
+    assert all(p["source_rows"] == p["rows"] for p in by_day.values() if not p["drifted"])
+    assert listing["summary"]["drifted"] == 2 and listing["summary"]["verified"] == 4
+    text = dpone("checkpoints", str(manifest), "--verify", cwd=tmp_path)
+    assert text.returncode == 0 and text.stdout.rstrip().splitlines()[-1].startswith("2 drifted partitions")
+    assert "DRIFTED" in text.stdout
+    assert sorted(p.name for p in (tmp_path / "clickhouse").rglob("*")) == target_before
+
+
+def test_verify_on_a_store_that_does_not_exist_creates_nothing(
+    tmp_path: Path, relative_days: list[dt.date]
+) -> None:
+    manifest = _write_manifest(
+        tmp_path, strategy="incremental_append", partitioning="{kind: day, column: order_date}"
+    )
+    result = dpone("checkpoints", str(manifest), "--verify", cwd=tmp_path)
+    assert result.returncode in (0, 2), result.stderr  # an empty listing, or "no checkpoint store" (usage)
+    assert "no checkpoint" in result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "state.sqlite").exists() and not (tmp_path / "clickhouse").exists()
+
+
+def test_lookback_reloads_the_most_recent_committed_day_and_the_target_matches_the_source_again(
+    tmp_path: Path, relative_days: list[dt.date]
+) -> None:
+    partitioning = "{kind: day, column: order_date, settle: 1d, lookback: 1}"
+    manifest = _write_manifest(tmp_path, strategy="replace_partition", partitioning=partitioning)
+    today = relative_days[-1].isoformat()
+    recent, older = relative_days[2].isoformat(), relative_days[0].isoformat()
+    first = _json(dpone("run", str(manifest), "--run-id", "r1", "--json", cwd=tmp_path))
+    assert {p["label"]: p["reason"] for p in _find_partitions(first)}[
+        f"order_date={today}"
+    ] == "open_partition"
+
+    with sqlite3.connect(tmp_path / "source.sqlite") as db:  # late rows for the most recent settled day
+        db.execute("INSERT INTO orders VALUES (900, ?, 'late', 1, ?)", (recent, f"{recent} 23:00:00"))
+        db.execute(
+            "UPDATE orders SET amount = -1 WHERE id = (SELECT MIN(id) FROM orders WHERE order_date = ?)",
+            (recent,),
+        )
+        db.execute("INSERT INTO orders VALUES (901, ?, 'late', 2, ?)", (older, f"{older} 23:00:00"))
+    second = _json(dpone("run", str(manifest), "--run-id", "r2", "--json", cwd=tmp_path))
+    reasons = {p["label"]: (p["decision"], p["reason"]) for p in _find_partitions(second)}
+    assert reasons[f"order_date={recent}"] == ("run", "lookback")
+    assert reasons[f"order_date={older}"] == ("skip", "committed")
+    assert reasons[f"order_date={today}"] == ("skip", "open_partition")
+
+    source = [r for r in _source_rows(tmp_path) if r[1] != today]
+    target = _target_rows(tmp_path)
+    assert [r for r in target if r[1] == recent] == [
+        r for r in source if r[1] == recent
+    ]  # values, no duplicates
+    assert len(target) == len(set(target))
+    assert [r for r in source if r not in target] == [
+        r for r in source if r[0] == 901
+    ]  # only the older day lags
+    listing = _json(dpone("checkpoints", str(manifest), "--verify", "--json", cwd=tmp_path))
+    assert [p["bounds"] for p in listing["partitions"] if p["drifted"]] == [f"order_date={older}"]
+    history = [p for p in listing["partitions"] if p["bounds"] == f"order_date={recent}"]
+    assert history[0]["run_id"] == "r2" and history[0]["guard_phase"] == "checkpoint_committed"
