@@ -53,6 +53,7 @@ from airflow_provider_dpone.runtime.route_identity import (
     RebaselineResult,
     adopt,
     rebaseline,
+    release_partly_covered,
 )
 from airflow_provider_dpone.runtime.transfer import TransferEngine, TransferPorts
 
@@ -171,7 +172,7 @@ class Runtime:
         return lease.lease(self.loaded.route.target_table)
 
     def rebaseline(
-        self, request: RebaselineRequest, *, adopt_target: bool = False
+        self, request: RebaselineRequest, *, adopt_target: bool = False, release_partial: bool = False
     ) -> RebaselineResult | AdoptionResult:
         """``dpone guard rebaseline``: audited COMMITTED records under the target's lease, like a run's.
 
@@ -189,8 +190,11 @@ class Runtime:
                 result = rebaseline(
                     overlaps, engine.route, run_id, self.clock, request, count_source=engine.count_source
                 )
-            if result.recorded:
-                store.write_batch(list(result.recorded))
+                if release_partial and result.partial:
+                    result = release_partly_covered(result, run_id, self.clock, request, engine.count_target)
+            records = [*result.recorded, *(result.released if isinstance(result, RebaselineResult) else ())]
+            if records:
+                store.write_batch(records)
             return result
 
     def _engine(self, store: CheckpointStore, *, allow_nonempty_target: bool = False) -> TransferEngine:

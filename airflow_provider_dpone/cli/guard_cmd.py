@@ -128,8 +128,16 @@ def inspect_command(manifest: str, no_source: bool, as_json: bool) -> None:
     help="For a route the checkpoint store does not know: record the partitions whose target rows equal the "
     "source rows within their bounds (read-only counts on both sides).",
 )
+@click.option(
+    "--release-partial",
+    is_flag=True,
+    help="For partly covered partitions whose rows you deleted from the target: mark the old partitions inside "
+    "them as not loaded, so the next run loads each whole (refused while the target holds rows within them).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
-def rebaseline_command(manifest: str, reason: str, adopt_target: bool, as_json: bool) -> None:
+def rebaseline_command(
+    manifest: str, reason: str, adopt_target: bool, release_partial: bool, as_json: bool
+) -> None:
     """Record the new definition of a route over what its old one (or the target) already holds.
 
     After a manifest edit (source.columns, source.query, partitioning) gave the partitions new IDs, the new
@@ -138,6 +146,7 @@ def rebaseline_command(manifest: str, reason: str, adopt_target: bool, as_json: 
     the target.
     """
     from airflow_provider_dpone.compose import open_runtime
+    from airflow_provider_dpone.contracts.errors import ErrorCode
     from airflow_provider_dpone.manifests.loader import load_manifest
     from airflow_provider_dpone.runtime.route_identity import AdoptionResult, RebaselineRequest
 
@@ -145,7 +154,9 @@ def rebaseline_command(manifest: str, reason: str, adopt_target: bool, as_json: 
         loaded = load_manifest(manifest)
         request = RebaselineRequest(reason=reason, actor=operator_identity())
         with open_runtime(loaded, manifest_ref=manifest) as runtime:
-            result = runtime.rebaseline(request, adopt_target=adopt_target)
+            if adopt_target and release_partial:
+                raise DponeError(ErrorCode.USAGE, "--adopt-target and --release-partial do not combine")
+            result = runtime.rebaseline(request, adopt_target=adopt_target, release_partial=release_partial)
     except DponeError as err:
         fail(err, as_json)
         return
@@ -156,10 +167,11 @@ def rebaseline_command(manifest: str, reason: str, adopt_target: bool, as_json: 
         payload = {
             "recorded": [r.model_dump(mode="json") for r in result.recorded],
             "partially_covered": [o.as_json() for o in result.partial],
+            "released": [r.model_dump(mode="json") for r in result.released],
         }
         click.echo(json.dumps(payload, sort_keys=True))
         return
-    if not result.recorded and not result.partial:
+    if not result.recorded and not result.partial and not result.released:
         click.echo(
             "nothing to rebaseline: no partition to move overlaps one committed under another definition"
         )
@@ -171,10 +183,14 @@ def rebaseline_command(manifest: str, reason: str, adopt_target: bool, as_json: 
             f"recorded {record.bounds.label}  id={record.partition_id}  as COMMITTED  "
             f"covered by {len(old) if isinstance(old, list) else '?'} old partition(s)  rows={record.rows}"
         )
+    for record in result.released:
+        click.echo(
+            f"released old {record.bounds.label}  id={record.partition_id}  (not loaded; the new partition loads it)"
+        )
     for overlap in result.partial:
         click.echo(
             f"still blocking {overlap.partition.bounds.label}  id={overlap.partition.partition_id}: only partly "
-            f"covered by {len(overlap.committed)} old partition(s); see `dpone runbook guard`",
+            f"covered by {len(overlap.committed)} old partition(s); see `dpone runbook guard` (--release-partial)",
             err=True,
         )
     if result.partial:

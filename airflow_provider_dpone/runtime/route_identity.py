@@ -132,6 +132,8 @@ class RebaselineRequest:
 class RebaselineResult:
     recorded: tuple[PartitionCheckpoint, ...]
     partial: tuple[IdentityOverlap, ...]
+    #: old committed partitions marked not loaded (``--release-partial``): their new partition loads whole
+    released: tuple[PartitionCheckpoint, ...] = ()
 
 
 def _checked_reason(request: RebaselineRequest) -> str:
@@ -229,6 +231,74 @@ def rebaseline(
         }
         records.append(_committed_record(overlap.partition, route, run_id, at, batch, rows, audit))
     return RebaselineResult(recorded=tuple(records), partial=tuple(partial))
+
+
+#: Rows the target holds now within some bounds (read-only).
+TargetCounter = Callable[[PartitionBounds], int]
+
+
+def release_partly_covered(
+    result: RebaselineResult,
+    run_id: str,
+    clock: Clock,
+    request: RebaselineRequest,
+    count_target: TargetCounter,
+) -> RebaselineResult:
+    """Mark the old partitions inside each partly covered new partition as not loaded, so it loads whole.
+
+    Only after the operator emptied the new partition's bounds in the target (counted here, read-only) and
+    only when every old partition lies inside it: an old partition reaching outside would be loaded again
+    over rows the target still holds if the manifest were reverted. All or nothing."""
+    reason = _checked_reason(request)
+    problems: list[str] = []
+    for overlap in result.partial:
+        label = overlap.partition.bounds.label
+        if not all(fully_covered(c.bounds, [overlap.partition.bounds]) for c in overlap.committed):
+            problems.append(f"{label}: an old committed partition reaches outside its bounds")
+            continue
+        held = count_target(overlap.partition.bounds)
+        if held:
+            problems.append(f"{label}: the target still holds {held} row(s) within its bounds")
+    if problems:
+        raise DponeError(
+            ErrorCode.MANUAL_RECONCILIATION_REQUIRED,
+            f"cannot release {len(problems)} partly covered partition(s); nothing was recorded",
+            details={"problems": problems},
+            hint_lines=(
+                *problems[:_LISTED],
+                "delete the target's rows within each such partition's bounds first, then run this again; "
+                "see `dpone runbook guard`, 'The route's identity changed'",
+            ),
+        )
+    at = clock.now()
+    released = []
+    for overlap in result.partial:
+        batch = checkpoint_batch_id(f"release:{run_id}", [overlap.partition.partition_id])
+        for old in overlap.committed:
+            guard: dict[str, JsonValue] = {
+                **TargetCommitGuard.for_phase(GuardPhase.FAILED_BEFORE_TARGET, batch).to_json()
+            }
+            audit: dict[str, JsonValue] = {
+                "mode": "released",
+                "by": request.actor,
+                "at": at.isoformat(),
+                "reason": reason,
+                "new_partition": overlap.partition.partition_id,
+                "target_rows_within_new_bounds": 0,
+                "previous_rows": old.rows,
+            }
+            released.append(
+                old.model_copy(
+                    update={
+                        "status": CheckpointStatus.FAILED,
+                        "run_id": run_id,
+                        "started_at": at,
+                        "completed_at": at,
+                        "diagnostics": {GUARD_KEY: guard, REBASELINE_KEY: audit},
+                    }
+                )
+            )
+    return RebaselineResult(recorded=result.recorded, partial=(), released=tuple(released))
 
 
 @dataclass(frozen=True)

@@ -161,6 +161,14 @@ class TransferEngine:
         """Rows the source holds now within ``bounds`` (read-only)."""
         return self._ports.source.count(bounds)
 
+    def count_target(self, bounds: PartitionBounds) -> int:
+        """Rows the target table holds now within ``bounds`` (read-only; 0 when it does not exist)."""
+        sink = self._ports.open_sink()
+        try:
+            return sink.count_rows(self._manifest.sink.table, bounds)
+        finally:
+            sink.close()
+
     def adoption_counts(self, run_id: str) -> list[AdoptionCount]:
         """For ``dpone guard rebaseline --adopt-target``: (partition, source rows, target rows) of a route
         with no checkpoint at all. Read-only counts on both sides; refused when the route has checkpoints."""

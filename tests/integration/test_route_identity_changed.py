@@ -267,3 +267,29 @@ def test_adoption_refuses_a_partition_the_target_holds_only_part_of_and_records_
         latest = store.list_latest(load_manifest(manifest).route)
     assert not [c for c in latest if c.status is CheckpointStatus.COMMITTED]
     assert dpone("run", str(manifest)).exit_code == 3  # still stopped in front of the non-empty target
+
+
+def test_release_partial_refuses_while_the_target_holds_rows_then_loads_the_partition_whole(
+    base: Path,  # noqa: F811
+    store_url: str,  # noqa: F811
+) -> None:
+    assert dpone("run", str(manifest_at(base))).exit_code == 0
+    add_source_rows(base, [(900_001, "2026-11-03")])
+    manifest = edited(base, "partitioning-coarser")
+    release = ("guard", "rebaseline", str(manifest), "--release-partial", "--reason", "late rows in November")
+
+    refused = dpone(*release)
+
+    assert refused.exit_code == 3, refused.output
+    assert "still holds" in refused.output
+    assert dpone("run", str(manifest)).exit_code == 3  # nothing was recorded
+    _command(base, f"DELETE FROM {TARGET} WHERE order_date >= '2026-11-01' AND order_date < '2026-12-01'")
+
+    released = dpone(*release, "--json")
+
+    assert released.exit_code == 0, released.output
+    assert len(json.loads(released.output)["released"]) == 4  # the four old days inside November
+    after = dpone("run", "--json", str(manifest))
+    assert after.exit_code == 0, after.output
+    assert json.loads(after.output)["rows_committed"] == len(source_rows(base))
+    assert target_rows(base) == source_rows(base)
