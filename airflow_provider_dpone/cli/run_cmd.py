@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import json
+import signal
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timezone
 
 import click
@@ -17,6 +21,29 @@ INTERRUPTED_LINE = (
     "the run was interrupted (SIGINT) after the target was invoked; the target may hold some or all "
     "of the batch, and the route stays blocked until an operator resolves it."
 )
+
+
+class Terminated(BaseException):
+    """SIGTERM (systemd, Kubernetes) as an exception raised in the main thread, like Ctrl-C's
+    ``KeyboardInterrupt``: every ``finally`` runs, so a reader worker is killed and reaped, its guard is
+    released or kept by the rules, and the guard lifecycle records the phase the run reached."""
+
+
+def _raise_terminated(signum: int, frame: object) -> None:
+    signal.signal(signal.SIGTERM, lambda *_: None)  # a second SIGTERM must not cut the cleanup short
+    raise Terminated()
+
+
+@contextmanager
+def sigterm_as_exception() -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def default_run_id() -> str:
@@ -70,7 +97,7 @@ def execute_run(
         return runtime.run(run_id or default_run_id(), allow_nonempty_target=allow_nonempty_target)
 
 
-def blocked_after_interrupt(manifest_path: str) -> DponeError | None:
+def blocked_after_interrupt(manifest_path: str, signal_name: str = "SIGINT") -> DponeError | None:
     """The route's blocked error as the next run would meet it, or None when the route is clear.
 
     Read after an interrupt inside a run: the guard records the run left (armed, or target_outcome_unknown)
@@ -90,10 +117,11 @@ def blocked_after_interrupt(manifest_path: str) -> DponeError | None:
         require_clear_route(loaded.route, latest, manifest_path)
     except DponeError as blocked:
         hints = list(blocked.hint_lines)
+        line = INTERRUPTED_LINE.replace("(SIGINT)", f"({signal_name})")
         if hints and "this attempt wrote nothing" in hints[0]:
-            hints[0] = INTERRUPTED_LINE
+            hints[0] = line
         else:
-            hints.insert(0, INTERRUPTED_LINE)
+            hints.insert(0, line)
         return DponeError(
             blocked.code,
             f"{blocked.safe_message} (the run was interrupted)",
@@ -103,14 +131,18 @@ def blocked_after_interrupt(manifest_path: str) -> DponeError | None:
     return None
 
 
-def _report_interrupt(manifest: str, as_json: bool) -> None:
-    """After Ctrl-C: the blocked-route text when the run left the route blocked, else click's ``Aborted!``."""
+def _report_interrupt(manifest: str, as_json: bool, signal_name: str = "SIGINT") -> None:
+    """After Ctrl-C or SIGTERM: the blocked-route text when the run left the route blocked, else
+    click's ``Aborted!`` (exit 1; 143 after SIGTERM)."""
     try:
-        blocked = blocked_after_interrupt(manifest)
+        blocked = blocked_after_interrupt(manifest, signal_name)
     except Exception:  # the store cannot be read now: say where to look instead
         click.echo("Aborted!\n  the route may be blocked; inspect: dpone checkpoints " + manifest, err=True)
         sys.exit(1)
     if blocked is None:
+        if signal_name == "SIGTERM":
+            click.echo("Terminated.", err=True)
+            sys.exit(143)
         raise click.exceptions.Abort()
     fail(blocked, as_json)
 
@@ -146,10 +178,16 @@ def run_command(
         ctx.find_root().meta[DEBUG_META_KEY] = True
         remember_debug(True)
     try:
-        with reporting_errors(as_json):  # a DponeError exits with its code; anything else as unexpected
+        with (
+            sigterm_as_exception(),
+            reporting_errors(as_json),
+        ):  # a DponeError exits with its code; anything else as unexpected
             report = execute_run(manifest, run_id, as_json, allow_nonempty_target=allow_nonempty_target)
     except KeyboardInterrupt:
         _report_interrupt(manifest, as_json)
+        return
+    except Terminated:
+        _report_interrupt(manifest, as_json, "SIGTERM")
         return
     if as_json:
         click.echo(json.dumps(report.model_dump(mode="json"), sort_keys=True))

@@ -383,6 +383,20 @@ class ReaderOutcome(BaseModel):
         return self
 
 
+class ObservationInterrupted(BaseException):
+    """An interrupt (SIGINT, SIGTERM as an exception, a stop request) that arrived during an observation,
+    after the reader killed and reaped its worker. Carries whether that termination was verified, so the
+    runtime can release or keep the reader guard by the rules, then re-raise ``original`` itself."""
+
+    def __init__(
+        self, original: BaseException, *, termination_verified: bool, worker_pid: int | None
+    ) -> None:
+        super().__init__("the target observation was interrupted")
+        self.original = original
+        self.termination_verified = termination_verified
+        self.worker_pid = worker_pid
+
+
 # --- the reader guard -------------------------------------------------------------------------------
 
 

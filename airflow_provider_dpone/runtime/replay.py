@@ -46,6 +46,7 @@ from airflow_provider_dpone.contracts.target_observation import (
     METRIC_VALUE_MAX,
     OBSERVATION_BUDGET_S,
     MetricValue,
+    ObservationInterrupted,
     ObservationInvalid,
     ReaderGuardState,
     ReaderOutcome,
@@ -379,6 +380,12 @@ class DurableReplay:
             except DponeError:
                 may_release = True  # refused at admission, before any worker was spawned
                 raise
+            except ObservationInterrupted as stopped:
+                # interrupted mid-observation: the worker is killed and reaped; the guard is released
+                # only when that was verified, the capsule stays TARGET_PENDING either way
+                self._release_if(stopped.termination_verified, stores, operation_id, generation_key, token)
+                may_release = False
+                raise stopped.original from None
             may_release = outcome.termination_verified  # a complete answer releases below, after its receipt
             observation = outcome.observation
             if outcome.kind is ReaderOutcomeKind.COMPLETE and observation is not None:

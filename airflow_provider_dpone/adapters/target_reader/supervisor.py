@@ -55,6 +55,7 @@ from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.target_observation import (
     OBSERVATION_BUDGET_S,
     SHUTDOWN_BOUND_S,
+    ObservationInterrupted,
     ObservationInvalid,
     ReaderOutcome,
     ReaderOutcomeKind,
@@ -510,11 +511,12 @@ class SupervisedTargetReader:
             exchanged = child.exchange(request_bytes, deadline, frame_limit)
         except (ChildProcessError, OSError):
             exchanged = _Exchange(reason=ReaderReason.WAIT_FAILED)
-        finally:
-            try:
-                verified = child.terminate(self._shutdown_bound_s)
-            except (ChildProcessError, OSError):
-                verified = False
+        except BaseException as interrupt:  # SIGINT/SIGTERM in the owner: kill and reap first, then say so
+            stopped = self._stop(child)
+            raise ObservationInterrupted(
+                interrupt, termination_verified=stopped, worker_pid=child.pid
+            ) from interrupt
+        verified = self._stop(child)
         kind, reason, observation = self._judge(exchanged, nonce, request, frame_limit)
         return ReaderOutcome(
             kind=kind,
@@ -524,6 +526,12 @@ class SupervisedTargetReader:
             elapsed_seconds=time.monotonic() - started,
             worker_pid=child.pid,
         )
+
+    def _stop(self, child: _Child) -> bool:
+        try:
+            return child.terminate(self._shutdown_bound_s)
+        except (ChildProcessError, OSError):
+            return False
 
     def _admit(self, endpoint: EndpointDescriptor, request: TargetReadRequest, budget_s: float) -> int:
         """Checks made before any process or target I/O; returns the response frame limit."""
