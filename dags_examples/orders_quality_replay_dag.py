@@ -18,7 +18,8 @@ except ImportError:  # Airflow 2.10
 with DAG(
     dag_id="dpone_order_lines_quality_replay",
     description="dbo.order_lines -> analytics.order_lines (replace_partition, durable quality replay)",
-    schedule="@monthly",
+    # the 2nd at 06:00 UTC: last month has settled by then (the manifest's `settle: 1d`)
+    schedule="0 6 2 * *",
     start_date=datetime(2026, 1, 1),
     catchup=False,
     max_active_runs=1,

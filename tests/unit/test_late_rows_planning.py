@@ -357,3 +357,16 @@ def test_existing_manifests_keep_their_identity_and_partition_ids() -> None:
     # partition IDs hash route, read definition, schema and bounds: neither key takes part
     for loaded in (settled, replaced):
         assert read_definition_hash(loaded.manifest.source) == read_definition_hash(plain.manifest.source)
+
+
+def test_the_example_manifests_hold_open_partitions_back() -> None:
+    from pathlib import Path
+
+    from airflow_provider_dpone.manifests.loader import load_manifest
+
+    examples = Path(__file__).resolve().parents[2] / "dags_examples" / "manifests"
+    daily = load_manifest(examples / "orders_incremental.yaml").manifest.source.partitioning
+    assert daily.settle_delta() == dt.timedelta(hours=2) and daily.lookback is None
+    monthly = load_manifest(examples / "orders_quality_replay.yaml").manifest
+    assert monthly.source.partitioning.settle_delta() == dt.timedelta(days=1)
+    assert monthly.source.partitioning.lookback == 1 and monthly.sink.strategy is Strategy.REPLACE_PARTITION
