@@ -121,3 +121,164 @@ def test_a_float_only_column_arrives_as_the_shortest_decimal_of_each_float(
     converted = _convert("DECIMAL(12,2)", floats)
     assert converted == [None if f is None else Decimal(repr(f)) for f in floats]
     assert converted == values
+
+
+# -- the pre-arm audit agrees with the converters ------------------------------------------------------------
+#
+# ``value_audit`` re-states the converters' rules in SQL so a bad value is found before arming. For every
+# value below, stored by SQLite under the declared type's affinity, the audit must refuse exactly when the
+# streaming converter refuses (one direction would block good runs, the other reach the target call).
+
+_AUDIT_CASES: dict[str, list[object]] = {
+    "INTEGER": [0, -(2**63), 2**63 - 1, 1.5, "", "abc", b"\x01", 2.0],
+    "BOOLEAN": [0, 1, 1.0, 0.0, 2, 0.5, -1, "", "yes", b"\x01"],
+    "REAL": [0.5, 1e308, 2**53, 2**53 + 1, -(2**53) - 1, "", "n/a", float("inf")],
+    "NUMERIC(12,2)": [
+        1.25,
+        0.1,
+        1.234,
+        9999999999.99,
+        10000000000.0,
+        -9999999999.99,
+        12345678901234.56,
+        0.30000000000000004,
+        7,
+        10**10,
+        -(10**10),
+        "12345678901234.56",
+        "1.20",
+        "1.234",
+        "abc",
+        "",
+        "+5.5",
+        "-0.01",
+        b"\x00",
+        float("inf"),
+    ],
+    "DECIMAL(18,4)": [
+        1.2345,
+        1.23456,
+        123456789012.1234,
+        0.1 + 0.2,
+        "99999999999999.9999",
+        "100000000000000",
+    ],
+    "DATE": [
+        "2026-11-30",
+        "1970-01-01",
+        "1969-12-31",
+        "2149-06-06",
+        "2149-06-07",
+        "2026-02-30",
+        "30/11/2026",
+        "2026-11-30T10:00:00",
+        "2026-11-30 10:00:00+05:00",
+        "2026-13-01",
+        20261130,
+        2.5,
+        " 2026-11-30 ",
+    ],
+    "DATETIME": [
+        "2026-11-30 10:00:00",
+        "2026-11-30T10:00:00",
+        "2026-11-30",
+        "2026-11-30 10:00",
+        "1970-01-01 00:00:00",
+        "1969-12-31 23:59:59",
+        "2106-02-07 06:28:15",
+        "2106-02-07 06:28:16",
+        "2026-11-30 10:00:00.000",
+        "2026-11-30 10:00:00.250",
+        "2026-11-30 10:00:00.000001",
+        "2026-11-30T10:00:00-05:00",
+        "2026-11-30T10:00:00.5+01:00",
+        "2026-11-30T10:00:00Z",
+        "2026-02-30 10:00:00",
+        "not a time",
+        1234,
+        0.5,
+        "1970-01-01T04:00:00+05:00",
+    ],
+}
+
+
+def _audit_refuses(declared: str, value: object, *, partition: bool = False) -> bool:
+    import sqlite3
+
+    from airflow_provider_dpone.adapters.sources import value_audit
+    from airflow_provider_dpone.contracts.partition import BoundsKind, PartitionBounds
+    from airflow_provider_dpone.contracts.schema import TableSchema
+
+    db = sqlite3.connect(":memory:")
+    db.execute(f"CREATE TABLE t (c {declared})")
+    db.execute("INSERT INTO t VALUES (?)", (value,))
+    schema = TableSchema(columns=(sqlite_types.column_spec("c", declared, False),))
+    bounds = (
+        PartitionBounds(
+            kind=BoundsKind.RANGE,
+            column="c",
+            lower="2026-11-01",
+            upper="2026-12-31",
+            value_type="date",
+            label="p",
+        )
+        if partition
+        else PartitionBounds(kind=BoundsKind.ALL, label="all")
+    )
+    plan = value_audit.sqlite_plan(schema, [bounds], None)
+    assert plan is not None
+    row = db.execute(*plan.statement('"t"', [bounds])).fetchone()
+    stored = db.execute("SELECT c FROM t").fetchone()[0]
+    db.close()
+    try:
+        value_audit.require_clean(plan.checks, row, "t")
+    except DponeError as refused:
+        assert refused.code is ErrorCode.MANIFEST_INVALID and refused.details["column"] == "c"
+        assert repr(stored) not in refused.render()
+        return True
+    return False
+
+
+def _converter_refuses(declared: str, value: object) -> bool:
+    import sqlite3
+
+    db = sqlite3.connect(":memory:")
+    db.execute(f"CREATE TABLE t (c {declared})")
+    db.execute("INSERT INTO t VALUES (?)", (value,))
+    stored = db.execute("SELECT c FROM t").fetchone()[0]
+    db.close()
+    try:
+        _convert(declared, [stored])
+    except DponeError:
+        return True
+    return False
+
+
+@pytest.mark.parametrize(
+    ("declared", "value"), [(d, v) for d, values in _AUDIT_CASES.items() for v in values], ids=repr
+)
+def test_the_audit_refuses_exactly_what_the_converter_refuses(declared: str, value: object) -> None:
+    assert _audit_refuses(declared, value) == _converter_refuses(declared, value)
+
+
+@given(st.decimals(min_value=-(10**12), max_value=10**12, places=4, allow_nan=False, allow_infinity=False))
+def test_the_decimal_audit_agrees_with_the_converter_on_any_float_or_text(value: Decimal) -> None:
+    for stored in (float(value), str(value)):
+        for declared in ("NUMERIC(12,2)", "DECIMAL(18,3)"):
+            assert _audit_refuses(declared, stored) == _converter_refuses(declared, stored), (
+                declared,
+                stored,
+            )
+
+
+@pytest.mark.parametrize(
+    ("value", "refused"),
+    [
+        ("2026-11-30T23:30:00-05:00", True),  # its text's date is not its UTC date
+        ("2026-11-30T10:00:00+02:00", True),
+        ("2026-11-30T10:00:00Z", False),  # UTC: the text's date is the stored date
+        ("2026-11-30 10:00:00", False),
+    ],
+)
+def test_a_day_partition_column_refuses_values_with_a_utc_offset(value: str, refused: bool) -> None:
+    assert _audit_refuses("DATETIME", value, partition=True) is refused

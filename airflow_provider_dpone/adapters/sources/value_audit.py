@@ -116,7 +116,7 @@ def _text(moment: date | datetime) -> str:
 # Each auditable column gets one classifying ``CASE`` (0: fine, else the index of its reason + 1), computed
 # once per row in a subquery that ``LIMIT -1`` keeps from being flattened (SQLite would otherwise repeat the
 # expression for every reference); the outer query sums each reason. The common value takes one cheap
-# branch: ``datetime(v) IS v`` holds exactly for canonical naive whole-second text of a real date.
+# branch: ``datetime(v) IS v`` holds for canonical naive whole-second text (see ``_canonical``).
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,9 +178,16 @@ def _not_iso(q: str) -> str:
     t = f"trim({q})"
     return (
         f"NOT (typeof({q}) = 'text' AND {t} GLOB '{lite.ISO_DATE_GLOB}' "
-        f"AND date(substr({t}, 1, 10)) IS substr({t}, 1, 10) "
+        f"AND date(substr({t}, 1, 10), '+0 days') IS substr({t}, 1, 10) "
         f"AND (length({t}) = 10 OR datetime({t}) IS NOT NULL))"
     )
+
+
+def _canonical(function: str, q: str) -> str:
+    """``q`` is the canonical text of a real date (or whole-second naive datetime). SQLite's ``date()``
+    keeps a day 29-31 that the month lacks (``2026-02-30``); only a modifier normalizes it, at twice the
+    cost, so it is applied to those days alone."""
+    return f"({function}({q}) IS {q} AND (substr({q}, 9, 2) <= '28' OR {function}({q}, '+0 days') IS {q}))"
 
 
 def _classifier(column: ColumnSpec, calendar: set[str], lim: ValueLimits) -> _Classifier | None:
@@ -204,7 +211,7 @@ def _classifier(column: ColumnSpec, calendar: set[str], lim: ValueLimits) -> _Cl
         return _Classifier(
             column,
             ((NOT_DATE, _not_iso(q)), (OUT_OF_RANGE, f"substr({t}, 1, 10) NOT BETWEEN '{low}' AND '{high}'")),
-            fast_ok=f"date({q}) IS {q}",
+            fast_ok=_canonical("date", q),
             fast_branches=((OUT_OF_RANGE, f"{q} NOT BETWEEN '{low}' AND '{high}'"),),
             bounds_text=(low, high),
         )
@@ -221,7 +228,7 @@ def _classifier(column: ColumnSpec, calendar: set[str], lim: ValueLimits) -> _Cl
         return _Classifier(
             column,
             tuple(branches),
-            fast_ok=f"datetime({q}) IS {q}",
+            fast_ok=_canonical("datetime", q),
             fast_branches=((OUT_OF_RANGE, f"{q} NOT BETWEEN '{low}' AND '{high}'"),),
             bounds_text=(low, high),
         )
