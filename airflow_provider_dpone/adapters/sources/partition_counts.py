@@ -13,6 +13,7 @@ predicate, so every count is exact.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
@@ -24,6 +25,8 @@ from airflow_provider_dpone.contracts.partition import BoundsKind, PartitionBoun
 from airflow_provider_dpone.contracts.schema import ColumnSpec
 
 KEY_ALIAS = "dpone_k"
+#: A 10-character prefix that ``GLOB sqlite_sql.ISO_DATE_GLOB`` accepts (ASCII digits only, like GLOB).
+_ISO_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 _GROUPED_KINDS = (PartitionKind.DAY, PartitionKind.MONTH, PartitionKind.INTEGER_RANGE)
 
 
@@ -86,36 +89,49 @@ def assemble(
 
 
 def sqlite_statement(source: str, grouping: Grouping) -> tuple[str, lite.Params]:
-    """One grouped scan; calendar keys are text prefixes (values compare as ISO text in SQLite)."""
+    """One grouped scan; calendar keys are text prefixes (values compare as ISO text in SQLite).
+
+    Calendar kinds group twice, as planning's ``calendar_groups`` does: the inner ``GROUP BY`` on the bare
+    column walks an index on it in order and hands only distinct values, with their storage class, to the
+    outer grouping by 10-character prefix; which prefixes are placeable is decided in Python
+    (:func:`sqlite_counts`). A ``WHERE`` on the outer query would be pushed down into the scan and cost a
+    ``GLOB`` per row: on the 1M-row demo table (60 days) 0.24 s against 0.09 s.
+    """
     quoted = lite.quote_ident(grouping.column.name)
     if grouping.kind is PartitionKind.INTEGER_RANGE:
         width = int(grouping.size or 0)
         if width < 1:
             raise lite.SqlBuildError("range size must be at least 1")
         key = f"{quoted} - ((({quoted} % {width}) + {width}) % {width})"
-        placeable = f"typeof({quoted}) = 'integer'"
-        params: lite.Params = ()
-    else:
-        length = 10 if grouping.kind is PartitionKind.DAY else 7
-        key = f"substr({quoted}, 1, {length})"
-        placeable = f"typeof({quoted}) = 'text' AND {quoted} GLOB ?"
-        params = (lite.ISO_DATE_GLOB,)
+        text = (
+            f"SELECT {KEY_ALIAS}, COUNT(*)\nFROM (SELECT {key} AS {KEY_ALIAS} FROM {source} "
+            f"WHERE typeof({quoted}) = 'integer') AS dpone_g\nGROUP BY {KEY_ALIAS}"
+        )
+        return text, ()
     text = (
-        f"SELECT {KEY_ALIAS}, COUNT(*)\nFROM (SELECT {key} AS {KEY_ALIAS} FROM {source} WHERE {placeable})"
-        f" AS dpone_g\nGROUP BY {KEY_ALIAS}"
+        f"SELECT substr(dpone_v, 1, 10) AS {KEY_ALIAS}, dpone_t, SUM(dpone_n)\n"
+        f"FROM (SELECT {quoted} AS dpone_v, typeof({quoted}) AS dpone_t, COUNT(*) AS dpone_n\n"
+        f"      FROM {source} GROUP BY {quoted}) AS dpone_g\n"
+        f"GROUP BY {KEY_ALIAS}, dpone_t"
     )
-    return text, params
+    return text, ()
 
 
 def sqlite_counts(grouping: Grouping, rows: Iterable[Sequence[object]]) -> dict[str, int]:
+    """Group rows -> counts by key. Calendar rows are (prefix, storage class, rows): only text whose first
+    10 characters are an ISO date is placeable (the ``ISO_DATE_GLOB`` planning applies)."""
     out: dict[str, int] = {}
-    for key, rows_in_group in rows:
+    for row in rows:
         if grouping.kind is PartitionKind.INTEGER_RANGE:
-            text = str(int(key)) if isinstance(key, int) else None
-        elif grouping.kind is PartitionKind.MONTH:
-            text = f"{key}-01" if isinstance(key, str) else None
+            key, rows_in_group = row
+            text = str(key) if isinstance(key, int) and not isinstance(key, bool) else None
         else:
-            text = key if isinstance(key, str) else None
+            prefix, storage, rows_in_group = row
+            placeable = storage == "text" and isinstance(prefix, str) and _ISO_DATE.fullmatch(prefix)
+            if not placeable:
+                continue
+            assert isinstance(prefix, str)
+            text = prefix if grouping.kind is PartitionKind.DAY else f"{prefix[:7]}-01"
         if text is not None:
             out[text] = out.get(text, 0) + int(rows_in_group)  # type: ignore[call-overload]
     return out
