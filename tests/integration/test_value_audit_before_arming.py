@@ -321,3 +321,36 @@ def test_sub_second_digits_are_refused_and_a_deliberate_truncation_in_the_query_
     assert landed.exit_code == 0, landed.output
     (row,) = chdb_query(base, "SELECT ts FROM demo.vals WHERE id = 5")
     assert row == ("2026-11-30 10:00:00",)  # what the query wrote (an expression arrives as String)
+
+
+# -- SQL Server over the TDS emulator ----------------------------------------------------------------------------
+
+
+def test_the_sql_server_audit_runs_on_the_wire_and_refuses_outside_the_targets_range(
+    tds_emulator: EndpointDescriptor,
+) -> None:
+    from datetime import datetime
+
+    from airflow_provider_dpone.adapters.clickhouse.column_encoders import LEGACY_LIMITS, MODERN_LIMITS
+    from airflow_provider_dpone.adapters.sources.mssql_source import MssqlSource
+    from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
+    from airflow_provider_dpone.contracts.manifest import SourceSpec
+
+    spec = SourceSpec.model_validate_json(
+        '{"type": "mssql", "connection": "mssql_test", "table": "dbo.orders",'
+        ' "partitioning": {"kind": "day", "column": "order_date"}}'
+    )
+    source = MssqlSource(tds_emulator, spec)
+    try:
+        bounds = source.plan_partitions()
+        source.audit_values(bounds, LEGACY_LIMITS)  # the emulator's whole-second 2026 rows fit both targets
+        source.audit_values(bounds, MODERN_LIMITS)
+        narrowed = dict(LEGACY_LIMITS, datetime_min=datetime(2026, 11, 27))  # as if the target began later
+        with pytest.raises(DponeError) as refused:
+            source.audit_values(bounds, narrowed)  # type: ignore[arg-type]
+        assert refused.value.code is ErrorCode.MANIFEST_INVALID
+        assert refused.value.details["reason"] == "outside_target_range"
+        assert refused.value.details["column"] in ("order_date", "updated_at")
+        source.audit_values(bounds[-2:], narrowed)  # type: ignore[arg-type]  # only the run's partitions count
+    finally:
+        source.close()

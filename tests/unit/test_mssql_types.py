@@ -12,7 +12,7 @@ import pytest
 from airflow_provider_dpone.adapters.sources import mssql_types
 from airflow_provider_dpone.adapters.sources.column_values import converter_for
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
-from airflow_provider_dpone.contracts.schema import ColumnSpec
+from airflow_provider_dpone.contracts.schema import ColumnSpec, TableSchema
 
 EXPECTED = {
     "tinyint": "UInt8",
@@ -234,3 +234,63 @@ def test_coarse_number_columns_turn_integers_and_booleans_into_floats() -> None:
     convert = converter_for(column, coerce=True)
     assert convert is not None
     assert list(convert([1, True, 2.5, None])) == [1.0, 1.0, 2.5, None]
+
+
+# -- the pre-arm value audit's T-SQL (what a SQL Server read could refuse) -------------------------------------
+
+
+def _audit_schema() -> TableSchema:
+    return TableSchema(
+        columns=(
+            mssql_types.column_spec("d", "date", True),
+            mssql_types.column_spec("ts", "datetime2", True),
+            mssql_types.column_spec("at", "datetimeoffset", True),
+            mssql_types.column_spec("small", "smalldatetime", True),
+            mssql_types.column_spec("amount", "decimal", True, 12, 2),
+            mssql_types.column_spec("name", "nvarchar", True),
+        )
+    )
+
+
+def test_the_audit_checks_calendar_ranges_and_sub_second_digits_only_where_a_read_could_refuse() -> None:
+    from airflow_provider_dpone.adapters.clickhouse.column_encoders import LEGACY_LIMITS
+    from airflow_provider_dpone.adapters.sources import value_audit
+
+    checks = value_audit.mssql_checks(_audit_schema(), LEGACY_LIMITS)
+    by_column: dict[str, list[str]] = {}
+    for check in checks:
+        by_column.setdefault(check.column.name, []).append(check.expression)
+    assert by_column["d"] == ["MIN([d])", "MAX([d])"]
+    assert "CAST([ts] AS DATETIME2(0)) <> [ts]" in by_column["ts"][2]
+    assert by_column["at"][0] == "MIN(CAST(SWITCHOFFSET([at], '+00:00') AS DATETIME2))"  # ranges in UTC
+    assert "CAST([at] AS DATETIMEOFFSET(0)) <> [at]" in by_column["at"][2]
+    assert len(by_column["small"]) == 2  # smalldatetime holds no seconds' fraction
+    assert (
+        "amount" not in by_column and "name" not in by_column
+    )  # decimal(p,s) maps exactly; text never refused
+    high = next(c for c in checks if c.column.name == "ts" and c.expression.startswith("MAX"))
+    assert high.refused(datetime(2106, 2, 6, 23, 59, 59)) == 0
+    assert high.refused(datetime(2106, 2, 7)) == 1
+    low = next(c for c in checks if c.column.name == "d" and c.expression.startswith("MIN"))
+    assert (
+        low.refused(datetime(1969, 12, 31)) == 1
+        and low.refused(date(1970, 1, 1)) == 0
+        and not low.refused(None)
+    )
+
+
+def test_a_datetimeoffset_day_partition_column_is_refused_by_its_type() -> None:
+    from airflow_provider_dpone.adapters.sources import value_audit
+    from airflow_provider_dpone.contracts.partition import BoundsKind, PartitionBounds
+
+    day = PartitionBounds(
+        kind=BoundsKind.RANGE,
+        column="at",
+        lower="2026-11-30",
+        upper="2026-12-01",
+        value_type="date",
+        label="d",
+    )
+    assert value_audit.mssql_offset_partition(_audit_schema(), [day]) is not None
+    other = day.model_copy(update={"column": "ts"})
+    assert value_audit.mssql_offset_partition(_audit_schema(), [other]) is None

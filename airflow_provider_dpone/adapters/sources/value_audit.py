@@ -340,7 +340,10 @@ def mssql_checks(schema: TableSchema, limits: ValueLimits | None) -> list[Check]
             checks.append(Check(column, OUT_OF_RANGE, f"MIN({value})", _below(low, parse), *texts))
             checks.append(Check(column, OUT_OF_RANGE, f"MAX({value})", _above(high, parse), *texts))
             if kind == "DateTime" and source_type != "smalldatetime":
-                checks.append(Check(column, SUB_SECOND, _sum(f"DATEPART(NANOSECOND, {q}) <> 0"), _count))
+                # rounding to whole seconds changes exactly the values with a fraction (any precision; the
+                # TDS emulator knows no DATEPART(NANOSECOND))
+                whole = "DATETIMEOFFSET(0)" if source_type == "datetimeoffset" else "DATETIME2(0)"
+                checks.append(Check(column, SUB_SECOND, _sum(f"CAST({q} AS {whole}) <> {q}"), _count))
         elif kind.startswith("Decimal(") and source_type == "tds:decimal":
             scale = int(kind[len("Decimal(") : -1].split(",")[1])
             checks.append(Check(column, DECIMAL_DIGITS, _sum(f"ROUND({q}, {scale}) <> {q}"), _count))
