@@ -370,3 +370,33 @@ def test_the_example_manifests_hold_open_partitions_back() -> None:
     monthly = load_manifest(examples / "orders_quality_replay.yaml").manifest
     assert monthly.source.partitioning.settle_delta() == dt.timedelta(days=1)
     assert monthly.source.partitioning.lookback == 1 and monthly.sink.strategy is Strategy.REPLACE_PARTITION
+
+
+def test_only_bounds_that_are_exactly_one_partition_of_the_grouping_get_a_group_key() -> None:
+    from airflow_provider_dpone.adapters.sources.partition_counts import Grouping, bounds_key
+    from airflow_provider_dpone.adapters.sources.partition_planning import integer_range_partitions
+    from airflow_provider_dpone.contracts.partition import BoundsKind, PartitionBounds
+    from airflow_provider_dpone.contracts.schema import ColumnSpec
+
+    date_column = ColumnSpec(name="order_date", clickhouse_type="Date")
+    day, month = Grouping(PartitionKind.DAY, date_column), Grouping(PartitionKind.MONTH, date_column)
+    (one_day,) = day_partitions("order_date", [dt.date(2026, 11, 30)])
+    (december,) = month_partitions_of([(2026, 12)])
+    assert bounds_key(day, one_day) == "2026-11-30"
+    assert bounds_key(month, december) == "2026-12-01"
+    assert bounds_key(day, december) is None and bounds_key(month, one_day) is None
+    other_column = one_day.model_copy(update={"column": "shipped_on"})
+    assert bounds_key(day, other_column) is None
+    ranges = Grouping(PartitionKind.INTEGER_RANGE, ColumnSpec(name="id", clickhouse_type="Int64"), size=10)
+    (aligned,) = integer_range_partitions("id", [20], 10)
+    assert bounds_key(ranges, aligned) == "20"
+    assert bounds_key(ranges, aligned.model_copy(update={"lower": "25", "upper": "35"})) is None
+    assert bounds_key(ranges, integer_range_partitions("id", [100], 100)[0]) is None
+    whole = PartitionBounds(kind=BoundsKind.ALL, label="all")
+    assert bounds_key(day, whole) is None
+
+
+def month_partitions_of(months: list[tuple[int, int]]) -> list[Any]:
+    from airflow_provider_dpone.adapters.sources.partition_planning import month_partitions
+
+    return month_partitions("order_date", months)
