@@ -82,6 +82,8 @@ class Runtime:
     progress: ProgressListener | None = None
     #: The bounded target reader; ``None`` means the supervised worker (tests may wrap it).
     target_reader: TargetMetricsReader | None = None
+    #: For read-only commands: the checkpoint store must exist already (never created, schema untouched).
+    read_only: bool = False
     _closers: list[Callable[[], None]] = field(default_factory=list)
     _store: CheckpointStore | None = None
     _capsule_stores: CapsuleStores | None = None
@@ -97,8 +99,13 @@ class Runtime:
             from airflow_provider_dpone.adapters.checkpoint_sql import store_from_endpoint
 
             endpoint = self.resolve_endpoint(self.manifest.checkpoints.connection, "checkpoints")
+            if self.read_only:
+                from airflow_provider_dpone.adapters.checkpoint_sql.presence import require_checkpoint_store
+
+                require_checkpoint_store(endpoint, self.loaded.manifest_dir)
             store = store_from_endpoint(endpoint, self.loaded.manifest_dir)
-            store.ensure_schema()
+            if not self.read_only:
+                store.ensure_schema()
             self._store = store
             self._closers.append(store.close)
         return self._store
@@ -301,10 +308,12 @@ def open_runtime(
     clock: Clock | None = None,
     progress: ProgressListener | None = None,
     target_reader: TargetMetricsReader | None = None,
+    read_only: bool = False,
 ) -> Iterator[Runtime]:
     """Compose the runtime for one manifest; everything it opened is closed on exit.
 
     ``target_reader`` replaces the supervised reader worker (for instance a wrapper in a test).
+    ``read_only`` (inspection commands): a missing checkpoint store is refused, never created.
     """
     runtime = Runtime(
         loaded=loaded,
@@ -313,6 +322,7 @@ def open_runtime(
         clock=clock or SystemClock(),
         progress=progress,
         target_reader=target_reader,
+        read_only=read_only,
     )
     try:
         yield runtime

@@ -72,8 +72,9 @@ set -a
 # shellcheck disable=SC1091
 . "$SVC_DIR/env.sh"
 set +a
-# The fixtures must use these services, never start their own copies.
-export DPONE_TEST_AUTOSTART=0
+# The fixtures must use these services, never start their own copies; only the fault tests' private
+# clickhouse-server (the private_clickhouse fixture, killed or stopped by its test) is started per test.
+export DPONE_TEST_AUTOSTART=0 DPONE_TEST_PRIVATE_CLICKHOUSE=1
 
 failed=()
 step() {

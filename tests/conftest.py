@@ -208,7 +208,16 @@ class PrivateClickHouse:
 
 @pytest.fixture
 def private_clickhouse(tmp_path: Path) -> Iterator[PrivateClickHouse]:
-    """A fresh clickhouse-server 18.16 for this test only (about 0.2 s to start); stopped afterwards."""
+    """A fresh clickhouse-server 18.16 for this test only (about 0.2 s to start); stopped afterwards.
+
+    It is a server this process starts, so ``DPONE_TEST_AUTOSTART=0`` forbids it too, unless
+    ``DPONE_TEST_PRIVATE_CLICKHOUSE=1`` allows private servers (scripts/test.sh sets both).
+    """
+    if not _autostart_allowed() and os.environ.get("DPONE_TEST_PRIVATE_CLICKHOUSE") != "1":
+        _unavailable(
+            "A private ClickHouse server",
+            "DPONE_TEST_AUTOSTART=0 forbids starting one (DPONE_TEST_PRIVATE_CLICKHOUSE=1 allows it)",
+        )
     try:
         started = local_services.start("clickhouse", tmp_path / "private-clickhouse")
     except Exception as exc:

@@ -4,8 +4,8 @@ It lists the route under every stored spelling and every other route writing the
 because the guard scan of a run covers all of them.
 
 Read-only. A guard that fails validation is listed with phase ``INVALID`` (and blocks the route) rather
-than aborting the listing: the operator needs to see it. A SQLite store that does not exist yet is an
-empty listing; the command never creates the file.
+than aborting the listing: the operator needs to see it. A checkpoint store that does not exist is
+refused ("no checkpoint store at ...", exit 2); the command never creates one.
 
 ``--verify`` puts the source's rows now within each committed partition of the route beside the rows the
 commit recorded (one grouped source query per route, see ``adapters/sources/partition_counts``): late
@@ -18,7 +18,6 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -175,12 +174,11 @@ def read_latest(endpoint: EndpointDescriptor, loaded: LoadedManifest) -> list[Pa
 
 
 def _read_family(endpoint: EndpointDescriptor, loaded: LoadedManifest) -> RouteFamily | None:
-    """The route's checkpoint family, or None when a SQLite store was never created (never create it)."""
-    from airflow_provider_dpone.contracts.endpoints import EndpointKind
-
-    if endpoint.kind is EndpointKind.SQLITE and endpoint.path and not Path(endpoint.path).exists():
-        return None  # nothing was ever written; do not create the file from a read-only command
+    """The route's checkpoint family; a missing store is refused ("no checkpoint store at ..."), never created."""
     from airflow_provider_dpone.adapters.checkpoint_sql import store_from_endpoint
+    from airflow_provider_dpone.adapters.checkpoint_sql.presence import require_checkpoint_store
+
+    require_checkpoint_store(endpoint, loaded.manifest_dir)
     from airflow_provider_dpone.adapters.sources.route_naming import SourceRouteNaming
     from airflow_provider_dpone.runtime.route_family import load_family
 

@@ -101,7 +101,7 @@ def inspect_command(manifest: str, no_source: bool, as_json: bool) -> None:
 
     try:
         loaded = load_manifest(manifest)
-        with open_runtime(loaded, manifest_ref=manifest) as runtime:
+        with open_runtime(loaded, manifest_ref=manifest, read_only=True) as runtime:
             rows = runtime.inspect(with_source=not no_source)
     except DponeError as err:
         fail(err, as_json)

@@ -9,6 +9,7 @@ loudly). Modules keep their heavy imports inside the command functions so ``dpon
 from __future__ import annotations
 
 import importlib
+import inspect
 from collections.abc import Sequence
 from types import ModuleType
 
@@ -85,7 +86,29 @@ def _register_module(group: click.Group, module: ModuleType) -> None:
             group.add_command(command)
 
 
+#: Help of a ``--json`` flag whose command gave none.
+JSON_HELP = "Print one JSON object on stdout instead of text (errors too); nothing else goes to stdout."
+
+
+def complete_help(command: click.Command) -> None:
+    """Whole summaries in ``--help`` listings and a help text on every ``--json``, for the whole tree.
+
+    click cuts a command's summary in its group's listing at about 45 characters; the summary becomes the
+    command's whole first help paragraph instead, wrapped by the formatter.
+    """
+    if command.short_help is None and command.help:
+        first = inspect.cleandoc(command.help).split("\n\n", 1)[0]
+        command.short_help = " ".join(first.split())
+    for param in command.params:
+        if isinstance(param, click.Option) and param.name == "as_json" and not param.help:
+            param.help = JSON_HELP
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            complete_help(sub)
+
+
 register_commands(cli)
+complete_help(cli)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

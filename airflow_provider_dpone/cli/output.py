@@ -10,6 +10,7 @@ credentials — and its traceback only with ``--debug`` or ``DPONE_DEBUG=1``.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shlex
 import shutil
@@ -39,10 +40,46 @@ DEBUG_META_KEY = "dpone.debug"
 _debug_requested = False
 
 
+#: Vendor loggers that would print their own lines on stderr (clickhouse-connect's "Unexpected Http Driver
+#: Exception" through logging's last-resort handler) beside the CLI's one safe ``error:`` line.
+DRIVER_LOGGERS = ("clickhouse_connect", "chdb", "urllib3", "sqlalchemy", "pymssql", "psycopg2")
+_driver_silencer = logging.NullHandler()
+
+
 def remember_debug(debug: bool) -> None:
-    """Record the root group's ``--debug`` (called for every invocation, so it never leaks into the next)."""
+    """Record the root group's ``--debug`` (called for every invocation, so it never leaks into the next).
+
+    Without ``--debug`` the drivers' own log lines are dropped (the CLI reports every failure itself, and
+    their text may hold server responses); with it they reach stderr as logging's defaults print them.
+    """
     global _debug_requested
     _debug_requested = debug
+    silence_driver_logs(not debug)
+
+
+def silence_driver_logs(silent: bool) -> None:
+    """Drop (or let through again) the log records of :data:`DRIVER_LOGGERS` in this process."""
+    for name in DRIVER_LOGGERS:
+        logger = logging.getLogger(name)
+        if silent:
+            if _driver_silencer not in logger.handlers:
+                logger.addHandler(_driver_silencer)
+            logger.propagate = False
+        elif _driver_silencer in logger.handlers:
+            logger.removeHandler(_driver_silencer)
+            logger.propagate = True
+
+
+def require_run_id(run_id: str | None) -> str | None:
+    """``--run-id`` as given, or None when left out; an empty or blank value (an unset shell variable) is a
+    usage error rather than silently becoming a new run ID, which would detach a retry from its run."""
+    if run_id is not None and not run_id.strip():
+        raise DponeError(
+            ErrorCode.USAGE,
+            "--run-id is empty (an unset shell variable?): give the run's ID, or leave --run-id out for a new run",
+            details={"option": "--run-id"},
+        )
+    return run_id
 
 
 def exit_code_for(err: DponeError) -> int:
@@ -159,7 +196,34 @@ def render_table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> st
 
 
 def print_table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> None:
-    click.echo(render_table(headers, rows))
+    """A table on stdout: drawn by rich on a terminal (as the progress bar is), plain aligned text otherwise.
+
+    The plain form is what scripts and logs get: stable, one line per row, never cut to a terminal width.
+    """
+    materialized = [list(row) for row in rows]
+    text = render_table(headers, materialized)  # validates the rows whatever prints them
+    if sys.stdout.isatty() and _print_rich_table(headers, materialized):
+        return
+    click.echo(text)
+
+
+def _print_rich_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> bool:
+    try:
+        from rich import box
+        from rich.console import Console
+        from rich.table import Table
+    except ImportError:  # rich comes with Airflow; without it the plain table is printed
+        return False
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, highlight=False)
+    for i, header in enumerate(headers):
+        numeric = any(_is_int(row[i]) for row in rows) and all(
+            _is_int(row[i]) or row[i] is None for row in rows
+        )
+        table.add_column(header, justify="right" if numeric else "left", no_wrap=True, overflow="fold")
+    for row in rows:
+        table.add_row(*(_cell(value) for value in row))
+    Console(file=sys.stdout, soft_wrap=True).print(table)
+    return True
 
 
 def _is_int(value: object) -> bool:

@@ -7,7 +7,7 @@ import json
 import click
 
 from airflow_provider_dpone.cli.audit import operator_identity
-from airflow_provider_dpone.cli.output import fail, print_table
+from airflow_provider_dpone.cli.output import fail, print_table, require_run_id
 from airflow_provider_dpone.contracts.errors import DponeError
 
 
@@ -27,8 +27,8 @@ def status_command(manifest: str, run_id: str | None, as_json: bool) -> None:
 
     try:
         loaded = load_manifest(manifest)
-        with open_runtime(loaded, manifest_ref=manifest) as runtime:
-            status = runtime.replay_status(run_id)
+        with open_runtime(loaded, manifest_ref=manifest, read_only=True) as runtime:
+            status = runtime.replay_status(require_run_id(run_id))
     except DponeError as err:
         fail(err, as_json)
         return
@@ -88,7 +88,10 @@ def resolve_command(manifest: str, run_id: str, resolve_as: str, reason: str, as
     try:
         loaded = load_manifest(manifest)
         request = ReplayResolutionRequest(
-            run_id=run_id, resolve_as=ReplayResolveAs(resolve_as), reason=reason, actor=operator_identity()
+            run_id=str(require_run_id(run_id)),
+            resolve_as=ReplayResolveAs(resolve_as),
+            reason=reason,
+            actor=operator_identity(),
         )
         with open_runtime(loaded, manifest_ref=manifest) as runtime:
             record, audit = runtime.resolve_replay(request)

@@ -12,7 +12,13 @@ from datetime import datetime, timezone
 
 import click
 
-from airflow_provider_dpone.cli.output import DEBUG_META_KEY, fail, remember_debug, reporting_errors
+from airflow_provider_dpone.cli.output import (
+    DEBUG_META_KEY,
+    fail,
+    remember_debug,
+    reporting_errors,
+    require_run_id,
+)
 from airflow_provider_dpone.contracts.errors import DponeError
 from airflow_provider_dpone.contracts.report import RunReport
 
@@ -87,13 +93,15 @@ def print_report(report: RunReport) -> None:
 def execute_run(
     manifest_path: str, run_id: str | None, as_json: bool, *, allow_nonempty_target: bool = False
 ) -> RunReport:
-    from airflow_provider_dpone.cli.progress_display import TerminalProgress
+    from airflow_provider_dpone.cli.progress_display import progress_for
     from airflow_provider_dpone.compose import open_runtime
     from airflow_provider_dpone.manifests.loader import load_manifest
 
     loaded = load_manifest(manifest_path)
-    progress = None if as_json or not sys.stderr.isatty() else TerminalProgress()
-    with open_runtime(loaded, manifest_ref=manifest_path, progress=progress) as runtime:
+    with (
+        progress_for(as_json) as progress,
+        open_runtime(loaded, manifest_ref=manifest_path, progress=progress) as runtime,
+    ):
         return runtime.run(run_id or default_run_id(), allow_nonempty_target=allow_nonempty_target)
 
 
@@ -182,7 +190,9 @@ def run_command(
             sigterm_as_exception(),
             reporting_errors(as_json),
         ):  # a DponeError exits with its code; anything else as unexpected
-            report = execute_run(manifest, run_id, as_json, allow_nonempty_target=allow_nonempty_target)
+            report = execute_run(
+                manifest, require_run_id(run_id), as_json, allow_nonempty_target=allow_nonempty_target
+            )
     except KeyboardInterrupt:
         _report_interrupt(manifest, as_json)
         return

@@ -253,11 +253,11 @@ def test_checkpoints_json_has_full_ids_and_nulls(populated: Path) -> None:
         assert key in armed
 
 
-def test_checkpoints_without_a_store_file_lists_nothing_and_creates_nothing(tmp_path: Path) -> None:
+def test_checkpoints_without_a_store_file_is_refused_and_creates_nothing(tmp_path: Path) -> None:
     result = invoke("checkpoints", str(write(tmp_path)))
 
-    assert result.exit_code == 0
-    assert "no checkpoints yet" in result.stdout
+    assert result.exit_code == 2
+    assert "no checkpoint store at" in result.stderr
     assert not (tmp_path / "state.sqlite").exists()
 
 

@@ -163,7 +163,8 @@ def test_ctrl_c_after_the_target_mutated_prints_the_blocked_route_text_and_exits
     result = invoke("run", str(demo_manifest))
 
     assert result.exit_code == 3, result.output
-    first, *hints = result.stderr.splitlines()
+    lines = result.stderr.splitlines()  # progress lines (stderr is not a terminal here), then the error
+    first, *hints = lines[next(i for i, line in enumerate(lines) if line.startswith("error: ")) :]
     assert first.startswith("error: native_transfer_manual_reconciliation_required: route ")
     assert "(the run was interrupted)" in first
     assert hints[0].strip() == run_cmd.INTERRUPTED_LINE
