@@ -6,6 +6,7 @@ Counts are exact and limited to the selected generation; the worker's session is
 from __future__ import annotations
 
 import contextlib
+import re
 import socket
 import struct
 import threading
@@ -212,9 +213,93 @@ def test_clickhouse_18_16_session_refuses_writes_and_setting_changes(
             client.command(f"CREATE TABLE {server_table}_w (x UInt8) ENGINE = Memory")
         with pytest.raises(Exception):  # noqa: B017
             client.command("SET readonly = 0")
-        assert client.query(f"SELECT count() FROM {server_table}").result_rows == [(len(ROWS),)]
+        assert client.query(f"SELECT count() FROM {server_table}").result_rows == [(str(len(ROWS)),)]
     finally:
         close_quietly(client)
+
+
+class _LoggingProxy:
+    """A loopback proxy that asks the server to log each forwarded request (``log_queries=1`` put first
+    in its URL, so the worker's own ``readonly=1`` still applies after it) and records the local port
+    of every upstream connection: the port ``system.query_log`` shows for those queries."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.upstream = (host, port)
+        self.server = socket.socket()
+        self.server.bind(("127.0.0.1", 0))
+        self.server.listen(16)
+        self.port = int(self.server.getsockname()[1])
+        self.ports: list[int] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._thread.start()
+
+    def _accept(self) -> None:
+        self.server.settimeout(0.1)
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                continue
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        up = socket.create_connection(self.upstream)
+        self.ports.append(int(up.getsockname()[1]))
+
+        def pump(src: socket.socket, dst: socket.socket, rewrite: bool) -> None:
+            try:
+                while chunk := src.recv(65536):
+                    if rewrite:
+                        chunk = re.sub(rb"^(POST|GET) /\??", rb"\1 /?log_queries=1&", chunk)
+                    dst.sendall(chunk)
+            except OSError:
+                pass
+            finally:
+                for s in (conn, up):
+                    with contextlib.suppress(OSError):
+                        s.shutdown(socket.SHUT_RDWR)
+
+        threading.Thread(target=pump, args=(up, conn, False), daemon=True).start()
+        pump(conn, up, True)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(2)
+        self.server.close()
+
+
+def test_every_request_of_the_worker_carries_readonly_1_in_the_servers_query_log(
+    clickhouse_http: EndpointDescriptor, server_table: str
+) -> None:
+    """Point 4 of issue 14: no start-up query of a client library goes out without ``readonly=1``."""
+    assert clickhouse_http.host is not None and clickhouse_http.port is not None
+    proxy = _LoggingProxy(clickhouse_http.host, clickhouse_http.port)
+    try:
+        endpoint = clickhouse_http.model_copy(update={"port": proxy.port})
+        outcome = SupervisedTargetReader().observe(endpoint, generation_plan(server_table), 30.0)
+    finally:
+        proxy.close()
+    assert outcome.kind is ReaderOutcomeKind.COMPLETE, outcome.reason
+    assert outcome.observation is not None
+    assert_generation_counts(outcome.observation)
+    admin = _admin(clickhouse_http)
+    try:
+        admin.command("SYSTEM FLUSH LOGS")
+        ports = ", ".join(str(p) for p in proxy.ports)
+        logged = admin.query(
+            "SELECT query, Settings.Names, Settings.Values FROM system.query_log "
+            f"WHERE port IN ({ports}) AND type IN (1, 3) AND event_date >= yesterday()"
+        ).result_rows
+    finally:
+        admin.close()
+    assert len(logged) == len(proxy.ports) == 3  # the read-back, the type lookup, the measuring SELECT
+    for query, names, values in logged:
+        assert dict(zip(names, values, strict=True)).get("readonly") == "1", query
+    texts = sorted(str(q) for q, _, _ in logged)
+    assert any("system.settings" in q for q in texts)
+    assert any("system.columns" in q for q in texts)
+    assert any(" AS m0" in q for q in texts)
 
 
 def test_a_write_through_a_worker_process_session_is_refused(

@@ -214,6 +214,7 @@ class _Child:
         self.marker = f"{INSTANCE_VARIABLE}={secrets.token_hex(16)}".encode()
         environment = dict(env)
         environment[INSTANCE_VARIABLE] = self.marker.decode().split("=", 1)[1]
+        environment["DPONE_READER_PARENT"] = str(os.getpid())  # the worker exits if re-parented early
         self.proc = subprocess.Popen(
             list(argv),
             stdin=subprocess.PIPE,

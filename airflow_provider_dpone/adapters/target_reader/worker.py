@@ -54,38 +54,34 @@ class WorkerFault(Exception):
 
 def open_readonly_client(endpoint: EndpointDescriptor, timeout_s: float) -> Any:
     """A fresh client with ``readonly=1`` applied and verified by reading it back; else WorkerFault."""
-    import clickhouse_connect
-
     try:
         if endpoint.interface is ClickHouseInterface.CHDB:
+            import clickhouse_connect
+
             if not endpoint.path:
                 raise WorkerFault(WorkerErrorCode.REQUEST_INVALID)
-            client = clickhouse_connect.get_client(
+            client: Any = clickhouse_connect.get_client(
                 interface="chdb", path=endpoint.path, database=endpoint.database, settings={"readonly": 1}
             )
         else:
-            seconds = max(1, int(timeout_s) + 1)
-            client = clickhouse_connect.get_client(
-                interface="https" if endpoint.secure else "http",
-                host=endpoint.host,
-                port=endpoint.port,
-                username=endpoint.user or "default",
-                password=endpoint.secret() or "",
-                database=endpoint.database,
-                secure=endpoint.secure,
-                compress=False,
-                query_retries=0,
-                connect_timeout=seconds,
-                send_receive_timeout=seconds,
-                autogenerate_session_id=False,
-                settings={"readonly": 1},
-            )
+            from airflow_provider_dpone.adapters.target_reader.http_client import ReadOnlyHttpClient
+
+            # the worker's own calls: readonly=1 on every request, no client start-up queries
+            client = ReadOnlyHttpClient(endpoint, time.monotonic() + timeout_s)
     except WorkerFault:
         raise
     except Exception as exc:
         raise WorkerFault(WorkerErrorCode.CONNECT_FAILED) from exc
     try:
         verify_readonly(client)
+    except WorkerFault as fault:
+        close_quietly(client)
+        cause = classify_failure(fault.__cause__) if fault.__cause__ is not None else None
+        if cause is WorkerErrorCode.CONNECTION_LOST:  # the first request could not reach the server
+            raise WorkerFault(WorkerErrorCode.CONNECT_FAILED) from fault.__cause__
+        if cause is WorkerErrorCode.ACCESS_DENIED:
+            raise WorkerFault(WorkerErrorCode.ACCESS_DENIED) from fault.__cause__
+        raise
     except BaseException:
         close_quietly(client)
         raise
@@ -173,7 +169,9 @@ def measure(client: Any, request: TargetReadRequest) -> TargetObservation:
     if len(rows) != 1 or len(rows[0]) != len(keys):
         raise WorkerFault(WorkerErrorCode.QUERY_FAILED)
     metrics = []
-    for (metric, column), value in zip(keys, rows[0], strict=True):
+    for (metric, column), raw in zip(keys, rows[0], strict=True):
+        # over HTTP (JSONCompact) a UInt64 arrives as its decimal text
+        value = int(raw) if isinstance(raw, str) and raw.isascii() and raw.isdigit() else raw
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= METRIC_VALUE_MAX:
             raise WorkerFault(WorkerErrorCode.QUERY_FAILED)
         metrics.append(MetricValue(metric=metric, column=column, value=value))
@@ -223,6 +221,8 @@ STARTUP_DEADLINE_S = 60.0
 #: Exit status of a worker that ended itself at its own deadline (or at its parent's death).
 EXIT_DEADLINE = 124
 _PR_SET_PDEATHSIG = 1
+#: The supervising process's PID, set by the supervisor (not secret).
+PARENT_VARIABLE = "DPONE_READER_PARENT"
 
 
 def arm_own_deadline(seconds: float) -> None:
@@ -242,8 +242,10 @@ def _deadline_reached(signum: int, frame: object) -> None:
 
 def exit_with_parent() -> None:
     """Ask the kernel for SIGKILL when the parent dies (Linux ``PR_SET_PDEATHSIG``); if the parent is
-    already gone (we were re-parented before asking), leave now."""
-    parent = os.getppid()
+    already gone (we were re-parented before asking: our parent is no longer the PID the supervisor
+    put in our environment), leave now."""
+    expected = os.environ.get(PARENT_VARIABLE, "")
+    parent = int(expected) if expected.isdigit() else os.getppid()
     if sys.platform.startswith("linux"):
         import ctypes
 
