@@ -23,13 +23,12 @@ from typing import Any, NoReturn
 
 import click
 
-from airflow_provider_dpone.contracts.errors import BLOCKING_CODES, USAGE_CODES, DponeError, ErrorCode
-
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_USAGE = 2
-EXIT_BLOCKED = 3
-EXIT_BUSY = 4
+from airflow_provider_dpone.contracts.errors import (
+    EXIT_FAILED,
+    DponeError,
+    ErrorCode,
+    spec_of,
+)
 
 #: The code printed for a failure that is not a DponeError (not an ErrorCode: it is never raised).
 UNEXPECTED_CODE = "unexpected_error"
@@ -83,13 +82,8 @@ def require_run_id(run_id: str | None) -> str | None:
 
 
 def exit_code_for(err: DponeError) -> int:
-    if err.code in BLOCKING_CODES:
-        return EXIT_BLOCKED
-    if err.code in USAGE_CODES:
-        return EXIT_USAGE
-    if err.code is ErrorCode.ROUTE_BUSY:
-        return EXIT_BUSY
-    return EXIT_FAILED
+    """The code's exit code, from the one error table in ``contracts/errors.py``."""
+    return spec_of(err.code).exit_code
 
 
 def debug_enabled() -> bool:

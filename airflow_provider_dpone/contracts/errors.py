@@ -7,7 +7,9 @@ user gave, counts. Never SQL, row values, credentials, connector responses or ex
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from enum import Enum
+from types import MappingProxyType
 from typing import Any
 
 
@@ -54,27 +56,79 @@ class ErrorCode(str, Enum):
     ROUTE_BUSY = "native_transfer_route_busy"
 
 
+#: CLI exit codes (ARCHITECTURE.md section 5): scripts and black-box tests rely on them.
+EXIT_OK = 0
+EXIT_FAILED = 1  # the run failed (source, target, quality, stores)
+EXIT_USAGE = 2  # the input was wrong (manifest, connection, command line)
+EXIT_BLOCKED = 3  # the route is blocked until an operator acts
+EXIT_BUSY = 4  # another run holds the target's lease
+
+
+@dataclass(frozen=True)
+class ErrorSpec:
+    """What a code means to a caller: the CLI's exit code, and whether another try can succeed unaided.
+
+    ``retry_can_help`` is False when the next try would meet the same input and fail the same way (a wrong
+    manifest, a missing connection, a column type or target table that does not fit): Airflow fails those at
+    once. Blocked routes stay retryable: an operator may resolve the route between tries.
+    """
+
+    exit_code: int
+    retry_can_help: bool
+
+
+_BLOCKED = ErrorSpec(EXIT_BLOCKED, retry_can_help=True)
+_USER_INPUT = ErrorSpec(EXIT_USAGE, retry_can_help=False)
+_TRANSIENT = ErrorSpec(EXIT_FAILED, retry_can_help=True)
+_DETERMINISTIC = ErrorSpec(EXIT_FAILED, retry_can_help=False)
+
+#: The one error table: every ErrorCode has exactly one row (a unit test holds it to that).
+ERROR_TABLE: Mapping[ErrorCode, ErrorSpec] = MappingProxyType(
+    {
+        ErrorCode.MANUAL_RECONCILIATION_REQUIRED: _BLOCKED,
+        ErrorCode.GUARD_INVALID: _BLOCKED,
+        ErrorCode.QUALITY_REPLAY_UNRESOLVED: _BLOCKED,
+        ErrorCode.TARGET_LOST_COMMITTED_ROWS: _BLOCKED,
+        ErrorCode.ROUTE_IDENTITY_CHANGED: _BLOCKED,
+        ErrorCode.TARGET_NOT_EMPTY: _BLOCKED,
+        ErrorCode.MANIFEST_INVALID: _USER_INPUT,
+        ErrorCode.CONNECTION_MISSING: _USER_INPUT,
+        ErrorCode.CONNECTION_INVALID: _USER_INPUT,
+        ErrorCode.EMBEDDED_EXTRA_MISSING: _USER_INPUT,
+        ErrorCode.USAGE: _USER_INPUT,
+        ErrorCode.UNSUPPORTED_COLUMN_TYPE: _DETERMINISTIC,
+        ErrorCode.TARGET_INCOMPATIBLE: _DETERMINISTIC,
+        ErrorCode.TARGET_MUTATION_UNGUARDED: _DETERMINISTIC,
+        ErrorCode.SOURCE_TABLE_MISSING: _TRANSIENT,  # an upstream job may create it before the next try
+        ErrorCode.SOURCE_UNREACHABLE: _TRANSIENT,
+        ErrorCode.SOURCE_READ_FAILED: _TRANSIENT,
+        ErrorCode.TARGET_UNREACHABLE: _TRANSIENT,
+        ErrorCode.TARGET_LOAD_FAILED: _TRANSIENT,
+        ErrorCode.CHECKPOINT_STORE_FAILED: _TRANSIENT,
+        ErrorCode.QUALITY_CHECK_FAILED: _TRANSIENT,  # the source may be mid-update; the batch was not published
+        ErrorCode.ARTIFACT_INVALID: _TRANSIENT,
+        ErrorCode.CAPSULE_INVALID: _TRANSIENT,
+        ErrorCode.CAPSULE_CONFLICT: _TRANSIENT,
+        ErrorCode.CAPSULE_CAPACITY_EXCEEDED: _TRANSIENT,
+        ErrorCode.CAPSULE_STORE_FAILED: _TRANSIENT,
+        ErrorCode.READER_GUARD_HELD: _TRANSIENT,
+        ErrorCode.TARGET_READER_UNSUPPORTED: _TRANSIENT,
+        ErrorCode.ROUTE_BUSY: ErrorSpec(EXIT_BUSY, retry_can_help=True),
+    }
+)
+
+
+def spec_of(code: ErrorCode) -> ErrorSpec:
+    """The code's row; a code added without one fails safe: exit 1, retryable."""
+    return ERROR_TABLE.get(code, _TRANSIENT)
+
+
 #: Codes that mean "the route is blocked until an operator acts" (CLI exit code 3).
-BLOCKING_CODES = frozenset(
-    {
-        ErrorCode.MANUAL_RECONCILIATION_REQUIRED,
-        ErrorCode.GUARD_INVALID,
-        ErrorCode.QUALITY_REPLAY_UNRESOLVED,
-        ErrorCode.TARGET_LOST_COMMITTED_ROWS,
-        ErrorCode.ROUTE_IDENTITY_CHANGED,
-        ErrorCode.TARGET_NOT_EMPTY,
-    }
-)
+BLOCKING_CODES = frozenset(code for code in ErrorCode if spec_of(code).exit_code == EXIT_BLOCKED)
 #: Codes that mean "the input was wrong" (CLI exit code 2).
-USAGE_CODES = frozenset(
-    {
-        ErrorCode.MANIFEST_INVALID,
-        ErrorCode.CONNECTION_MISSING,
-        ErrorCode.CONNECTION_INVALID,
-        ErrorCode.EMBEDDED_EXTRA_MISSING,
-        ErrorCode.USAGE,
-    }
-)
+USAGE_CODES = frozenset(code for code in ErrorCode if spec_of(code).exit_code == EXIT_USAGE)
+#: Codes a retry cannot fix: the Airflow operator fails them without retrying.
+NON_RETRYABLE_CODES = frozenset(code for code in ErrorCode if not spec_of(code).retry_can_help)
 
 
 class DponeError(Exception):

@@ -19,7 +19,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
+from airflow_provider_dpone.contracts.errors import NON_RETRYABLE_CODES, DponeError, ErrorCode
 from airflow_provider_dpone.contracts.report import QualitySummary, RunReport
 from airflow_provider_dpone.operators.task_log import (
     StageRecorder,
@@ -44,9 +44,6 @@ except ImportError:  # Airflow 2.10
         AirflowFailException,
     )
     from airflow.models.baseoperator import BaseOperator  # type: ignore[no-redef]
-
-#: Failures that no retry can cure (the manifest itself is wrong): fail at once, skip the retries.
-NON_RETRYABLE_CODES = frozenset({ErrorCode.MANIFEST_INVALID, ErrorCode.USAGE})
 
 
 class DponeTaskFailed(AirflowException):

@@ -257,8 +257,6 @@ class TransferEngine:
         active = [ActivePartition(d.partition) for d in decisions if d.action is Action.RUN]
         self._progress.plan_ready(len(active), len(decisions) - len(active))
         self._require_unchanged_identity(family, decisions)
-        if active:
-            self._require_target_empty_for_new_route(family)
         unverified = self._unverified(decisions, matched)
         if not active:
             self._require_target_holds_committed(decisions, matched)
@@ -296,6 +294,7 @@ class TransferEngine:
 
         sink = self._ports.open_sink()
         try:
+            self._require_target_empty_for_new_route(family, sink)
             # read-only, before the first target write or checkpoint: a value the reads would refuse or
             # the target could not hold stops here (manifest_invalid, the route stays clear), not mid-stream
             audit_values = getattr(self._ports.source, "audit_values", None)
@@ -366,7 +365,7 @@ class TransferEngine:
             f"{self._route.strategy.value} replaces what it writes, so they are moved again"
         )
 
-    def _require_target_empty_for_new_route(self, family: RouteFamily) -> None:
+    def _require_target_empty_for_new_route(self, family: RouteFamily, sink: Sink) -> None:
         """An append route with no checkpoint at all must not append into a table that already holds rows.
 
         A lost checkpoint store, a new store in front of an existing table, or an adopted table all look
@@ -374,11 +373,7 @@ class TransferEngine:
         if self._route.strategy is not Strategy.INCREMENTAL_APPEND or family.own:
             return
         table = self._manifest.sink.table
-        sink = self._ports.open_sink()
-        try:
-            target_rows = sink.count_rows(table, None)
-        finally:
-            sink.close()
+        target_rows = sink.count_rows(table, None)  # read-only, before the target is prepared
         if target_rows == 0:
             return
         if self._allow_nonempty_target:
@@ -399,7 +394,7 @@ class TransferEngine:
                 "other_routes_writing_target": others,
             },
             hint_lines=(
-                "nothing was read from the source or written to the target",
+                "nothing was written to the target or the checkpoint store",
                 "was the checkpoint store lost or replaced? point the manifest at the store that holds the route",
                 "to adopt the table deliberately, record what it holds: "
                 f"dpone guard rebaseline {self._manifest_ref} --adopt-target --reason '<what you checked>'",

@@ -110,7 +110,7 @@ def test_a_manifest_just_within_the_nesting_budget_is_not_refused_for_depth(tmp_
 
 @pytest.fixture
 def crashing_run(monkeypatch: pytest.MonkeyPatch) -> None:
-    def crash(*_args: Any) -> Any:
+    def crash(*_args: Any, **_kwargs: Any) -> Any:
         raise RuntimeError("SELECT secret FROM somewhere")
 
     monkeypatch.setattr(run_cmd, "execute_run", crash)

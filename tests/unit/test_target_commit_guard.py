@@ -287,10 +287,14 @@ def test_all_terminal_candidates_use_one_injected_timestamp(checkpoint_store) ->
     assert started == completed and started in clock.calls
     assert started.tzinfo is not None and started.utcoffset().total_seconds() == 0  # type: ignore[union-attr]
 
-    # the best-effort incomplete markers of a partial promotion share one timestamp as well
+    # the best-effort incomplete markers of a partial promotion share one timestamp as well (new days under
+    # a new query: an overlap with the committed days would stop the run as route_identity_changed)
     other = make_engine(
         FaultyStore(checkpoint_store, write_faults=[WriteFault("checkpoint_committed", after_rows=2)]),
-        MemorySource(orders_rows(days=4), query_version="v2"),
+        MemorySource(
+            [(100 + i, r[1].replace(month=10), r[2]) for i, r in enumerate(orders_rows(days=4))],
+            query_version="v2",
+        ),
         RecordingSink(),
         clock=clock,
     )
