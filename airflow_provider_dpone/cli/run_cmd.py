@@ -58,16 +58,21 @@ def default_run_id() -> str:
 
 def print_report(report: RunReport) -> None:
     moved = [p for p in report.partitions if p.decision == "run"]
+    held_open = sum(1 for p in report.partitions if p.reason == "open_partition")
+    open_text = f", {held_open} held back (still open: source.partitioning.settle)" if held_open else ""
     click.echo(
         f"route {report.route}: {report.partitions_committed} partition(s) committed, "
-        f"{report.partitions_skipped} skipped (already committed), {report.rows_committed:,} rows "
-        f"in {report.seconds:.2f}s"
+        f"{report.partitions_skipped - held_open} skipped (already committed){open_text}, "
+        f"{report.rows_committed:,} rows in {report.seconds:.2f}s"
     )
     click.echo(f"  path: {report.export} + {report.load}   run: {report.run_id}")
     if report.checkpoint_batch_id:
         click.echo(f"  checkpoint batch: {report.checkpoint_batch_id}")
     if not moved and not (report.quality and report.quality.replayed):
-        click.echo("  nothing to do: every partition is already committed")
+        if held_open:
+            click.echo("  nothing to move now: the rest is committed or still open")
+        else:
+            click.echo("  nothing to do: every partition is already committed")
     for notice in report.notices:
         click.echo(f"  note: {notice}")
     quality = report.quality

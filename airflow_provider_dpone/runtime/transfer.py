@@ -58,7 +58,7 @@ from airflow_provider_dpone.runtime.replay_scan import (
     require_clear_capsules,
     scan_capsules,
 )
-from airflow_provider_dpone.runtime.resume_planner import Action, ResumeDecision, plan_resume
+from airflow_provider_dpone.runtime.resume_planner import Action, Reason, ResumeDecision, plan_resume
 from airflow_provider_dpone.runtime.route_family import (
     RouteFamily,
     latest_by_partition,
@@ -255,7 +255,7 @@ class TransferEngine:
 
         schema, decisions, matched = self._plan_from(family, run_id)
         active = [ActivePartition(d.partition) for d in decisions if d.action is Action.RUN]
-        self._progress.plan_ready(len(active), len(decisions) - len(active))
+        self._progress.plan_ready(len(active), sum(1 for d in decisions if d.reason is Reason.COMMITTED))
         self._require_unchanged_identity(family, decisions)
         unverified = self._unverified(decisions, matched)
         if not active:
@@ -420,7 +420,8 @@ class TransferEngine:
         committed_rows = 0
         for decision in decisions:
             checkpoint = matched.get(decision.partition.partition_id)
-            if decision.action is Action.SKIP and checkpoint is not None and checkpoint.rows:
+            committed = checkpoint is not None and checkpoint.status is CheckpointStatus.COMMITTED
+            if decision.action is Action.SKIP and committed and checkpoint is not None and checkpoint.rows:
                 committed_rows += checkpoint.rows
         if committed_rows == 0:
             return
@@ -742,7 +743,7 @@ class TransferEngine:
                     label=d.partition.bounds.label,
                     decision=d.action.value,
                     reason=d.reason.value,
-                    status=cp.status.value if cp else ("COMMITTED" if d.action is Action.SKIP else "UNKNOWN"),
+                    status=cp.status.value if cp else _skipped_status(d),
                     rows=(cp.rows or 0) if cp else 0,
                     bytes=(cp.bytes or 0) if cp else 0,
                     digest=evidence if isinstance(evidence, str) else None,
@@ -763,6 +764,13 @@ class TransferEngine:
             quality=quality,
             notices=tuple(self._notices),
         )
+
+
+def _skipped_status(decision: ResumeDecision) -> str:
+    """A partition this run did not move: COMMITTED when it was, OPEN when settle holds it back."""
+    if decision.action is not Action.SKIP:
+        return "UNKNOWN"
+    return "OPEN" if decision.reason is Reason.OPEN_PARTITION else "COMMITTED"
 
 
 def _cleanup(failing: bool, what: str, action: Callable[[], None]) -> None:
