@@ -93,6 +93,12 @@ def print_report(report: RunReport) -> None:
         for check in failed:
             columns = ",".join(check.columns) or "-"
             click.echo(f"    failed: {check.check} [{columns}] severity={check.severity}")
+        if quality.unverified_partitions:
+            click.echo(
+                f"  quality: {quality.unverified_partitions} committed partition(s) REQUIRED/UNVERIFIED "
+                "(committed without original durable proof; no later run certifies them; "
+                "inspect: dpone replay status)"
+            )
 
 
 def execute_run(

@@ -167,6 +167,13 @@ class NativeTransferOperator(BaseOperator):
                 quality["capsule_state"] or "none",
                 "yes" if quality["replayed"] else "no",
             )
+            if quality["unverified_partitions"]:
+                self.log.warning(
+                    "dpone quality %s: %d committed partition(s) REQUIRED/UNVERIFIED (committed without "
+                    "original durable proof; no later run certifies them; inspect: dpone replay status)",
+                    run_id,
+                    quality["unverified_partitions"],
+                )
         return summary
 
     def on_kill(self) -> None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import secrets
 import socket
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from airflow_provider_dpone.contracts.capsule import (
@@ -44,7 +44,6 @@ from airflow_provider_dpone.contracts.partition import PartitionBounds
 from airflow_provider_dpone.contracts.route import RouteIdentity
 from airflow_provider_dpone.contracts.target_observation import (
     METRIC_VALUE_MAX,
-    OBSERVATION_BUDGET_S,
     MetricValue,
     ObservationInterrupted,
     ObservationInvalid,
@@ -58,6 +57,7 @@ from airflow_provider_dpone.ports.target_reader import TargetMetricsReader
 from airflow_provider_dpone.runtime.batch_id import checkpoint_batch_id
 from airflow_provider_dpone.runtime.quality.generation import target_plan
 from airflow_provider_dpone.runtime.quality.verdict import Verdict
+from airflow_provider_dpone.runtime.replay_budget import observation_budget
 from airflow_provider_dpone.runtime.replay_ref import capsule_ref, operation_id_for
 from airflow_provider_dpone.runtime.replay_scan import (
     RUNBOOK,
@@ -81,7 +81,8 @@ class ReplayPorts:
     stores: Callable[[], CapsuleStores]
     reader: TargetMetricsReader
     target: EndpointDescriptor
-    budget_s: float = OBSERVATION_BUDGET_S
+    #: ``DPONE_REPLAY_OBSERVATION_BUDGET_S`` when set (bounded by the ADR's 60 s), else 60 s
+    budget_s: float = field(default_factory=observation_budget)
 
 
 @dataclass(frozen=True)

@@ -68,7 +68,7 @@ sink:
   strategy: incremental_append
   order_by: [order_date, id]
   options:
-    durable_quality_replay: true
+    durable_quality_replay: {durable}
 checkpoints:
   connection: sqlite:///state.sqlite
 quality:
@@ -94,6 +94,12 @@ with DAG("dpone_qr_a", schedule=None, start_date=datetime(2026, 1, 1), default_a
 
 with DAG("dpone_qr_b", schedule=None, start_date=datetime(2026, 1, 1), default_args=ARGS) as dag_b:
     NativeTransferOperator(task_id="transfer", manifest="manifests/route_b.yaml")
+
+with DAG("dpone_qr_c_legacy", schedule=None, start_date=datetime(2026, 1, 1), default_args=ARGS) as dag_c0:
+    NativeTransferOperator(task_id="transfer", manifest="manifests/route_c_legacy.yaml")
+
+with DAG("dpone_qr_c", schedule=None, start_date=datetime(2026, 1, 1), default_args=ARGS) as dag_c:
+    NativeTransferOperator(task_id="transfer", manifest="manifests/route_c.yaml")
 
 with DAG("dpone_qr_b_altered", schedule=None, start_date=datetime(2026, 1, 1), default_args=ARGS) as dag_b_altered:
     AlteringTransferOperator(
@@ -271,6 +277,9 @@ def _steps(dags: Path, data: Path) -> list[dict[str, Any]]:
         count("rows_after_altered", "demo.orders_b"),
         run("blocked", "dpone_qr_b", LATER_DATE),
         count("rows_after_blocked", "demo.orders_b"),
+        # route C: committed with the selector off (no capsule), then run with it on
+        run("legacy_c", "dpone_qr_c_legacy", FIRST_DATE),
+        run("unverified_c", "dpone_qr_c", LATER_DATE),
     ]
 
 
@@ -283,9 +292,13 @@ def scenario(migrated_airflow_home: Path, tmp_path_factory: pytest.TempPathFacto
     dags, data = root / "dags", root / "data"
     (dags / "manifests").mkdir(parents=True)
     data.mkdir()
-    for route in ("a", "b"):
-        text = MANIFEST_YAML.format(name=f"replay_orders_{route}", table=f"demo.orders_{route}")
+    for route in ("a", "b", "c"):
+        text = MANIFEST_YAML.format(
+            name=f"replay_orders_{route}", table=f"demo.orders_{route}", durable="true"
+        )
         (dags / "manifests" / f"route_{route}.yaml").write_text(text)
+    legacy = MANIFEST_YAML.format(name="replay_orders_c", table="demo.orders_c", durable="false")
+    (dags / "manifests" / "route_c_legacy.yaml").write_text(legacy)
     (dags / "quality_replay_dags.py").write_text(DAGS.format(chdb_path=str(data / "clickhouse")))
     create_demo_source(data / "source.sqlite", ROWS, days=DAYS)
     (root / "steps.json").write_text(json.dumps(_steps(dags, data)))
@@ -385,6 +398,17 @@ def test_mismatch_blocks_later_runs_of_the_route_as_an_ordinary_retryable_failur
     assert "AirflowFailException" not in log
     assert "retryable: false" not in log.lower()
     assert scenario.results["rows_after_blocked"] == {"rows": ROWS + 1, "distinct_ids": ROWS + 1}
+
+
+def test_partitions_committed_without_original_proof_are_counted_in_the_task_log(scenario: Scenario) -> None:
+    legacy, task = scenario.results["legacy_c"], scenario.task("unverified_c")
+    assert legacy["state"] == "success"
+    assert scenario.task("legacy_c")["xcom"]["quality"]["durable_replay"] is False
+    assert task["state"] == "success"
+    assert task["xcom"]["quality"]["unverified_partitions"] == DAYS
+    log = scenario.logs["unverified_c"]
+    assert f"{DAYS} committed partition(s) REQUIRED/UNVERIFIED" in log, log[-3000:]
+    assert "dpone replay status" in log
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ from airflow_provider_dpone.contracts.endpoints import EndpointDescriptor
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.target_observation import ReaderOutcome, TargetReadRequest
 from airflow_provider_dpone.manifests.loader import load_manifest
+from airflow_provider_dpone.runtime.replay_budget import BUDGET_VARIABLE
 from airflow_provider_dpone.runtime.replay_ref import operation_id_for
 
 pytestmark = pytest.mark.service
@@ -170,10 +171,9 @@ def route(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.Mo
 class AlteringReader:
     """Test-only wrapper of the reader port: another writer changes the target, then the real reader runs."""
 
-    def __init__(self, alter: Callable[[], None], budget_s: float | None = None) -> None:
+    def __init__(self, alter: Callable[[], None]) -> None:
         self.inner = SupervisedTargetReader()
         self.alter = alter
-        self.budget_s = budget_s
 
     def prove_spawn_capability(self) -> None:
         self.inner.prove_spawn_capability()
@@ -182,7 +182,7 @@ class AlteringReader:
         self, endpoint: EndpointDescriptor, request: TargetReadRequest, budget_s: float = 60.0
     ) -> ReaderOutcome:
         self.alter()
-        return self.inner.observe(endpoint, request, self.budget_s if self.budget_s is not None else budget_s)
+        return self.inner.observe(endpoint, request, budget_s)
 
 
 def run_in_process(route: Route, run_id: str, reader: AlteringReader) -> DponeError:
@@ -254,9 +254,14 @@ def test_target_altered_after_publication_is_a_mismatch_that_blocks_the_route(ro
     assert again.returncode == 1 and "quality_check_failed" in again.stderr  # never a success
 
 
-def test_pending_capsule_is_not_bypassed_when_the_selector_is_turned_off(route: Route) -> None:
-    # a budget no worker can meet: a real timeout, a real kill and reap, TARGET_PENDING stays
-    err = run_in_process(route, "r1", AlteringReader(lambda: None, budget_s=0.001))
+def test_pending_capsule_is_not_bypassed_when_the_selector_is_turned_off(
+    route: Route, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a budget no worker can meet, set with the operators' knob: a real timeout, a real kill and reap,
+    # TARGET_PENDING stays
+    monkeypatch.setenv(BUDGET_VARIABLE, "0.001")
+    err = run_in_process(route, "r1", AlteringReader(lambda: None))
+    monkeypatch.delenv(BUDGET_VARIABLE)
     assert err.code is ErrorCode.QUALITY_REPLAY_UNRESOLVED
     assert err.details["outcome"] == "timeout" and err.details["reader_guard"] == "released"
     assert route.chain("r1").version == 2
