@@ -152,10 +152,6 @@ class DponeError(Exception):
         self.details: dict[str, Any] = dict(details or {})
         self.hint_lines = hint_lines
 
-    @property
-    def blocks_route(self) -> bool:
-        return self.code in BLOCKING_CODES
-
     def to_json(self) -> dict[str, Any]:
         return {"error": self.code.value, "message": self.safe_message, "details": self.details}
 

@@ -154,11 +154,3 @@ def read_guard(checkpoint: PartitionCheckpoint) -> TargetCommitGuard | None:
     if expected[0] is not guard.recovery:
         raise GuardInvalid("recovery does not match the guard phase")
     return guard
-
-
-def retry_meaning(checkpoint: PartitionCheckpoint) -> RetryMeaning | None:
-    """What a retry may do for this checkpoint's guard; ``None`` when it has no guard (legacy)."""
-    guard = read_guard(checkpoint)
-    if guard is None:
-        return None
-    return ALLOWED_PAIRS[(checkpoint.status, guard.phase)][1]

@@ -32,9 +32,6 @@ class TargetPermit:
     def bounds(self) -> tuple[PartitionBounds, ...]:
         return tuple(b for _, b in self.partitions)
 
-    def is_open(self) -> bool:
-        return self._open
-
     def require_open(self, target_table: str) -> None:
         """Called by sinks before mutating; raises unless inside the guarded window for this route."""
         if not self._open or target_table != self.route.target_table:

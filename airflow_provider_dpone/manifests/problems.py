@@ -7,7 +7,6 @@ written, which could be a secret pasted into the wrong key.
 from __future__ import annotations
 
 import difflib
-import math
 import types
 import typing
 from collections.abc import Iterable, Mapping, Sequence
@@ -286,7 +285,3 @@ def _item_type(annotation: Any) -> Any:
 def _safe_key(key: str) -> str:
     shown = key if key.isprintable() else repr(key)
     return shown if len(shown) <= 64 else shown[:61] + "..."
-
-
-def is_finite_number(value: object) -> bool:
-    return not isinstance(value, float) or math.isfinite(value)

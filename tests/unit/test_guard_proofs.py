@@ -9,6 +9,7 @@ from collections.abc import Iterable
 import pytest
 
 from airflow_provider_dpone.contracts.chunk import ColumnChunk
+from airflow_provider_dpone.contracts.errors import DponeError
 from airflow_provider_dpone.contracts.manifest import Manifest
 from airflow_provider_dpone.contracts.partition import canonical_json, sha256_tag
 from airflow_provider_dpone.contracts.permit import TargetPermit
@@ -73,7 +74,9 @@ def test_a_target_call_failure_reraises_the_same_object_closes_the_permit_and_ma
 
     assert caught.value is sink.raised  # the very object, not a copy or a wrapper
     assert traceback.extract_tb(caught.value.__traceback__)[-1].name == "load"  # its own traceback
-    assert sink.permit is not None and not sink.permit.is_open()
+    assert sink.permit is not None
+    with pytest.raises(DponeError):  # the window closed with the failed call: the permit opens nothing now
+        sink.permit.require_open(sink.permit.route.target_table)
     latest = store.list_latest(engine._route)
     assert len(latest) == 3
     assert {phase_of(c) for c in latest} == {"target_outcome_unknown"}
