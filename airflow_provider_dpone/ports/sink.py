@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from airflow_provider_dpone.contracts.chunk import ColumnChunk
 from airflow_provider_dpone.contracts.partition import PartitionBounds
@@ -28,6 +28,7 @@ class Sink(Protocol):
     def close(self) -> None: ...
 
 
+@runtime_checkable
 class StagedSink(Sink, Protocol):
     def begin_staging(self, table: str, schema: TableSchema, operation_id: str) -> str:
         """Create an empty staging table for one operation; returns its name. Not a target mutation."""

@@ -142,11 +142,6 @@ class TransferEngine:
 
     # -- planning ----------------------------------------------------------------------------------
 
-    def plan(self, run_id: str) -> tuple[TableSchema, list[ResumeDecision]]:
-        """Route guard scan first (nothing else may run on a blocked route), then resume decisions."""
-        schema, decisions, _ = self._plan_from(self._scan_route(), run_id)
-        return schema, decisions
-
     def identity_overlaps(self, run_id: str) -> list[IdentityOverlap]:
         """For ``dpone guard rebaseline``: partitions to move that overlap ones of another identity.
 
@@ -662,9 +657,9 @@ class TransferEngine:
         return self._ports.artifacts
 
     def _staged(self, sink: Sink) -> StagedSink:
-        if not all(hasattr(sink, name) for name in ("begin_staging", "stage", "finalize_staged_load")):
+        if not isinstance(sink, StagedSink):
             raise DponeError(ErrorCode.USAGE, "this sink does not support the staged load path")
-        return sink  # type: ignore[return-value]
+        return sink
 
     def _order_by(self, schema: TableSchema) -> tuple[str, ...]:
         if self._manifest.sink.order_by:
