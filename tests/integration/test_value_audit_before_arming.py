@@ -10,6 +10,7 @@ target: each edge value is loaded and read back on both, one past it is refused.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import uuid
 from collections.abc import Callable, Iterator
@@ -190,6 +191,17 @@ def test_the_other_paths_stop_the_same_way(base: Path, export: str, load: str) -
     )
 
 
+def test_every_refused_column_is_listed_at_once(base: Path) -> None:
+    set_value(base, "qty", "1.5")
+    set_value(base, "ts", "'2026-11-30 10:00:00.250'", row_id=7)
+    result = dpone("run", str(manifest(base, "chdb:///clickhouse", "demo.vals")), "--json")
+    assert result.exit_code == 2
+    details = json.loads(result.output)["details"]
+    assert (details["column"], details["reason"]) == ("ts", "sub_second_digits")  # in the read's column order
+    assert details["also"] == [{"column": "qty", "reason": "not_an_integer"}]
+    assert checkpoint_rows(base) == []
+
+
 def test_only_the_partitions_of_the_run_are_audited(base: Path) -> None:
     path = manifest(base, "chdb:///clickhouse", "demo.vals", strategy="incremental_append")
     assert dpone("run", str(path), "--run-id", "first").exit_code == 0
@@ -241,12 +253,16 @@ def test_the_18_16_server_holds_dates_to_2106_and_refuses_one_past_its_edge(
     exercise_limits(base, "value_audit_ch", f"{database}.vals", read, "18.16")
 
 
-def test_a_date_the_18_16_server_cannot_hold_is_accepted_by_chdb(
-    base: Path, server: tuple[Query, str]
+@pytest.mark.parametrize(
+    ("export", "load"), [("lazy_plan", "direct"), ("file_artifact", "direct"), ("lazy_plan", "staged")]
+)
+def test_a_date_the_18_16_server_cannot_hold_is_refused_on_every_path_and_accepted_by_chdb(
+    base: Path, server: tuple[Query, str], export: str, load: str
 ) -> None:
     _read, database = server
     set_value(base, "d", "'2120-01-01'")
-    refused_before_arming(base, manifest(base, "value_audit_ch", f"{database}.vals"), "d", "2106-02-07")
+    on_server = manifest(base, "value_audit_ch", f"{database}.vals", export=export, load=load)
+    refused_before_arming(base, on_server, "d", "2106-02-07")
     landed = dpone("run", str(manifest(base, "chdb:///clickhouse", "demo.vals")), "--run-id", "chdb")
     assert landed.exit_code == 0, landed.output
     assert target_values(lambda sql: chdb_query(base, sql), "demo.vals") == source_values(base)

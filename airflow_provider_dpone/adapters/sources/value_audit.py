@@ -66,8 +66,8 @@ _TEXTS = {
     UTC_OFFSET: "carry a UTC offset: the day partition would be their local date but they are stored in UTC",
 }
 _HINTS = {
-    SUB_SECOND: "to drop the fraction deliberately, truncate it in source.query "
-    "(SQLite: strftime('%Y-%m-%d %H:%M:%S', col) AS col; SQL Server: CAST(col AS datetime2(0)) AS col)",
+    SUB_SECOND: "to drop the fraction deliberately, truncate it in source.query (SQL Server: "
+    "CAST(col AS datetime2(0)) AS col; SQLite: strftime('%Y-%m-%d %H:%M:%S', col) AS col, which arrives as String)",
     UTC_OFFSET: "partition on UTC: convert the column in source.query "
     "(SQLite: datetime(col) AS col; SQL Server: CAST(SWITCHOFFSET(col, '+00:00') AS datetime2(0)) AS col)",
     DECIMAL_DIGITS: "values are never rounded to fit: widen the declared type, or ROUND/CAST in source.query",
@@ -400,15 +400,33 @@ def refusal(
 
 
 def require_clean(checks: Sequence[Check], row: Sequence[object], table: str) -> None:
-    """Raise for the first check that refused rows (the statement's columns follow ``checks``)."""
+    """Raise for the first check that refused rows, listing every other refusal too, so one run shows
+    everything to fix (the statement's columns follow ``checks``)."""
     if len(row) != len(checks):
         raise DponeError(
             ErrorCode.SOURCE_READ_FAILED,
             f"the value audit of source table {table} returned an unexpected result",
             details={"table": table},
         )
+    found: list[tuple[Check, int | None]] = []
     for check, value in zip(checks, row, strict=True):
         refused = check.refused(value)
-        if refused:
-            counted = refused if check.expression.startswith("COALESCE(SUM") else None
-            raise refusal(check.column, check.reason, counted, table, low=check.low, high=check.high)
+        if refused and all((c.column.name, c.reason) != (check.column.name, check.reason) for c, _ in found):
+            found.append((check, refused if check.expression.startswith("COALESCE(SUM") else None))
+    if not found:
+        return
+    (first, counted), others = found[0], found[1:]
+    error = refusal(first.column, first.reason, counted, table, low=first.low, high=first.high)
+    if others:
+        error.details["also"] = [{"column": c.column.name, "reason": c.reason} for c, _ in others]
+        more = [_HINTS[c.reason] for c, _ in others if c.reason in _HINTS]
+        error.hint_lines = tuple(
+            dict.fromkeys(
+                [
+                    *(f"also: column {c.column.name!r} holds values that {_describe(c)}" for c, _ in others),
+                    *error.hint_lines,
+                    *more,
+                ]
+            )
+        )
+    raise error
