@@ -282,3 +282,36 @@ def test_the_decimal_audit_agrees_with_the_converter_on_any_float_or_text(value:
 )
 def test_a_day_partition_column_refuses_values_with_a_utc_offset(value: str, refused: bool) -> None:
     assert _audit_refuses("DATETIME", value, partition=True) is refused
+
+
+@pytest.mark.parametrize(
+    ("version", "modern"),
+    [
+        ("18.16.1", False),
+        ("21.8.15.7", False),
+        (None, False),
+        ("", False),
+        ("dev", False),
+        ("22.3.1", True),
+        ("26.9.2.1", True),
+    ],
+)
+def test_the_calendar_range_follows_the_server_version_and_an_unreadable_one_gets_the_narrow_range(
+    version: str | None, modern: bool
+) -> None:
+    from datetime import date, datetime
+
+    from airflow_provider_dpone.adapters.clickhouse.column_encoders import value_limits
+
+    limits = value_limits(version)
+    assert limits["date_min"] == date(1970, 1, 1) and limits["datetime_min"] == datetime(1970, 1, 1)
+    if modern:
+        assert (limits["date_max"], limits["datetime_max"]) == (
+            date(2149, 6, 6),
+            datetime(2106, 2, 7, 6, 28, 15),
+        )
+    else:  # measured on 18.16.1: later values read back as 1970-01-01
+        assert (limits["date_max"], limits["datetime_max"]) == (
+            date(2106, 2, 7),
+            datetime(2106, 2, 6, 23, 59, 59),
+        )
