@@ -10,6 +10,9 @@ from typing import Any
 import click
 
 from airflow_provider_dpone.cli.output import print_json, reporting_errors
+from airflow_provider_dpone.contracts.capsule import QualityPolicy
+from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
+from airflow_provider_dpone.contracts.manifest import Manifest
 
 
 @click.group("manifest")
@@ -29,6 +32,7 @@ def validate(manifest: str, as_json: bool) -> None:
         from airflow_provider_dpone.manifests.loader import load_manifest
 
         loaded = load_manifest(manifest)
+        policy = _quality_policy(manifest, loaded.manifest)
         connections = _connections(loaded.manifest.model_dump(mode="json"), os.environ)
     if as_json:
         print_json(
@@ -39,12 +43,15 @@ def validate(manifest: str, as_json: bool) -> None:
                 "route": loaded.route.model_dump(mode="json"),
                 "normalized": loaded.normalized,
                 "connections": connections,
+                "quality_policy": policy.model_dump(mode="json"),
             }
         )
         return
     click.echo(f"manifest {manifest} is valid")
     click.echo(f"route:     {loaded.route.describe()}")
     click.echo(f"identity:  {loaded.identity}")
+    checks = ", ".join(f"{c.check.value}({','.join(c.columns)}):{c.severity.value}" for c in policy.checks)
+    click.echo(f"quality:   {len(policy.checks)} check(s){': ' + checks if checks else ''}")
     click.echo("connections:")
     for role, info in connections.items():
         if info["form"] == "inline":
@@ -54,6 +61,26 @@ def validate(manifest: str, as_json: bool) -> None:
             click.echo(f"  {role:<12} {info['value']} (from {info['variable']}: {state})")
     click.echo("normalized:")
     click.echo(json.dumps(loaded.normalized, indent=2, sort_keys=True, ensure_ascii=False))
+
+
+def _quality_policy(origin: str, manifest: Manifest) -> QualityPolicy:
+    """The quality policy exactly as ``dpone run`` builds it; every problem of it is listed at once."""
+    from airflow_provider_dpone.manifests.problems import ManifestProblem, ProblemKind
+    from airflow_provider_dpone.runtime.quality.policy import build_policy, policy_problems
+
+    problems = [
+        ManifestProblem(kind=ProblemKind.INVALID_VALUE, path=path, message=message)
+        for path, message in policy_problems(manifest.quality)
+    ]
+    if problems:
+        count = len(problems)
+        raise DponeError(
+            ErrorCode.MANIFEST_INVALID,
+            f"manifest {origin} is invalid ({count} {'problem' if count == 1 else 'problems'})",
+            details={"manifest": origin, "problems": [p.model_dump(mode="json") for p in problems]},
+            hint_lines=tuple(p.render() for p in problems),
+        )
+    return build_policy(manifest.quality, durable=manifest.sink.options.durable_quality_replay)
 
 
 def _connections(normalized: Mapping[str, Any], env: Mapping[str, str]) -> dict[str, dict[str, Any]]:

@@ -47,36 +47,50 @@ METRICS_OF: dict[CheckKind, tuple[ObservationMetric, ...]] = {
 }
 
 
-def build_policy(spec: QualitySpec, *, durable: bool) -> QualityPolicy:
-    """Validate the manifest's checks and bind them; ``manifest_invalid`` names the offending check."""
-    checks: list[PolicyCheck] = []
+#: One problem of the quality section: (dotted path, safe message).
+PolicyProblem = tuple[str, str]
+
+
+def policy_problems(spec: QualitySpec) -> list[PolicyProblem]:
+    """Every problem of the manifest's checks at once (``dpone manifest validate`` lists them all)."""
+    problems: list[PolicyProblem] = []
+    columns: dict[str, None] = {}
     for index, check in enumerate(spec.checks):
         path = f"quality.checks[{index}]"
         if check.type is QualityCheckType.ROW_COUNT:
             if check.columns:
-                raise _invalid(path, "row_count compares whole scopes and takes no columns")
+                problems.append((path, "row_count compares whole scopes and takes no columns"))
         elif not check.columns:
-            raise _invalid(path, f"{check.type.value} needs at least one column")
+            problems.append((path, f"{check.type.value} needs at least one column"))
         if len(set(check.columns)) != len(check.columns):
-            raise _invalid(path, "a check lists the same column twice")
-        for column in check.columns:
-            if not _IDENT_RE.fullmatch(column):
-                raise _invalid(
-                    path, "quality check columns must be plain identifiers ([A-Za-z_][A-Za-z0-9_]*)"
-                )
-        checks.append(
-            PolicyCheck(
-                check=CheckKind(check.type.value),
-                columns=check.columns,
-                severity=CheckSeverity(check.severity.value),
+            problems.append((path, "a check lists the same column twice"))
+        if not all(_IDENT_RE.fullmatch(column) for column in check.columns):
+            problems.append(
+                (path, "quality check columns must be plain identifiers ([A-Za-z_][A-Za-z0-9_]*)")
             )
+        if check.type is not QualityCheckType.ROW_COUNT:
+            columns.update(dict.fromkeys(check.columns))
+    if len(columns) > MAX_PLAN_COLUMNS:
+        problems.append(("quality.checks", f"quality checks may name at most {MAX_PLAN_COLUMNS} columns"))
+    return problems
+
+
+def build_policy(spec: QualitySpec, *, durable: bool) -> QualityPolicy:
+    """Validate the manifest's checks and bind them; ``manifest_invalid`` lists every offending check."""
+    problems = policy_problems(spec)
+    if problems:
+        raise _invalid(problems)
+    checks = [
+        PolicyCheck(
+            check=CheckKind(check.type.value),
+            columns=check.columns,
+            severity=CheckSeverity(check.severity.value),
         )
+        for check in spec.checks
+    ]
     if durable and not checks:
         checks.append(IMPLICIT_ROW_COUNT)
-    policy = QualityPolicy(checks=tuple(checks))
-    if len(plan_columns(policy)) > MAX_PLAN_COLUMNS:
-        raise _invalid("quality.checks", f"quality checks may name at most {MAX_PLAN_COLUMNS} columns")
-    return policy
+    return QualityPolicy(checks=tuple(checks))
 
 
 def plan_metrics(policy: QualityPolicy) -> tuple[ObservationMetric, ...]:
@@ -114,9 +128,12 @@ def all_warn_only(checks: Sequence[PolicyCheck]) -> bool:
     return bool(checks) and all(check.severity is CheckSeverity.WARN for check in checks)
 
 
-def _invalid(path: str, message: str) -> DponeError:
+def _invalid(problems: Sequence[PolicyProblem]) -> DponeError:
+    (path, message), count = problems[0], len(problems)
+    headline = f"{path}: {message}" if count == 1 else f"the quality checks have {count} problems"
     return DponeError(
         ErrorCode.MANIFEST_INVALID,
-        f"{path}: {message}",
-        details={"path": path},
+        headline,
+        details={"path": path, "problems": [{"path": p, "message": m} for p, m in problems]},
+        hint_lines=tuple(f"`{p}`: {m}" for p, m in problems) if count > 1 else (),
     )
