@@ -10,8 +10,9 @@ never waits past the deadline for anything the child does. A frame that arrives 
 
 **Shutdown.** After every observation — success or not — the parent SIGKILLs the whole process group
 while the leader is still unreaped (its zombie pins the group ID, so the signal cannot reach a recycled
-group), then reaps the leader and polls until the group is empty, within a separate short bound.
-``termination_verified`` is true only when both happened. The budget bounds the local observation only:
+group) and every descendant that left it (``setsid``; found by the worker's instance marker), then reaps
+the leader by PID and polls until none is left, within a separate short bound.
+``termination_verified`` is true only when all of it happened; a failed wait is never verified. The budget bounds the local observation only:
 a remote query the worker started may keep running on the server, and writes by others are not bounded.
 
 **Answers.** Exactly one newline-terminated canonical frame, at most the plan's worst-case size, with the

@@ -1,9 +1,10 @@
 """The fixed reader worker: ``python -m airflow_provider_dpone.adapters.target_reader.worker``.
 
-It reads one request frame from stdin, opens its own clickhouse-connect client from the endpoint
-descriptor in it (HTTP server or embedded chDB), sets ``readonly=1`` and reads the setting back (fail
-closed when it cannot prove it), runs the one generated SELECT, writes exactly one canonical JSON frame
-to its original stdout, and exits 0. Everything else (libraries printing, logging) goes to stderr or
+It bounds itself first (``PR_SET_PDEATHSIG`` and a ``setitimer`` deadline ending in ``os._exit``), reads
+one request frame from stdin, opens its own access from the endpoint descriptor in it (its own HTTP calls,
+``readonly=1`` on each, for a server; a clickhouse-connect client for embedded chDB), reads ``readonly``
+back (fail closed when it cannot prove it), runs the one generated SELECT, writes exactly one canonical
+JSON frame to its original stdout, and exits 0. Everything else (libraries printing, logging) goes to stderr or
 nowhere: fd 1 is pointed at /dev/null before any vendor import, the frame uses a private duplicate.
 
 ``readonly=1`` (not 2): on ClickHouse 18.16 ``readonly=2`` still lets a query switch ``readonly`` back to
