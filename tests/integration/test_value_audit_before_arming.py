@@ -370,3 +370,33 @@ def test_the_sql_server_audit_runs_on_the_wire_and_refuses_outside_the_targets_r
         source.audit_values(bounds[-2:], narrowed)  # type: ignore[arg-type]  # only the run's partitions count
     finally:
         source.close()
+
+
+@pytest.mark.parametrize(("without_rowid", "audited"), [(False, False), (True, True)])
+def test_only_a_true_rowid_alias_is_left_unaudited(
+    tmp_path: Path, without_rowid: bool, audited: bool
+) -> None:
+    from airflow_provider_dpone.adapters.sources.sqlite_source import SqliteSource
+    from airflow_provider_dpone.contracts.errors import DponeError
+    from airflow_provider_dpone.contracts.manifest import SourceSpec
+    from airflow_provider_dpone.contracts.partition import BoundsKind, PartitionBounds
+
+    path = tmp_path / "keys.sqlite"
+    suffix = " WITHOUT ROWID" if without_rowid else ""
+    with sqlite3.connect(path) as db:
+        db.execute(f"CREATE TABLE k (id INTEGER PRIMARY KEY, v TEXT){suffix}")
+        db.execute("INSERT INTO k VALUES (?, 'x')", (1.5 if without_rowid else 1,))
+    source = SqliteSource(
+        path, SourceSpec.model_validate_json('{"type": "sqlite", "connection": "c", "table": "k"}')
+    )
+    try:
+        everything = [PartitionBounds(kind=BoundsKind.ALL, label="all")]
+        if audited:  # a WITHOUT ROWID table's INTEGER key is no alias: SQLite keeps 1.5 there
+            with pytest.raises(DponeError) as refused:
+                source.audit_values(everything, None)
+            assert refused.value.details["column"] == "id"
+        else:
+            source.audit_values(everything, None)
+            assert source._rowid_alias(source.describe()) == frozenset({"id"})
+    finally:
+        source.close()

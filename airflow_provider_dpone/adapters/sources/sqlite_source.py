@@ -133,7 +133,8 @@ class SqliteSource:
             rows = (
                 self._db()
                 .execute(
-                    "SELECT wr FROM pragma_table_list(?, ?)", (self._table.name, self._table.schema or "main")
+                    "SELECT wr FROM pragma_table_list(?) WHERE schema = ?",  # one argument: the table
+                    (self._table.name, self._table.schema or "main"),
                 )
                 .fetchall()
             )
@@ -322,12 +323,27 @@ class SqliteSource:
 
     def audit_values(self, bounds: Sequence[PartitionBounds], limits: ValueLimits | None) -> None:
         """Before arming: one aggregate finds every value a read would refuse (see ``value_audit``)."""
-        plan = value_audit.sqlite_plan(self.describe(), bounds, limits)
+        schema = self.describe()
+        plan = value_audit.sqlite_plan(schema, bounds, limits, exempt=self._rowid_alias(schema))
         if plan is None:
             return
         statement = self._statement(lambda: plan.statement(self._source_sql, bounds), bounds[0])
         row = self._fetch_all(statement, what="the value audit")[0]
         value_audit.require_clean(plan.checks, row, self._spec.table)
+
+    def _rowid_alias(self, schema: TableSchema) -> frozenset[str]:
+        """The ``INTEGER PRIMARY KEY`` of a rowid table: SQLite stores only integers there. Exempted only
+        when the table provably has a rowid (a ``WITHOUT ROWID`` table's key keeps ``1.5``)."""
+        names = {name.lower() for name in self._describe_full().names}
+        if self._spec.query or len(self._keys) != 1 or self._keys[0] not in schema.names or "rowid" in names:
+            return frozenset()
+        if (schema.column(self._keys[0]).source_type or "").upper() != "INTEGER":
+            return frozenset()
+        try:
+            self._db().execute(f"SELECT rowid FROM {self._table.sql()} LIMIT 0").fetchall()
+        except sqlite3.Error:  # no rowid: WITHOUT ROWID
+            return frozenset()
+        return frozenset(self._keys)
 
     def close(self) -> None:
         if self._connection is not None:

@@ -262,12 +262,18 @@ class SqlitePlan:
 
 
 def sqlite_plan(
-    schema: TableSchema, bounds: Sequence[PartitionBounds], limits: ValueLimits | None
+    schema: TableSchema,
+    bounds: Sequence[PartitionBounds],
+    limits: ValueLimits | None,
+    *,
+    exempt: frozenset[str] = frozenset(),
 ) -> SqlitePlan | None:
-    """The audit of a read of ``schema``; ``None`` when no column can hold a refused value."""
+    """The audit of a read of ``schema``; ``None`` when no column can hold a refused value. ``exempt``:
+    columns SQLite itself keeps exact (the rowid alias holds only integers)."""
     lim = _limits(limits)
     calendar = _calendar_partition_columns(bounds)
-    classifiers = [c for c in (_classifier(col, calendar, lim) for col in schema.columns) if c is not None]
+    audited = [col for col in schema.columns if col.name not in exempt]
+    classifiers = [c for c in (_classifier(col, calendar, lim) for col in audited) if c is not None]
     if not classifiers or not bounds:
         return None
     checks: list[Check] = []
