@@ -10,7 +10,10 @@
 # them on exit whatever happens. A service that cannot start fails the run unless DPONE_ALLOW_SKIP=1.
 # All four checks run even if an earlier one fails; the exit code is non-zero if any failed, including
 # pytest collecting no test (exit 5).
-# Knobs: DPONE_ALLOW_SKIP=1 (local runs), DPONE_TEST_TIMEOUT (per-test seconds, default 600), and those of
+# Then the newest-releases lane (scripts/newest_lane.sh): a fresh venv without constraints, unit tests and
+# the chDB-backed suites.
+# Knobs: DPONE_ALLOW_SKIP=1 (local runs), DPONE_TEST_TIMEOUT (per-test seconds, default 600),
+# DPONE_NEWEST_LANE=0 (skip the newest lane on a local run; ignored when CI=true), and those of
 # scripts/setup.sh (DPONE_PYTHON, DPONE_VENV, DPONE_SKIP_APT).
 set -euo pipefail
 
@@ -112,11 +115,18 @@ elif [ "$pytest_rc" -ne 0 ]; then
   failed+=("pytest")
 fi
 
+# The newest releases the declared ranges allow, in a separate venv, no constraints file (a few minutes).
+if [ "${DPONE_NEWEST_LANE:-1}" = 0 ] && [ "${CI:-}" != true ]; then
+  say "== newest: skipped (DPONE_NEWEST_LANE=0; CI always runs it)"
+else
+  step newest bash scripts/newest_lane.sh
+fi
+
 "$PY" scripts/services/local_services.py down --dir "$SVC_DIR" || true
 if [ "${#failed[@]}" -gt 0 ]; then
   say "FAILED: ${failed[*]} (total $(($(date +%s) - T0))s)"
 else
-  say "OK: ruff, mypy, lint-imports, dist and pytest passed (total $(($(date +%s) - T0))s)"
+  say "OK: ruff, mypy, lint-imports, dist, pytest and newest passed (total $(($(date +%s) - T0))s)"
 fi
 # pytest's own closing line last, for whoever reads the end of the log.
 grep -E '^=+ .*( passed| failed| error| skipped| no tests ran).* =+$' "$SVC_DIR/pytest.out" | tail -n 1 || true

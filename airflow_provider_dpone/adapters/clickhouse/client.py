@@ -28,6 +28,7 @@ from typing import Any
 import clickhouse_connect
 from clickhouse_connect.driver.client import Client
 
+from airflow_provider_dpone.adapters.clickhouse.driver_versions import version_mismatch
 from airflow_provider_dpone.contracts.endpoints import (
     MAX_TIMEOUT_S,
     ClickHouseInterface,
@@ -97,6 +98,9 @@ def _open_http(endpoint: EndpointDescriptor) -> Client:
     try:
         return clickhouse_connect.get_client(**kwargs)
     except Exception as exc:
+        mismatch = version_mismatch(endpoint, exc)
+        if mismatch is not None:
+            raise mismatch from exc
         raise DponeError(
             ErrorCode.TARGET_UNREACHABLE,
             f"could not connect to the ClickHouse server of {endpoint.describe()}",
@@ -126,6 +130,9 @@ def _open_chdb(endpoint: EndpointDescriptor) -> Client:
     try:
         return clickhouse_connect.get_client(interface="chdb", path=endpoint.path)
     except Exception as exc:
+        mismatch = version_mismatch(endpoint, exc)
+        if mismatch is not None:
+            raise mismatch from exc
         message = f"could not open the embedded ClickHouse of {endpoint.describe()}"
         hints: tuple[str, ...] = ()
         if "already initialized" in str(exc):
