@@ -66,9 +66,9 @@ checkpoints:
     return manifest
 
 
-def run(manifest: Path, run_id: str):  # type: ignore[no-untyped-def]
+def run(manifest: Path, run_id: str, *, allow_nonempty_target: bool = False):  # type: ignore[no-untyped-def]
     with open_runtime(load_manifest(manifest)) as runtime:
-        return runtime.run(run_id)
+        return runtime.run(run_id, allow_nonempty_target=allow_nonempty_target)
 
 
 def counts(endpoint: EndpointDescriptor, table: str) -> tuple[int, int]:
@@ -228,8 +228,11 @@ def test_incompatible_existing_target_is_refused_and_left_untouched(tmp_path: Pa
         load="direct",
         strategy="incremental_append",
     )
-    with pytest.raises(DponeError) as failed:
+    with pytest.raises(DponeError) as stopped:
         run(manifest, "r")
+    assert stopped.value.code is ErrorCode.TARGET_NOT_EMPTY  # a route with no checkpoint, a table with a row
+    with pytest.raises(DponeError) as failed:
+        run(manifest, "r", allow_nonempty_target=True)
     assert failed.value.code is ErrorCode.TARGET_INCOMPATIBLE
     client = open_client(endpoint)
     try:
