@@ -126,7 +126,7 @@ fi
 if [ "${#failed[@]}" -gt 0 ]; then
   say "FAILED: ${failed[*]} (total $(($(date +%s) - T0))s)"
 else
-  say "OK: ruff, mypy, lint-imports, dist, pytest and newest passed (total $(($(date +%s) - T0))s)"
+  say "OK: every step passed: ruff, mypy, lint-imports, dist, pytest, newest (total $(($(date +%s) - T0))s)"
 fi
 # pytest's own closing line last, for whoever reads the end of the log.
 grep -E '^=+ .*( passed| failed| error| skipped| no tests ran).* =+$' "$SVC_DIR/pytest.out" | tail -n 1 || true
