@@ -187,3 +187,32 @@ def test_datetime_partitions_on_the_18_16_server_land_the_source_exactly_and_ins
         key = next(k for k in in_target if k in row["label"])
         assert row["target_rows"] == in_target[key], row
         assert row["source_rows"] == source_counts(tmp_path, kind)[key], row
+
+
+@pytest.mark.parametrize("kind", ["day", "month"])
+def test_the_durable_replay_reader_counts_datetime_partitions_on_the_18_16_server(
+    tmp_path: Path, server: tuple[Any, str], monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    """The bounded reader measures the published rows within day/month bounds on a DateTime column: a
+    reader that wrote the bounds as dates would count 0 and fail the row_count check after publication."""
+    client, database = server
+    monkeypatch.setenv("AIRFLOW_CONN_DT_STATE", f"sqlite:///{tmp_path / 'state.sqlite'}")
+    make_source(tmp_path)
+    table = f"{database}.events"
+    manifest = write_manifest(tmp_path, table, kind, "replace_partition", "lazy_plan", "staged")
+    text = manifest.read_text(encoding="utf-8")
+    manifest.write_text(
+        text.replace("  order_by: [id]\n", "  order_by: [id]\n  options: {durable_quality_replay: true}\n")
+        + "quality:\n  checks:\n    - type: row_count\n    - type: not_null\n      columns: [id, at]\n",
+        encoding="utf-8",
+    )
+
+    result = dpone("run", "--json", str(manifest), "--run-id", "replay-1")
+
+    assert result.exit_code == 0, result.output
+    quality = json.loads(result.output)["quality"]
+    assert (quality["verdict"], quality["capsule_state"]) == ("passed", "complete")
+    rows = len(STAMPS) * 3
+    measured = {key: value for check in quality["checks"] for key, value in check["values"].items()}
+    assert measured.get("target.row_count") == rows, measured
+    assert target_rows(client, table) == source_rows(tmp_path)
