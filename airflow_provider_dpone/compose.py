@@ -34,6 +34,7 @@ from airflow_provider_dpone.ports.route_naming import RouteNaming
 from airflow_provider_dpone.ports.sink import Sink
 from airflow_provider_dpone.ports.source import Source
 from airflow_provider_dpone.ports.target_reader import TargetMetricsReader
+from airflow_provider_dpone.runtime.cancellation import CancellationToken
 from airflow_provider_dpone.runtime.clock import SystemClock
 from airflow_provider_dpone.runtime.guard_inspection import InspectionRow, inspect_blocked
 from airflow_provider_dpone.runtime.guard_resolution import ResolutionRequest, resolve
@@ -82,6 +83,8 @@ class Runtime:
     progress: ProgressListener | None = None
     #: The bounded target reader; ``None`` means the supervised worker (tests may wrap it).
     target_reader: TargetMetricsReader | None = None
+    #: A stop request for the run (Airflow's on_kill); it also kills a live reader worker at once.
+    cancellation: CancellationToken = field(default_factory=CancellationToken)
     #: For read-only commands: the checkpoint store must exist already (never created, schema untouched).
     read_only: bool = False
     _closers: list[Callable[[], None]] = field(default_factory=list)
@@ -129,8 +132,10 @@ class Runtime:
     def reader(self) -> TargetMetricsReader:
         if self.target_reader is None:
             from airflow_provider_dpone.adapters.target_reader import SupervisedTargetReader
+            from airflow_provider_dpone.adapters.target_reader.supervisor import kill_live_workers
 
             self.target_reader = SupervisedTargetReader()
+            self.cancellation.on_cancel(kill_live_workers)  # the observing call reaps it
         return self.target_reader
 
     def open_source(self) -> Source:
@@ -223,6 +228,7 @@ class Runtime:
             capsule_stores=self.capsule_stores,
             replay=self._replay_ports() if self.manifest.sink.options.durable_quality_replay else None,
             naming=self.naming(),
+            cancellation=self.cancellation,
         )
         return TransferEngine(
             self.manifest,
@@ -308,11 +314,13 @@ def open_runtime(
     clock: Clock | None = None,
     progress: ProgressListener | None = None,
     target_reader: TargetMetricsReader | None = None,
+    cancellation: CancellationToken | None = None,
     read_only: bool = False,
 ) -> Iterator[Runtime]:
     """Compose the runtime for one manifest; everything it opened is closed on exit.
 
     ``target_reader`` replaces the supervised reader worker (for instance a wrapper in a test).
+    ``cancellation`` lets the caller stop the run (``TransferInterrupted`` at the next chunk).
     ``read_only`` (inspection commands): a missing checkpoint store is refused, never created.
     """
     runtime = Runtime(
@@ -322,6 +330,7 @@ def open_runtime(
         clock=clock or SystemClock(),
         progress=progress,
         target_reader=target_reader,
+        cancellation=cancellation or CancellationToken(),
         read_only=read_only,
     )
     try:

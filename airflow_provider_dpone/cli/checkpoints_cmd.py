@@ -233,14 +233,14 @@ def _print_text(
         click.echo(
             f"resolve:  dpone guard resolve {manifest} --partition ID --as committed|not-applied --reason TEXT"
         )
-        click.echo("runbook:  docs/runbook/manual-reconciliation.md")
+        click.echo("runbook:  dpone runbook guard")
     if verify:
         verified = sum(1 for e in entries if e["source_rows"] is not None)
         drifted = sum(1 for e in entries if e["drifted"])
         if drifted:
             click.echo(
                 "drift:    late or deleted source rows; replace_partition with source.partitioning.lookback "
-                "reloads recent partitions: see docs/runbook/manual-reconciliation.md, 'Drifted partitions'"
+                "reloads recent partitions: see `dpone runbook guard`, 'Drifted partitions'"
             )
         plural = "partition" if drifted == 1 else "partitions"
         click.echo(

@@ -26,6 +26,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "guard_cmd",
     "manifest_cmd",
     "replay_cmd",
+    "runbook_cmd",
 )
 
 

@@ -199,6 +199,6 @@ def _refuse_duplicating_not_applied(
                 *problems,
                 "If the rows are the attempt's, resolve --as committed. If they are not (you verified and deleted",
                 "or they belong to another writer), re-run with --force; the counts are kept in the audit record.",
-                "runbook:  docs/runbook/manual-reconciliation.md",
+                "runbook:  dpone runbook guard",
             ),
         )

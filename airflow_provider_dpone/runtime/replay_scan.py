@@ -33,7 +33,7 @@ from airflow_provider_dpone.runtime.quality.policy import metric_keys
 from airflow_provider_dpone.runtime.quality.verdict import Verdict, evaluate
 from airflow_provider_dpone.runtime.replay_ref import CapsuleRef, RefInvalid, read_ref
 
-RUNBOOK = "docs/runbook/pending-capsules.md"
+RUNBOOK = "dpone runbook replay"  # shipped with the package: no repository path
 
 
 class OperationState(str, Enum):

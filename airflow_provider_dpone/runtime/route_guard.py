@@ -20,7 +20,7 @@ from airflow_provider_dpone.contracts.guard import (
 )
 from airflow_provider_dpone.contracts.route import RouteIdentity
 
-RUNBOOK = "docs/runbook/manual-reconciliation.md"
+RUNBOOK = "dpone runbook guard"  # shipped with the package: no repository path
 
 
 @dataclass(frozen=True)

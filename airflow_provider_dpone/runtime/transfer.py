@@ -44,6 +44,7 @@ from airflow_provider_dpone.ports.route_naming import RawRouteNaming, RouteNamin
 from airflow_provider_dpone.ports.sink import Sink, StagedSink
 from airflow_provider_dpone.ports.source import Source
 from airflow_provider_dpone.runtime.batch_id import checkpoint_batch_id
+from airflow_provider_dpone.runtime.cancellation import CancellationToken
 from airflow_provider_dpone.runtime.chunk_stream import StreamTally
 from airflow_provider_dpone.runtime.commit_lifecycle import ActivePartition, TargetCommitLifecycle
 from airflow_provider_dpone.runtime.progress import ProgressListener, SilentProgress
@@ -96,6 +97,8 @@ class TransferPorts:
     replay: ReplayPorts | None = None
     #: Canonical route names; the default keeps names as written (tests without a source adapter).
     naming: RouteNaming = field(default_factory=RawRouteNaming)
+    #: A stop request (Airflow's on_kill): honoured at the next chunk and before arming.
+    cancellation: CancellationToken = field(default_factory=CancellationToken)
 
 
 class TransferEngine:
@@ -307,7 +310,7 @@ class TransferEngine:
                 run_id=run_id,
                 partitions=active,
             )
-            tally = StreamTally(cursor=self._cursor())
+            tally = StreamTally(cursor=self._cursor(), cancellation=self._ports.cancellation)
             self._execute_path(sink, schema, active, lifecycle, tally, run_id, before_arm)
         finally:
             sink.close()  # before any reader: an embedded (chDB) path is held by one process at a time
@@ -317,6 +320,7 @@ class TransferEngine:
         verdict: Verdict | None = None
         operation_id = None
         if self._replay is not None:
+            self._ports.cancellation.raise_if_cancelled()  # committed; the capsule is observed on retry
             self._progress.stage("observe")
             result = self._replay.observe(run_id)
             verdict, operation_id = result.verdict, result.operation_id
@@ -441,7 +445,7 @@ class TransferEngine:
             },
             hint_lines=(
                 "nothing was read or written; the guard never reloads committed partitions on a guess",
-                "restore the target table, or reload deliberately: see docs/runbook/manual-reconciliation.md, "
+                "restore the target table, or reload deliberately: see `dpone runbook guard`, "
                 "'The target lost committed rows'",
             ),
         )
@@ -565,6 +569,7 @@ class TransferEngine:
                 if before_arm is not None:
                     # quality verdict and the sealed core: the last pre-target step, staging still present
                     before_arm(moved, staging)
+                self._ports.cancellation.raise_if_cancelled()  # stopped: the target was never invoked
             except BaseException:
                 lifecycle.mark_failed_before_target()
                 raise
@@ -641,7 +646,9 @@ class TransferEngine:
             ref = store.write(
                 planned.partition_id,
                 schema,
-                self._ports.source.read(planned.partition_id, planned.bounds, chunk_rows),
+                self._ports.cancellation.checked(
+                    self._ports.source.read(planned.partition_id, planned.bounds, chunk_rows)
+                ),
             )
             refs.append(ref)
             part.rows = ref.rows

@@ -1,0 +1,285 @@
+"""A task that Airflow stops actually stops (issue 13, point 1), under a real scheduler-less executor run.
+
+What Airflow 3 does (``airflow/sdk/execution_time``): on "mark failed" the supervisor's heartbeat gets a
+409 and sends the task process SIGTERM, then SIGKILL five seconds later; the task process's SIGTERM handler
+calls ``on_kill()`` in its main thread and returns, so ``execute`` carries on unless the operator stops it.
+This test sends that SIGTERM itself, to the task process of a real ``airflow dags test --use-executor``
+run (LocalExecutor, a fresh task process per try), while the transfer runs:
+
+- during extraction (``file_artifact``): the partitions become FAILED/failed_before_target, the route
+  stays clear, the target holds no row;
+- inside the target call (``lazy_plan`` direct load, after the batch was armed): the partitions become
+  FAILED/target_outcome_unknown, the route is blocked, the target holds at most the rows of the blocked
+  partitions and no duplicate, and the task log says so with the commands.
+
+In both, the task process is gone within Airflow's five-second SIGKILL escalation and leaves no process
+behind. Without ``on_kill`` the transfer runs to the end (every partition COMMITTED), which fails here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import closing, suppress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_provider_dpone.adapters.sources.demo_data import create_demo_source
+from tests.airflow.conftest import AIRFLOW_BIN, airflow_env
+from tests.airflow.test_real_retries import (
+    COUNT_TARGET,
+    DPONE_BIN,
+    TaskLog,
+    _die_with_the_test,
+    _json_answer,
+    _kill_group,
+    execution_api,
+    read_task_log,
+    run_group,
+)
+
+pytestmark = pytest.mark.slow
+
+DAGS = Path(__file__).with_name("on_kill_dags")
+ROWS, DAYS = 300_000, 3
+#: Airflow's supervisor escalates SIGTERM to SIGKILL after this long (``kill(escalation_delay=5.0)``).
+ESCALATION_S = 5.0
+RUN_TIMEOUT = 120.0
+
+
+@dataclass
+class Stopped:
+    dag_id: str
+    pid: int
+    signalled_at_stage: str
+    exit_seconds: float
+    finished: Any
+    log: TaskLog
+
+
+def _state_rows(state: Path, run_id: str) -> list[tuple[str, str]]:
+    """(status, guard phase) of every checkpoint row of ``run_id`` so far (read-only)."""
+    if not state.exists():
+        return []
+    with closing(sqlite3.connect(f"file:{state}?mode=ro", uri=True, timeout=1)) as conn:
+        try:
+            rows = conn.execute(
+                "SELECT payload FROM dpone_partition_checkpoints WHERE run_id = ?", (run_id,)
+            ).fetchall()
+        except sqlite3.OperationalError:
+            return []
+    out = []
+    for (payload,) in rows:
+        data = json.loads(payload)
+        guard = (data.get("diagnostics") or {}).get("target_commit_guard") or {}
+        out.append((str(data["status"]), str(guard.get("phase"))))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie counts as gone: it runs nothing
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _dump(pid: int, group: int) -> None:
+    """Diagnostics for a stopped task process that did not exit."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with suppress(OSError):
+            stat = (entry / "stat").read_text()
+            fields = stat.rsplit(")", 1)[1].split()
+            if int(fields[2]) == group or int(entry.name) == pid:
+                cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ")[:150]
+                wchan = (entry / "wchan").read_text()
+                threads = len(list((entry / "task").iterdir()))
+                print(
+                    f"PROC {entry.name} ppid={fields[1]} state={fields[0]} wchan={wchan} threads={threads} {cmd!r}"
+                )
+
+
+def _children_of(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with suppress(OSError, IndexError):
+                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                    found.append(int(entry.name))
+    return found
+
+
+def _stop_while_running(
+    dag_id: str, when: str, env: Mapping[str, str], root: Path, dags: Path, home: Path, state: Path, date: str
+) -> Stopped:
+    """Start a DAG run, SIGTERM its task process once ``when`` ("planned" or "armed") is durable."""
+    tries = dags / "tries.jsonl"
+    before = len(tries.read_text().splitlines()) if tries.exists() else 0
+    out_path = root / f"{dag_id}.out"
+    with out_path.open("w") as out:
+        process = subprocess.Popen(
+            [str(AIRFLOW_BIN), "dags", "test", dag_id, date, "--use-executor"],
+            env=dict(env),
+            cwd=root,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+            preexec_fn=_die_with_the_test,
+        )
+    try:
+        deadline = time.monotonic() + RUN_TIMEOUT
+        record: dict[str, Any] | None = None
+        while record is None and time.monotonic() < deadline and process.poll() is None:
+            lines = tries.read_text().splitlines()[before:] if tries.exists() else []
+            record = json.loads(lines[0]) if lines else None
+            time.sleep(0.05)
+        assert record is not None, "the task never started"
+        pid, run_id = int(record["pid"]), str(record["run_id"])
+        wanted = {"planned": "PLANNED", "armed": "EXPORTED"}[when]
+        while time.monotonic() < deadline and process.poll() is None:
+            statuses = {s for s, _ in _state_rows(state, run_id)}
+            if wanted in statuses:
+                break
+            time.sleep(0.02)
+        statuses = {s for s, _ in _state_rows(state, run_id)}
+        assert wanted in statuses and "COMMITTED" not in statuses, f"too late to stop it: {statuses}"
+        time.sleep(0.3 if when == "planned" else 0.8)  # well inside extraction / the target call
+        signalled = time.monotonic()
+        os.kill(pid, signal.SIGTERM)  # what the supervisor sends on "mark failed"
+        while _alive(pid) and time.monotonic() < signalled + 30:
+            time.sleep(0.02)
+        exit_seconds = time.monotonic() - signalled
+        if _alive(pid):
+            _dump(pid, process.pid)
+        process.wait(timeout=RUN_TIMEOUT)
+    finally:
+        _kill_group(process, grace=5.0)
+    output = out_path.read_text(errors="replace")
+    logs = [p for p in (home / "logs").rglob("attempt=1.log") if f"dag_id={dag_id}" in p.parts]
+    assert len(logs) == 1, f"expected one task log of {dag_id}: {logs}\n{output[-3000:]}"
+    return Stopped(dag_id, pid, when, exit_seconds, output, read_task_log(logs[0]))
+
+
+@dataclass
+class Scenario:
+    before_target: Stopped
+    checkpoints_after_extract: dict[str, Any]
+    in_target: Stopped
+    checkpoints_after_target: dict[str, Any]
+    counts: dict[str, int]
+    leftover: list[int]
+
+
+@pytest.fixture(scope="module")
+def scenario(migrated_airflow_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scenario]:
+    root = tmp_path_factory.mktemp("on_kill")
+    home = root / "airflow_home"
+    home.mkdir()
+    shutil.copy(migrated_airflow_home / "airflow.db", home / "airflow.db")
+    dags = root / "dags"
+    shutil.copytree(DAGS, dags, ignore=shutil.ignore_patterns("__pycache__", "tries.jsonl"))
+    data = root / "data"
+    data.mkdir()
+    assert create_demo_source(data / "source.sqlite", ROWS, days=DAYS) == ROWS
+    chdb_path, state = data / "clickhouse", data / "state.sqlite"
+    no_proxy = ",".join(filter(None, [os.environ.get("NO_PROXY", ""), "127.0.0.1", "localhost"]))
+    base_env = airflow_env(
+        home,
+        AIRFLOW__CORE__EXECUTOR="LocalExecutor",
+        AIRFLOW__CORE__PARALLELISM="2",
+        AIRFLOW__CORE__DAGS_FOLDER=str(dags),
+        AIRFLOW__API_AUTH__JWT_SECRET=secrets.token_urlsafe(32),
+        AIRFLOW_CONN_KILL_SOURCE=f"sqlite:///{data / 'source.sqlite'}",
+        AIRFLOW_CONN_KILL_TARGET=json.dumps(
+            {"conn_type": "dpone_clickhouse", "extra": {"interface": "chdb", "path": str(chdb_path)}}
+        ),
+        AIRFLOW_CONN_KILL_STATE=json.dumps(
+            {"conn_type": "dpone_checkpoints", "extra": {"backend": "sqlite", "path": str(state)}}
+        ),
+        NO_PROXY=no_proxy,
+        no_proxy=no_proxy,
+    )
+    manifest = dags / "manifests" / "lazy_direct.yaml"
+
+    def dpone(what: str, *args: str) -> dict[str, Any]:
+        return _json_answer(run_group(what, [str(DPONE_BIN), *args, "--json"], base_env, root, 120))
+
+    with execution_api(base_env, root) as (env, _api_log):
+        before = _stop_while_running(
+            "dpone_on_kill_extract", "planned", env, root, dags, home, state, "2026-06-01"
+        )
+        after_extract = dpone("dpone checkpoints", "checkpoints", str(manifest))
+        in_target = _stop_while_running(
+            "dpone_on_kill_target", "armed", env, root, dags, home, state, "2026-06-02"
+        )
+        leftover = _children_of(in_target.pid) + _children_of(before.pid)
+    after_target = dpone("dpone checkpoints", "checkpoints", str(manifest))
+    counts = _json_answer(
+        run_group("count target", [sys.executable, "-c", COUNT_TARGET, str(chdb_path)], base_env, root, 120)
+    )
+    yield Scenario(before, after_extract, in_target, after_target, counts, leftover)
+
+
+def _phases(listing: dict[str, Any]) -> set[tuple[str, str | None]]:
+    return {(e["status"], e["guard_phase"]) for e in listing["partitions"]}
+
+
+def test_a_stop_during_extraction_records_failed_before_target_and_leaves_the_route_clear(
+    scenario: Scenario,
+) -> None:
+    listing = scenario.checkpoints_after_extract
+    assert _phases(listing) == {("FAILED", "failed_before_target")}, listing
+    assert listing["summary"]["blocked"] == 0, listing
+
+
+def test_a_stop_inside_the_target_call_blocks_the_route_with_target_outcome_unknown(
+    scenario: Scenario,
+) -> None:
+    listing = scenario.checkpoints_after_target
+    assert _phases(listing) == {("FAILED", "target_outcome_unknown")}, listing
+    assert listing["summary"]["blocked"] == DAYS, listing
+    # at most what a resolve accounts for (the rows of the blocked partitions), never a duplicate
+    rows, distinct = scenario.counts["rows"], scenario.counts["distinct_ids"]
+    assert rows == distinct and rows < ROWS, scenario.counts
+
+
+def test_the_task_process_is_gone_before_airflow_would_sigkill_it_and_leaves_nothing_behind(
+    scenario: Scenario,
+) -> None:
+    for stopped in (scenario.before_target, scenario.in_target):
+        assert not _alive(stopped.pid), stopped.dag_id
+        assert stopped.exit_seconds < ESCALATION_S, (stopped.dag_id, stopped.exit_seconds, stopped.log.text())
+    assert scenario.leftover == [], "a process of a stopped task outlived it"
+
+
+def test_the_task_log_of_the_stopped_try_says_what_the_next_try_will_do(scenario: Scenario) -> None:
+    events = scenario.in_target.log.events()
+    text = "\n".join(events)
+    assert "error: transfer_interrupted: the task was stopped" in text, scenario.in_target.log.text()
+    batch = scenario.checkpoints_after_target["partitions"][0]["checkpoint_batch_id"]
+    assert f"the target may hold rows of batch {batch}; the next try will stop before the target" in text
+    assert "dpone guard resolve" in text and "dpone runbook guard" in text
+    assert "airflow connections get kill_target -o json" in text
+    before = "\n".join(scenario.before_target.log.events())
+    assert "error: transfer_interrupted" in before
+    assert "the target may hold rows" not in before, "extraction never touched the target"
