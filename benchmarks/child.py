@@ -30,15 +30,33 @@ def main(argv: list[str]) -> int:
         from guard_overhead import run_guard
 
         result = run_guard(spec)
+    elif kind == "route_scan":
+        from route_scan import run_route_scan
+
+        result = run_route_scan(spec)
     elif kind == "reader":
         from reader_time import run_reader
 
         result = run_reader(spec)
     else:
         raise SystemExit(f"unknown measurement kind {kind!r}")
+    result["peak_rss_mb"] = _peak_rss_mb()
     sys.stdout.write(json.dumps(result, sort_keys=True) + "\n")
     sys.stdout.flush()
     return 0
+
+
+def _peak_rss_mb() -> float | None:
+    """This process's own high-water RSS (``VmHWM``). ``ru_maxrss`` from ``wait4`` is not: Linux carries the
+    forking parent's RSS over into the child's, so a small child of a large harness reads as large."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024.0
+    except (OSError, ValueError):
+        return None
+    return None
 
 
 if __name__ == "__main__":

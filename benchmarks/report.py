@@ -41,8 +41,9 @@ def terminal_table(results: dict[str, Any]) -> str:
             f"{_fmt(value.get('seconds'))} s ({value.get('outcome')})"
         )
     memory = results.get("memory") or {}
-    for label, value in memory.items():
-        lines.append(f"peak RSS dpone {label}: {_fmt(value, 0)} MB")
+    for label, by_rows in memory.items():
+        sizes = " -> ".join(f"{int(rows):,} rows {_fmt(mb, 0)} MB" for rows, mb in by_rows.items())
+        lines.append(f"peak RSS dpone {label}: {sizes}")
     lines.append("")
     for target in results.get("targets", []):
         verdict = {True: "met", False: "MISSED", None: "n/a"}[target["met"]]

@@ -50,9 +50,12 @@ def measure(spec: dict[str, Any], env: dict[str, str], timeout_s: float = 3600.0
             f"{spec.get('kind')} failed (exit {proc.returncode}):\n" + "\n".join(f"    {t}" for t in tail)
         )
     result: dict[str, Any] = json.loads(lines[-1])
+    own_peak = result.pop("peak_rss_mb", None)
     result.update(
         wall_s=wall,
         cpu_s=usage.ru_utime + usage.ru_stime,
-        max_rss_mb=usage.ru_maxrss / 1024.0,  # Linux reports kilobytes
+        # The child's own VmHWM; ru_maxrss (kilobytes) includes the parent's RSS at fork time.
+        max_rss_mb=own_peak if own_peak is not None else usage.ru_maxrss / 1024.0,
+        ru_maxrss_mb=usage.ru_maxrss / 1024.0,
     )
     return result

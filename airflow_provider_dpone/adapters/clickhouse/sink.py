@@ -17,6 +17,7 @@ from typing import Any
 
 from clickhouse_connect.driver.client import Client
 from clickhouse_connect.driver.exceptions import OperationalError
+from clickhouse_connect.driver.insert import InsertContext
 
 from airflow_provider_dpone.adapters.clickhouse.client import close_client, failure_details, open_client
 from airflow_provider_dpone.adapters.clickhouse.column_encoders import (
@@ -25,6 +26,7 @@ from airflow_provider_dpone.adapters.clickhouse.column_encoders import (
     insert_columns,
     value_limits,
 )
+from airflow_provider_dpone.adapters.clickhouse.insert_context import insert_context, release_block
 from airflow_provider_dpone.adapters.clickhouse.mutations import MutationTimeout, delete_where
 from airflow_provider_dpone.adapters.clickhouse.predicates import BoundsError, any_of, where_clause
 from airflow_provider_dpone.adapters.clickhouse.quoting import (
@@ -328,7 +330,7 @@ class ClickHouseSink:
         chunks: Iterable[ColumnChunk],
     ) -> int:
         """Insert every chunk, merging small ones into blocks (see ``INSERT_BLOCK_ROWS``). Returns rows."""
-        encoders: dict[tuple[str, ...], list[Any]] = {}
+        encoders: dict[tuple[str, ...], InsertContext] = {}
         pending: list[tuple[int, ColumnChunk]] = []
         pending_rows = 0
         rows = 0
@@ -366,7 +368,7 @@ class ClickHouseSink:
         client: Client,
         name: TableName,
         types: Mapping[str, str],
-        encoders: dict[tuple[str, ...], list[Any]],
+        encoders: dict[tuple[str, ...], InsertContext],
         block: Sequence[tuple[int, ColumnChunk]],
         rows_before: int,
     ) -> int:
@@ -383,15 +385,13 @@ class ClickHouseSink:
         row_count = sum(chunk.row_count for _, chunk in block)
         try:
             type_names = [types[n] for n in names]
-            if names not in encoders:
-                encoders[names] = column_types(type_names)
-            client.insert(
-                name.sql(),
-                data=insert_columns(type_names, data),
-                column_names=list(names),
-                column_types=encoders[names],
-                column_oriented=True,
-            )
+            if names not in encoders:  # one context per column order and load (see insert_context.py)
+                encoders[names] = insert_context(client, name.sql(), names, column_types(type_names))
+            context = encoders[names]
+            try:
+                client.insert(data=insert_columns(type_names, data), context=context)
+            finally:
+                release_block(context)
         except Exception as exc:
             details = failure_details(self._endpoint, exc)
             partitions = list(dict.fromkeys(chunk.partition_id for _, chunk in block))
