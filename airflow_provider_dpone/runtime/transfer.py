@@ -46,6 +46,7 @@ from airflow_provider_dpone.ports.source import Source
 from airflow_provider_dpone.runtime.batch_id import checkpoint_batch_id
 from airflow_provider_dpone.runtime.cancellation import CancellationToken
 from airflow_provider_dpone.runtime.chunk_stream import StreamTally
+from airflow_provider_dpone.runtime.collector import collector_paused
 from airflow_provider_dpone.runtime.commit_lifecycle import ActivePartition, TargetCommitLifecycle
 from airflow_provider_dpone.runtime.progress import ProgressListener, SilentProgress
 from airflow_provider_dpone.runtime.quality.gate import QualityGate
@@ -194,8 +195,9 @@ class TransferEngine:
 
     def _scan_route(self) -> RouteFamily:
         """The guard scan over every route writing the target table, before anything else of the run."""
-        family = load_family(self._ports.store, self._route, self._ports.naming)
-        require_clear_route(self._route, family.target_wide, self._manifest_ref)
+        with collector_paused():  # every latest checkpoint becomes a model: see runtime/collector.py
+            family = load_family(self._ports.store, self._route, self._ports.naming)
+            require_clear_route(self._route, family.target_wide, self._manifest_ref)
         return family
 
     def _plan_from(
@@ -215,15 +217,16 @@ class TransferEngine:
             )
             for bounds in source.plan_partitions()
         ]
-        matched = latest_by_partition(family, planned, self._ports.naming)
-        decisions = plan_resume(
-            planned,
-            matched,
-            self._route.strategy,
-            run_id,
-            partitioning=self._manifest.source.partitioning,
-            now=self._ports.clock.now(),
-        )
+        with collector_paused():
+            matched = latest_by_partition(family, planned, self._ports.naming)
+            decisions = plan_resume(
+                planned,
+                matched,
+                self._route.strategy,
+                run_id,
+                partitioning=self._manifest.source.partitioning,
+                now=self._ports.clock.now(),
+            )
         return schema, decisions, matched
 
     # -- one run -----------------------------------------------------------------------------------

@@ -33,6 +33,7 @@ from sqlalchemy.engine import URL
 from sqlalchemy.schema import CreateIndex, CreateTable
 from sqlalchemy.sql import Executable
 
+from airflow_provider_dpone.adapters.checkpoint_sql.gc_pause import collector_paused
 from airflow_provider_dpone.adapters.checkpoint_sql.route_lease import postgres_lease, sqlite_lease
 from airflow_provider_dpone.adapters.checkpoint_sql.store_base import SqlStoreBase
 from airflow_provider_dpone.adapters.checkpoint_sql.tables import build_tables
@@ -184,8 +185,9 @@ class SqlCheckpointStore(SqlStoreBase):
 
     def list_latest(self, route: RouteIdentity) -> list[PartitionCheckpoint]:
         """Latest checkpoint of every partition of the route (one query), in append order."""
-        rows = self._fetch("list_latest", route, self._select_latest, {"route_key": route.key()})
-        return [self._parse(row, route) for row in rows]
+        with collector_paused():
+            rows = self._fetch("list_latest", route, self._select_latest, {"route_key": route.key()})
+            return [self._parse(row, route) for row in rows]
 
     def list_routes(self) -> list[RouteIdentity]:
         """Every route the table holds checkpoints of, as stored (older releases stored raw spellings)."""
