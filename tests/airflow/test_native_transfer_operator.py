@@ -302,3 +302,26 @@ def test_allow_nonempty_target_appends_and_the_task_log_says_so(scenario: Scenar
     assert task["state"] == "success", scenario.logs["fresh_store_allowed"][-4000:]
     assert "note: the target table demo.orders already held" in scenario.logs["fresh_store_allowed"]
     assert scenario.results["rows_after_allowed"] == {"rows": 2 * ROWS, "distinct_ids": ROWS}
+
+
+def test_invalid_manifest_lists_every_problem_in_the_task_log(scenario: Scenario) -> None:
+    from airflow_provider_dpone.contracts.errors import DponeError
+    from airflow_provider_dpone.manifests.loader import load_manifest_dict
+
+    try:
+        load_manifest_dict(
+            {"kind": "native_transfer", "name": "broken", "sinc": {}}, "x", manifest_dir=Path(".")
+        )
+    except DponeError as err:
+        problems = err.hint_lines
+    else:
+        raise AssertionError("the manifest of INVALID_DAG must be invalid")
+    assert len(problems) > 1, "the DAG's manifest has several problems"
+    log = scenario.logs["invalid"]
+    assert [p for p in problems if p not in log] == [], log[-4000:]
+
+
+def test_a_run_with_nothing_to_move_says_so_instead_of_batch_none(scenario: Scenario) -> None:
+    log = scenario.logs["rerun"]
+    assert "0 row(s) committed (nothing to move)" in log, log[-3000:]
+    assert "(batch None)" not in log

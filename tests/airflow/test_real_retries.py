@@ -495,3 +495,88 @@ def test_resolution_as_committed_lets_a_new_run_succeed_without_writing_the_targ
     after = scenario.checkpoints_after_rerun
     assert after["summary"]["blocked"] == 0, after
     assert {e["status"] for e in after["partitions"]} == {"COMMITTED"}
+
+
+# -- what the task logs say (issue 13, point 2) ----------------------------------------------------------
+
+#: Text of the failed checkpoint INSERT that a chained driver error would carry into the traceback.
+LEAKS = ("[SQL", "INSERT INTO", "[parameters", "dpone_partition_checkpoints (", "test fault", '"diagnostics"')
+
+
+def test_no_task_log_shows_sql_bound_values_or_the_driver_message(scenario: Scenario) -> None:
+    for try_number, log in scenario.blocked_run.logs.items():
+        text = log.path.read_text(errors="replace")
+        found = [leak for leak in LEAKS if leak in text]
+        assert found == [], f"try {try_number} logs {found}\n{log.text()}"
+    first = "\n".join(scenario.blocked_run.logs[1].events())
+    assert "Task failed with exception" in first, "the failure itself is still logged"
+
+
+def test_the_try_that_touched_the_target_says_so_with_the_commands(scenario: Scenario) -> None:
+    first = "\n".join(scenario.blocked_run.logs[1].events())
+    batch = scenario.checkpoints_after_retries["partitions"][0]["checkpoint_batch_id"]
+    assert (
+        f"the target may hold rows of batch {batch}; the next try will stop before the target until the "
+        "route is resolved" in first
+    ), first[-4000:]
+    for command in (
+        "dpone checkpoints ",
+        "dpone guard inspect ",
+        "dpone guard resolve ",
+        "dpone runbook guard",
+    ):
+        assert command in first, command
+    for later in (2, 3):  # stopped before the target: they never claim to have touched it
+        assert "the target may hold rows" not in "\n".join(scenario.blocked_run.logs[later].events())
+
+
+def test_the_logged_outside_airflow_recipe_works_with_connections_stored_in_airflow(
+    scenario: Scenario, tmp_path: Path
+) -> None:
+    """Run the task log's own ``export AIRFLOW_CONN_*`` lines in a shell where the connections exist only in
+    Airflow's metadata database, then a ``dpone`` command from the log: it reads the route's checkpoints."""
+    events = scenario.blocked_run.logs[2].events()
+    block = next((e for e in events if e.startswith("to run these dpone commands outside Airflow")), None)
+    assert block is not None, scenario.blocked_run.logs[2].text()
+    exports = [line.strip() for line in block.splitlines() if line.strip().startswith("export AIRFLOW_CONN_")]
+    assert len(exports) == 3, block
+    home = scenario.root / "airflow_home"
+    connections = {
+        name.split("AIRFLOW_CONN_", 1)[1].lower(): json.loads(value)
+        for name, value in _scenario_connections(scenario).items()
+    }
+    stored = tmp_path / "connections.json"
+    stored.write_text(json.dumps(connections))
+    env = airflow_env(home)  # no AIRFLOW_CONN_* at all: only what is stored in the metadata database
+    env["PATH"] = os.pathsep.join([str(AIRFLOW_BIN.parent), env.get("PATH", "")])  # `airflow`, as typed
+    imported = run_group(
+        "airflow connections import",
+        [str(AIRFLOW_BIN), "connections", "import", str(stored)],
+        env,
+        tmp_path,
+        120,
+    )
+    assert imported.returncode == 0, imported.tail()
+    script = "set -e\n" + "\n".join(exports) + f"\n{DPONE_BIN} checkpoints {scenario.manifest} --json\n"
+    answer = _json_answer(run_group("the logged recipe", ["bash", "-c", script], env, tmp_path, 180))
+    assert answer["partitions"] == scenario.checkpoints_after_rerun["partitions"]
+
+
+def _scenario_connections(scenario: Scenario) -> dict[str, str]:
+    """The AIRFLOW_CONN_* values the scenario's tasks read (rebuilt from its data folder)."""
+    data = scenario.root / "data"
+    return {
+        "AIRFLOW_CONN_RETRY_SOURCE": json.dumps({"conn_type": "sqlite", "host": str(data / "source.sqlite")}),
+        "AIRFLOW_CONN_RETRY_TARGET": json.dumps(
+            {
+                "conn_type": "dpone_clickhouse",
+                "extra": {"interface": "chdb", "path": str(data / "clickhouse")},
+            }
+        ),
+        "AIRFLOW_CONN_RETRY_STATE": json.dumps(
+            {
+                "conn_type": "dpone_checkpoints",
+                "extra": {"backend": "sqlite", "path": str(data / "state.sqlite")},
+            }
+        ),
+    }
