@@ -25,6 +25,7 @@ from airflow_provider_dpone.contracts.checkpoint import PartitionCheckpoint
 from airflow_provider_dpone.contracts.endpoints import EndpointDescriptor
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.manifest import ExportPath
+from airflow_provider_dpone.contracts.partition import PartitionBounds
 from airflow_provider_dpone.contracts.report import RunReport
 from airflow_provider_dpone.manifests.loader import LoadedManifest
 from airflow_provider_dpone.ports.checkpoint_store import CheckpointStore
@@ -145,6 +146,10 @@ class Runtime:
         source = open_source(self.manifest.source, endpoint)
         self._closers.append(source.close)
         return source
+
+    def count_source_partitions(self, bounds: Sequence[PartitionBounds]) -> list[int]:
+        """Rows the source holds now within each bounds (read-only; one grouped query where it can)."""
+        return self.open_source().count_partitions(bounds)
 
     def naming(self) -> RouteNaming:
         from airflow_provider_dpone.adapters.sources.route_naming import SourceRouteNaming

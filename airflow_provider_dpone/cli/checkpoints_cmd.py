@@ -25,11 +25,10 @@ import click
 from airflow_provider_dpone.cli.output import print_json, print_table, reporting_errors
 
 if TYPE_CHECKING:
+    from airflow_provider_dpone.compose import Runtime
     from airflow_provider_dpone.contracts.checkpoint import PartitionCheckpoint
-    from airflow_provider_dpone.contracts.endpoints import EndpointDescriptor
     from airflow_provider_dpone.contracts.partition import PartitionBounds
     from airflow_provider_dpone.manifests.loader import LoadedManifest
-    from airflow_provider_dpone.runtime.route_family import RouteFamily
 
 INVALID_PHASE = "INVALID"
 _HEADERS = (
@@ -56,19 +55,17 @@ _HEADERS = (
 def checkpoints(manifest: str, as_json: bool, verify: bool) -> None:
     """List the latest checkpoint of every partition of MANIFEST's route, with its guard phase."""
     with reporting_errors(as_json):
-        from airflow_provider_dpone.connections import resolve_endpoint
+        from airflow_provider_dpone.compose import open_runtime
         from airflow_provider_dpone.manifests.loader import load_manifest
 
         loaded = load_manifest(manifest)
-        endpoint = resolve_endpoint(
-            loaded.manifest.checkpoints.connection, role="checkpoints", manifest_dir=loaded.manifest_dir
-        )
-        family = _read_family(endpoint, loaded)
-        latest = list(family.target_wide) if family is not None else []
-        entries = sorted((describe_checkpoint(c) for c in latest), key=_order)
-        if verify:
-            own = {c.partition_id: c.bounds for c in family.own} if family is not None else {}
-            verify_against_source(loaded, entries, own)
+        # read_only: a missing store is refused ("no checkpoint store at ..."), never created
+        with open_runtime(loaded, manifest_ref=manifest, read_only=True) as runtime:
+            family = runtime.family()
+            entries = sorted((describe_checkpoint(c) for c in family.target_wide), key=_order)
+            if verify:
+                own = {c.partition_id: c.bounds for c in family.own}
+                verify_against_source(runtime, entries, own)
     blocked = sum(1 for e in entries if e["blocked"])
     if as_json:
         summary: dict[str, Any] = {
@@ -93,7 +90,7 @@ def checkpoints(manifest: str, as_json: bool, verify: bool) -> None:
 
 
 def verify_against_source(
-    loaded: LoadedManifest, entries: list[dict[str, Any]], own: Mapping[str, PartitionBounds]
+    runtime: Runtime, entries: list[dict[str, Any]], own: Mapping[str, PartitionBounds]
 ) -> None:
     """Add ``source_rows`` and ``drifted`` to every entry: counted for the route's own COMMITTED
     partitions (other entries get ``None``/``False``: nothing committed to compare, or another source).
@@ -101,9 +98,6 @@ def verify_against_source(
     A committed partition drifted when the source now holds a different number of rows within its bounds
     than the commit recorded (or the commit recorded none). One grouped query per route does the counting.
     """
-    from airflow_provider_dpone.adapters.sources import open_source
-    from airflow_provider_dpone.connections import resolve_endpoint
-
     # the route's own partitions under any stored spelling; other routes of the target read other sources
     checked = [e for e in entries if e["status"] == "COMMITTED" and e["partition_id"] in own]
     for entry in entries:
@@ -111,13 +105,7 @@ def verify_against_source(
         entry["drifted"] = False
     if not checked:
         return
-    spec = loaded.manifest.source
-    endpoint = resolve_endpoint(spec.connection, role="source", manifest_dir=loaded.manifest_dir)
-    source = open_source(spec, endpoint)
-    try:
-        counts = source.count_partitions([own[e["partition_id"]] for e in checked])
-    finally:
-        source.close()
+    counts = runtime.count_source_partitions([own[e["partition_id"]] for e in checked])
     for entry, rows in zip(checked, counts, strict=True):
         entry["source_rows"] = rows
         entry["drifted"] = entry["rows"] is None or rows != entry["rows"]
@@ -166,27 +154,13 @@ def short_id(value: str | None, *, keep: int = 12) -> str | None:
     return value
 
 
-def read_latest(endpoint: EndpointDescriptor, loaded: LoadedManifest) -> list[PartitionCheckpoint]:
-    """The latest checkpoint of every partition of every route writing the manifest's target table."""
-    family = _read_family(endpoint, loaded)
-    # every route writing the target: any of their guards blocks this route's runs
-    return list(family.target_wide) if family is not None else []
+def read_latest(loaded: LoadedManifest, manifest_ref: str) -> list[PartitionCheckpoint]:
+    """The latest checkpoint of every partition of every route writing the manifest's target table
+    (any of their guards blocks this route's runs). Read-only: a missing store is refused, never created."""
+    from airflow_provider_dpone.compose import open_runtime
 
-
-def _read_family(endpoint: EndpointDescriptor, loaded: LoadedManifest) -> RouteFamily | None:
-    """The route's checkpoint family; a missing store is refused ("no checkpoint store at ..."), never created."""
-    from airflow_provider_dpone.adapters.checkpoint_sql import store_from_endpoint
-    from airflow_provider_dpone.adapters.checkpoint_sql.presence import require_checkpoint_store
-
-    require_checkpoint_store(endpoint, loaded.manifest_dir)
-    from airflow_provider_dpone.adapters.sources.route_naming import SourceRouteNaming
-    from airflow_provider_dpone.runtime.route_family import load_family
-
-    store = store_from_endpoint(endpoint, loaded.manifest_dir)
-    try:
-        return load_family(store, loaded.route, SourceRouteNaming(loaded.manifest.source))
-    finally:
-        store.close()
+    with open_runtime(loaded, manifest_ref=manifest_ref, read_only=True) as runtime:
+        return list(runtime.family().target_wide)
 
 
 def _print_text(

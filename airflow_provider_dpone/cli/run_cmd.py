@@ -123,15 +123,11 @@ def blocked_after_interrupt(manifest_path: str, signal_name: str = "SIGINT") -> 
     are what an operator must now resolve, so they are shown as a target failure's would be.
     """
     from airflow_provider_dpone.cli.checkpoints_cmd import read_latest
-    from airflow_provider_dpone.connections import resolve_endpoint
     from airflow_provider_dpone.manifests.loader import load_manifest
     from airflow_provider_dpone.runtime.route_guard import require_clear_route
 
     loaded = load_manifest(manifest_path)
-    endpoint = resolve_endpoint(
-        loaded.manifest.checkpoints.connection, role="checkpoints", manifest_dir=loaded.manifest_dir
-    )
-    latest = read_latest(endpoint, loaded)
+    latest = read_latest(loaded, manifest_path)
     try:
         require_clear_route(loaded.route, latest, manifest_path)
     except DponeError as blocked:
