@@ -8,6 +8,8 @@ FAILED/failed_before_target and a new run moves every row exactly once.
 
 from __future__ import annotations
 
+import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -18,8 +20,15 @@ from airflow_provider_dpone.compose import open_runtime
 from airflow_provider_dpone.contracts.endpoints import ClickHouseInterface, EndpointDescriptor, EndpointKind
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.guard import read_guard
+from airflow_provider_dpone.contracts.target_observation import ReaderOutcomeKind
 from airflow_provider_dpone.manifests.loader import load_manifest
 from airflow_provider_dpone.runtime.cancellation import CancellationToken, TransferInterrupted
+from tests.integration.test_target_reader_process import (  # noqa: F401 (black_hole is a fixture)
+    assert_worker_gone,
+    black_hole,
+    http_endpoint,
+    plan_for,
+)
 
 ROWS, DAYS = 2_400, 4
 
@@ -153,3 +162,28 @@ def test_a_stop_before_the_target_call_records_failed_before_target_and_a_new_ru
         report = runtime.run("next-try")
     assert report.rows_committed == ROWS
     assert target(tmp_path) == (ROWS, ROWS)
+
+
+def test_a_stop_request_kills_a_live_reader_worker_at_once_and_it_is_reaped(
+    tmp_path: Path,
+    black_hole: int,  # noqa: F811 (the fixture imported above)
+) -> None:
+    """The reader the runtime composes is killed on cancel: like Airflow's SIGTERM handler, the request
+    is made from a signal handler in the main thread while the observation waits on the worker."""
+    path = manifest(tmp_path, "lazy_plan", "direct")
+    token = CancellationToken()
+    previous = signal.signal(signal.SIGALRM, lambda *_: token.cancel("test SIGALRM"))
+    try:
+        with open_runtime(load_manifest(path), cancellation=token) as runtime:
+            reader = runtime.reader()
+            signal.setitimer(signal.ITIMER_REAL, 0.5)
+            started = time.monotonic()
+            outcome = reader.observe(http_endpoint(black_hole), plan_for("x", "db.t"), 30.0)
+            took = time.monotonic() - started
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert token.cancelled
+    assert took < 5.0, f"the observation ran on for {took:.1f}s after the stop request"
+    assert outcome.kind is not ReaderOutcomeKind.COMPLETE and outcome.observation is None
+    assert_worker_gone(outcome)
