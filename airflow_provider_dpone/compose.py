@@ -245,7 +245,11 @@ class Runtime:
         )
 
     def _replay_ports(self) -> ReplayPorts:
-        return ReplayPorts(stores=self.capsule_stores, reader=self.reader(), target=self.sink_endpoint())
+        from airflow_provider_dpone.adapters.local_host import LocalHost
+
+        return ReplayPorts(
+            stores=self.capsule_stores, reader=self.reader(), target=self.sink_endpoint(), host=LocalHost()
+        )
 
     def replay_status(self, run_id: str | None = None) -> ReplayStatus:
         """Read-only: the route's capsules, reader guards and unverified committed partitions."""

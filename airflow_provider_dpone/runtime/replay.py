@@ -18,8 +18,6 @@ Otherwise the guard is retained. Nothing expires; an owner's death never grants 
 
 from __future__ import annotations
 
-import secrets
-import socket
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -53,6 +51,7 @@ from airflow_provider_dpone.contracts.target_observation import (
     TargetReadRequest,
 )
 from airflow_provider_dpone.ports.clock import Clock
+from airflow_provider_dpone.ports.host import HostIdentity
 from airflow_provider_dpone.ports.target_reader import TargetMetricsReader
 from airflow_provider_dpone.runtime.batch_id import checkpoint_batch_id
 from airflow_provider_dpone.runtime.quality.generation import target_plan
@@ -81,6 +80,8 @@ class ReplayPorts:
     stores: Callable[[], CapsuleStores]
     reader: TargetMetricsReader
     target: EndpointDescriptor
+    #: the machine's name (operator text) and random lease tokens
+    host: HostIdentity
     #: ``DPONE_REPLAY_OBSERVATION_BUDGET_S`` when set (bounded by the ADR's 60 s), else 60 s
     budget_s: float = field(default_factory=observation_budget)
 
@@ -350,7 +351,7 @@ class DurableReplay:
         self._check_binding(run_id, stored)
         plan = stored.core.target_plan
         generation_key = plan.generation_key()
-        token = "dpone." + secrets.token_hex(24)
+        token = "dpone." + self._ports.host.random_hex(24)
         try:
             stores.guards.acquire(operation_id, generation_key, token)
         except DponeError as exc:
@@ -480,7 +481,7 @@ class DurableReplay:
                 "retrying this run ID observes the generation again."
                 if released
                 else f"the worker's termination could not be verified (pid {outcome.worker_pid} on "
-                f"{socket.gethostname()}): the reader guard is retained until an operator resolves it."
+                f"{self._ports.host.hostname()}): the reader guard is retained until an operator resolves it."
             ),
             f"inspect:  dpone replay status {self._manifest_ref}",
             f"runbook:  {RUNBOOK}",
@@ -495,7 +496,7 @@ class DurableReplay:
                 "termination_verified": outcome.termination_verified,
                 "reader_guard": guard,
                 "worker_pid": outcome.worker_pid,
-                "host": socket.gethostname(),
+                "host": self._ports.host.hostname(),
             },
             hint_lines=tuple(lines),
         )

@@ -67,6 +67,20 @@ def summarize(rows: Sequence[Row], columns: Sequence[str]) -> dict[str, Any]:
     return {"rows": len(rows), "null_counts": nulls, "distinct_counts": distinct}
 
 
+class FakeHost:
+    """A fixed host name and counted, predictable tokens (the runtime never reaches socket or secrets)."""
+
+    def __init__(self) -> None:
+        self.tokens = 0
+
+    def hostname(self) -> str:
+        return "test-host"
+
+    def random_hex(self, nbytes: int) -> str:
+        self.tokens += 1
+        return f"{self.tokens:0{2 * nbytes}x}"
+
+
 class ProfiledSource(MemorySource):
     """``MemorySource`` with exact profiles; every access is an event (proof of no source access)."""
 
@@ -278,7 +292,9 @@ class Rig:
             open_sink=self.target.opened,
             clock=self.clock,
             capsule_stores=lambda: self.stores,
-            replay=ReplayPorts(stores=lambda: self.stores, reader=self.reader, target=TARGET),
+            replay=ReplayPorts(
+                stores=lambda: self.stores, reader=self.reader, target=TARGET, host=FakeHost()
+            ),
         )
         return TransferEngine(
             manifest, ports, manifest_ref="orders.yaml", identity=semantic_identity(manifest)
