@@ -48,11 +48,19 @@ class StreamTally:
                     if tally.cursor_max is None or top > tally.cursor_max:  # type: ignore[operator]
                         tally.cursor_max = top
             yield chunk
-        tally.seconds = time.monotonic() - started
+        tally.seconds += time.monotonic() - started
         progress.partition_moved(label, tally.rows, tally.seconds)
 
     def rows(self) -> dict[str, int]:
         return {pid: t.rows for pid, t in self.partitions.items()}
+
+    def add_seconds(self, partition_id: str, seconds: float) -> None:
+        """Time spent on the partition outside its stream (e.g. exporting its artifact)."""
+        self.partitions.setdefault(partition_id, PartitionTally()).seconds += seconds
+
+    def seconds(self) -> dict[str, float]:
+        """Per partition: how long its stream was open (read, convert, insert of its chunks as they flowed)."""
+        return {pid: t.seconds for pid, t in self.partitions.items()}
 
     def cursor_high_water(self) -> object | None:
         values = [t.cursor_max for t in self.partitions.values() if t.cursor_max is not None]

@@ -22,7 +22,7 @@ import functools
 import logging
 import sys
 import time
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
 
@@ -339,6 +339,7 @@ class TransferEngine:
             committed,
             started,
             self._summary(verdict, operation_id, unverified),
+            seconds=tally.seconds(),
         )
         if verdict is not None:
             verdict.require_passed(
@@ -546,7 +547,7 @@ class TransferEngine:
             try:
                 if export is ExportPath.FILE_ARTIFACT:
                     self._progress.stage("extract")
-                    artifacts = self._export_artifacts(schema, active)
+                    artifacts = self._export_artifacts(schema, active, tally)
                 if staged_sink is not None:
                     self._progress.stage("stage")
                     staging = staged_sink.begin_staging(table, schema, lifecycle.batch_id)
@@ -640,12 +641,15 @@ class TransferEngine:
                 if callable(close):
                     close()
 
-    def _export_artifacts(self, schema: TableSchema, active: list[ActivePartition]) -> list[ArtifactRef]:
+    def _export_artifacts(
+        self, schema: TableSchema, active: list[ActivePartition], tally: StreamTally
+    ) -> list[ArtifactRef]:
         store = self._require_artifacts()
         refs: list[ArtifactRef] = []
         chunk_rows = self._manifest.source.chunk_rows
         for part in active:
             planned = part.planned
+            exporting = time.monotonic()
             ref = store.write(
                 planned.partition_id,
                 schema,
@@ -653,6 +657,7 @@ class TransferEngine:
                     self._ports.source.read(planned.partition_id, planned.bounds, chunk_rows)
                 ),
             )
+            tally.add_seconds(planned.partition_id, time.monotonic() - exporting)
             refs.append(ref)
             part.rows = ref.rows
             part.bytes = ref.bytes
@@ -737,8 +742,10 @@ class TransferEngine:
         committed: dict[str, PartitionCheckpoint],
         started: float,
         quality: QualitySummary | None = None,
+        seconds: Mapping[str, float] | None = None,
     ) -> RunReport:
         outcomes = []
+        moved_for = seconds or {}
         for d in decisions:
             cp = committed.get(d.partition.partition_id)
             evidence = cp.diagnostics.get("artifact_sha256") if cp else None
@@ -751,6 +758,7 @@ class TransferEngine:
                     status=cp.status.value if cp else _skipped_status(d),
                     rows=(cp.rows or 0) if cp else 0,
                     bytes=(cp.bytes or 0) if cp else 0,
+                    seconds=round(moved_for.get(d.partition.partition_id, 0.0), 3) if cp else 0.0,
                     digest=evidence if isinstance(evidence, str) else None,
                 )
             )

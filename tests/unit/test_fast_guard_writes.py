@@ -1,0 +1,120 @@
+"""Guard writes take one statement a checkpoint: each INSERT commits itself (the store's AUTOCOMMIT).
+
+Arm and promotion write one checkpoint row per partition, each its own transaction (seed 000: no atomic
+batch). Issued as BEGIN, INSERT, COMMIT they cost three round trips a row on PostgreSQL; in AUTOCOMMIT
+the database commits the INSERT itself. Shown on a real SQLite file: no client COMMIT is issued while a
+batch is written, yet every row is durable and visible to another connection the moment its INSERT
+returned (a later failure keeps the prefix), and the rows read back byte for byte.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import event
+
+from airflow_provider_dpone.adapters.checkpoint_sql import SqlCheckpointStore
+from airflow_provider_dpone.adapters.checkpoint_sql.tables import CHECKPOINT_TABLE
+from airflow_provider_dpone.contracts.checkpoint import CheckpointStatus, PartitionCheckpoint
+from airflow_provider_dpone.contracts.errors import DponeError
+from airflow_provider_dpone.contracts.partition import BoundsKind, PartitionBounds, partition_id_for
+from airflow_provider_dpone.contracts.route import RouteIdentity, Strategy
+
+UTC = dt.timezone.utc
+ROUTE = RouteIdentity(
+    source_table="main.orders", target_table="demo.orders", strategy=Strategy.INCREMENTAL_APPEND
+)
+
+
+def _checkpoints(count: int) -> list[PartitionCheckpoint]:
+    at = dt.datetime(2026, 11, 1, tzinfo=UTC)
+    out = []
+    for index in range(count):
+        bounds = PartitionBounds(
+            kind=BoundsKind.RANGE,
+            column="id",
+            lower=str(index),
+            upper=str(index + 1),
+            value_type="integer",
+            label=f"id={index}..{index + 1}",
+        )
+        out.append(
+            PartitionCheckpoint(
+                partition_id=partition_id_for(ROUTE, "sha256:q", "sha256:s", bounds),
+                route=ROUTE,
+                run_id="run-1",
+                status=CheckpointStatus.EXPORTED,
+                started_at=at,
+                query_hash="sha256:q",
+                schema_hash="sha256:s",
+                bounds=bounds,
+            )
+        )
+    return out
+
+
+def _visible_rows(path: Path) -> int:
+    other = sqlite3.connect(path)
+    try:
+        return int(other.execute(f"SELECT count(*) FROM {CHECKPOINT_TABLE}").fetchone()[0])
+    finally:
+        other.close()
+
+
+def test_a_batch_issues_no_client_commit_and_each_row_is_visible_when_its_insert_returns(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "state.sqlite"
+    written = _checkpoints(5)
+    with SqlCheckpointStore(f"sqlite:///{path}") as store:
+        store.ensure_schema()
+        commits: list[object] = []
+        visible_before_each_insert: list[int] = []
+
+        def on_commit(conn: Any) -> None:
+            commits.append(conn)
+
+        def before_insert(conn: Any, cursor: Any, statement: str, *_args: Any) -> None:
+            if statement.lstrip().upper().startswith("INSERT"):
+                visible_before_each_insert.append(_visible_rows(path))
+
+        event.listen(store._engine, "commit", on_commit)
+        event.listen(store._engine, "before_cursor_execute", before_insert)
+        try:
+            store.write_batch(written)
+        finally:
+            event.remove(store._engine, "commit", on_commit)
+            event.remove(store._engine, "before_cursor_execute", before_insert)
+        assert commits == [], "each INSERT commits itself: no BEGIN/COMMIT round trips"
+        assert visible_before_each_insert == [0, 1, 2, 3, 4], "every row committed before the next"
+        latest = store.list_latest(ROUTE)
+    assert [c.to_payload() for c in latest] == [c.to_payload() for c in written]
+
+
+def test_a_failure_mid_batch_leaves_the_written_prefix_durable(tmp_path: Path) -> None:
+    path = tmp_path / "state.sqlite"
+    written = _checkpoints(4)
+    with SqlCheckpointStore(f"sqlite:///{path}") as store:
+        store.ensure_schema()
+        inserts = [0]
+
+        def fail_third(conn: Any, cursor: Any, statement: str, *_args: Any) -> None:
+            if statement.lstrip().upper().startswith("INSERT"):
+                inserts[0] += 1
+                if inserts[0] == 3:
+                    raise sqlite3.OperationalError("disk I/O error (injected)")
+
+        event.listen(store._engine, "before_cursor_execute", fail_third)
+        try:
+            with pytest.raises(DponeError) as failed:
+                store.write_batch(written)
+        finally:
+            event.remove(store._engine, "before_cursor_execute", fail_third)
+        assert failed.value.details["written"] == 2
+        assert failed.value.details["partition_id"] == written[2].partition_id
+        assert [c.partition_id for c in store.list_latest(ROUTE)] == [c.partition_id for c in written[:2]]
+    assert _visible_rows(path) == 2
