@@ -14,11 +14,12 @@ and a ``replace_partition`` re-run would delete nothing.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import date, datetime, time, timezone
 
+from airflow_provider_dpone.adapters.bounds_sql import bounds_condition
 from airflow_provider_dpone.adapters.clickhouse.quoting import quote_identifier, quote_string
-from airflow_provider_dpone.contracts.partition import BoundsKind, PartitionBounds
+from airflow_provider_dpone.contracts.partition import PartitionBounds
 
 
 class BoundsError(ValueError):
@@ -76,27 +77,44 @@ def literal(value: str, value_type: str, column_type: str | None = None) -> str:
 ColumnTypes = Mapping[str, str]
 
 
+class ClickHouseBounds:
+    """ClickHouse's half of :func:`~airflow_provider_dpone.adapters.bounds_sql.bounds_condition`: literals in
+    the bound column's own type (``column_types``: name -> ClickHouse type). The target reader passes its
+    own stricter identifier quoting and literal validation."""
+
+    def __init__(
+        self,
+        column_types: ColumnTypes | None = None,
+        *,
+        quote: Callable[[str], str] = quote_identifier,
+        render: Callable[[str, str, str | None], str] = literal,
+    ) -> None:
+        self._types = column_types or {}
+        self._quote = quote
+        self._render = render
+
+    def compare(self, column: str, operator: str, value: str, value_type: str) -> str:
+        return f"{self._quote(column)} {operator} {self._render(value, value_type, self._types.get(column))}"
+
+    def all_of(self, parts: Sequence[str]) -> str:
+        return " AND ".join(parts)
+
+    def member(self, column: str, values: Sequence[str], value_type: str) -> str:
+        column_type = self._types.get(column)
+        return f"{self._quote(column)} IN ({', '.join(self._render(v, value_type, column_type) for v in values)})"
+
+    def nothing(self) -> str:
+        return "0"  # an empty list selects nothing
+
+    def invalid(self, reason: str) -> Exception:
+        return BoundsError(reason)
+
+
 def predicate(bounds: PartitionBounds, column_types: ColumnTypes | None = None) -> str | None:
     """The WHERE condition selecting one partition, or ``None`` for ``ALL``.
 
     ``column_types`` (name -> ClickHouse type) lets bounds be written in the column's own type."""
-    if bounds.kind is BoundsKind.ALL:
-        return None
-    if not bounds.column:
-        raise BoundsError("partition bounds name no column")
-    column = quote_identifier(bounds.column)
-    column_type = (column_types or {}).get(bounds.column)
-    if bounds.kind is BoundsKind.RANGE:
-        parts = []
-        if bounds.lower is not None:
-            parts.append(f"{column} >= {literal(bounds.lower, bounds.value_type, column_type)}")
-        if bounds.upper is not None:
-            parts.append(f"{column} < {literal(bounds.upper, bounds.value_type, column_type)}")
-        return " AND ".join(parts) if parts else None
-    values = bounds.values or ()
-    if not values:
-        return "0"  # an empty list selects nothing
-    return f"{column} IN ({', '.join(literal(v, bounds.value_type, column_type) for v in values)})"
+    return bounds_condition(bounds, ClickHouseBounds(column_types))
 
 
 def any_of(all_bounds: Sequence[PartitionBounds], column_types: ColumnTypes | None = None) -> str | None:

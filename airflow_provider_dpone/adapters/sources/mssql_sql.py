@@ -16,8 +16,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from airflow_provider_dpone.adapters.bounds_sql import bounds_condition
 from airflow_provider_dpone.adapters.sources.sql_names import SqlBuildError, split_qualified_name
-from airflow_provider_dpone.contracts.partition import BoundsKind, PartitionBounds
+from airflow_provider_dpone.contracts.partition import PartitionBounds
 from airflow_provider_dpone.contracts.schema import ColumnSpec
 
 DEFAULT_SCHEMA = "dbo"
@@ -152,24 +153,31 @@ def _bound(value: str, value_type: str) -> Statement:
     return param(value, cast)
 
 
+class _MssqlBounds:
+    """SQL Server's half of :func:`bounds_condition`: ``%s`` parameters, calendar values cast on the server."""
+
+    def compare(self, column: str, operator: str, value: str, value_type: str) -> Statement:
+        return sql(f"{quote_ident(column)} {operator} ") + _bound(value, value_type)
+
+    def all_of(self, parts: Sequence[Statement]) -> Statement:
+        return join(parts, " AND ")
+
+    def member(self, column: str, values: Sequence[str], value_type: str) -> Statement:
+        return sql(f"{quote_ident(column)} IN (") + join([_bound(v, value_type) for v in values], ", ") + ")"
+
+    def nothing(self) -> Statement:
+        return sql("1 = 0")
+
+    def invalid(self, reason: str) -> Exception:
+        return SqlBuildError(reason)
+
+
+_DIALECT = _MssqlBounds()
+
+
 def predicate(bounds: PartitionBounds) -> Statement | None:
     """``WHERE`` condition of one partition (``None`` for the whole table)."""
-    if bounds.kind is BoundsKind.ALL:
-        return None
-    if not bounds.column:
-        raise SqlBuildError("partition bounds name no column")
-    column = quote_ident(bounds.column)
-    if bounds.kind is BoundsKind.RANGE:
-        parts = []
-        if bounds.lower is not None:
-            parts.append(sql(f"{column} >= ") + _bound(bounds.lower, bounds.value_type))
-        if bounds.upper is not None:
-            parts.append(sql(f"{column} < ") + _bound(bounds.upper, bounds.value_type))
-        return join(parts, " AND ") if parts else None
-    values = bounds.values or ()
-    if not values:
-        return sql("1 = 0")
-    return sql(f"{column} IN (") + join([_bound(v, bounds.value_type) for v in values], ", ") + ")"
+    return bounds_condition(bounds, _DIALECT)
 
 
 def _where(bounds: PartitionBounds | None) -> Statement:

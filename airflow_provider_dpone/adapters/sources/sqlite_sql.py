@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from airflow_provider_dpone.adapters.bounds_sql import bounds_condition
 from airflow_provider_dpone.adapters.sources.sql_names import SqlBuildError, split_qualified_name
-from airflow_provider_dpone.contracts.partition import BoundsKind, PartitionBounds
+from airflow_provider_dpone.contracts.partition import PartitionBounds
 from airflow_provider_dpone.contracts.schema import ColumnSpec
 
 QUERY_ALIAS = "dpone_src"
@@ -70,31 +71,37 @@ def _bound(value: str, value_type: str) -> object:
     return value
 
 
-def predicate(bounds: PartitionBounds) -> tuple[str, Params] | None:
-    if bounds.kind is BoundsKind.ALL:
-        return None
-    if not bounds.column:
-        raise SqlBuildError("partition bounds name no column")
-    column = quote_ident(bounds.column)
-    if bounds.kind is BoundsKind.RANGE:
-        parts: list[str] = []
-        params: list[object] = []
-        if bounds.lower is not None:
-            parts.append(f"{column} >= ?")
-            params.append(_bound(bounds.lower, bounds.value_type))
-        if bounds.upper is not None:
-            parts.append(f"{column} < ?")
-            params.append(_bound(bounds.upper, bounds.value_type))
-        return (" AND ".join(parts), tuple(params)) if parts else None
-    values = bounds.values or ()
-    if not values:
+class _SqliteBounds:
+    """SQLite's half of :func:`bounds_condition`: ``?`` parameters; a listed date matches the text's date
+    part and a listed datetime compares through ``datetime()`` (ISO text in any precision)."""
+
+    def compare(self, column: str, operator: str, value: str, value_type: str) -> tuple[str, Params]:
+        return f"{quote_ident(column)} {operator} ?", (_bound(value, value_type),)
+
+    def all_of(self, parts: Sequence[tuple[str, Params]]) -> tuple[str, Params]:
+        return " AND ".join(text for text, _ in parts), tuple(p for _, params in parts for p in params)
+
+    def member(self, column: str, values: Sequence[str], value_type: str) -> tuple[str, Params]:
+        quoted = quote_ident(column)
+        marks = ", ".join("?" for _ in values)
+        if value_type == "date":
+            return f"substr({quoted}, 1, 10) IN ({marks})", tuple(values)
+        if value_type == "datetime":
+            return f"datetime({quoted}) IN ({', '.join('datetime(?)' for _ in values)})", tuple(values)
+        return f"{quoted} IN ({marks})", tuple(_bound(v, value_type) for v in values)
+
+    def nothing(self) -> tuple[str, Params]:
         return "0", ()
-    marks = ", ".join("?" for _ in values)
-    if bounds.value_type == "date":
-        return f"substr({column}, 1, 10) IN ({marks})", tuple(values)
-    if bounds.value_type == "datetime":
-        return f"datetime({column}) IN ({', '.join('datetime(?)' for _ in values)})", tuple(values)
-    return f"{column} IN ({marks})", tuple(_bound(v, bounds.value_type) for v in values)
+
+    def invalid(self, reason: str) -> Exception:
+        return SqlBuildError(reason)
+
+
+_DIALECT = _SqliteBounds()
+
+
+def predicate(bounds: PartitionBounds) -> tuple[str, Params] | None:
+    return bounds_condition(bounds, _DIALECT)
 
 
 def _where(bounds: PartitionBounds) -> tuple[str, Params]:

@@ -14,7 +14,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from airflow_provider_dpone.adapters.clickhouse.predicates import literal
+from airflow_provider_dpone.adapters.bounds_sql import bounds_condition
+from airflow_provider_dpone.adapters.clickhouse.predicates import ClickHouseBounds, literal
 from airflow_provider_dpone.adapters.clickhouse.quoting import quote_string
 from airflow_provider_dpone.contracts.partition import BoundsKind, PartitionBounds
 from airflow_provider_dpone.contracts.target_observation import (
@@ -55,26 +56,27 @@ def column_types_query(target_table: str) -> str:
     )
 
 
+class _ReaderBounds(ClickHouseBounds):
+    """The sink's ClickHouse bounds with the reader's strict identifiers and validated literals; a
+    selector that would select everything or nothing is refused instead of read."""
+
+    def __init__(self, types: ColumnTypes) -> None:
+        super().__init__(types, quote=quote_identifier, render=render_literal)
+
+    def nothing(self) -> str:
+        raise ValueError("value-list bounds need values")
+
+    def invalid(self, reason: str) -> Exception:
+        return ValueError(reason)
+
+
 def _bounds_predicate(bounds: PartitionBounds, types: ColumnTypes) -> str:
     if bounds.kind is BoundsKind.ALL:
         return "1"
-    assert bounds.column is not None
-    column = quote_identifier(bounds.column)
-    column_type = types.get(bounds.column)
-    if bounds.kind is BoundsKind.RANGE:
-        parts = []
-        if bounds.lower is not None:
-            parts.append(f"{column} >= {render_literal(bounds.lower, bounds.value_type, column_type)}")
-        if bounds.upper is not None:
-            parts.append(f"{column} < {render_literal(bounds.upper, bounds.value_type, column_type)}")
-        if not parts:
-            raise ValueError("range bounds need a lower or an upper value")
-        return " AND ".join(parts)
-    values = bounds.values or ()
-    if not values:
-        raise ValueError("value-list bounds need values")
-    rendered = ", ".join(render_literal(v, bounds.value_type, column_type) for v in values)
-    return f"{column} IN ({rendered})"
+    condition = bounds_condition(bounds, _ReaderBounds(types))
+    if condition is None:
+        raise ValueError("range bounds need a lower or an upper value")
+    return condition
 
 
 def _load_id_predicate(load_id: LoadIdSelector, types: ColumnTypes) -> str:
