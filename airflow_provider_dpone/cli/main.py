@@ -1,9 +1,9 @@
 """``dpone``: the root click group, and the list of modules that contribute its commands.
 
-Each module in :data:`COMMAND_MODULES` lives in this package and exposes ``register(group)``, which adds
-its command(s) to the root group. Adding a command is one line here. A module that does not exist yet
-is skipped (only a ``ModuleNotFoundError`` for that exact module; a broken import inside it still fails
-loudly). Modules keep their heavy imports inside the command functions so ``dpone --help`` stays fast.
+Each module in :data:`COMMAND_MODULES` lives in this package and either exposes ``register(group)``, which
+adds its command(s) to the root group, or defines its top-level click commands. Adding a command is one
+line here; a listed module that cannot be imported fails ``dpone`` at once. Modules keep their heavy
+imports inside the command functions so ``dpone --help`` stays fast.
 """
 
 from __future__ import annotations
@@ -50,24 +50,10 @@ def cli(ctx: click.Context, debug: bool) -> None:
 
 
 def register_commands(group: click.Group, modules: Sequence[str] = COMMAND_MODULES) -> list[str]:
-    """Import each command module and let it register itself; returns the modules that were found."""
-    found = []
+    """Import each command module and let it register itself; returns the modules registered."""
     for name in modules:
-        module = _import_optional(f"{__package__}.{name}")
-        if module is None:
-            continue
-        _register_module(group, module)
-        found.append(name)
-    return found
-
-
-def _import_optional(qualified: str) -> ModuleType | None:
-    try:
-        return importlib.import_module(qualified)
-    except ModuleNotFoundError as exc:
-        if exc.name == qualified:
-            return None
-        raise
+        _register_module(group, importlib.import_module(f"{__package__}.{name}"))
+    return list(modules)
 
 
 def _register_module(group: click.Group, module: ModuleType) -> None:

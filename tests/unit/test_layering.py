@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 
 if sys.version_info >= (3, 11):
-    import tomllib
+    pass
 else:  # Python 3.10: import-linter depends on tomli there
-    import tomli as tomllib
+    pass
 
 import pytest
 
@@ -43,15 +43,6 @@ def _run_lint_imports(cwd: Path, pythonpath: Path | None = None) -> subprocess.C
     )
 
 
-def _internal_modules_named_in_contracts(pyproject: Path) -> set[str]:
-    config = tomllib.loads(pyproject.read_text())["tool"]["importlinter"]
-    named: set[str] = set()
-    for contract in config.get("contracts", []):
-        for key in ("source_modules", "forbidden_modules", "layers", "containers"):
-            named.update(m for m in contract.get(key, []) if m == PACKAGE or m.startswith(PACKAGE + "."))
-    return named
-
-
 def test_import_contracts_of_pyproject_are_kept() -> None:
     result = _run_lint_imports(REPO_ROOT)
     assert result.returncode == 0, f"lint-imports failed:\n{result.stdout}\n{result.stderr}"
@@ -63,19 +54,6 @@ def test_lint_imports_fails_when_runtime_imports_clickhouse_connect(tmp_path: Pa
     copy = src / PACKAGE
     shutil.copytree(REPO_ROOT / PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     shutil.copy(REPO_ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
-    (copy / "runtime").mkdir(exist_ok=True)
-    (copy / "runtime" / "__init__.py").touch()
-    # Layers a contract names but nobody has written yet would make lint-imports stop with a config error
-    # before judging runtime/; give them empty stand-ins in the copy so this test isolates the one rule.
-    for module in sorted(_internal_modules_named_in_contracts(tmp_path / "pyproject.toml")):
-        parts = module.split(".")[1:]
-        as_package = copy.joinpath(*parts)
-        as_module = copy.joinpath(*parts[:-1], parts[-1] + ".py") if parts else copy / "__init__.py"
-        if (as_package / "__init__.py").exists() or as_module.exists():
-            continue
-        stand_in = as_package / "__init__.py" if as_package.is_dir() else as_module
-        stand_in.parent.mkdir(parents=True, exist_ok=True)
-        stand_in.write_text('"""Stand-in for a layer not written yet (layering test only)."""\n')
 
     clean = _run_lint_imports(tmp_path, pythonpath=src)
     assert clean.returncode == 0, f"the unmodified copy should pass:\n{clean.stdout}\n{clean.stderr}"
