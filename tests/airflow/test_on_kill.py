@@ -66,6 +66,8 @@ class Stopped:
     exit_seconds: float
     finished: Any
     log: TaskLog
+    #: descendants the task process had while it was stopped that are still alive afterwards
+    leftover: list[int]
 
 
 def _state_rows(state: Path, run_id: str) -> list[tuple[str, str]]:
@@ -100,30 +102,31 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def _dump(pid: int, group: int) -> None:
-    """Diagnostics for a stopped task process that did not exit."""
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        with suppress(OSError):
-            stat = (entry / "stat").read_text()
-            fields = stat.rsplit(")", 1)[1].split()
-            if int(fields[2]) == group or int(entry.name) == pid:
-                cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ")[:150]
-                wchan = (entry / "wchan").read_text()
-                threads = len(list((entry / "task").iterdir()))
-                print(
-                    f"PROC {entry.name} ppid={fields[1]} state={fields[0]} wchan={wchan} threads={threads} {cmd!r}"
-                )
+def _wait_for_the_dag_run(process: subprocess.Popen[str], out_path: Path, deadline: float) -> None:
+    """Wait for ``airflow dags test`` to exit. Seen here: after a run whose task was SIGTERMed, its
+    LocalExecutor sometimes never finishes shutting down ("waiting for running tasks to finish") although
+    the run and its task are over; 20 s after "DagRun Finished" the caller kills its process group."""
+    finished_at: float | None = None
+    while process.poll() is None and time.monotonic() < deadline:
+        if finished_at is None and "DagRun Finished" in out_path.read_text(errors="replace"):
+            finished_at = time.monotonic()
+        if finished_at is not None and time.monotonic() - finished_at > 20:
+            return
+        time.sleep(0.2)
 
 
-def _children_of(pid: int) -> list[int]:
-    found = []
+def _descendants(pid: int) -> set[int]:
+    """Every process below ``pid`` in the parent tree right now."""
+    parents: dict[int, int] = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
-            with suppress(OSError, IndexError):
-                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
-                    found.append(int(entry.name))
+            with suppress(OSError, IndexError, ValueError):
+                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+    found: set[int] = set()
+    frontier = {pid}
+    while frontier:
+        frontier = {child for child, parent in parents.items() if parent in frontier} - found
+        found |= frontier
     return found
 
 
@@ -164,24 +167,63 @@ def _stop_while_running(
         statuses = {s for s, _ in _state_rows(state, run_id)}
         assert wanted in statuses and "COMMITTED" not in statuses, f"too late to stop it: {statuses}"
         time.sleep(0.3 if when == "planned" else 0.8)  # well inside extraction / the target call
+        descendants = _descendants(pid)
         signalled = time.monotonic()
         os.kill(pid, signal.SIGTERM)  # what the supervisor sends on "mark failed"
         while _alive(pid) and time.monotonic() < signalled + 30:
+            descendants |= _descendants(pid)
             time.sleep(0.02)
         exit_seconds = time.monotonic() - signalled
-        if _alive(pid):
-            _dump(pid, process.pid)
-        process.wait(timeout=RUN_TIMEOUT)
+        _wait_for_the_dag_run(process, out_path, deadline)
     finally:
         _kill_group(process, grace=5.0)
     output = out_path.read_text(errors="replace")
     logs = [p for p in (home / "logs").rglob("attempt=1.log") if f"dag_id={dag_id}" in p.parts]
     assert len(logs) == 1, f"expected one task log of {dag_id}: {logs}\n{output[-3000:]}"
-    return Stopped(dag_id, pid, when, exit_seconds, output, read_task_log(logs[0]))
+    leftover = sorted(p for p in descendants if _alive(p))
+    return Stopped(dag_id, pid, when, exit_seconds, output, read_task_log(logs[0]), leftover)
+
+
+@dataclass
+class TimedOut:
+    pid: int
+    finished: Any
+    log: TaskLog
+    checkpoints: dict[str, Any]
+
+
+def _time_out(env: Mapping[str, str], root: Path, dags: Path, home: Path, date: str) -> TimedOut:
+    """Run the DAG whose task has a 3 s execution_timeout, to its end."""
+    dag_id = "dpone_on_kill_timeout"
+    tries = dags / "tries.jsonl"
+    before = len(tries.read_text().splitlines()) if tries.exists() else 0
+    out_path = root / f"{dag_id}.out"
+    with out_path.open("w") as out:
+        process = subprocess.Popen(
+            [str(AIRFLOW_BIN), "dags", "test", dag_id, date, "--use-executor"],
+            env=dict(env),
+            cwd=root,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+            preexec_fn=_die_with_the_test,
+        )
+    try:
+        _wait_for_the_dag_run(process, out_path, time.monotonic() + RUN_TIMEOUT)
+    finally:
+        _kill_group(process, grace=5.0)
+    finished = out_path.read_text(errors="replace")
+    record = json.loads(tries.read_text().splitlines()[before])
+    logs = [p for p in (home / "logs").rglob("attempt=1.log") if f"dag_id={dag_id}" in p.parts]
+    assert len(logs) == 1, finished[-3000:]
+    return TimedOut(int(record["pid"]), finished, read_task_log(logs[0]), {})
 
 
 @dataclass
 class Scenario:
+    timed_out: TimedOut
     before_target: Stopped
     checkpoints_after_extract: dict[str, Any]
     in_target: Stopped
@@ -220,6 +262,7 @@ def scenario(migrated_airflow_home: Path, tmp_path_factory: pytest.TempPathFacto
         no_proxy=no_proxy,
     )
     manifest = dags / "manifests" / "lazy_direct.yaml"
+    timeout_manifest = dags / "manifests" / "timeout_direct.yaml"
 
     def dpone(what: str, *args: str) -> dict[str, Any]:
         return _json_answer(run_group(what, [str(DPONE_BIN), *args, "--json"], base_env, root, 120))
@@ -229,15 +272,17 @@ def scenario(migrated_airflow_home: Path, tmp_path_factory: pytest.TempPathFacto
             "dpone_on_kill_extract", "planned", env, root, dags, home, state, "2026-06-01"
         )
         after_extract = dpone("dpone checkpoints", "checkpoints", str(manifest))
+        timed_out = _time_out(env, root, dags, home, "2026-06-03")
+        timed_out.checkpoints = dpone("dpone checkpoints", "checkpoints", str(timeout_manifest))
         in_target = _stop_while_running(
             "dpone_on_kill_target", "armed", env, root, dags, home, state, "2026-06-02"
         )
-        leftover = _children_of(in_target.pid) + _children_of(before.pid)
+        leftover = in_target.leftover + before.leftover
     after_target = dpone("dpone checkpoints", "checkpoints", str(manifest))
     counts = _json_answer(
         run_group("count target", [sys.executable, "-c", COUNT_TARGET, str(chdb_path)], base_env, root, 120)
     )
-    yield Scenario(before, after_extract, in_target, after_target, counts, leftover)
+    yield Scenario(timed_out, before, after_extract, in_target, after_target, counts, leftover)
 
 
 def _phases(listing: dict[str, Any]) -> set[tuple[str, str | None]]:
@@ -283,3 +328,22 @@ def test_the_task_log_of_the_stopped_try_says_what_the_next_try_will_do(scenario
     before = "\n".join(scenario.before_target.log.events())
     assert "error: transfer_interrupted" in before
     assert "the target may hold rows" not in before, "extraction never touched the target"
+
+
+def test_a_timeout_raised_inside_execute_first_then_on_kill_leaves_the_truth_in_the_guard(
+    scenario: Scenario,
+) -> None:
+    """The other order: ``AirflowTaskTimeout`` leaves ``execute`` (from wherever it landed), then Airflow
+    calls ``on_kill``. The lifecycle records where it landed; nothing is committed."""
+    timed = scenario.timed_out
+    text = timed.log.path.read_text(errors="replace")
+    assert "AirflowTaskTimeout" in text, timed.log.text()
+    phases = _phases(timed.checkpoints)
+    touched = "the target may hold rows of batch" in text
+    if touched:
+        assert phases <= {("FAILED", "target_outcome_unknown"), ("EXPORTED", "armed")}, phases
+        assert timed.checkpoints["summary"]["blocked"] == DAYS
+    else:
+        assert phases == {("FAILED", "failed_before_target")}, phases
+        assert timed.checkpoints["summary"]["blocked"] == 0
+    assert not _alive(timed.pid)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import os
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -25,11 +25,13 @@ class PidRecordingTransferOperator(NativeTransferOperator):
         return super().execute(context)
 
 
-for dag_id, manifest in (
-    ("dpone_on_kill_target", "manifests/lazy_direct.yaml"),
-    ("dpone_on_kill_extract", "manifests/artifact_direct.yaml"),
+for dag_id, manifest, timeout in (
+    ("dpone_on_kill_target", "manifests/lazy_direct.yaml", None),
+    ("dpone_on_kill_extract", "manifests/artifact_direct.yaml", None),
+    # the other order: AirflowTaskTimeout is raised inside execute first, on_kill is called after it
+    ("dpone_on_kill_timeout", "manifests/timeout_direct.yaml", timedelta(seconds=3)),
 ):
     with DAG(
         dag_id, schedule=None, start_date=datetime(2026, 1, 1), catchup=False, default_args={"retries": 0}
     ):
-        PidRecordingTransferOperator(task_id="transfer", manifest=manifest)
+        PidRecordingTransferOperator(task_id="transfer", manifest=manifest, execution_timeout=timeout)
