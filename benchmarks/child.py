@@ -30,6 +30,10 @@ def main(argv: list[str]) -> int:
         from guard_overhead import run_guard
 
         result = run_guard(spec)
+    elif kind in ("limit_chdb", "limit_http"):
+        from transfer_limits import run_limit_chdb, run_limit_http
+
+        result = run_limit_chdb(spec) if kind == "limit_chdb" else run_limit_http(spec)
     elif kind == "route_scan":
         from route_scan import run_route_scan
 
@@ -41,6 +45,10 @@ def main(argv: list[str]) -> int:
     else:
         raise SystemExit(f"unknown measurement kind {kind!r}")
     result["peak_rss_mb"] = _peak_rss_mb()
+    if spec.get("checksum"):  # after the measured work and the peak: what the target now holds
+        from checksum import read_target
+
+        result["checksum"] = read_target(spec["checksum"]["target"], spec["checksum"]["table"])
     sys.stdout.write(json.dumps(result, sort_keys=True) + "\n")
     sys.stdout.flush()
     return 0

@@ -13,7 +13,10 @@ per repetition, in a fixed order, repeated R times; medians reported):
   hand-written task with the official hooks; from SQLite and from PostgreSQL;
 - the guard's arm + committed promotion for 10/100/1000 partitions on SQLite and PostgreSQL stores;
 - the bounded target reader observing the 1M-row generation (start-up included);
-- peak RSS of dpone runs at 100k and 1M rows.
+- the engine limits (chDB pulling the rows itself; pre-encoded Native in one POST to the server);
+- planning with nothing to move over 100k history rows of a route (SQLite and PostgreSQL stores);
+- peak RSS of every dpone path into both targets at 1M and 5M rows;
+- a checksum of every orders target against its source (a wrong transfer fails the benchmark).
 
 Prints a table, writes ``benchmarks/results/<stamp>.json`` and ``.png``, and prints one JSON summary as the
 very last line of stdout.
@@ -41,6 +44,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import checksum  # noqa: E402
 import datasets  # noqa: E402
 import report  # noqa: E402
 from services import REPO_ROOT, Services  # noqa: E402
@@ -213,6 +217,8 @@ class Measurement:
     target: str
     label: str
     spec: Callable[[int], dict[str, Any]]  # rep -> child spec (fresh target prepared by the callable)
+    #: the source's checksum the target must hold afterwards (orders shape; see checksum.py)
+    reference: dict[str, int] | None = None
     reps: list[dict[str, Any]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
@@ -247,6 +253,7 @@ class Bench:
         self.http_client: Any = None
         self.env = self._child_env(config.dpone_src or REPO_ROOT)
         self.sources: dict[tuple[str, str], Path] = {}
+        self.references: dict[str, dict[str, int]] = {}
         self.pg_tables: dict[str, str] = {}
         tag = uuid.uuid4().hex[:8]
         self.ch_db = f"dpone_bench_{tag}"  # one database per invocation, dropped at the end
@@ -349,6 +356,8 @@ class Bench:
             t0 = time.monotonic()
             path = datasets.create_sqlite(shape, self.work / "sources" / f"{shape}_{rows}.sqlite", rows)
             self.sources[(shape, str(rows))] = path
+            if shape == "orders":
+                self.references[str(rows)] = checksum.source_checksum(path)
             self.env[f"AIRFLOW_CONN_BENCH_SQLITE_{shape.upper()}_{rows}"] = json.dumps(
                 {"conn_type": "sqlite", "host": str(path)}
             )
@@ -383,11 +392,14 @@ class Bench:
             directory = self.work / "manifests" / label
             shutil.rmtree(directory, ignore_errors=True)
             if target == "chdb":
-                sink = "chdb:////" + str(self._fresh_chdb(label)).lstrip("/")
+                chdb_path = self._fresh_chdb(label)
+                sink = "chdb:////" + str(chdb_path).lstrip("/")
                 table = f"bench.{shape}"
+                endpoint: dict[str, Any] = {"interface": "chdb", "path": str(chdb_path)}
             else:
                 sink = "bench_dpone_ch"
                 table = self._fresh_http_table(label)
+                endpoint = {"interface": "http", "port": self.services.clickhouse_port}
             manifest = write_manifest(
                 directory,
                 shape=shape,
@@ -398,10 +410,17 @@ class Bench:
                 load=load,
                 chunk_rows=self.config.chunk_rows,
             )
-            return {"kind": "dpone", "manifest": str(manifest), "run_id": f"bench-{rep}", "target": target}
+            return {
+                "kind": "dpone",
+                "manifest": str(manifest),
+                "run_id": f"bench-{rep}",
+                "target": target,
+                "checksum": {"target": endpoint, "table": table} if shape == "orders" else None,
+            }
 
         path = f"{export} + {load}"
-        return Measurement("dpone", path, "sqlite", shape, target, label, spec)
+        reference = self.references.get(str(rows)) if shape == "orders" else None
+        return Measurement("dpone", path, "sqlite", shape, target, label, spec, reference)
 
     def _target(self, label: str, target: str, shape: str) -> tuple[dict[str, Any], str]:
         if target == "chdb":
@@ -427,9 +446,35 @@ class Bench:
                 "target": endpoint,
                 "target_table": table,
                 "ddl": table_ddl(shape, table),
+                "checksum": {"target": endpoint, "table": table} if shape == "orders" else None,
             }
 
-        return Measurement("raw pipe", "one SELECT, insert", source, shape, target, label, spec)
+        reference = self.references.get(str(rows)) if shape == "orders" else None
+        return Measurement("raw pipe", "one SELECT, insert", source, shape, target, label, spec, reference)
+
+    def limit(self, target: str) -> Measurement:
+        """The engine's own limit for the orders rows (see transfer_limits.py)."""
+        rows = self.config.rows
+        label = f"limit_sqlite_orders_{rows}_{target}"
+        schema = target_schema("orders")
+
+        def spec(rep: int) -> dict[str, Any]:
+            endpoint, table = self._target(label, target, "orders")
+            return {
+                "kind": f"limit_{target}",
+                "source_path": str(self.sources[("orders", str(rows))]),
+                "source_table": "orders",
+                "columns": list(schema.names),
+                "types": [c.full_type() for c in schema.columns],
+                "target": endpoint,
+                "target_table": table,
+                "ddl": table_ddl("orders", table),
+                "checksum": {"target": endpoint, "table": table},
+            }
+
+        path = "INSERT SELECT FROM sqlite()" if target == "chdb" else "pre-encoded Native, one POST"
+        reference = self.references.get(str(rows))
+        return Measurement("engine limit", path, "sqlite", "orders", target, label, spec, reference)
 
     def peer(self, kind: str, shape: str, source: str) -> Measurement:
         rows = self.shape_rows(shape)
@@ -470,6 +515,8 @@ class Bench:
             for target in ("chdb", "http"):
                 plan.append(self.dpone(shape, rows, "direct", target))
                 plan.append(self.raw(shape, "sqlite", target))
+                if shape == "orders":
+                    plan.append(self.limit(target))
                 plan.append(self.dpone(shape, rows, "staged", target))
                 if shape == "orders" and target == "chdb" and not self.config.quick:
                     plan.append(self.dpone(shape, rows, "direct", target, export="file_artifact"))
@@ -516,6 +563,11 @@ class Bench:
                 except ChildFailed as exc:
                     m.errors.append(str(exc))
                     log(f"rep {rep + 1}: {m.label} FAILED: {exc}")
+                    continue
+                problem = _checksum_problem(m, result)
+                if problem is not None:
+                    m.errors.append(problem)
+                    log(f"rep {rep + 1}: {m.label} FAILED: {problem}")
                     continue
                 m.reps.append(result)
                 rate = result["rows"] / result["seconds"] if result["seconds"] else 0
@@ -662,6 +714,19 @@ class Bench:
             shutil.rmtree(self.work, ignore_errors=True)
 
 
+def _checksum_problem(m: Measurement, result: dict[str, Any]) -> str | None:
+    """Why the target does not hold exactly the source's rows, or None (a fast wrong transfer fails)."""
+    if m.reference is None:
+        return None
+    found = result.get("checksum")
+    if found is None:
+        return "no checksum was read from the target"
+    wrong = [k for k in checksum.FIELDS if found.get(k) != m.reference[k]]
+    if wrong:
+        return "checksum mismatch: " + ", ".join(f"{k} {found.get(k)} != {m.reference[k]}" for k in wrong)
+    return None
+
+
 def _peers_available() -> bool:
     import importlib.util
 
@@ -734,6 +799,9 @@ def summarize(
     staged_http = _find(main, system="dpone", path="lazy_plan + staged", target="http")
     raw_chdb = _find(main, system="raw pipe", target="chdb")
     raw_http = _find(main, system="raw pipe", target="http")
+    limit_chdb = _find(main, system="engine limit", target="chdb")
+    limit_http = _find(main, system="engine limit", target="http")
+    artifact_chdb = _find(main, system="dpone", path="file_artifact + direct", target="chdb")
     generic = _find(main, system="GenericTransfer")
     hand = _find(main, system="hand-written")
     peak_rss = memory_table(config, memory)
@@ -768,9 +836,17 @@ def summarize(
         "dpone_vs_raw_http_paired": _paired(dpone_http, raw_http),
         "staged_vs_raw_paired": _paired(staged_chdb, raw_chdb),
         "staged_vs_raw_http_paired": _paired(staged_http, raw_http),
-        "file_artifact_rows_per_s": _rate(
-            _find(main, system="dpone", path="file_artifact + direct", target="chdb")
-        ),
+        "file_artifact_rows_per_s": _rate(artifact_chdb),
+        "limit_chdb_rows_per_s": _rate(limit_chdb),
+        "limit_http_rows_per_s": _rate(limit_http),
+        "direct_vs_limit_chdb": _ratio(_rate(dpone_chdb), _rate(limit_chdb)),
+        "staged_vs_limit_chdb": _ratio(_rate(staged_chdb), _rate(limit_chdb)),
+        "file_artifact_vs_limit_chdb": _ratio(_rate(artifact_chdb), _rate(limit_chdb)),
+        "direct_vs_limit_http": _ratio(_rate(dpone_http), _rate(limit_http)),
+        "staged_vs_limit_http": _ratio(_rate(staged_http), _rate(limit_http)),
+        "direct_vs_limit_chdb_paired": _paired(dpone_chdb, limit_chdb),
+        "direct_vs_limit_http_paired": _paired(dpone_http, limit_http),
+        "mssql_vs_pymssql_fetch": None,  # not measured by this harness yet (see docs/performance.md)
         "peak_rss_mb_100k": rss[0],
         "peak_rss_mb_1m": rss[1],
         "memory_rows": list(config.memory_rows),
@@ -808,6 +884,13 @@ def targets(summary: dict[str, Any], guard: dict[str, Any]) -> list[dict[str, An
         check("dpone direct / raw pipe, paired reps (HTTP)", summary["dpone_vs_raw_http_paired"], 0.85, True),
         check("dpone staged / raw pipe, paired reps (chDB)", summary["staged_vs_raw_paired"], 0.7, True),
         check("dpone staged / raw pipe, paired reps (HTTP)", summary["staged_vs_raw_http_paired"], 0.7, True),
+        check("dpone direct / engine limit (chDB)", summary["direct_vs_limit_chdb"], 0.5, True),
+        check("dpone staged / engine limit (chDB)", summary["staged_vs_limit_chdb"], 0.5, True),
+        check(
+            "dpone file_artifact / engine limit (chDB)", summary["file_artifact_vs_limit_chdb"], 0.35, True
+        ),
+        check("dpone direct / server limit (HTTP)", summary["direct_vs_limit_http"], 0.4, True),
+        check("dpone staged / server limit (HTTP)", summary["staged_vs_limit_http"], 0.4, True),
         check("dpone / GenericTransfer (HTTP)", summary["dpone_vs_generic_transfer"], 10, True),
         check("dpone / hand-written (HTTP)", summary["dpone_vs_hand_written"], 1.0, True),
         check("guard ms/partition, SQLite", summary["guard_ms_per_partition_sqlite"], 2, False, " ms"),
