@@ -113,7 +113,7 @@ def parse_yaml(text: str) -> ParsedYaml:
         parsed.data = loader.construct_document(node)
         return parsed
     finally:
-        loader.dispose()  # type: ignore[no-untyped-call]
+        loader.dispose()
 
 
 def _walk(node: Node, path: PathKey, parsed: ParsedYaml, active: set[int]) -> None:

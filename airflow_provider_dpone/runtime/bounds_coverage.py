@@ -60,7 +60,7 @@ def _within(point: _Key, lower: _Key | None, upper: _Key | None) -> bool:
 def _lt(a: _Key, b: _Key) -> bool:
     if a[0] != b[0]:
         raise _Incomparable
-    return a[1] < b[1]  # type: ignore[operator]
+    return bool(a[1] < b[1])  # type: ignore[operator]
 
 
 def _lt_eq(a: _Key, b: _Key) -> bool:

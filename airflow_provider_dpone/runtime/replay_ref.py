@@ -93,7 +93,7 @@ def read_ref(checkpoint: PartitionCheckpoint) -> CapsuleRef | None:
 def with_resolution(checkpoint: PartitionCheckpoint, resolution: Mapping[str, str]) -> dict[str, Any]:
     """The checkpoint's diagnostics with ``resolution`` recorded on its capsule reference."""
     diagnostics: dict[str, Any] = dict(checkpoint.diagnostics)
-    ref = dict(diagnostics[CAPSULE_REF_KEY])  # type: ignore[arg-type]
+    ref = dict(diagnostics[CAPSULE_REF_KEY])
     ref["resolution"] = dict(resolution)
     diagnostics[CAPSULE_REF_KEY] = ref
     return diagnostics

@@ -221,7 +221,7 @@ def bounded_connection_factory(deadline_s: float) -> Callable[..., Any]:
     import psycopg2
     import psycopg2.extensions
 
-    class CheckpointStoreTimeout(psycopg2.OperationalError):
+    class CheckpointStoreTimeout(psycopg2.OperationalError):  # type: ignore[misc]
         """The server did not answer within the client deadline; the connection was cut off."""
 
     def bounded(conn: Any, call: Callable[[], Any]) -> Any:

@@ -76,7 +76,7 @@ except ImportError:  # pragma: no cover - depends on the installed clickhouse-co
 
 if AVAILABLE:
 
-    class FastDecimal(_StockDecimal, registered=False):  # type: ignore[misc,valid-type,call-arg]
+    class FastDecimal(_StockDecimal, registered=False):
         """``Decimal(P, S)`` up to 64 bits: ``int(x * 10**S)`` for a whole column at once."""
 
         def _write_column_binary(self, column: Sequence[Any], dest: bytearray, ctx: Any) -> None:
@@ -91,7 +91,7 @@ if AVAILABLE:
                     return
             write_array(self._array_type, scaled, dest, ctx.column_name)
 
-    class FastDate(_StockDate, registered=False):  # type: ignore[misc,valid-type,call-arg]
+    class FastDate(_StockDate, registered=False):
         """``Date``: days since 1970-01-01 from ``toordinal`` (equal to ``(x - epoch).days``)."""
 
         def _write_column_binary(self, column: Sequence[Any], dest: bytearray, ctx: Any) -> None:

@@ -193,7 +193,7 @@ def decimal_fits(value: decimal.Decimal, precision: int, scale: int) -> bool:
     assert isinstance(exponent, int)
     if exponent < -scale:  # trailing zeros past the scale are not digits that would be lost
         significant = value.normalize(_DECIMAL_CONTEXT)
-        exponent = significant.as_tuple().exponent  # type: ignore[assignment]
+        exponent = significant.as_tuple().exponent
         if significant and exponent < -scale:  # type: ignore[operator]
             return False
     return abs(value) < _DECIMAL_CONTEXT.power(10, precision - scale)
@@ -235,7 +235,7 @@ def decimals(column: ColumnSpec, precision: int, scale: int) -> Converter:
 
     def in_range(present: Column) -> bool:
         low, high = (min(present), max(present)) if present else (0, 0)  # type: ignore[type-var]
-        return -limit < low and high < limit  # type: ignore[operator,no-any-return]
+        return -limit < low and high < limit  # type: ignore[operator]
 
     def floats_at_scale(values: Column) -> Column | None:
         """A float column (SQLite REAL, the emulator) when every value is exactly its decimal at the
@@ -273,10 +273,7 @@ def flags(column: ColumnSpec) -> Converter:
     def convert(values: Column) -> Column:
         if set(map(type, values)) <= {int, _NONE_TYPE} and set(values) <= _FLAG_VALUES:
             return values
-        out = [
-            int(v) if type(v) is bool or (type(v) is float and v.is_integer()) else v  # type: ignore[union-attr]
-            for v in values
-        ]
+        out = [int(v) if type(v) is bool or (type(v) is float and v.is_integer()) else v for v in values]
         if not set(out) <= _FLAG_VALUES or not set(map(type, out)) <= {int, _NONE_TYPE}:
             raise _failed(column, "not a 0/1 flag")
         return out

@@ -17,7 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from airflow_provider_dpone.adapters.bounds_sql import bounds_condition
-from airflow_provider_dpone.adapters.sources.sql_names import SqlBuildError, split_qualified_name
+from airflow_provider_dpone.adapters.sources.sql_names import SqlBuildError as SqlBuildError
+from airflow_provider_dpone.adapters.sources.sql_names import split_qualified_name
 from airflow_provider_dpone.contracts.partition import PartitionBounds
 from airflow_provider_dpone.contracts.schema import ColumnSpec
 

@@ -14,12 +14,11 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Protocol
 
-from airflow_provider_dpone.adapters.sources.read_shape import require_column
 from airflow_provider_dpone.adapters.sources.table_names import canonical_source_table
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.manifest import Partitioning, PartitionKind, SourceSpec
 from airflow_provider_dpone.contracts.partition import BoundsKind, PartitionBounds, canonical_json, sha256_tag
-from airflow_provider_dpone.contracts.schema import ColumnSpec, TableSchema
+from airflow_provider_dpone.contracts.schema import ColumnSpec, TableSchema, require_column
 
 ALL_LABEL = "all"
 

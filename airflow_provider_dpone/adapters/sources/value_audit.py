@@ -88,7 +88,8 @@ class Check:
 
 
 def _count(value: object) -> int:
-    return int(value or 0)  # type: ignore[call-overload]
+    count: int = int(value or 0)  # type: ignore[call-overload]
+    return count
 
 
 def _sum(condition: str) -> str:
