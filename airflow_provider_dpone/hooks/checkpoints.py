@@ -7,11 +7,17 @@ read-only inspection; the runtime writes checkpoints through its own store adapt
 
 from __future__ import annotations
 
+import os
 import sqlite3
-from typing import Any
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from airflow_provider_dpone.contracts.endpoints import EndpointKind
 from airflow_provider_dpone.hooks.endpoint_hook import DponeEndpointHook, ui_field_behaviour
+
+if TYPE_CHECKING:
+    from airflow_provider_dpone.hooks.route_status import RouteStatus
 
 
 class DponeCheckpointStoreHook(DponeEndpointHook):
@@ -61,3 +67,19 @@ class DponeCheckpointStoreHook(DponeEndpointHook):
 
     def get_uri(self) -> str:
         return self.sqlalchemy_url.render_as_string(hide_password=False)
+
+    def route_status(
+        self, manifest: str | os.PathLike[str] | Mapping[str, Any], *, manifest_dir: str | None = None
+    ) -> RouteStatus:
+        """The guard status of ``manifest``'s route in this store: clear, or the blocked partitions with
+        their phase and batch. Read-only; opens neither the source nor the target."""
+        from airflow_provider_dpone.hooks.route_status import route_status
+        from airflow_provider_dpone.manifests.loader import load_manifest, load_manifest_dict
+
+        base = Path(manifest_dir) if manifest_dir else Path.cwd()
+        if isinstance(manifest, Mapping):
+            loaded = load_manifest_dict(dict(manifest), "<manifest>", manifest_dir=base)
+        else:
+            path = Path(manifest)
+            loaded = load_manifest(path if path.is_absolute() else base / path)
+        return route_status(loaded, self.get_endpoint())

@@ -303,7 +303,11 @@ def _dag_folder(context: Any, task: Any) -> Path:
         dag = context.get("dag")
     except AttributeError:
         dag = None
-    dag = dag or getattr(task, "dag", None)
+    if dag is None:
+        try:
+            dag = getattr(task, "dag", None)
+        except RuntimeError:  # Airflow 3: a task outside any DAG raises instead of returning None
+            dag = None
     fileloc = getattr(dag, "fileloc", None)
     if fileloc:
         return Path(fileloc).resolve().parent

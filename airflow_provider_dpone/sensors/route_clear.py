@@ -1,0 +1,75 @@
+"""``RouteClearSensor``: wait (in reschedule mode) until a blocked route has been resolved by on-call.
+
+A blocked route fails every try of its transfer task before the target, and no retry can unblock it.
+Put this sensor upstream of the transfer (or in a separate "wait for on-call" DAG) so the DAG waits for
+``dpone guard resolve`` instead: each poke reads the route's checkpoints (read-only, no source, no target,
+no lease) and logs the blocked partitions, and between pokes the worker slot is free (``reschedule``).
+Parse-time safety as for the operator: ``__init__`` only stores its arguments.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+try:  # Airflow 3 task SDK
+    from airflow.sdk import BaseSensorOperator
+except ImportError:  # Airflow 2.10
+    from airflow.sensors.base import BaseSensorOperator  # type: ignore[no-redef]
+
+
+class RouteClearSensor(BaseSensorOperator):
+    """Succeeds once no partition of the manifest's target table has an unresolved or invalid guard.
+
+    :param manifest: path (relative to the DAG file's folder) or dict, as for ``NativeTransferOperator``.
+    :param checkpoints_conn_id: replaces the manifest's ``checkpoints.connection``.
+
+    Defaults: ``mode="reschedule"``, ``poke_interval`` 5 minutes.
+    """
+
+    template_fields: Sequence[str] = ("manifest", "checkpoints_conn_id")
+    ui_color = "#f7e9c5"
+
+    def __init__(
+        self,
+        *,
+        manifest: str | os.PathLike[str] | Mapping[str, Any],
+        checkpoints_conn_id: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        kwargs.setdefault("mode", "reschedule")
+        kwargs.setdefault("poke_interval", timedelta(minutes=5))
+        super().__init__(**kwargs)
+        self.manifest: str | dict[str, Any] = (
+            dict(manifest) if isinstance(manifest, Mapping) else os.fspath(manifest)
+        )
+        self.checkpoints_conn_id = checkpoints_conn_id
+
+    def poke(self, context: Any) -> bool:
+        from airflow_provider_dpone.hooks.endpoint_resolver import AirflowEndpointResolver
+        from airflow_provider_dpone.hooks.route_status import route_status
+        from airflow_provider_dpone.operators.native_transfer import _dag_folder
+
+        loaded = self._load(_dag_folder(context, self))
+        resolver = AirflowEndpointResolver(
+            loaded.manifest_dir, overrides={"checkpoints": self.checkpoints_conn_id}
+        )
+        status = route_status(loaded, resolver(loaded.manifest.checkpoints.connection, "checkpoints"))
+        if status.clear:
+            self.log.info("%s", status.describe())
+        else:
+            self.log.warning("%s\n  waiting for on-call: dpone runbook guard", status.describe())
+        return status.clear
+
+    def _load(self, dag_dir: Path) -> Any:
+        from airflow_provider_dpone.manifests.loader import load_manifest, load_manifest_dict
+
+        if isinstance(self.manifest, dict):
+            return load_manifest_dict(
+                self.manifest, f"<manifest of task {self.task_id}>", manifest_dir=dag_dir
+            )
+        path = Path(self.manifest).expanduser()
+        return load_manifest(path if path.is_absolute() else dag_dir / path)

@@ -1,0 +1,142 @@
+"""Guard-aware helpers for DAG authors (issue 13, point 3): the checkpoint hook's route status and
+``RouteClearSensor`` (reschedule mode), on a real route: SQLite source, chDB target, SQLite checkpoint store.
+
+The route is loaded by a real ``dpone run``; an attempt that armed a batch and died is left in the store (as
+a crash leaves it); the sensor waits; on-call resolves it with ``dpone guard resolve``; the sensor is done.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from airflow_provider_dpone.adapters.checkpoint_sql import SqlCheckpointStore
+from airflow_provider_dpone.adapters.sources.demo_data import create_demo_source
+from airflow_provider_dpone.contracts.checkpoint import CheckpointStatus
+from airflow_provider_dpone.contracts.guard import GUARD_KEY, GuardPhase, TargetCommitGuard
+from airflow_provider_dpone.contracts.partition import sha256_tag
+from airflow_provider_dpone.hooks.checkpoints import DponeCheckpointStoreHook
+from airflow_provider_dpone.manifests.loader import load_manifest
+from airflow_provider_dpone.sensors.route_clear import RouteClearSensor
+
+DPONE = Path(sys.executable).parent / "dpone"
+MANIFEST = """\
+kind: native_transfer
+name: sensor_orders
+source:
+  type: sqlite
+  connection: sqlite:///source.sqlite
+  table: orders
+  partitioning: {kind: day, column: order_date}
+sink:
+  type: clickhouse
+  connection: chdb:///clickhouse
+  table: demo.orders
+  strategy: incremental_append
+  order_by: [order_date, id]
+checkpoints:
+  connection: sensor_state
+"""
+
+
+@pytest.fixture
+def route(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, object]:
+    create_demo_source(tmp_path / "source.sqlite", 90, days=3)
+    manifest = tmp_path / "orders.yaml"
+    manifest.write_text(MANIFEST)
+    state = tmp_path / "state.sqlite"
+    conn = json.dumps({"conn_type": "dpone_checkpoints", "extra": {"backend": "sqlite", "path": str(state)}})
+    monkeypatch.setenv("AIRFLOW_CONN_SENSOR_STATE", conn)
+    ran = subprocess.run(
+        [str(DPONE), "run", str(manifest)], env=dict(os.environ), capture_output=True, text=True
+    )
+    assert ran.returncode == 0, ran.stderr
+    return {"manifest": manifest, "state": state, "dir": tmp_path}
+
+
+def crash_after_arming(manifest: Path, state: Path) -> dict[str, str]:
+    """What an attempt that armed one partition and died inside the target call leaves behind."""
+    loaded = load_manifest(manifest)
+    store = SqlCheckpointStore(f"sqlite:///{state}")
+    try:
+        victim = sorted(store.list_latest(loaded.route), key=lambda c: c.bounds.label)[0]
+        batch = sha256_tag("crashed" + victim.partition_id)
+        store.write_batch(
+            [
+                victim.model_copy(
+                    update={
+                        "run_id": "crashed",
+                        "status": CheckpointStatus.EXPORTED,
+                        "started_at": datetime.now(timezone.utc),
+                        "completed_at": None,
+                        "diagnostics": {
+                            GUARD_KEY: TargetCommitGuard.for_phase(GuardPhase.ARMED, batch).to_json()
+                        },
+                    }
+                )
+            ]
+        )
+    finally:
+        store.close()
+    return {"partition_id": victim.partition_id, "label": victim.bounds.label, "batch": batch}
+
+
+def test_route_status_and_the_sensor_wait_for_on_call_then_let_the_dag_go_on(
+    route: dict[str, object],
+) -> None:
+    manifest, state = Path(str(route["manifest"])), Path(str(route["state"]))
+    hook = DponeCheckpointStoreHook(checkpoints_conn_id="sensor_state")
+    sensor = RouteClearSensor(task_id="wait_for_route", manifest=str(manifest))
+    assert sensor.mode == "reschedule", "waiting must not hold a worker slot"
+
+    assert hook.route_status(manifest).state == "clear"
+    assert sensor.poke({}) is True
+
+    crashed = crash_after_arming(manifest, state)
+    status = hook.route_status(manifest)
+    assert status.state == "blocked"
+    assert [(b.partition_id, b.label, b.phase, b.checkpoint_batch_id) for b in status.blocked] == [
+        (crashed["partition_id"], crashed["label"], "armed", crashed["batch"])
+    ]
+    assert json.loads(json.dumps(status.as_json()))["blocked"][0]["phase"] == "armed"
+    assert sensor.poke({}) is False
+
+    resolved = subprocess.run(
+        [
+            str(DPONE),
+            "guard",
+            "resolve",
+            str(manifest),
+            "--all-blocked",
+            "--as",
+            "committed",
+            "--reason",
+            "test",
+        ],
+        env=dict(os.environ),
+        capture_output=True,
+        text=True,
+    )
+    assert resolved.returncode == 0, resolved.stderr
+    assert hook.route_status(manifest).state == "clear"
+    assert sensor.poke({}) is True
+
+
+def test_an_invalid_guard_blocks_too(route: dict[str, object]) -> None:
+    manifest, state = Path(str(route["manifest"])), Path(str(route["state"]))
+    loaded = load_manifest(manifest)
+    store = SqlCheckpointStore(f"sqlite:///{state}")
+    try:
+        victim = store.list_latest(loaded.route)[0]
+        store.write_batch([victim.model_copy(update={"diagnostics": {GUARD_KEY: {"phase": "armed"}}})])
+    finally:
+        store.close()
+    status = DponeCheckpointStoreHook(checkpoints_conn_id="sensor_state").route_status(manifest)
+    assert status.state == "blocked" and len(status.invalid) == 1
+    assert RouteClearSensor(task_id="w", manifest=str(manifest)).poke({}) is False
