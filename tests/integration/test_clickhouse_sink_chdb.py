@@ -24,8 +24,9 @@ from airflow_provider_dpone.contracts.endpoints import ClickHouseInterface, Endp
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.partition import BoundsKind, PartitionBounds
 from airflow_provider_dpone.contracts.permit import TargetPermit
-from airflow_provider_dpone.contracts.route import RouteIdentity, Strategy
+from airflow_provider_dpone.contracts.route import Strategy
 from airflow_provider_dpone.contracts.schema import ColumnSpec, TableSchema
+from tests import builders
 
 TABLE = "demo.orders"
 BATCH = "sha256:" + "ab" * 32
@@ -86,14 +87,7 @@ def day_bounds(day: date) -> PartitionBounds:
 def permit_for(
     strategy: Strategy, bounds: Sequence[PartitionBounds] = (), *, table: str = TABLE, open_: bool = True
 ) -> TargetPermit:
-    permit = TargetPermit(
-        route=RouteIdentity(source_table="dbo.orders", target_table=table, strategy=strategy),
-        checkpoint_batch_id=BATCH,
-        partitions=tuple((f"sha256:{i:064x}", b) for i, b in enumerate(bounds)),
-    )
-    if open_:
-        permit._open_window()  # in product code only the guard lifecycle opens permits
-    return permit
+    return builders.permit_for(table, strategy, bounds, batch=BATCH, open_=open_)
 
 
 def ids_in(sink: ClickHouseSink, table: str = TABLE) -> list[int]:

@@ -25,11 +25,10 @@ from airflow_provider_dpone.contracts.chunk import ColumnChunk
 from airflow_provider_dpone.contracts.endpoints import EndpointDescriptor
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.partition import BoundsKind, PartitionBounds
-from airflow_provider_dpone.contracts.permit import TargetPermit
-from airflow_provider_dpone.contracts.route import RouteIdentity, Strategy
+from airflow_provider_dpone.contracts.route import Strategy
 from airflow_provider_dpone.contracts.schema import ColumnSpec, TableSchema
+from tests.builders import BATCH, permit_for
 
-BATCH = "sha256:" + "9f" * 32
 SECRET = "pw-Sup3r-s3cret-9431"
 SCHEMA = TableSchema(
     columns=(
@@ -82,19 +81,6 @@ def day_bounds(day: date) -> PartitionBounds:
         value_type="date",
         label=f"order_date={day.isoformat()}",
     )
-
-
-def permit_for(
-    table: str, strategy: Strategy, bounds: Sequence[PartitionBounds] = (), *, open_: bool = True
-) -> TargetPermit:
-    permit = TargetPermit(
-        route=RouteIdentity(source_table="dbo.orders", target_table=table, strategy=strategy),
-        checkpoint_batch_id=BATCH,
-        partitions=tuple((f"sha256:{i:064x}", b) for i, b in enumerate(bounds)),
-    )
-    if open_:
-        permit._open_window()  # in product code only the guard lifecycle opens permits
-    return permit
 
 
 def ids_in(sink: ClickHouseSink, table: str) -> list[int]:

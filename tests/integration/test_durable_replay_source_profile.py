@@ -21,12 +21,7 @@ from airflow_provider_dpone.contracts.endpoints import EndpointDescriptor
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.manifest import SourceSpec, SourceType
 from airflow_provider_dpone.contracts.partition import BoundsKind, PartitionBounds
-
-
-def day(lower: str, upper: str) -> PartitionBounds:
-    return PartitionBounds(
-        kind=BoundsKind.RANGE, column="order_date", lower=lower, upper=upper, value_type="date", label=lower
-    )
+from tests.builders import day
 
 
 def sqlite_spec(table: str = "orders") -> SourceSpec:

@@ -40,6 +40,7 @@ from airflow_provider_dpone.contracts.target_observation import (
     TargetReadRequest,
     WorkerErrorCode,
 )
+from tests.builders import day
 
 pytestmark = pytest.mark.service
 
@@ -59,12 +60,6 @@ CREATE = (
     "CREATE TABLE {table} (order_date Date, amount Nullable(Int64), customer String, load_id String) "
     "ENGINE = MergeTree() ORDER BY order_date"
 )
-
-
-def day(lower: str, upper: str) -> PartitionBounds:
-    return PartitionBounds(
-        kind=BoundsKind.RANGE, column="order_date", lower=lower, upper=upper, value_type="date", label=lower
-    )
 
 
 def generation_plan(table: str, *, allow_unavailable: bool = False) -> TargetReadRequest:

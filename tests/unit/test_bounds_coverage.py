@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from airflow_provider_dpone.contracts.partition import BoundsKind, PartitionBounds
 from airflow_provider_dpone.runtime.bounds_coverage import fully_covered, may_overlap
+from tests.builders import day
 
 DOMAIN = range(-10, 40)
 
@@ -34,12 +35,6 @@ def int_values(values: list[int], column: str = "k") -> PartitionBounds:
         values=tuple(str(v) for v in values),
         value_type="integer",
         label="in",
-    )
-
-
-def day(lower: str, upper: str, column: str = "order_date") -> PartitionBounds:
-    return PartitionBounds(
-        kind=BoundsKind.RANGE, column=column, lower=lower, upper=upper, value_type="date", label=lower
     )
 
 

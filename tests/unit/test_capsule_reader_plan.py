@@ -28,12 +28,7 @@ from airflow_provider_dpone.contracts.target_observation import (
     UnavailableReason,
     WorkerErrorCode,
 )
-
-
-def day(lower: str, upper: str, column: str = "order_date") -> PartitionBounds:
-    return PartitionBounds(
-        kind=BoundsKind.RANGE, column=column, lower=lower, upper=upper, value_type="date", label="d"
-    )
+from tests.builders import day
 
 
 def request(**overrides: object) -> TargetReadRequest:

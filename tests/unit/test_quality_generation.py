@@ -13,12 +13,7 @@ from airflow_provider_dpone.runtime.quality.generation import (
     target_plan,
 )
 from airflow_provider_dpone.runtime.quality.policy import IMPLICIT_ROW_COUNT
-
-
-def day(lower: str, upper: str, label: str | None = None) -> PartitionBounds:
-    return PartitionBounds(
-        kind=BoundsKind.RANGE, column="d", lower=lower, upper=upper, value_type="date", label=label or lower
-    )
+from tests.builders import day
 
 
 def test_adjacent_ranges_merge_and_gaps_stay_separate() -> None:
@@ -59,10 +54,14 @@ def test_integer_ranges_sort_numerically_and_value_lists_fold() -> None:
 def test_generation_key_does_not_depend_on_labels_or_order() -> None:
     policy = QualityPolicy(checks=(IMPLICIT_ROW_COUNT,))
     one = target_plan(
-        "db.t", [day("2026-01-01", "2026-01-02", "x"), day("2026-01-02", "2026-01-03", "y")], policy
+        "db.t",
+        [day("2026-01-01", "2026-01-02", "d", label="x"), day("2026-01-02", "2026-01-03", "d", label="y")],
+        policy,
     )
     two = target_plan(
-        "db.t", [day("2026-01-02", "2026-01-03", "p"), day("2026-01-01", "2026-01-02", "q")], policy
+        "db.t",
+        [day("2026-01-02", "2026-01-03", "d", label="p"), day("2026-01-01", "2026-01-02", "d", label="q")],
+        policy,
     )
     assert one.generation_key() == two.generation_key() and one.sha256() == two.sha256()
 
