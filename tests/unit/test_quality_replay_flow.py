@@ -27,7 +27,7 @@ from airflow_provider_dpone.runtime.replay_resolution import (
     resolve_replay,
 )
 from tests.doubles import FaultyStore, WriteFault, orders_rows
-from tests.unit.test_quality_doubles import Rig, expect_code, outcome, quality_manifest
+from tests.quality_replay_rig import Rig, expect_code, outcome, quality_manifest
 
 MANIFEST = quality_manifest(
     checks=(

@@ -22,7 +22,7 @@ from airflow_provider_dpone.manifests.identity import semantic_identity
 from airflow_provider_dpone.runtime.replay_ref import CAPSULE_REF_KEY, operation_id_for
 from airflow_provider_dpone.runtime.replay_scan import CapsuleStores
 from tests.doubles import orders_rows
-from tests.unit.test_quality_doubles import Rig, expect_code, quality_manifest
+from tests.quality_replay_rig import Rig, expect_code, quality_manifest
 
 MANIFEST = quality_manifest(checks=({"type": "row_count"}, {"type": "not_null", "columns": ["amount"]}))
 OPERATION = operation_id_for(semantic_identity(MANIFEST), "run-1")

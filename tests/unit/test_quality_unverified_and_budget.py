@@ -13,7 +13,7 @@ from airflow_provider_dpone.cli.run_cmd import print_report
 from airflow_provider_dpone.contracts.errors import ErrorCode
 from airflow_provider_dpone.runtime.replay_budget import BUDGET_VARIABLE, observation_budget
 from tests.doubles import orders_rows
-from tests.unit.test_quality_doubles import Rig, expect_code, quality_manifest
+from tests.quality_replay_rig import Rig, expect_code, quality_manifest
 
 MANIFEST = quality_manifest(checks=({"type": "row_count"},))
 
