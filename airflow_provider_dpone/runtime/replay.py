@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from enum import Enum
 
 from airflow_provider_dpone.contracts.capsule import (
     GENESIS_SHA256,
@@ -84,6 +85,25 @@ class ReplayPorts:
     host: HostIdentity
     #: ``DPONE_REPLAY_OBSERVATION_BUDGET_S`` when set (bounded by the ADR's 60 s), else 60 s
     budget_s: float = field(default_factory=observation_budget)
+
+
+class WorkerLifecycle(Enum):
+    """What an observation knows about its reader worker: the reader guard may be released only when no
+    worker was spawned, or one ended and its termination was verified (ADR 0074: retain when unknown)."""
+
+    NONE_SPAWNED = "none_spawned"
+    MAY_BE_ALIVE = "may_be_alive"
+    ENDED_VERIFIED = "ended_verified"
+    #: the guard was released or retained explicitly; a later failure changes nothing
+    SETTLED = "settled"
+
+    @classmethod
+    def ended(cls, termination_verified: bool) -> WorkerLifecycle:
+        return cls.ENDED_VERIFIED if termination_verified else cls.MAY_BE_ALIVE
+
+    @property
+    def releasable(self) -> bool:
+        return self in (WorkerLifecycle.NONE_SPAWNED, WorkerLifecycle.ENDED_VERIFIED)
 
 
 @dataclass(frozen=True)
@@ -359,7 +379,7 @@ class DurableReplay:
                 raise
             record = classify(operation_id, (), stores)
             raise self._blocked(record) from exc
-        may_release = True  # no worker exists yet
+        worker = WorkerLifecycle.NONE_SPAWNED
         try:
             chain = stored
             if chain.pending is None:
@@ -376,19 +396,21 @@ class DurableReplay:
                 )
                 stores.capsules.append(operation_id, 1, pending)
                 chain = CapsuleChain(records=(*chain.records, pending))
-            may_release = False  # from here a worker may exist until the reader says otherwise
+            worker = WorkerLifecycle.MAY_BE_ALIVE  # until the reader says otherwise
             try:
                 outcome = self._ports.reader.observe(self._ports.target, plan, self._ports.budget_s)
             except DponeError:
-                may_release = True  # refused at admission, before any worker was spawned
+                worker = WorkerLifecycle.NONE_SPAWNED  # refused at admission, before any spawn
                 raise
             except ObservationInterrupted as stopped:
                 # interrupted mid-observation: the worker is killed and reaped; the guard is released
                 # only when that was verified, the capsule stays TARGET_PENDING either way
                 self._release_if(stopped.termination_verified, stores, operation_id, generation_key, token)
-                may_release = False
+                worker = WorkerLifecycle.SETTLED
                 raise stopped.original from None
-            may_release = outcome.termination_verified  # a complete answer releases below, after its receipt
+            worker = WorkerLifecycle.ended(
+                outcome.termination_verified
+            )  # COMPLETE releases after its receipt
             observation = outcome.observation
             if outcome.kind is ReaderOutcomeKind.COMPLETE and observation is not None:
                 try:
@@ -398,8 +420,8 @@ class DurableReplay:
             if observation is None or not outcome.termination_verified:
                 # An answer from a worker whose local lifecycle is unknown is not accepted: its output
                 # cannot be revoked, so the proof stays TARGET_PENDING and the guard is retained.
-                released = self._release_if(may_release, stores, operation_id, generation_key, token)
-                may_release = False
+                released = self._release_if(worker.releasable, stores, operation_id, generation_key, token)
+                worker = WorkerLifecycle.SETTLED
                 raise self._unfinished(operation_id, outcome, released=released)
             complete = CapsuleRecord(
                 operation_id=operation_id,
@@ -420,12 +442,12 @@ class DurableReplay:
                     "the reader guard could not be verified released by this operation",
                     details={"operation_id": operation_id},
                 )
-            may_release = False  # done
+            worker = WorkerLifecycle.SETTLED
             verdict = capsule_verdict(receipt)
             assert verdict is not None
             return ReplayResult(operation_id=operation_id, chain=receipt, verdict=verdict)
         except BaseException:
-            if may_release:
+            if worker.releasable:
                 self._release_if(True, stores, operation_id, generation_key, token)
             raise
 
