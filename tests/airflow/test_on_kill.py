@@ -52,7 +52,7 @@ from tests.airflow.test_real_retries import (
 pytestmark = pytest.mark.slow
 
 DAGS = Path(__file__).with_name("on_kill_dags")
-ROWS, DAYS = 300_000, 3
+ROWS, DAYS = 900_000, 3  # a few seconds of transfer even when the sink is fast
 #: Airflow's supervisor escalates SIGTERM to SIGKILL after this long (``kill(escalation_delay=5.0)``).
 ESCALATION_S = 5.0
 RUN_TIMEOUT = 120.0
@@ -166,7 +166,7 @@ def _stop_while_running(
             time.sleep(0.02)
         statuses = {s for s, _ in _state_rows(state, run_id)}
         assert wanted in statuses and "COMMITTED" not in statuses, f"too late to stop it: {statuses}"
-        time.sleep(0.3 if when == "planned" else 0.8)  # well inside extraction / the target call
+        time.sleep(0.3)  # well inside extraction / the target call
         descendants = _descendants(pid)
         signalled = time.monotonic()
         os.kill(pid, signal.SIGTERM)  # what the supervisor sends on "mark failed"
@@ -343,7 +343,7 @@ def test_a_timeout_raised_inside_execute_first_then_on_kill_leaves_the_truth_in_
     if touched:
         assert phases <= {("FAILED", "target_outcome_unknown"), ("EXPORTED", "armed")}, phases
         assert timed.checkpoints["summary"]["blocked"] == DAYS
-    else:
-        assert phases == {("FAILED", "failed_before_target")}, phases
+    else:  # before the target call, or before the first checkpoint was written
+        assert phases <= {("FAILED", "failed_before_target"), ("PLANNED", None)}, phases
         assert timed.checkpoints["summary"]["blocked"] == 0
     assert not _alive(timed.pid)

@@ -29,7 +29,7 @@ for dag_id, manifest, timeout in (
     ("dpone_on_kill_target", "manifests/lazy_direct.yaml", None),
     ("dpone_on_kill_extract", "manifests/artifact_direct.yaml", None),
     # the other order: AirflowTaskTimeout is raised inside execute first, on_kill is called after it
-    ("dpone_on_kill_timeout", "manifests/timeout_direct.yaml", timedelta(seconds=3)),
+    ("dpone_on_kill_timeout", "manifests/timeout_direct.yaml", timedelta(seconds=2)),
 ):
     with DAG(
         dag_id, schedule=None, start_date=datetime(2026, 1, 1), catchup=False, default_args={"retries": 0}
