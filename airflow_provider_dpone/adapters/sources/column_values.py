@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from datetime import date, datetime, time, timezone
 from typing import TypeVar
 
+from airflow_provider_dpone.adapters.sources.fast_decimals import int_float_decimals
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.schema import ColumnSpec
 
@@ -257,6 +258,9 @@ def decimals(column: ColumnSpec, precision: int, scale: int) -> Converter:
                 exact = floats_at_scale(values)
                 if exact is not None:
                     return exact
+            mixed = int_float_decimals(values, present, precision, scale)  # SQLite NUMERIC: ints and floats
+            if mixed is not None:
+                return mixed
             return [one(v) for v in values]
         except _BadValue as exc:
             raise _failed(column, str(exc)) from None
