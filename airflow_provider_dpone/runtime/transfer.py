@@ -25,9 +25,10 @@ import time
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
+from typing import assert_never
 
 from airflow_provider_dpone.contracts.artifact import ArtifactRef
-from airflow_provider_dpone.contracts.capsule import ProbeScope
+from airflow_provider_dpone.contracts.capsule import ProbeScope, SealedCore
 from airflow_provider_dpone.contracts.checkpoint import CheckpointStatus, PartitionCheckpoint
 from airflow_provider_dpone.contracts.chunk import ColumnChunk
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
@@ -37,6 +38,7 @@ from airflow_provider_dpone.contracts.permit import TargetPermit
 from airflow_provider_dpone.contracts.report import PartitionOutcome, QualitySummary, RunReport
 from airflow_provider_dpone.contracts.route import RouteIdentity, Strategy
 from airflow_provider_dpone.contracts.schema import TableSchema
+from airflow_provider_dpone.contracts.target_observation import TargetReadRequest
 from airflow_provider_dpone.ports.artifacts import ArtifactStore
 from airflow_provider_dpone.ports.checkpoint_store import CheckpointStore, SourceStateStore
 from airflow_provider_dpone.ports.clock import Clock
@@ -100,6 +102,19 @@ class TransferPorts:
     naming: RouteNaming = field(default_factory=RawRouteNaming)
     #: A stop request (Airflow's on_kill): honoured at the next chunk and before arming.
     cancellation: CancellationToken = field(default_factory=CancellationToken)
+
+
+@dataclass
+class _QualityRun:
+    """What quality preparation hands the later phases of one run."""
+
+    gate: QualityGate | None
+    bounds: list[PartitionBounds]
+    batch_id: str
+    staged: bool
+    stored_core: SealedCore | None
+    plan: TargetReadRequest | None = None
+    before_publication: list[Verdict] = field(default_factory=list)
 
 
 class TransferEngine:
@@ -232,28 +247,13 @@ class TransferEngine:
     # -- one run -----------------------------------------------------------------------------------
 
     def run(self, run_id: str) -> RunReport:
-        """One run. The composition root holds the target's lease around it (``compose.Runtime.run``)."""
+        """One run, in named phases. The composition root holds the target's lease around it
+        (``compose.Runtime.run``)."""
         started = time.monotonic()
         family = self._scan_route()
-        latest = list(family.own)
-        # ---- capsules: before any source access ----
-        stored_core = None
-        if self._replay is not None:
-            resume = self._replay.resume(run_id, latest)
-            if isinstance(resume, Replayed):
-                return self._capsule_report(run_id, resume.record, started, replayed=True)
-            if isinstance(resume, ObserveAgain):
-                self._progress.stage("observe")
-                result = self._replay.observe(run_id)
-                resume.record.verdict = result.verdict
-                result.verdict.require_passed(self._route.describe(), published=True)
-                return self._capsule_report(run_id, resume.record, started, replayed=False)
-            assert isinstance(resume, Fresh)
-            stored_core = resume.stored_core
-        elif self._ports.capsule_stores is not None:
-            records, invalid_refs = scan_capsules(latest, self._ports.capsule_stores)
-            require_clear_capsules(self._route, records, invalid_refs, self._manifest_ref, selector_on=False)
-
+        resumed = self._resume_from_capsules(run_id, family, started)
+        if isinstance(resumed, RunReport):
+            return resumed
         schema, decisions, matched = self._plan_from(family, run_id)
         active = [ActivePartition(d.partition) for d in decisions if d.action is Action.RUN]
         self._progress.plan_ready(len(active), sum(1 for d in decisions if d.reason is Reason.COMMITTED))
@@ -263,22 +263,95 @@ class TransferEngine:
             self._require_target_holds_committed(decisions, matched)
             return self._report(run_id, decisions, None, {}, started, self._summary(None, None, unverified))
 
-        # ---- quality preparation: before extraction ----
-        gate = QualityGate(self._policy, self._route.describe()) if self._policy.checks else None
-        bounds = [p.planned.bounds for p in active]
-        batch_id = checkpoint_batch_id(run_id, [p.planned.partition_id for p in active])
-        staged_path = self._manifest.sink.load is LoadPath.STAGED
-        plan = None
-        if gate is not None:
-            gate.require_measurable(schema, self._ports.source, None)
-        if self._replay is not None:
-            scopes = (ProbeScope.SOURCE, ProbeScope.STAGED) if staged_path else (ProbeScope.SOURCE,)
-            plan = self._replay.prepare(run_id, self._policy, bounds, batch_id, scopes)
-        if gate is not None:
-            self._progress.stage("quality")
-            gate.measure_source(self._ports.source, bounds)
+        quality = self._prepare_quality(run_id, schema, active, stored_core=resumed)
+        lifecycle, tally = self._publish(run_id, family, schema, active, quality)
+        self._advance_source_state(run_id, lifecycle, tally)
+        verdict, operation_id = self._evidence_after_publication(run_id, quality, tally)
+        report = self._report(
+            run_id,
+            decisions,
+            lifecycle.batch_id,
+            {c.partition_id: c for c in lifecycle.committed},
+            started,
+            self._summary(verdict, operation_id, unverified),
+            seconds=tally.seconds(),
+        )
+        if verdict is not None:
+            verdict.require_passed(
+                self._route.describe(),
+                published=True,
+                hints=("the batch is committed; see the run report and the runbook before re-running",),
+            )
+        return report
 
-        before_publication: list[Verdict] = []
+    # -- the phases of one run ---------------------------------------------------------------------
+
+    def _resume_from_capsules(
+        self, run_id: str, family: RouteFamily, started: float
+    ) -> RunReport | SealedCore | None:
+        """Capsules, before any source access: a run decided by its capsule returns its report; otherwise
+        the core this run sealed in an attempt that never published (or None)."""
+        latest = list(family.own)
+        if self._replay is None:
+            if self._ports.capsule_stores is not None:
+                records, invalid_refs = scan_capsules(latest, self._ports.capsule_stores)
+                require_clear_capsules(
+                    self._route, records, invalid_refs, self._manifest_ref, selector_on=False
+                )
+            return None
+        match self._replay.resume(run_id, latest):
+            case Replayed(record=record):
+                return self._capsule_report(run_id, record, started, replayed=True)
+            case ObserveAgain(record=record):
+                self._progress.stage("observe")
+                result = self._replay.observe(run_id)
+                record.verdict = result.verdict
+                result.verdict.require_passed(self._route.describe(), published=True)
+                return self._capsule_report(run_id, record, started, replayed=False)
+            case Fresh(stored_core=stored_core):
+                return stored_core
+            case unreachable:
+                assert_never(unreachable)
+
+    def _prepare_quality(
+        self,
+        run_id: str,
+        schema: TableSchema,
+        active: list[ActivePartition],
+        *,
+        stored_core: SealedCore | None,
+    ) -> _QualityRun:
+        """Quality preparation, before extraction: policy measurable, reader plan, source metrics."""
+        quality = _QualityRun(
+            gate=QualityGate(self._policy, self._route.describe()) if self._policy.checks else None,
+            bounds=[p.planned.bounds for p in active],
+            batch_id=checkpoint_batch_id(run_id, [p.planned.partition_id for p in active]),
+            staged=self._manifest.sink.load is LoadPath.STAGED,
+            stored_core=stored_core,
+        )
+        if quality.gate is not None:
+            quality.gate.require_measurable(schema, self._ports.source, None)
+        if self._replay is not None:
+            scopes = (ProbeScope.SOURCE, ProbeScope.STAGED) if quality.staged else (ProbeScope.SOURCE,)
+            quality.plan = self._replay.prepare(
+                run_id, self._policy, quality.bounds, quality.batch_id, scopes
+            )
+        if quality.gate is not None:
+            self._progress.stage("quality")
+            quality.gate.measure_source(self._ports.source, quality.bounds)
+        return quality
+
+    def _publish(
+        self,
+        run_id: str,
+        family: RouteFamily,
+        schema: TableSchema,
+        active: list[ActivePartition],
+        quality: _QualityRun,
+    ) -> tuple[TargetCommitLifecycle, StreamTally]:
+        """Pre-target checks on the sink, then the guarded path: extract/stage, verdict and seal, arm,
+        target mutation, committed promotion. The sink is closed before any reader runs."""
+        gate = quality.gate
 
         def before_arm(moved_rows: int | None, staging: str | None) -> None:
             if gate is None:
@@ -287,9 +360,11 @@ class TransferEngine:
                 gate.measure_staged(sink, staging)
             verdict = gate.verdict(moved_rows)
             verdict.require_passed(self._route.describe(), published=False)
-            before_publication.append(verdict)
-            if self._replay is not None and plan is not None:
-                ref = self._replay.seal(run_id, batch_id, self._policy, plan, gate.probes(), stored_core)
+            quality.before_publication.append(verdict)
+            if self._replay is not None and quality.plan is not None:
+                ref = self._replay.seal(
+                    run_id, quality.batch_id, self._policy, quality.plan, gate.probes(), quality.stored_core
+                )
                 for part in active:
                     part.evidence[CAPSULE_REF_KEY] = ref
 
@@ -301,8 +376,8 @@ class TransferEngine:
             audit_values = getattr(self._ports.source, "audit_values", None)
             if callable(audit_values):
                 value_limits = getattr(sink, "value_limits", None)
-                audit_values(bounds, value_limits() if callable(value_limits) else None)
-            if gate is not None and staged_path:
+                audit_values(quality.bounds, value_limits() if callable(value_limits) else None)
+            if gate is not None and quality.staged:
                 gate.require_measurable(schema, self._ports.source, sink)
             sink.prepare_target(self._manifest.sink.table, schema, self._order_by(schema))
             self._write_progress(run_id, active, CheckpointStatus.PLANNED)
@@ -317,37 +392,25 @@ class TransferEngine:
             self._execute_path(sink, schema, active, lifecycle, tally, run_id, before_arm)
         finally:
             sink.close()  # before any reader: an embedded (chDB) path is held by one process at a time
+        return lifecycle, tally
 
-        self._advance_source_state(run_id, lifecycle, tally)
-        committed = {c.partition_id: c for c in lifecycle.committed}
-        verdict: Verdict | None = None
-        operation_id = None
+    def _evidence_after_publication(
+        self, run_id: str, quality: _QualityRun, tally: StreamTally
+    ) -> tuple[Verdict | None, str | None]:
+        """The verdict of the published batch: the durable replay's observation, or the gate's own."""
         if self._replay is not None:
             self._ports.cancellation.raise_if_cancelled()  # committed; the capsule is observed on retry
             self._progress.stage("observe")
             result = self._replay.observe(run_id)
-            verdict, operation_id = result.verdict, result.operation_id
-            verdict.log_warnings(self._route.describe())
-        elif gate is not None:
-            lazy_direct = self._manifest.source.export is ExportPath.LAZY_PLAN and not staged_path
-            # the lazy direct path learns the rows it moved only while publishing: compare them now
-            verdict = gate.verdict(sum(tally.rows().values())) if lazy_direct else before_publication[-1]
-        report = self._report(
-            run_id,
-            decisions,
-            lifecycle.batch_id,
-            committed,
-            started,
-            self._summary(verdict, operation_id, unverified),
-            seconds=tally.seconds(),
-        )
-        if verdict is not None:
-            verdict.require_passed(
-                self._route.describe(),
-                published=True,
-                hints=("the batch is committed; see the run report and the runbook before re-running",),
-            )
-        return report
+            result.verdict.log_warnings(self._route.describe())
+            return result.verdict, result.operation_id
+        if quality.gate is None:
+            return None, None
+        lazy_direct = self._manifest.source.export is ExportPath.LAZY_PLAN and not quality.staged
+        # the lazy direct path learns the rows it moved only while publishing: compare them now
+        if lazy_direct:
+            return quality.gate.verdict(sum(tally.rows().values())), None
+        return quality.before_publication[-1], None
 
     def _require_unchanged_identity(self, family: RouteFamily, decisions: Sequence[ResumeDecision]) -> None:
         """An append route stops when a partition to move overlaps one committed under another identity.
