@@ -80,4 +80,10 @@ def get_provider_info() -> dict[str, Any]:
                 "python-modules": ["airflow_provider_dpone.operators.native_transfer"],
             }
         ],
+        "sensors": [
+            {
+                "integration-name": "dpone native transfer",
+                "python-modules": ["airflow_provider_dpone.sensors.route_clear"],
+            }
+        ],
     }

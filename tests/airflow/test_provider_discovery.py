@@ -56,3 +56,16 @@ def test_hooks_relabel_the_connection_form_for_airflow_2_and_3() -> None:
         assert behaviour["relabeling"]["schema"] == "Database"
         assert behaviour["placeholders"] == declared[hook.conn_type]["placeholders"]
     assert "chdb" in DponeClickHouseHook.get_ui_field_behaviour()["placeholders"]["extra"]
+
+
+def test_every_module_the_provider_info_lists_imports_and_defines_its_kind() -> None:
+    import importlib
+
+    info = get_provider_info()
+    kinds = {"hooks": "Hook", "operators": "Operator", "sensors": "Sensor"}
+    for key, suffix in kinds.items():
+        modules = [m for entry in info[key] for m in entry["python-modules"]]
+        assert modules, key
+        for name in modules:
+            module = importlib.import_module(name)
+            assert any(attr.endswith(suffix) for attr in vars(module)), (key, name)
