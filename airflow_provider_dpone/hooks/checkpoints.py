@@ -66,7 +66,7 @@ class DponeCheckpointStoreHook(DponeEndpointHook):
         )
 
     def get_uri(self) -> str:
-        return self.sqlalchemy_url.render_as_string(hide_password=False)
+        return str(self.sqlalchemy_url.render_as_string(hide_password=False))
 
     def route_status(
         self, manifest: str | os.PathLike[str] | Mapping[str, Any], *, manifest_dir: str | None = None

@@ -68,4 +68,4 @@ class DponeMsSqlHook(DponeEndpointHook):
         )
 
     def get_uri(self) -> str:
-        return self.sqlalchemy_url.render_as_string(hide_password=False)
+        return str(self.sqlalchemy_url.render_as_string(hide_password=False))
