@@ -69,8 +69,13 @@ def _env_seconds(env: Mapping[str, str], variable: str, default: int) -> int:
     return int(raw)
 
 
-def open_client(endpoint: EndpointDescriptor) -> Client:
-    """A connected client, or ``target_unreachable`` / ``embedded_extra_missing`` (safe, chained)."""
+def open_client(endpoint: EndpointDescriptor, *, readonly: bool = False) -> Client:
+    """A connected client, or ``target_unreachable`` / ``embedded_extra_missing`` (safe, chained).
+
+    The one factory of the sink, the hook and the reader worker's embedded path. ``readonly`` (the
+    reader worker on chDB) applies ``readonly=1`` to the session and selects the endpoint's database. Over
+    HTTP the worker uses its own stateless client instead (``target_reader/http_client``): this driver
+    sends start-up queries without the setting."""
     if endpoint.kind is not EndpointKind.CLICKHOUSE:
         raise DponeError(
             ErrorCode.CONNECTION_INVALID,
@@ -78,7 +83,12 @@ def open_client(endpoint: EndpointDescriptor) -> Client:
             details={"connection": endpoint.name},
         )
     if endpoint.interface is ClickHouseInterface.CHDB:
-        return _open_chdb(endpoint)
+        return _open_chdb(endpoint, readonly=readonly)
+    if readonly:
+        raise DponeError(
+            ErrorCode.USAGE,
+            "a read-only ClickHouse client over HTTP is the reader worker's own (target_reader/http_client)",
+        )
     return _open_http(endpoint)
 
 
@@ -112,7 +122,7 @@ def _open_http(endpoint: EndpointDescriptor) -> Client:
         ) from exc
 
 
-def _open_chdb(endpoint: EndpointDescriptor) -> Client:
+def _open_chdb(endpoint: EndpointDescriptor, *, readonly: bool = False) -> Client:
     try:
         importlib.import_module("chdb")
     except ImportError as exc:
@@ -128,6 +138,10 @@ def _open_chdb(endpoint: EndpointDescriptor) -> Client:
             details={"connection": endpoint.name},
         )
     try:
+        if readonly:
+            return clickhouse_connect.get_client(
+                interface="chdb", path=endpoint.path, database=endpoint.database, settings={"readonly": 1}
+            )
         return clickhouse_connect.get_client(interface="chdb", path=endpoint.path)
     except Exception as exc:
         mismatch = version_mismatch(endpoint, exc)

@@ -57,13 +57,11 @@ def open_readonly_client(endpoint: EndpointDescriptor, timeout_s: float) -> Any:
     """A fresh client with ``readonly=1`` applied and verified by reading it back; else WorkerFault."""
     try:
         if endpoint.interface is ClickHouseInterface.CHDB:
-            import clickhouse_connect
+            from airflow_provider_dpone.adapters.clickhouse.client import open_client
 
             if not endpoint.path:
                 raise WorkerFault(WorkerErrorCode.REQUEST_INVALID)
-            client: Any = clickhouse_connect.get_client(
-                interface="chdb", path=endpoint.path, database=endpoint.database, settings={"readonly": 1}
-            )
+            client: Any = open_client(endpoint, readonly=True)
         else:
             from airflow_provider_dpone.adapters.target_reader.http_client import ReadOnlyHttpClient
 
