@@ -86,6 +86,41 @@ def parse_url(url: str | URL) -> URL:
     return parsed.set(drivername=f"{backend}+{driver}")
 
 
+_shared_lock = threading.Lock()
+#: (URL with its password, statement timeout) -> [engine, users]: the checkpoint, capsule and reader-guard
+#: stores of one database share one pool (one run opens all three) instead of three.
+_shared: dict[tuple[str, float], list[Any]] = {}
+
+
+def acquire_store_engine(url: URL) -> Engine:
+    """The process's engine for ``url``, created on first use; release it with :func:`release_store_engine`.
+
+    An in-memory SQLite database is never shared: each store of one gets its own, as before."""
+    if url.get_backend_name() == "sqlite" and _is_memory(url):
+        return create_store_engine(url)
+    key = (url.render_as_string(hide_password=False), statement_timeout_s())
+    with _shared_lock:
+        entry = _shared.get(key)
+        if entry is None:
+            entry = _shared[key] = [create_store_engine(url), 0]
+        entry[1] += 1
+        engine: Engine = entry[0]
+        return engine
+
+
+def release_store_engine(engine: Engine) -> None:
+    """One user less; the last one disposes of the pool."""
+    with _shared_lock:
+        for key, entry in _shared.items():
+            if entry[0] is engine:
+                entry[1] -= 1
+                if entry[1] > 0:
+                    return
+                del _shared[key]
+                break
+    engine.dispose()
+
+
 def create_store_engine(url: URL) -> Engine:
     """A pooled engine: connections and compiled statements are reused across writes."""
     if url.get_backend_name() == "sqlite":

@@ -15,7 +15,11 @@ from typing import Any, ClassVar
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import SQLAlchemyError
 
-from airflow_provider_dpone.adapters.checkpoint_sql.engine import create_store_engine, parse_url
+from airflow_provider_dpone.adapters.checkpoint_sql.engine import (
+    acquire_store_engine,
+    parse_url,
+    release_store_engine,
+)
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.ports.clock import Clock
 
@@ -31,7 +35,7 @@ class SqlStoreBase:
         self._backend = parsed.get_backend_name()
         self._closed = False
         try:
-            self._engine = create_store_engine(parsed)
+            self._engine = acquire_store_engine(parsed)
         except (SQLAlchemyError, OSError) as exc:
             raise self._failure("open", exc) from exc
         self._db_errors: tuple[type[BaseException], ...] = (
@@ -52,7 +56,7 @@ class SqlStoreBase:
         """Dispose of the pooled connections. Idempotent; the store cannot be used afterwards."""
         if not self._closed:
             self._closed = True
-            self._engine.dispose()
+            release_store_engine(self._engine)
 
     def _now(self) -> datetime:
         now = self._clock.now() if self._clock is not None else datetime.now(timezone.utc)
