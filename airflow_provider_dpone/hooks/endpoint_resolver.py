@@ -19,9 +19,9 @@ from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.hooks.connection_endpoints import endpoint_from_connection, require_role
 from airflow_provider_dpone.hooks.endpoint_hook import DponeEndpointHook
 
-try:  # Airflow 3 task SDK
+try:  # Airflow 3.2+: the task SDK holds the exceptions
     from airflow.sdk.exceptions import AirflowNotFoundException
-except ImportError:  # Airflow 2.10
+except ImportError:  # Airflow 3.1 (the tested floor): it still lives in airflow.exceptions
     from airflow.exceptions import AirflowNotFoundException  # type: ignore[no-redef,attr-defined]
 
 

@@ -35,15 +35,15 @@ if TYPE_CHECKING:
     from airflow_provider_dpone.compose import EndpointResolver, Runtime
     from airflow_provider_dpone.manifests.loader import LoadedManifest
 
-try:  # Airflow 3 task SDK
-    from airflow.sdk import BaseOperator
+from airflow.sdk import BaseOperator
+
+try:  # Airflow 3.2+: the task SDK holds the exceptions
     from airflow.sdk.exceptions import AirflowException, AirflowFailException
-except ImportError:  # Airflow 2.10
+except ImportError:  # Airflow 3.1 (the tested floor): they still live in airflow.exceptions
     from airflow.exceptions import (  # type: ignore[no-redef,attr-defined]
         AirflowException,
         AirflowFailException,
     )
-    from airflow.models.baseoperator import BaseOperator  # type: ignore[no-redef]
 
 
 class DponeTaskFailed(AirflowException):
