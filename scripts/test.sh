@@ -11,9 +11,11 @@
 # All four checks run even if an earlier one fails; the exit code is non-zero if any failed, including
 # pytest collecting no test (exit 5).
 # Then the newest-releases lane (scripts/newest_lane.sh): a fresh venv without constraints, unit tests and
-# the chDB-backed suites.
+# the chDB-backed suites; and the Airflow-floor lane (scripts/airflow_floor_lane.sh): a fresh venv with the
+# lowest declared Airflow, the Airflow suite.
 # Knobs: DPONE_ALLOW_SKIP=1 (local runs), DPONE_TEST_TIMEOUT (per-test seconds, default 600),
-# DPONE_NEWEST_LANE=0 (skip the newest lane on a local run; ignored when CI=true), and those of
+# DPONE_NEWEST_LANE=0 and DPONE_FLOOR_LANE=0 (skip the newest / the Airflow-floor lane on a local run;
+# ignored when CI=true), and those of
 # scripts/setup.sh (DPONE_PYTHON, DPONE_VENV, DPONE_SKIP_APT).
 set -euo pipefail
 
@@ -121,12 +123,18 @@ if [ "${DPONE_NEWEST_LANE:-1}" = 0 ] && [ "${CI:-}" != true ]; then
 else
   step newest bash scripts/newest_lane.sh
 fi
+# The lowest Airflow pyproject.toml declares, in a separate venv (a few minutes).
+if [ "${DPONE_FLOOR_LANE:-1}" = 0 ] && [ "${CI:-}" != true ]; then
+  say "== airflow-floor: skipped (DPONE_FLOOR_LANE=0; CI always runs it)"
+else
+  step airflow-floor bash scripts/airflow_floor_lane.sh
+fi
 
 "$PY" scripts/services/local_services.py down --dir "$SVC_DIR" || true
 if [ "${#failed[@]}" -gt 0 ]; then
   say "FAILED: ${failed[*]} (total $(($(date +%s) - T0))s)"
 else
-  say "OK: every step passed: ruff, mypy, lint-imports, dist, pytest, newest (total $(($(date +%s) - T0))s)"
+  say "OK: every step passed: ruff, mypy, lint-imports, dist, pytest, newest, airflow-floor (total $(($(date +%s) - T0))s)"
 fi
 # pytest's own closing line last, for whoever reads the end of the log.
 grep -E '^=+ .*( passed| failed| error| skipped| no tests ran).* =+$' "$SVC_DIR/pytest.out" | tail -n 1 || true
