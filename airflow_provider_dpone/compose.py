@@ -37,17 +37,17 @@ from airflow_provider_dpone.ports.source import Source
 from airflow_provider_dpone.ports.target_reader import TargetMetricsReader
 from airflow_provider_dpone.runtime.cancellation import CancellationToken
 from airflow_provider_dpone.runtime.clock import SystemClock
-from airflow_provider_dpone.runtime.guard_inspection import InspectionRow, inspect_blocked
-from airflow_provider_dpone.runtime.guard_resolution import ResolutionRequest, resolve
+from airflow_provider_dpone.runtime.guard.inspection import InspectionRow, inspect_blocked
+from airflow_provider_dpone.runtime.guard.resolution import ResolutionRequest, resolve
 from airflow_provider_dpone.runtime.progress import ProgressListener
-from airflow_provider_dpone.runtime.replay import ReplayPorts
-from airflow_provider_dpone.runtime.replay_resolution import (
+from airflow_provider_dpone.runtime.replay.durable import ReplayPorts
+from airflow_provider_dpone.runtime.replay.resolution import (
     ReplayResolutionRequest,
     ReplayStatus,
     replay_status,
     resolve_replay,
 )
-from airflow_provider_dpone.runtime.replay_scan import CapsuleStores, OperationRecord
+from airflow_provider_dpone.runtime.replay.scan import CapsuleStores, OperationRecord
 from airflow_provider_dpone.runtime.route_family import RouteFamily, load_family
 from airflow_provider_dpone.runtime.route_identity import (
     AdoptionResult,

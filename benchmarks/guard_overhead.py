@@ -22,7 +22,7 @@ def _partitions(count: int, route: Any) -> list[Any]:
         PlannedPartition,
         partition_id_for,
     )
-    from airflow_provider_dpone.runtime.commit_lifecycle import ActivePartition
+    from airflow_provider_dpone.runtime.guard.commit_lifecycle import ActivePartition
 
     query_hash = "sha256:" + "a" * 64
     schema_hash = "sha256:" + "b" * 64
@@ -50,7 +50,7 @@ def run_guard(spec: dict[str, Any]) -> dict[str, Any]:
     from airflow_provider_dpone.adapters.checkpoint_sql import SqlCheckpointStore
     from airflow_provider_dpone.contracts.route import RouteIdentity, Strategy
     from airflow_provider_dpone.runtime.clock import SystemClock
-    from airflow_provider_dpone.runtime.commit_lifecycle import TargetCommitLifecycle
+    from airflow_provider_dpone.runtime.guard.commit_lifecycle import TargetCommitLifecycle
 
     store = SqlCheckpointStore(spec["store_url"])
     store.ensure_schema()

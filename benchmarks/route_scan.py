@@ -31,7 +31,7 @@ class _Recorder:
 def _seed(store: Any, route: Any, active: list[Any]) -> None:
     from airflow_provider_dpone.adapters.checkpoint_sql.store import _row_of
     from airflow_provider_dpone.runtime.clock import SystemClock
-    from airflow_provider_dpone.runtime.commit_lifecycle import TargetCommitLifecycle
+    from airflow_provider_dpone.runtime.guard.commit_lifecycle import TargetCommitLifecycle
 
     recorder = _Recorder()
     lifecycle = TargetCommitLifecycle(
@@ -62,9 +62,9 @@ def run_route_scan(spec: dict[str, Any]) -> dict[str, Any]:
 
     from airflow_provider_dpone.adapters.checkpoint_sql import SqlCheckpointStore
     from airflow_provider_dpone.contracts.route import RouteIdentity, Strategy
+    from airflow_provider_dpone.runtime.guard.route_guard import require_clear_route
     from airflow_provider_dpone.runtime.resume_planner import Action, plan_resume
     from airflow_provider_dpone.runtime.route_family import latest_by_partition, load_family
-    from airflow_provider_dpone.runtime.route_guard import require_clear_route
 
     history_rows = int(spec["history_rows"])
     route = RouteIdentity(

@@ -34,8 +34,8 @@ from airflow_provider_dpone.contracts.target_observation import (
 )
 from airflow_provider_dpone.manifests.identity import semantic_identity
 from airflow_provider_dpone.ports.source import ColumnProfile
-from airflow_provider_dpone.runtime.replay import ReplayPorts
-from airflow_provider_dpone.runtime.replay_scan import CapsuleStores
+from airflow_provider_dpone.runtime.replay.durable import ReplayPorts
+from airflow_provider_dpone.runtime.replay.scan import CapsuleStores
 from airflow_provider_dpone.runtime.transfer import TransferEngine, TransferPorts
 from tests.doubles import FixedClock, InMemoryCheckpointStore, MemorySource, manifest_dict
 

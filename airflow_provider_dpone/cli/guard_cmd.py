@@ -52,7 +52,7 @@ def resolve_command(
     from airflow_provider_dpone.compose import open_runtime
     from airflow_provider_dpone.contracts.errors import ErrorCode
     from airflow_provider_dpone.manifests.loader import load_manifest
-    from airflow_provider_dpone.runtime.guard_resolution import ResolutionRequest, ResolveAs
+    from airflow_provider_dpone.runtime.guard.resolution import ResolutionRequest, ResolveAs
 
     try:
         if bool(partitions) == all_blocked:

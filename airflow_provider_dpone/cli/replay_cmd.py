@@ -83,7 +83,10 @@ def resolve_command(manifest: str, run_id: str, resolve_as: str, reason: str, as
     """Audited operator resolution of a blocked operation. Never touches the source or the target."""
     from airflow_provider_dpone.compose import open_runtime
     from airflow_provider_dpone.manifests.loader import load_manifest
-    from airflow_provider_dpone.runtime.replay_resolution import ReplayResolutionRequest, ReplayResolveAs
+    from airflow_provider_dpone.runtime.replay.resolution import (
+        ReplayResolutionRequest,
+        ReplayResolveAs,
+    )
 
     try:
         loaded = load_manifest(manifest)

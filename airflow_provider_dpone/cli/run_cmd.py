@@ -124,7 +124,7 @@ def blocked_after_interrupt(manifest_path: str, signal_name: str = "SIGINT") -> 
     """
     from airflow_provider_dpone.cli.checkpoints_cmd import read_latest
     from airflow_provider_dpone.manifests.loader import load_manifest
-    from airflow_provider_dpone.runtime.route_guard import require_clear_route
+    from airflow_provider_dpone.runtime.guard.route_guard import require_clear_route
 
     loaded = load_manifest(manifest_path)
     latest = read_latest(loaded, manifest_path)

@@ -41,7 +41,7 @@ class TargetPermit:
                 details={"route": self.route.describe(), "checkpoint_batch_id": self.checkpoint_batch_id},
             )
 
-    # The two transitions below are called only by runtime.commit_lifecycle.
+    # The two transitions below are called only by runtime.guard.commit_lifecycle.
     def _open_window(self) -> None:
         if self._used:
             raise DponeError(

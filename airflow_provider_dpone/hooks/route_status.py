@@ -12,8 +12,8 @@ from typing import Any
 
 from airflow_provider_dpone.contracts.endpoints import EndpointDescriptor
 from airflow_provider_dpone.manifests.loader import LoadedManifest
+from airflow_provider_dpone.runtime.guard.route_guard import BlockedPartition, scan_route
 from airflow_provider_dpone.runtime.route_family import load_family
-from airflow_provider_dpone.runtime.route_guard import BlockedPartition, scan_route
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from airflow_provider_dpone.runtime.route_guard import BlockedPartition, scan_route
+from airflow_provider_dpone.runtime.guard.route_guard import BlockedPartition, scan_route
 
 if TYPE_CHECKING:
     from airflow_provider_dpone.compose import Runtime

@@ -23,8 +23,8 @@ from airflow_provider_dpone.contracts.guard import GUARD_KEY, GuardPhase, Target
 from airflow_provider_dpone.contracts.partition import PartitionBounds, PlannedPartition
 from airflow_provider_dpone.contracts.route import RouteIdentity
 from airflow_provider_dpone.ports.clock import Clock
-from airflow_provider_dpone.runtime.batch_id import checkpoint_batch_id
 from airflow_provider_dpone.runtime.bounds_coverage import fully_covered, may_overlap
+from airflow_provider_dpone.runtime.guard.batch_id import checkpoint_batch_id
 
 REBASELINE_KEY = "rebaseline"
 MAX_REASON_CHARS = 500

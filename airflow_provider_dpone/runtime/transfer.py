@@ -45,18 +45,25 @@ from airflow_provider_dpone.ports.clock import Clock
 from airflow_provider_dpone.ports.route_naming import RawRouteNaming, RouteNaming
 from airflow_provider_dpone.ports.sink import Sink, StagedSink
 from airflow_provider_dpone.ports.source import Source
-from airflow_provider_dpone.runtime.batch_id import checkpoint_batch_id
 from airflow_provider_dpone.runtime.cancellation import CancellationToken
 from airflow_provider_dpone.runtime.chunk_stream import StreamTally
 from airflow_provider_dpone.runtime.collector import collector_paused
-from airflow_provider_dpone.runtime.commit_lifecycle import ActivePartition, TargetCommitLifecycle
+from airflow_provider_dpone.runtime.guard.batch_id import checkpoint_batch_id
+from airflow_provider_dpone.runtime.guard.commit_lifecycle import ActivePartition, TargetCommitLifecycle
+from airflow_provider_dpone.runtime.guard.route_guard import require_clear_route
 from airflow_provider_dpone.runtime.progress import ProgressListener, SilentProgress
 from airflow_provider_dpone.runtime.quality.gate import QualityGate
 from airflow_provider_dpone.runtime.quality.policy import build_policy
 from airflow_provider_dpone.runtime.quality.verdict import Verdict
-from airflow_provider_dpone.runtime.replay import DurableReplay, Fresh, ObserveAgain, Replayed, ReplayPorts
-from airflow_provider_dpone.runtime.replay_ref import CAPSULE_REF_KEY, RefInvalid, read_ref
-from airflow_provider_dpone.runtime.replay_scan import (
+from airflow_provider_dpone.runtime.replay.durable import (
+    DurableReplay,
+    Fresh,
+    ObserveAgain,
+    Replayed,
+    ReplayPorts,
+)
+from airflow_provider_dpone.runtime.replay.ref import CAPSULE_REF_KEY, RefInvalid, read_ref
+from airflow_provider_dpone.runtime.replay.scan import (
     CapsuleStores,
     OperationRecord,
     require_clear_capsules,
@@ -69,7 +76,6 @@ from airflow_provider_dpone.runtime.route_family import (
     load_family,
     other_identity_committed,
 )
-from airflow_provider_dpone.runtime.route_guard import require_clear_route
 from airflow_provider_dpone.runtime.route_identity import (
     AdoptionCount,
     IdentityOverlap,

@@ -38,7 +38,7 @@ from airflow_provider_dpone.contracts.target_observation import (
 )
 from airflow_provider_dpone.manifests.loader import load_manifest
 from airflow_provider_dpone.operators.native_transfer import NativeTransferOperator
-from airflow_provider_dpone.runtime.replay_ref import operation_id_for
+from airflow_provider_dpone.runtime.replay.ref import operation_id_for
 from tests.airflow.conftest import REPO_ROOT, airflow_env, last_json_line
 from tests.airflow.dag_test_driver import MARK, split_step_logs
 

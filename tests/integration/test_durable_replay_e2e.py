@@ -29,8 +29,8 @@ from airflow_provider_dpone.contracts.endpoints import EndpointDescriptor
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.target_observation import ReaderOutcome, TargetReadRequest
 from airflow_provider_dpone.manifests.loader import load_manifest
-from airflow_provider_dpone.runtime.replay_budget import BUDGET_VARIABLE
-from airflow_provider_dpone.runtime.replay_ref import operation_id_for
+from airflow_provider_dpone.runtime.replay.budget import BUDGET_VARIABLE
+from airflow_provider_dpone.runtime.replay.ref import operation_id_for
 
 pytestmark = pytest.mark.service
 

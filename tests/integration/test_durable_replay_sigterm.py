@@ -31,7 +31,7 @@ from airflow_provider_dpone.contracts.capsule import CapsuleChain
 from airflow_provider_dpone.contracts.endpoints import EndpointDescriptor
 from airflow_provider_dpone.contracts.target_observation import ReaderGuardState
 from airflow_provider_dpone.manifests.loader import load_manifest
-from airflow_provider_dpone.runtime.replay_ref import operation_id_for
+from airflow_provider_dpone.runtime.replay.ref import operation_id_for
 
 pytestmark = pytest.mark.service
 

@@ -14,7 +14,7 @@ from airflow_provider_dpone.contracts.manifest import Manifest
 from airflow_provider_dpone.contracts.partition import canonical_json, sha256_tag
 from airflow_provider_dpone.contracts.permit import TargetPermit
 from airflow_provider_dpone.contracts.schema import TableSchema
-from airflow_provider_dpone.runtime.batch_id import checkpoint_batch_id
+from airflow_provider_dpone.runtime.guard.batch_id import checkpoint_batch_id
 from airflow_provider_dpone.runtime.transfer import TransferEngine, TransferPorts
 from tests.doubles import (
     FixedClock,

@@ -9,7 +9,7 @@ import pytest
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.guard import GUARD_KEY
 from airflow_provider_dpone.contracts.manifest import Manifest
-from airflow_provider_dpone.runtime.guard_resolution import ResolutionRequest, ResolveAs, resolve
+from airflow_provider_dpone.runtime.guard.resolution import ResolutionRequest, ResolveAs, resolve
 from airflow_provider_dpone.runtime.transfer import TransferEngine, TransferPorts
 from tests.doubles import (
     FaultyStore,

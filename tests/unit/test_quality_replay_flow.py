@@ -19,8 +19,8 @@ from airflow_provider_dpone.contracts.target_observation import (
     ReaderReason,
 )
 from airflow_provider_dpone.manifests.identity import semantic_identity
-from airflow_provider_dpone.runtime.replay_ref import CAPSULE_REF_KEY, operation_id_for
-from airflow_provider_dpone.runtime.replay_resolution import (
+from airflow_provider_dpone.runtime.replay.ref import CAPSULE_REF_KEY, operation_id_for
+from airflow_provider_dpone.runtime.replay.resolution import (
     ReplayResolutionRequest,
     ReplayResolveAs,
     replay_status,

@@ -19,8 +19,8 @@ from airflow_provider_dpone.contracts.capsule import CapsuleChain, CapsuleRecord
 from airflow_provider_dpone.contracts.errors import ErrorCode
 from airflow_provider_dpone.contracts.target_observation import ReaderGuardState
 from airflow_provider_dpone.manifests.identity import semantic_identity
-from airflow_provider_dpone.runtime.replay_ref import CAPSULE_REF_KEY, operation_id_for
-from airflow_provider_dpone.runtime.replay_scan import CapsuleStores
+from airflow_provider_dpone.runtime.replay.ref import CAPSULE_REF_KEY, operation_id_for
+from airflow_provider_dpone.runtime.replay.scan import CapsuleStores
 from tests.doubles import orders_rows
 from tests.quality_replay_rig import Rig, expect_code, quality_manifest
 

@@ -11,7 +11,7 @@ import pytest
 
 from airflow_provider_dpone.cli.run_cmd import print_report
 from airflow_provider_dpone.contracts.errors import ErrorCode
-from airflow_provider_dpone.runtime.replay_budget import BUDGET_VARIABLE, observation_budget
+from airflow_provider_dpone.runtime.replay.budget import BUDGET_VARIABLE, observation_budget
 from tests.doubles import orders_rows
 from tests.quality_replay_rig import Rig, expect_code, quality_manifest
 

@@ -15,7 +15,7 @@ from airflow_provider_dpone.contracts.checkpoint import CheckpointStatus, Partit
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.guard import GUARD_KEY
 from airflow_provider_dpone.contracts.manifest import Manifest
-from airflow_provider_dpone.runtime.batch_id import checkpoint_batch_id
+from airflow_provider_dpone.runtime.guard.batch_id import checkpoint_batch_id
 from airflow_provider_dpone.runtime.transfer import TransferEngine, TransferPorts
 from tests.doubles import (
     FaultyStore,

@@ -54,12 +54,12 @@ from airflow_provider_dpone.contracts.target_observation import (
 from airflow_provider_dpone.ports.clock import Clock
 from airflow_provider_dpone.ports.host import HostIdentity
 from airflow_provider_dpone.ports.target_reader import TargetMetricsReader
-from airflow_provider_dpone.runtime.batch_id import checkpoint_batch_id
+from airflow_provider_dpone.runtime.guard.batch_id import checkpoint_batch_id
 from airflow_provider_dpone.runtime.quality.generation import target_plan
 from airflow_provider_dpone.runtime.quality.verdict import Verdict
-from airflow_provider_dpone.runtime.replay_budget import observation_budget
-from airflow_provider_dpone.runtime.replay_ref import capsule_ref, operation_id_for
-from airflow_provider_dpone.runtime.replay_scan import (
+from airflow_provider_dpone.runtime.replay.budget import observation_budget
+from airflow_provider_dpone.runtime.replay.ref import capsule_ref, operation_id_for
+from airflow_provider_dpone.runtime.replay.scan import (
     RUNBOOK,
     CapsuleStores,
     OperationRecord,

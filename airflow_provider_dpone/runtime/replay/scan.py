@@ -31,7 +31,7 @@ from airflow_provider_dpone.ports.capsule_store import CapsuleStore, ReaderGuard
 from airflow_provider_dpone.runtime.quality.evidence import ScopeMetrics, from_observation, from_probe
 from airflow_provider_dpone.runtime.quality.policy import metric_keys
 from airflow_provider_dpone.runtime.quality.verdict import Verdict, evaluate
-from airflow_provider_dpone.runtime.replay_ref import CapsuleRef, RefInvalid, read_ref
+from airflow_provider_dpone.runtime.replay.ref import CapsuleRef, RefInvalid, read_ref
 
 RUNBOOK = "dpone runbook replay"  # shipped with the package: no repository path
 

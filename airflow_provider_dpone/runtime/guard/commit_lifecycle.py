@@ -30,7 +30,7 @@ from airflow_provider_dpone.contracts.permit import TargetPermit
 from airflow_provider_dpone.contracts.route import RouteIdentity
 from airflow_provider_dpone.ports.checkpoint_store import CheckpointStore
 from airflow_provider_dpone.ports.clock import Clock
-from airflow_provider_dpone.runtime.batch_id import checkpoint_batch_id
+from airflow_provider_dpone.runtime.guard.batch_id import checkpoint_batch_id
 
 T = TypeVar("T")
 

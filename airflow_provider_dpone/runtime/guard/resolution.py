@@ -22,8 +22,8 @@ from airflow_provider_dpone.contracts.guard import GUARD_KEY, UNREADABLE_KEY, Gu
 from airflow_provider_dpone.contracts.route import RouteIdentity, Strategy
 from airflow_provider_dpone.ports.checkpoint_store import CheckpointStore
 from airflow_provider_dpone.ports.clock import Clock
-from airflow_provider_dpone.runtime.batch_id import checkpoint_batch_id
-from airflow_provider_dpone.runtime.route_guard import BlockedPartition, scan_route
+from airflow_provider_dpone.runtime.guard.batch_id import checkpoint_batch_id
+from airflow_provider_dpone.runtime.guard.route_guard import BlockedPartition, scan_route
 
 MAX_REASON_CHARS = 500
 

@@ -33,13 +33,13 @@ from airflow_provider_dpone.contracts.route import RouteIdentity
 from airflow_provider_dpone.contracts.target_observation import ReaderOutcomeKind
 from airflow_provider_dpone.ports.checkpoint_store import CheckpointStore
 from airflow_provider_dpone.ports.clock import Clock
-from airflow_provider_dpone.runtime.replay_ref import (
+from airflow_provider_dpone.runtime.replay.ref import (
     RefInvalid,
     operation_id_for,
     read_ref,
     with_resolution,
 )
-from airflow_provider_dpone.runtime.replay_scan import (
+from airflow_provider_dpone.runtime.replay.scan import (
     CapsuleStores,
     OperationRecord,
     OperationState,

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from airflow_provider_dpone.contracts.checkpoint import PartitionCheckpoint
 from airflow_provider_dpone.ports.sink import Sink
 from airflow_provider_dpone.ports.source import Source
-from airflow_provider_dpone.runtime.guard_resolution import blocked_partitions
+from airflow_provider_dpone.runtime.guard.resolution import blocked_partitions
 
 
 @dataclass(frozen=True)
