@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import cast
 
+from airflow_provider_dpone.adapters.local_host import SystemClock
 from airflow_provider_dpone.contracts.checkpoint import PartitionCheckpoint
 from airflow_provider_dpone.contracts.endpoints import EndpointDescriptor
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
@@ -36,7 +37,6 @@ from airflow_provider_dpone.ports.sink import Sink
 from airflow_provider_dpone.ports.source import Source
 from airflow_provider_dpone.ports.target_reader import TargetMetricsReader
 from airflow_provider_dpone.runtime.cancellation import CancellationToken
-from airflow_provider_dpone.runtime.clock import SystemClock
 from airflow_provider_dpone.runtime.guard.inspection import InspectionRow, inspect_blocked
 from airflow_provider_dpone.runtime.guard.resolution import ResolutionRequest, resolve
 from airflow_provider_dpone.runtime.progress import ProgressListener

@@ -48,8 +48,8 @@ def _partitions(count: int, route: Any) -> list[Any]:
 
 def run_guard(spec: dict[str, Any]) -> dict[str, Any]:
     from airflow_provider_dpone.adapters.checkpoint_sql import SqlCheckpointStore
+    from airflow_provider_dpone.adapters.local_host import SystemClock
     from airflow_provider_dpone.contracts.route import RouteIdentity, Strategy
-    from airflow_provider_dpone.runtime.clock import SystemClock
     from airflow_provider_dpone.runtime.guard.commit_lifecycle import TargetCommitLifecycle
 
     store = SqlCheckpointStore(spec["store_url"])

@@ -30,7 +30,7 @@ class _Recorder:
 
 def _seed(store: Any, route: Any, active: list[Any]) -> None:
     from airflow_provider_dpone.adapters.checkpoint_sql.store import _row_of
-    from airflow_provider_dpone.runtime.clock import SystemClock
+    from airflow_provider_dpone.adapters.local_host import SystemClock
     from airflow_provider_dpone.runtime.guard.commit_lifecycle import TargetCommitLifecycle
 
     recorder = _Recorder()

@@ -143,6 +143,11 @@ class FixedClock:
         self.calls.append(self.current)
         return self.current
 
+    def monotonic(self) -> float:
+        """Advances 1 ms per reading, so durations are positive and predictable."""
+        self.ticks = getattr(self, "ticks", 0) + 1
+        return self.ticks / 1000
+
 
 ORDERS_SCHEMA = TableSchema(
     columns=(

@@ -1,4 +1,5 @@
-"""Injected time, so a terminal checkpoint batch can share one UTC timestamp and tests can fix it."""
+"""Injected time, so a terminal checkpoint batch can share one UTC timestamp, durations come from outside
+the runtime, and tests can fix both."""
 
 from __future__ import annotations
 
@@ -9,3 +10,6 @@ from typing import Protocol
 class Clock(Protocol):
     def now(self) -> datetime:
         """Timezone-aware UTC now."""
+
+    def monotonic(self) -> float:
+        """Seconds on a clock that never goes back: for durations only (the run report's seconds)."""

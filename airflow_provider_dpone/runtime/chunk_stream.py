@@ -6,8 +6,7 @@ next chunk, inside whatever stage is consuming the stream, so the guard lifecycl
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from airflow_provider_dpone.contracts.chunk import ColumnChunk
@@ -30,12 +29,14 @@ class StreamTally:
     partitions: dict[str, PartitionTally] = field(default_factory=dict)
     #: checked before each chunk is read and before it is handed on
     cancellation: CancellationToken = field(default_factory=CancellationToken)
+    #: the run's monotonic clock (``Clock.monotonic``); without one, partitions report 0 seconds
+    monotonic: Callable[[], float] = field(default=lambda: 0.0)
 
     def counted(
         self, partition_id: str, label: str, chunks: Iterable[ColumnChunk], progress: ProgressListener
     ) -> Iterator[ColumnChunk]:
         tally = self.partitions.setdefault(partition_id, PartitionTally())
-        started = time.monotonic()
+        started = self.monotonic()
         cursor_index: int | None = None
         for chunk in self.cancellation.checked(chunks):
             tally.rows += chunk.row_count
@@ -48,7 +49,7 @@ class StreamTally:
                     if tally.cursor_max is None or top > tally.cursor_max:  # type: ignore[operator]
                         tally.cursor_max = top
             yield chunk
-        tally.seconds += time.monotonic() - started
+        tally.seconds += self.monotonic() - started
         progress.partition_moved(label, tally.rows, tally.seconds)
 
     def rows(self) -> dict[str, int]:

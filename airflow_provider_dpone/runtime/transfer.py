@@ -21,7 +21,6 @@ import contextlib
 import functools
 import logging
 import sys
-import time
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
@@ -255,7 +254,7 @@ class TransferEngine:
     def run(self, run_id: str) -> RunReport:
         """One run, in named phases. The composition root holds the target's lease around it
         (``compose.Runtime.run``)."""
-        started = time.monotonic()
+        started = self._ports.clock.monotonic()
         family = self._scan_route()
         resumed = self._resume_from_capsules(run_id, family, started)
         if isinstance(resumed, RunReport):
@@ -394,7 +393,11 @@ class TransferEngine:
                 run_id=run_id,
                 partitions=active,
             )
-            tally = StreamTally(cursor=self._cursor(), cancellation=self._ports.cancellation)
+            tally = StreamTally(
+                cursor=self._cursor(),
+                cancellation=self._ports.cancellation,
+                monotonic=self._ports.clock.monotonic,
+            )
             self._execute_path(sink, schema, active, lifecycle, tally, run_id, before_arm)
         finally:
             sink.close()  # before any reader: an embedded (chDB) path is held by one process at a time
@@ -583,7 +586,7 @@ class TransferEngine:
             checkpoint_batch_id=record.chain.core.checkpoint_batch_id,
             partitions=outcomes,
             partitions_skipped=len(outcomes),
-            seconds=round(time.monotonic() - started, 3),
+            seconds=round(self._ports.clock.monotonic() - started, 3),
             quality=QualitySummary(
                 durable_replay=self._durable,
                 verdict=record.verdict.label,
@@ -718,7 +721,7 @@ class TransferEngine:
         chunk_rows = self._manifest.source.chunk_rows
         for part in active:
             planned = part.planned
-            exporting = time.monotonic()
+            exporting = self._ports.clock.monotonic()
             ref = store.write(
                 planned.partition_id,
                 schema,
@@ -726,7 +729,7 @@ class TransferEngine:
                     self._ports.source.read(planned.partition_id, planned.bounds, chunk_rows)
                 ),
             )
-            tally.add_seconds(planned.partition_id, time.monotonic() - exporting)
+            tally.add_seconds(planned.partition_id, self._ports.clock.monotonic() - exporting)
             refs.append(ref)
             part.rows = ref.rows
             part.bytes = ref.bytes
@@ -842,7 +845,7 @@ class TransferEngine:
             rows_committed=sum(o.rows for o in outcomes if o.decision == "run"),
             partitions_committed=len(committed),
             partitions_skipped=sum(1 for d in decisions if d.action is Action.SKIP),
-            seconds=round(time.monotonic() - started, 3),
+            seconds=round(self._ports.clock.monotonic() - started, 3),
             quality=quality,
             notices=tuple(self._notices),
         )

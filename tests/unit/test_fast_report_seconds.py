@@ -40,13 +40,20 @@ class SlowSource(MemorySource):
             yield chunk
 
 
+class RealTimeClock(FixedClock):
+    """Fixed timestamps, but durations on the real monotonic clock: the source's pace must show."""
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+
 def _engine(store: InMemoryCheckpointStore, sink: RecordingSink, export: str, load: str) -> TransferEngine:
     manifest = Manifest.model_validate_json(json.dumps(manifest_dict(export=export, load=load)))
     ports = TransferPorts(
         store=store,
         source=SlowSource(orders_rows(days=3)),
         open_sink=lambda: sink,
-        clock=FixedClock(dt.datetime(2026, 12, 2, 12, 0, tzinfo=UTC)),
+        clock=RealTimeClock(dt.datetime(2026, 12, 2, 12, 0, tzinfo=UTC)),
         artifacts=MemoryArtifactStore() if export == "file_artifact" else None,
     )
     return TransferEngine(manifest, ports, manifest_ref="m.yaml")
