@@ -22,7 +22,7 @@ from airflow_provider_dpone.hooks.endpoint_hook import DponeEndpointHook
 try:  # Airflow 3.2+: the task SDK holds the exceptions
     from airflow.sdk.exceptions import AirflowNotFoundException
 except ImportError:  # Airflow 3.1 (the tested floor): it still lives in airflow.exceptions
-    from airflow.exceptions import AirflowNotFoundException  # type: ignore[no-redef,attr-defined]
+    from airflow.exceptions import AirflowNotFoundException  # type: ignore[no-redef,attr-defined,unused-ignore]
 
 
 class AirflowEndpointResolver:

@@ -40,7 +40,7 @@ from airflow.sdk import BaseOperator
 try:  # Airflow 3.2+: the task SDK holds the exceptions
     from airflow.sdk.exceptions import AirflowException, AirflowFailException
 except ImportError:  # Airflow 3.1 (the tested floor): they still live in airflow.exceptions
-    from airflow.exceptions import (  # type: ignore[no-redef,attr-defined]
+    from airflow.exceptions import (  # type: ignore[no-redef,attr-defined,unused-ignore]
         AirflowException,
         AirflowFailException,
     )

@@ -42,7 +42,7 @@ def int_float_decimals(
     if float in kinds:
         fmt = f"%.{scale}f"
         floats = [v for v in present if type(v) is float]
-        if list(map(float, (fmt % v for v in floats))) != floats:  # type: ignore[str-format]
+        if list(map(float, (fmt % v for v in floats))) != floats:
             return None
     to_decimal = decimal.Decimal
     return [
