@@ -195,20 +195,25 @@ def test_an_empty_partition_round_trips_as_zero_rows(store: ArrowIpcArtifactStor
     assert list(store.read(ref, 10)) == []
 
 
-def test_float_decimals_are_truncated_to_the_scale_like_a_direct_insert(store: ArrowIpcArtifactStore) -> None:
-    # the TDS emulator hands DECIMAL over as float; clickhouse-connect truncates Decimal(str(v)) to the scale
+def test_float_decimals_are_kept_only_when_exact_at_the_scale(store: ArrowIpcArtifactStore) -> None:
+    # exact or stop: a float that is exact at the scale is stored as that decimal; a digit past the scale is
+    # refused, never truncated (the sources already refuse it; the artifact is the last line)
     schema = TableSchema(columns=(ColumnSpec(name="amount", clickhouse_type="Decimal(12,2)"),))
-    chunk = ColumnChunk(PARTITION, ("amount",), ([12.5, 0.1, 7.999, None, -1.005],), 5)
+    exact = ColumnChunk(PARTITION, ("amount",), ([12.5, 0.1, None, -1.05],), 4)
 
-    ref = store.write(PARTITION, schema, [chunk])
+    ref = store.write(PARTITION, schema, [exact])
 
     assert rows_of(list(store.read(ref, 10))) == [
         (Decimal("12.50"),),
         (Decimal("0.10"),),
-        (Decimal("7.99"),),
         (None,),
-        (Decimal("-1.00"),),
+        (Decimal("-1.05"),),
     ]
+    past_the_scale = ColumnChunk(PARTITION, ("amount",), ([7.999],), 1)
+    with pytest.raises(DponeError) as refused:
+        store.write(PARTITION, schema, [past_the_scale])
+    assert refused.value.code is ErrorCode.ARTIFACT_INVALID and "'amount'" in str(refused.value)
+    assert "7.99" not in str(refused.value)  # the column is named, never the value
 
 
 def test_binary_string_values_round_trip_beside_text_in_one_column(store: ArrowIpcArtifactStore) -> None:

@@ -15,10 +15,11 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from datetime import date, datetime, timedelta
-from decimal import ROUND_DOWN, Decimal, InvalidOperation
+from decimal import Decimal, InvalidOperation
 
 import pyarrow as pa
 
+from airflow_provider_dpone.adapters.clickhouse.type_names import decimal_parts
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.schema import ColumnSpec, TableSchema
 
@@ -40,9 +41,6 @@ _SIMPLE: dict[str, pa.DataType] = {
     "Date32": pa.date32(),
     "DateTime": pa.timestamp("s"),
 }
-_DECIMAL = re.compile(r"^Decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)$")
-_DECIMAL_ALIAS = re.compile(r"^Decimal(32|64|128)\(\s*(\d+)\s*\)$")
-_ALIAS_PRECISION = {"32": 9, "64": 18, "128": 38}
 _DATETIME_TZ = re.compile(r"^DateTime\(\s*'[^']*'\s*\)$")
 _DATETIME64 = re.compile(r"^DateTime64\(\s*(\d)\s*(?:,\s*'[^']*'\s*)?\)$")
 _FIXED_STRING = re.compile(r"^FixedString\(\s*\d+\s*\)$")
@@ -62,12 +60,13 @@ def arrow_type(column: ColumnSpec) -> pa.DataType:
         return pa.timestamp("s")
     if _FIXED_STRING.match(base):
         return pa.binary()
-    decimal = _DECIMAL.match(base)
-    if decimal and int(decimal.group(1)) <= 38:
-        return pa.decimal128(int(decimal.group(1)), int(decimal.group(2)))
-    alias = _DECIMAL_ALIAS.match(base)
-    if alias:
-        return pa.decimal128(_ALIAS_PRECISION[alias.group(1)], int(alias.group(2)))
+    decimal = decimal_parts(base)
+    if decimal is not None:
+        precision, scale = decimal
+        if 1 <= precision <= 38:
+            return pa.decimal128(precision, scale)
+        if precision <= 76:
+            return pa.decimal256(precision, scale)
     datetime64 = _DATETIME64.match(base)
     if datetime64 and int(datetime64.group(1)) in _UNITS:
         return pa.timestamp(_UNITS[int(datetime64.group(1))])
@@ -85,9 +84,9 @@ def arrow_schema(schema: TableSchema) -> pa.Schema:
 def to_arrow(values: Sequence[object], field: pa.Field) -> pa.Array:
     """One column of a chunk as an Arrow array.
 
-    Decimals that do not fit the column's scale, or arrive as floats (the TDS emulator returns DECIMAL as
-    float), are converted the way clickhouse-connect converts them on a direct insert (``Decimal(str(v))``
-    truncated to the scale), so the file_artifact path stores exactly what the direct path would.
+    Decimals Arrow will not take as they are (floats, another scale) are taken at their text and kept only
+    when that is exact at the column's scale: a digit past the scale is refused, never truncated (the
+    sources already convert exactly or refuse; this is the last line).
     """
     try:
         return pa.array(values, type=field.type, from_pandas=False)
@@ -101,9 +100,13 @@ def to_arrow(values: Sequence[object], field: pa.Field) -> pa.Array:
             converted.append(None)
             continue
         try:
-            converted.append(Decimal(str(value)).quantize(step, rounding=ROUND_DOWN))
+            exact = Decimal(str(value))
+            fitted = exact.quantize(step)
         except (InvalidOperation, ValueError):
             raise ValueError("value is not a decimal") from None
+        if fitted != exact:
+            raise ValueError("value has digits past the column's scale")
+        converted.append(fitted)
     return pa.array(converted, type=field.type)
 
 

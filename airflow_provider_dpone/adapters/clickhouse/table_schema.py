@@ -14,17 +14,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from airflow_provider_dpone.adapters.clickhouse.quoting import TableName, quote_identifier
+from airflow_provider_dpone.adapters.clickhouse.type_names import normalize_type as normalize_type
 from airflow_provider_dpone.contracts.schema import TableSchema
 
-_DECIMAL_ALIAS = re.compile(r"Decimal(32|64|128|256)\((\d+)\)")
-_DECIMAL_PRECISION = {"32": 9, "64": 18, "128": 38, "256": 76}
 _NULLABLE = re.compile(r"^Nullable\((.*)\)$")
-
-
-def normalize_type(type_name: str) -> str:
-    """One spelling per type: no blanks around commas or parentheses, Decimal aliases expanded."""
-    text = re.sub(r"\s*([,()])\s*", r"\1", type_name.strip())
-    return _DECIMAL_ALIAS.sub(lambda m: f"Decimal({_DECIMAL_PRECISION[m.group(1)]},{m.group(2)})", text)
 
 
 def strip_nullable(type_name: str) -> str:
