@@ -1,4 +1,5 @@
-"""The cyclic garbage collector paused over the guard scan and planning of a run.
+"""The cyclic garbage collector paused over the guard scan and planning of a run, and over the checkpoint
+store's parsing of many stored rows (the one pause both use).
 
 A route with a long history has tens of thousands of latest checkpoints; the scan turns each into a
 model and planning builds a decision per partition. None of it is garbage, yet every ~700 allocations

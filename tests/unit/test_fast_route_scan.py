@@ -20,7 +20,6 @@ from typing import Any
 import pytest
 
 from airflow_provider_dpone.adapters.checkpoint_sql import SqlCheckpointStore
-from airflow_provider_dpone.adapters.checkpoint_sql.gc_pause import collector_paused as store_pause
 from airflow_provider_dpone.contracts.checkpoint import CheckpointStatus, PartitionCheckpoint
 from airflow_provider_dpone.contracts.manifest import Manifest
 from airflow_provider_dpone.contracts.partition import BoundsKind, PartitionBounds, partition_id_for
@@ -40,7 +39,7 @@ UTC = dt.timezone.utc
 ROUTE = RouteIdentity(
     source_table="main.orders", target_table="demo.orders", strategy=Strategy.INCREMENTAL_APPEND
 )
-PAUSES: list[Callable[[], AbstractContextManager[None]]] = [store_pause, runtime_pause]
+PAUSES: list[Callable[[], AbstractContextManager[None]]] = [runtime_pause]
 
 
 @pytest.fixture
@@ -61,7 +60,7 @@ def frequent_collections() -> Iterator[list[str]]:
         gc.set_threshold(*threshold)
 
 
-@pytest.mark.parametrize("pause", PAUSES, ids=["store", "runtime"])
+@pytest.mark.parametrize("pause", PAUSES, ids=["shared"])
 def test_the_pause_restores_the_collector_after_success_and_failure(
     pause: Callable[[], AbstractContextManager[None]],
 ) -> None:

@@ -33,7 +33,6 @@ from sqlalchemy.engine import URL
 from sqlalchemy.schema import CreateIndex, CreateTable
 from sqlalchemy.sql import Executable
 
-from airflow_provider_dpone.adapters.checkpoint_sql.gc_pause import collector_paused
 from airflow_provider_dpone.adapters.checkpoint_sql.route_lease import postgres_lease, sqlite_lease
 from airflow_provider_dpone.adapters.checkpoint_sql.store_base import SqlStoreBase
 from airflow_provider_dpone.adapters.checkpoint_sql.tables import build_tables
@@ -43,6 +42,7 @@ from airflow_provider_dpone.contracts.partition import canonical_json
 from airflow_provider_dpone.contracts.route import RouteIdentity, Strategy
 from airflow_provider_dpone.contracts.unreadable import unreadable_checkpoint
 from airflow_provider_dpone.ports.clock import Clock
+from airflow_provider_dpone.runtime.collector import collector_paused
 
 if TYPE_CHECKING:
     from airflow_provider_dpone.ports.checkpoint_store import CheckpointStore, SourceStateStore
