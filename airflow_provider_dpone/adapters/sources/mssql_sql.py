@@ -181,6 +181,17 @@ def predicate(bounds: PartitionBounds) -> Statement | None:
     return bounds_condition(bounds, _DIALECT)
 
 
+def any_of(bounds: Sequence[PartitionBounds]) -> Statement | None:
+    """The union of several partitions' predicates; ``None`` when one is the whole table, or there are none."""
+    parts: list[Statement] = []
+    for one in bounds:
+        condition = predicate(one)
+        if condition is None:
+            return None
+        parts.append(sql("(") + condition + ")")
+    return join(parts, " OR ") if parts else None
+
+
 def _where(bounds: PartitionBounds | None) -> Statement:
     condition = predicate(bounds) if bounds is not None else None
     return sql() if condition is None else sql("\nWHERE ") + condition

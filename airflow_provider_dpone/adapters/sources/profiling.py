@@ -56,17 +56,9 @@ def sqlite_profile(
     for name in columns:
         quoted = lite.quote_ident(name)
         selects += [f"COUNT(*) - COUNT({quoted})", f"COUNT(DISTINCT {quoted} COLLATE BINARY)"]
-    conditions: list[str] = []
-    params: list[object] = []
-    for one in bounds:
-        condition = lite.predicate(one)
-        if condition is None:  # one partition is the whole table: no predicate at all
-            conditions, params = [], []
-            break
-        conditions.append(f"({condition[0]})")
-        params.extend(condition[1])
-    where = f"\nWHERE {' OR '.join(conditions)}" if conditions else ""
-    return f"SELECT {', '.join(selects)}\nFROM {source}{where}", tuple(params)
+    union = lite.any_of(bounds)  # None: one partition is the whole table, no predicate at all
+    where, params = (f"\nWHERE {union[0]}", union[1]) if union is not None else ("", ())
+    return f"SELECT {', '.join(selects)}\nFROM {source}{where}", params
 
 
 # -- SQL Server --------------------------------------------------------------------------------------------
@@ -84,17 +76,9 @@ def mssql_profile(
             f"CAST({quoted} AS VARBINARY(MAX))" if schema.column(name).clickhouse_type == "String" else quoted
         )
         selects += [f"COUNT_BIG(*) - COUNT_BIG({quoted})", f"COUNT_BIG(DISTINCT {distinct})"]
-    parts: list[tsql.Statement] = []
-    for one in bounds:
-        condition = tsql.predicate(one)
-        if condition is None:
-            parts = []
-            break
-        parts.append(tsql.sql("(") + condition + ")")
     statement = tsql.sql(f"SELECT {', '.join(selects)}\nFROM {source}")
-    if parts:
-        statement = statement + "\nWHERE " + tsql.join(parts, " OR ")
-    return statement
+    union = tsql.any_of(bounds)
+    return statement if union is None else statement + "\nWHERE " + union
 
 
 # -- result ------------------------------------------------------------------------------------------------

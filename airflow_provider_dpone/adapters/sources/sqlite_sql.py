@@ -105,6 +105,20 @@ def predicate(bounds: PartitionBounds) -> tuple[str, Params] | None:
     return bounds_condition(bounds, _DIALECT)
 
 
+def any_of(bounds: Sequence[PartitionBounds]) -> tuple[str, Params] | None:
+    """The union of several partitions' predicates (each the one its read uses); ``None`` when one of them
+    is the whole table, or there are none."""
+    texts: list[str] = []
+    params: list[object] = []
+    for one in bounds:
+        condition = predicate(one)
+        if condition is None:
+            return None
+        texts.append(f"({condition[0]})")
+        params.extend(condition[1])
+    return (" OR ".join(texts), tuple(params)) if texts else None
+
+
 def _where(bounds: PartitionBounds) -> tuple[str, Params]:
     condition = predicate(bounds)
     if condition is None:

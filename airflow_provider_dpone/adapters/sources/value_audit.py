@@ -245,21 +245,13 @@ class SqlitePlan:
 
     def statement(self, source: str, bounds: Sequence[PartitionBounds]) -> tuple[str, tuple[object, ...]]:
         """One aggregate over the union of the partitions' predicates (each exactly the one its read uses)."""
-        conditions: list[str] = []
-        params: list[object] = []
-        for one in bounds:
-            condition = lite.predicate(one)
-            if condition is None:
-                conditions, params = [], []
-                break
-            conditions.append(f"({condition[0]})")
-            params.extend(condition[1])
-        where = f"\n  WHERE {' OR '.join(conditions)}" if conditions else ""
+        union = lite.any_of(bounds)
+        where, params = (f"\n  WHERE {union[0]}", union[1]) if union is not None else ("", ())
         text = (
             f"SELECT {', '.join(c.expression for c in self.checks)}\n"
             f"FROM (SELECT {', '.join(self.inner)}\n  FROM {source}{where}\n  LIMIT -1)"
         )
-        return text, tuple(params)
+        return text, params
 
 
 def sqlite_plan(
@@ -360,17 +352,9 @@ def mssql_checks(schema: TableSchema, limits: ValueLimits | None) -> list[Check]
 def mssql_statement(
     source: str, checks: Sequence[Check], bounds: Sequence[PartitionBounds]
 ) -> tsql.Statement:
-    parts: list[tsql.Statement] = []
-    for one in bounds:
-        condition = tsql.predicate(one)
-        if condition is None:
-            parts = []
-            break
-        parts.append(tsql.sql("(") + condition + ")")
     statement = tsql.sql(f"SELECT {', '.join(c.expression for c in checks)}\nFROM {source}")
-    if parts:
-        statement = statement + "\nWHERE " + tsql.join(parts, " OR ")
-    return statement
+    union = tsql.any_of(bounds)
+    return statement if union is None else statement + "\nWHERE " + union
 
 
 # -- the verdict -------------------------------------------------------------------------------------------
