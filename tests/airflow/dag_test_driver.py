@@ -52,12 +52,18 @@ def run_dag(step: dict[str, Any]) -> dict[str, Any]:
     tasks: dict[str, Any] = {}
     with create_session() as session:
         for ti in dag_run.get_task_instances(session=session):
+            mapped = ti.map_index is not None and ti.map_index >= 0
             row = session.scalars(
                 XComModel.get_many(
-                    run_id=dag_run.run_id, key="return_value", dag_ids=ti.dag_id, task_ids=ti.task_id
+                    run_id=dag_run.run_id,
+                    key="return_value",
+                    dag_ids=ti.dag_id,
+                    task_ids=ti.task_id,
+                    map_indexes=ti.map_index if mapped else None,
                 )
             ).first()
-            tasks[ti.task_id] = {
+            # a mapped task's instances are keyed task_id[map_index]
+            tasks[f"{ti.task_id}[{ti.map_index}]" if mapped else ti.task_id] = {
                 "state": str(ti.state.value if hasattr(ti.state, "value") else ti.state),
                 "try_number": ti.try_number,
                 "xcom": XComModel.deserialize_value(row) if row is not None else None,

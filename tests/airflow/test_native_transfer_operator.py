@@ -134,6 +134,35 @@ with DAG("dpone_it_fresh_store_allowed", schedule=None, start_date=datetime(2026
 """
 
 
+MAPPED_DAG = """\
+def manifest(target):
+    return {
+        "kind": "native_transfer",
+        "name": "mapped_" + target.split(".")[1],
+        "source": {
+            "type": "sqlite",
+            "connection": "demo_source",
+            "table": "orders",
+            "partitioning": {"kind": "day", "column": "order_date"},
+        },
+        "sink": {
+            "type": "clickhouse",
+            "connection": "demo_clickhouse",
+            "table": target,
+            "strategy": "incremental_append",
+            "order_by": ["order_date", "id"],
+        },
+        "checkpoints": {"connection": "sqlite:///manifests/mapped_state.sqlite"},
+    }
+
+
+with DAG("dpone_it_mapped", schedule=None, start_date=datetime(2026, 1, 1), default_args=ARGS) as dag:
+    NativeTransferOperator.partial(task_id="transfer").expand(
+        manifest=[manifest("demo.mapped_a"), manifest("demo.mapped_b")]
+    )
+"""
+
+
 class Scenario:
     def __init__(self, results: dict[str, Any], logs: dict[str, str]) -> None:
         self.results = results
@@ -158,6 +187,7 @@ def scenario(migrated_airflow_home: Path, tmp_path_factory: pytest.TempPathFacto
     (dags / "invalid_dag.py").write_text(DAG_HEADER + INVALID_DAG)
     (dags / "missing_connection_dag.py").write_text(DAG_HEADER + MISSING_CONNECTION_DAG)
     (dags / "fresh_store_dag.py").write_text(DAG_HEADER + FRESH_STORE_DAG)
+    (dags / "mapped_dag.py").write_text(DAG_HEADER + MAPPED_DAG)
     data = root / "data"
     data.mkdir()
     create_demo_source(data / "source.sqlite", ROWS, days=DAYS)
@@ -189,6 +219,9 @@ def scenario(migrated_airflow_home: Path, tmp_path_factory: pytest.TempPathFacto
         count("rows_after_fresh_store"),
         run("fresh_store_allowed", "dpone_it_fresh_store_allowed", "fresh_store_dag.py"),
         count("rows_after_allowed"),
+        run("mapped", "dpone_it_mapped", "mapped_dag.py"),
+        {"name": "mapped_a", "action": "count_target", "chdb_path": str(chdb_path), "table": "demo.mapped_a"},
+        {"name": "mapped_b", "action": "count_target", "chdb_path": str(chdb_path), "table": "demo.mapped_b"},
     ]
     steps_file = root / "steps.json"
     steps_file.write_text(json.dumps(steps))
@@ -325,3 +358,19 @@ def test_a_run_with_nothing_to_move_says_so_instead_of_batch_none(scenario: Scen
     log = scenario.logs["rerun"]
     assert "0 row(s) committed (nothing to move)" in log, log[-3000:]
     assert "(batch None)" not in log
+
+
+def test_a_mapped_task_runs_one_route_per_manifest(scenario: Scenario) -> None:
+    """``NativeTransferOperator.partial(...).expand(manifest=[...])``: each mapped instance is its own route."""
+    tasks = scenario.results["mapped"]["tasks"]
+    assert sorted(tasks) == ["transfer[0]", "transfer[1]"], tasks
+    for instance in tasks.values():
+        assert instance["state"] == "success", scenario.logs["mapped"][-4000:]
+        assert (instance["xcom"]["partitions_committed"], instance["xcom"]["rows_committed"]) == (DAYS, ROWS)
+    assert {instance["xcom"]["route"] for instance in tasks.values()} == {
+        "main.orders -> demo.mapped_a (incremental_append)",
+        "main.orders -> demo.mapped_b (incremental_append)",
+    }
+    assert (
+        scenario.results["mapped_a"] == scenario.results["mapped_b"] == {"rows": ROWS, "distinct_ids": ROWS}
+    )
