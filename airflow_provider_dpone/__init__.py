@@ -7,6 +7,59 @@ from typing import Any
 __version__ = "0.1.0"
 
 
+def _seconds(label: str, description: str) -> dict[str, Any]:
+    return {
+        "label": label,
+        "schema": {"type": ["integer", "null"], "minimum": 1, "maximum": 86400},
+        "description": description,
+    }
+
+
+def _switch(label: str, description: str) -> dict[str, Any]:
+    return {"label": label, "schema": {"type": ["boolean", "null"]}, "description": description}
+
+
+def _text(label: str, description: str, choices: list[str] | None = None) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": ["string", "null"]}
+    if choices:
+        schema["enum"] = [*choices, None]
+    return {"label": label, "schema": schema, "description": description}
+
+
+#: Airflow 3's connection form fields (stored as the connection's extras of the same names; an empty
+#: field is no extra). Every name is an extra ``connections/extras.py`` admits; see docs/guide/connections.md.
+CONN_FIELDS: dict[str, dict[str, dict[str, Any]]] = {
+    "dpone_mssql": {
+        "tds_version": _text(
+            "TDS version", "FreeTDS protocol version (default 7.4)", ["7.0", "7.1", "7.2", "7.3", "7.4"]
+        ),
+        "login_timeout": _seconds("Login timeout (s)", "seconds to wait for the login (default 30)"),
+        "query_timeout": _seconds("Query timeout (s)", "seconds each statement may run (default: no limit)"),
+    },
+    "dpone_clickhouse": {
+        "interface": _text(
+            "Interface", "http: a ClickHouse server; chdb: an embedded chDB directory", ["http", "chdb"]
+        ),
+        "path": _text("chDB path", "the chDB data directory (interface chdb only)"),
+        "secure": _switch("Secure (HTTPS)", "connect over TLS (server only)"),
+        "verify": _switch("Verify TLS certificate", "check the server certificate when secure (default on)"),
+        "connect_timeout": _seconds(
+            "Connect timeout (s)", "seconds to wait for the TCP connect (default 10)"
+        ),
+        "send_receive_timeout": _seconds(
+            "Send/receive timeout (s)", "seconds to wait for each answer (default 120)"
+        ),
+    },
+    "dpone_checkpoints": {
+        "backend": _text(
+            "Backend", "sqlite (a file at path) or postgres (host, port, database)", ["sqlite", "postgres"]
+        ),
+        "path": _text("SQLite path", "the SQLite file (backend sqlite only)"),
+        "secure": _switch("Require TLS", "PostgreSQL sslmode=require (backend postgres only)"),
+    },
+}
+
+
 def get_provider_info() -> dict[str, Any]:
     """Provider metadata read by Airflow's provider discovery (no imports of airflow here)."""
     return {
@@ -20,6 +73,7 @@ def get_provider_info() -> dict[str, Any]:
         "connection-types": [
             {
                 "connection-type": "dpone_mssql",
+                "conn-fields": CONN_FIELDS["dpone_mssql"],
                 "hook-class-name": "airflow_provider_dpone.hooks.mssql.DponeMsSqlHook",
                 "hook-name": "dpone SQL Server (pymssql)",
                 "ui-field-behaviour": {
@@ -35,6 +89,7 @@ def get_provider_info() -> dict[str, Any]:
             },
             {
                 "connection-type": "dpone_clickhouse",
+                "conn-fields": CONN_FIELDS["dpone_clickhouse"],
                 "hook-class-name": "airflow_provider_dpone.hooks.clickhouse.DponeClickHouseHook",
                 "hook-name": "dpone ClickHouse (HTTP or embedded chDB)",
                 "ui-field-behaviour": {
@@ -50,6 +105,7 @@ def get_provider_info() -> dict[str, Any]:
             },
             {
                 "connection-type": "dpone_checkpoints",
+                "conn-fields": CONN_FIELDS["dpone_checkpoints"],
                 "hook-class-name": "airflow_provider_dpone.hooks.checkpoints.DponeCheckpointStoreHook",
                 "hook-name": "dpone checkpoint store (SQLite or PostgreSQL)",
                 "ui-field-behaviour": {

@@ -26,11 +26,16 @@ from urllib.parse import SplitResult, parse_qsl, unquote, urlsplit
 
 from pydantic import SecretStr, ValidationError
 
+from airflow_provider_dpone.connections.extras import (
+    ExtraError,
+    check_keys,
+    descriptor_extras,
+    normalized_extra,
+)
 from airflow_provider_dpone.contracts.endpoints import (
     ClickHouseInterface,
     EndpointDescriptor,
     EndpointKind,
-    clickhouse_timeouts_from_extra,
 )
 
 #: Airflow ``conn_type`` (normalized) -> endpoint kind.
@@ -162,17 +167,24 @@ def descriptor_from_fields(
     File paths (SQLite file, chDB directory) that are relative are resolved against ``manifest_dir``
     when given; nothing is opened or created.
     """
+    fields = replace(fields, extra=normalized_extra(fields.extra))
     fields = fold_dpone_conn_type(fields)
     kind = CONN_TYPES.get(fields.conn_type)
     if kind is None:
         supported = ", ".join(sorted([*CONN_TYPES, *DPONE_CONN_TYPE_ALIASES, CHECKPOINTS_CONN_TYPE]))
         raise ConnectionFormError(f"unsupported connection type (supported: {supported})")
     try:
+        interface = _interface(fields) if kind is EndpointKind.CLICKHOUSE else None
+        check_keys(fields.extra, kind, interface)
+        typed = descriptor_extras(fields.extra)
+    except ExtraError as exc:
+        raise ConnectionFormError(exc.reason) from None  # names the key, never the value
+    try:
         if kind is EndpointKind.SQLITE:
             return _sqlite(name, fields, manifest_dir)
         if kind is EndpointKind.CLICKHOUSE:
-            return _clickhouse(name, fields, manifest_dir)
-        return _server(name, kind, fields)
+            return _clickhouse(name, fields, manifest_dir, typed)
+        return _server(name, kind, fields, typed)
     except ValidationError:
         raise ConnectionFormError("the connection has a field of the wrong type or out of range") from None
 
@@ -215,7 +227,9 @@ def _sqlite(name: str, fields: ConnectionFields, manifest_dir: Path | None) -> E
     return EndpointDescriptor(name=name, kind=EndpointKind.SQLITE, path=resolve_path(raw, manifest_dir))
 
 
-def _clickhouse(name: str, fields: ConnectionFields, manifest_dir: Path | None) -> EndpointDescriptor:
+def _clickhouse(
+    name: str, fields: ConnectionFields, manifest_dir: Path | None, typed: Mapping[str, Any]
+) -> EndpointDescriptor:
     interface = _interface(fields)
     if interface is ClickHouseInterface.CHDB:
         raw = _extra_str(fields.extra, "path")
@@ -229,14 +243,10 @@ def _clickhouse(name: str, fields: ConnectionFields, manifest_dir: Path | None) 
             interface=ClickHouseInterface.CHDB,
             path=resolve_path(raw, manifest_dir),
             database=_extra_str(fields.extra, "database"),
+            **typed,
         )
     if not fields.host:
         raise ConnectionFormError("a clickhouse connection needs a host")
-    try:
-        # the extras ``connect_timeout`` / ``send_receive_timeout``: the same for the CLI and the hook
-        timeouts = clickhouse_timeouts_from_extra(fields.extra)
-    except ValueError as exc:
-        raise ConnectionFormError(str(exc)) from None  # a fixed reason; the value is never repeated
     return EndpointDescriptor(
         name=name,
         kind=EndpointKind.CLICKHOUSE,
@@ -247,12 +257,13 @@ def _clickhouse(name: str, fields: ConnectionFields, manifest_dir: Path | None) 
         user=fields.login,
         password=fields.password,
         secure=_bool(fields.extra.get("secure", False), what="secure"),
-        connect_timeout_s=timeouts.get("connect_timeout_s"),
-        receive_timeout_s=timeouts.get("receive_timeout_s"),
+        **typed,
     )
 
 
-def _server(name: str, kind: EndpointKind, fields: ConnectionFields) -> EndpointDescriptor:
+def _server(
+    name: str, kind: EndpointKind, fields: ConnectionFields, typed: Mapping[str, Any]
+) -> EndpointDescriptor:
     if not fields.host:
         raise ConnectionFormError(f"a {kind.value} connection needs a host")
     return EndpointDescriptor(
@@ -263,6 +274,8 @@ def _server(name: str, kind: EndpointKind, fields: ConnectionFields) -> Endpoint
         database=fields.schema or None,
         user=fields.login,
         password=fields.password,
+        secure=_bool(fields.extra.get("secure", False), what="secure"),
+        **typed,
     )
 
 

@@ -2,42 +2,42 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
 from enum import Enum
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr, field_validator
 
 #: Longest accepted connect / receive timeout of an endpoint, in seconds (one day).
 MAX_TIMEOUT_S = 86_400
-#: Connection extras (clickhouse-connect's own names, in seconds) -> descriptor fields.
-CLICKHOUSE_TIMEOUT_EXTRAS: Mapping[str, str] = {
-    "connect_timeout": "connect_timeout_s",
-    "send_receive_timeout": "receive_timeout_s",
-}
+#: TDS protocol versions pymssql (FreeTDS) accepts; 7.4 is SQL Server 2012 and newer.
+TDS_VERSIONS = frozenset({"7.0", "7.1", "7.2", "7.3", "7.4"})
+#: Default TDS version of the SQL Server connect path (``adapters/sources/mssql_connect``).
+DEFAULT_TDS_VERSION = "7.4"
+#: A ClickHouse setting name: lower-case identifier (``max_execution_time``), at most 100 characters.
+SETTING_NAME = re.compile(r"[a-z][a-z0-9_]{0,99}")
+#: Most session settings one endpoint may carry.
+MAX_SESSION_SETTINGS = 64
+#: Longest string value of a session setting.
+MAX_SETTING_VALUE_CHARS = 256
+
+SettingValue = bool | int | float | str
 
 
-def clickhouse_timeouts_from_extra(extra: Mapping[str, object]) -> dict[str, int]:
-    """Descriptor fields for the timeout extras present in ``extra``; ``ValueError`` with a safe reason.
+def _checked_settings(value: dict[str, SettingValue]) -> dict[str, SettingValue]:
+    if len(value) > MAX_SESSION_SETTINGS:
+        raise ValueError(f"at most {MAX_SESSION_SETTINGS} session settings")
+    for name, item in value.items():
+        if not SETTING_NAME.fullmatch(name):
+            raise ValueError("a session setting name must be a lower-case identifier")
+        if isinstance(item, str) and (len(item) > MAX_SETTING_VALUE_CHARS or not item.isprintable()):
+            raise ValueError("a session setting value must be short printable text")
+        if isinstance(item, float) and item != item:  # NaN
+            raise ValueError("a session setting value must be a finite number")
+    return value
 
-    A value is a whole number of seconds from 1 to :data:`MAX_TIMEOUT_S`, as a number or a digit string
-    (URI query parameters are strings).
-    """
-    fields: dict[str, int] = {}
-    for key, field_name in CLICKHOUSE_TIMEOUT_EXTRAS.items():
-        raw = extra.get(key)
-        if raw is None or raw == "":
-            continue
-        value: object = raw.strip() if isinstance(raw, str) else raw
-        if isinstance(value, str) and value.isdigit():
-            value = int(value)
-        if isinstance(value, float) and value.is_integer():
-            value = int(value)
-        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_TIMEOUT_S:
-            raise ValueError(
-                f"the connection extra {key!r} must be a whole number of seconds from 1 to {MAX_TIMEOUT_S}"
-            )
-        fields[field_name] = value
-    return fields
+
+SessionSettings = Annotated[dict[str, SettingValue], AfterValidator(_checked_settings)]
 
 
 class EndpointKind(str, Enum):
@@ -58,6 +58,9 @@ class EndpointDescriptor(BaseModel):
     ``path`` is used by file-backed endpoints (SQLite file, chDB directory); ``interface`` only by
     ClickHouse (``http`` server or embedded ``chdb``). ``connect_timeout_s`` and ``receive_timeout_s``
     bound a ClickHouse server's TCP connect and each wait for its answer (None: the adapter's default).
+    ``verify`` checks a ClickHouse server's TLS certificate (only with ``secure``); ``session_settings``
+    are sent with every ClickHouse query. SQL Server: ``tds_version``, ``login_timeout_s`` (the connect)
+    and ``query_timeout_s`` (pymssql's ``timeout``: each statement). None: the connect path's default.
     """
 
     model_config = ConfigDict(strict=True, frozen=True, extra="forbid")
@@ -74,6 +77,18 @@ class EndpointDescriptor(BaseModel):
     path: str | None = None
     connect_timeout_s: int | None = Field(default=None, ge=1, le=MAX_TIMEOUT_S)
     receive_timeout_s: int | None = Field(default=None, ge=1, le=MAX_TIMEOUT_S)
+    verify: bool = True
+    session_settings: SessionSettings = Field(default_factory=dict)
+    tds_version: str | None = None
+    login_timeout_s: int | None = Field(default=None, ge=1, le=MAX_TIMEOUT_S)
+    query_timeout_s: int | None = Field(default=None, ge=1, le=MAX_TIMEOUT_S)
+
+    @field_validator("tds_version")
+    @classmethod
+    def _known_tds_version(cls, value: str | None) -> str | None:
+        if value is not None and value not in TDS_VERSIONS:
+            raise ValueError("tds_version must be one of " + ", ".join(sorted(TDS_VERSIONS)))
+        return value
 
     def secret(self) -> str | None:
         return self.password.get_secret_value() if self.password is not None else None

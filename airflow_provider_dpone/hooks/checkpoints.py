@@ -8,7 +8,6 @@ read-only inspection; the runtime writes checkpoints through its own store adapt
 from __future__ import annotations
 
 import os
-import sqlite3
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,35 +34,16 @@ class DponeCheckpointStoreHook(DponeEndpointHook):
         return ui_field_behaviour(cls.conn_type)
 
     def get_conn(self) -> Any:
-        """A new DB-API connection to the store (caller closes it)."""
-        endpoint = self.get_endpoint()
-        if endpoint.kind is EndpointKind.SQLITE:
-            return sqlite3.connect(endpoint.path or "")
-        import psycopg2
+        """A new DB-API connection to the store (caller closes it), at the store adapter's own URL."""
+        from airflow_provider_dpone.adapters.checkpoint_sql.from_endpoint import dbapi_connection
 
-        return psycopg2.connect(
-            host=endpoint.host,
-            port=endpoint.port or 5432,
-            dbname=endpoint.database or "postgres",
-            user=endpoint.user,
-            password=endpoint.secret(),
-        )
+        return dbapi_connection(self.get_endpoint())
 
     @property
     def sqlalchemy_url(self) -> Any:
-        from sqlalchemy.engine import URL
+        from airflow_provider_dpone.adapters.checkpoint_sql.from_endpoint import store_url_for
 
-        endpoint = self.get_endpoint()
-        if endpoint.kind is EndpointKind.SQLITE:
-            return URL.create("sqlite", database=endpoint.path)
-        return URL.create(
-            "postgresql+psycopg2",
-            username=endpoint.user,
-            password=endpoint.secret(),
-            host=endpoint.host,
-            port=endpoint.port,
-            database=endpoint.database,
-        )
+        return store_url_for(self.get_endpoint())
 
     def get_uri(self) -> str:
         return str(self.sqlalchemy_url.render_as_string(hide_password=False))

@@ -2,7 +2,8 @@
 
 Accepts connections of the standard ``mssql`` type and of dpone's own ``dpone_mssql`` type. The
 transfer itself never uses this hook's DB-API connection: it receives :meth:`get_endpoint` and the
-source adapter opens its own pymssql connection at execute time.
+source adapter opens its own pymssql connection at execute time, through the same connect path
+(``adapters/sources/mssql_connect``) this hook's :meth:`get_conn` uses.
 """
 
 from __future__ import annotations
@@ -29,23 +30,11 @@ class DponeMsSqlHook(DponeEndpointHook):
         return ui_field_behaviour(cls.conn_type)
 
     def get_conn(self) -> Any:
-        """A new pymssql connection (caller closes it)."""
-        import pymssql
+        """A new pymssql connection (caller closes it), opened by the source adapter's connect path, so
+        the extras ``tds_version``, ``login_timeout`` and ``query_timeout`` mean what the transfer reads."""
+        from airflow_provider_dpone.adapters.sources.mssql_connect import connect
 
-        endpoint = self.get_endpoint()
-        options: dict[str, Any] = {}
-        if self._extra("tds_version"):
-            options["tds_version"] = str(self._extra("tds_version"))
-        if self._extra("login_timeout"):
-            options["login_timeout"] = int(self._extra("login_timeout"))
-        return pymssql.connect(
-            server=endpoint.host or "",
-            port=str(endpoint.port or 1433),
-            user=endpoint.user,
-            password=endpoint.secret(),
-            database=endpoint.database or "",
-            **options,
-        )
+        return connect(self.get_endpoint(), autocommit=False)
 
     def set_autocommit(self, conn: Any, autocommit: bool) -> None:
         conn.autocommit(autocommit)
@@ -55,17 +44,9 @@ class DponeMsSqlHook(DponeEndpointHook):
 
     @property
     def sqlalchemy_url(self) -> Any:
-        from sqlalchemy.engine import URL
+        from airflow_provider_dpone.adapters.sources.mssql_connect import sqlalchemy_url
 
-        endpoint = self.get_endpoint()
-        return URL.create(
-            "mssql+pymssql",
-            username=endpoint.user,
-            password=endpoint.secret(),
-            host=endpoint.host,
-            port=endpoint.port,
-            database=endpoint.database,
-        )
+        return sqlalchemy_url(self.get_endpoint())
 
     def get_uri(self) -> str:
         return str(self.sqlalchemy_url.render_as_string(hide_password=False))

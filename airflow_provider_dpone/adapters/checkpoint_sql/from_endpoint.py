@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+from sqlalchemy import create_engine
 from sqlalchemy.engine import URL
+from sqlalchemy.pool import NullPool
 
 from airflow_provider_dpone.adapters.checkpoint_sql.store import SqlCheckpointStore
 from airflow_provider_dpone.contracts.endpoints import EndpointDescriptor, EndpointKind
@@ -42,6 +45,15 @@ def store_url_for(endpoint: EndpointDescriptor, base_dir: Path | None = None) ->
             query={"sslmode": "require"} if endpoint.secure else {},
         )
     raise _invalid(endpoint, "cannot hold checkpoints (use sqlite or postgres)")
+
+
+def dbapi_connection(endpoint: EndpointDescriptor, base_dir: Path | None = None) -> Any:
+    """A new DB-API connection to the store at :func:`store_url_for`'s URL (caller closes it).
+
+    The checkpoint-store hook's ``get_conn``: the same URL the store writes through, so the hook
+    inspects exactly the table the runtime uses. No pool: closing it closes the connection."""
+    engine = create_engine(store_url_for(endpoint, base_dir), poolclass=NullPool)
+    return engine.raw_connection()
 
 
 def store_from_endpoint(

@@ -15,6 +15,10 @@ live server is not cut off). Unset on the endpoint (Airflow connection extras ``
 ``send_receive_timeout``), they come from the environment variables :data:`CONNECT_TIMEOUT_ENV` and
 :data:`RECEIVE_TIMEOUT_ENV`, else :data:`CONNECT_TIMEOUT_S` and :data:`RECEIVE_TIMEOUT_S`. A frozen server
 then fails the connect as ``target_unreachable`` instead of hanging for clickhouse-connect's 300 s.
+
+Connection extras (both interfaces): ``session_settings`` go with every query of the client (a name the
+server does not know is ``connection_invalid`` naming nothing but the connection); ``verify`` (server
+only) checks the TLS certificate of a ``secure`` connection.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from typing import Any
 
 import clickhouse_connect
 from clickhouse_connect.driver.client import Client
+from clickhouse_connect.driver.exceptions import ProgrammingError
 
 from airflow_provider_dpone.adapters.clickhouse.driver_versions import version_mismatch
 from airflow_provider_dpone.contracts.endpoints import (
@@ -102,12 +107,17 @@ def _open_http(endpoint: EndpointDescriptor) -> Client:
         "compress": False,
         "connect_timeout": connect_timeout,
         "send_receive_timeout": receive_timeout,
+        "verify": endpoint.verify,
     }
+    if endpoint.session_settings:
+        kwargs["settings"] = dict(endpoint.session_settings)
     if endpoint.port is not None:
         kwargs["port"] = endpoint.port
     try:
         return clickhouse_connect.get_client(**kwargs)
     except Exception as exc:
+        if isinstance(exc, ProgrammingError) and endpoint.session_settings:
+            raise _unknown_setting(endpoint, exc) from exc
         mismatch = version_mismatch(endpoint, exc)
         if mismatch is not None:
             raise mismatch from exc
@@ -137,13 +147,19 @@ def _open_chdb(endpoint: EndpointDescriptor, *, readonly: bool = False) -> Clien
             f"{endpoint.describe()} needs a path to the chDB data directory",
             details={"connection": endpoint.name},
         )
+    settings: dict[str, Any] = dict(endpoint.session_settings)
     try:
         if readonly:
             return clickhouse_connect.get_client(
-                interface="chdb", path=endpoint.path, database=endpoint.database, settings={"readonly": 1}
+                interface="chdb",
+                path=endpoint.path,
+                database=endpoint.database,
+                settings={**settings, "readonly": 1},
             )
-        return clickhouse_connect.get_client(interface="chdb", path=endpoint.path)
+        return clickhouse_connect.get_client(interface="chdb", path=endpoint.path, settings=settings)
     except Exception as exc:
+        if isinstance(exc, ProgrammingError) and endpoint.session_settings:
+            raise _unknown_setting(endpoint, exc) from exc
         mismatch = version_mismatch(endpoint, exc)
         if mismatch is not None:
             raise mismatch from exc
@@ -158,6 +174,15 @@ def _open_chdb(endpoint: EndpointDescriptor, *, readonly: bool = False) -> Clien
             details=failure_details(endpoint, exc),
             hint_lines=hints,
         ) from exc
+
+
+def _unknown_setting(endpoint: EndpointDescriptor, exc: BaseException) -> DponeError:
+    # clickhouse-connect refuses a setting the server does not know before sending any query
+    return DponeError(
+        ErrorCode.CONNECTION_INVALID,
+        f"{endpoint.describe()}: the server does not accept a name in the extra 'session_settings'",
+        details=failure_details(endpoint, exc),
+    )
 
 
 def close_client(client: Client | None) -> None:

@@ -15,8 +15,8 @@ from typing import Any
 
 import pymssql
 
+from airflow_provider_dpone.adapters.sources import mssql_connect, mssql_types, profiling, value_audit
 from airflow_provider_dpone.adapters.sources import mssql_sql as tsql
-from airflow_provider_dpone.adapters.sources import mssql_types, profiling, value_audit
 from airflow_provider_dpone.adapters.sources import partition_counts as grouped
 from airflow_provider_dpone.adapters.sources import partition_planning as planning
 from airflow_provider_dpone.adapters.sources.chunking import ChunkBuilder, stream_chunks
@@ -37,9 +37,6 @@ from airflow_provider_dpone.ports.source import ColumnProfile, ValueLimits
 log = logging.getLogger(__name__)
 
 INVALID_OBJECT_NAME = 208
-DEFAULT_PORT = 1433
-LOGIN_TIMEOUT_S = 30
-APP_NAME = "dpone"
 
 
 def error_number(exc: BaseException) -> int | None:
@@ -58,7 +55,7 @@ class MssqlSource:
     """The ``Source`` port over a SQL Server table (or a query over it)."""
 
     def __init__(
-        self, endpoint: EndpointDescriptor, spec: SourceSpec, *, login_timeout: int = LOGIN_TIMEOUT_S
+        self, endpoint: EndpointDescriptor, spec: SourceSpec, *, login_timeout: int | None = None
     ) -> None:
         if endpoint.kind is not EndpointKind.MSSQL or not endpoint.host:
             raise DponeError(
@@ -94,17 +91,8 @@ class MssqlSource:
     def _connect(self) -> Any:
         endpoint = self._endpoint
         try:
-            return pymssql.connect(
-                server=self._host,
-                port=str(endpoint.port or DEFAULT_PORT),
-                user=endpoint.user,
-                password=endpoint.secret(),
-                database=endpoint.database or "",
-                login_timeout=self._login_timeout,
-                appname=APP_NAME,
-                autocommit=True,  # a reader must not hold an open transaction on the source
-                tds_version="7.4",
-            )
+            # the one connect path (the hook's too); a reader must not hold an open transaction
+            return mssql_connect.connect(endpoint, autocommit=True, login_timeout=self._login_timeout)
         except (pymssql.Error, OSError) as exc:
             raise DponeError(
                 ErrorCode.SOURCE_UNREACHABLE,

@@ -1,0 +1,63 @@
+"""The one SQL Server connect path: the source adapter and ``DponeMsSqlHook.get_conn`` both open here.
+
+So the transfer and the hook see the same connection: the endpoint's ``tds_version`` (default
+:data:`~airflow_provider_dpone.contracts.endpoints.DEFAULT_TDS_VERSION`), ``login_timeout_s`` (default
+:data:`LOGIN_TIMEOUT_S`) and ``query_timeout_s`` (pymssql's ``timeout``; unset: no statement limit)
+reach pymssql. pymssql's own exceptions pass through; callers wrap them with a safe error.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pymssql
+from sqlalchemy.engine import URL
+
+from airflow_provider_dpone.contracts.endpoints import DEFAULT_TDS_VERSION, EndpointDescriptor
+
+DEFAULT_PORT = 1433
+#: Seconds pymssql waits for the login when the endpoint sets no ``login_timeout_s``.
+LOGIN_TIMEOUT_S = 30
+APP_NAME = "dpone"
+
+
+def connect_options(endpoint: EndpointDescriptor, *, login_timeout: int | None = None) -> dict[str, Any]:
+    """The keyword arguments :func:`connect` passes to ``pymssql.connect`` (password included)."""
+    options: dict[str, Any] = {
+        "server": endpoint.host or "",
+        "port": str(endpoint.port or DEFAULT_PORT),
+        "user": endpoint.user,
+        "password": endpoint.secret(),
+        "database": endpoint.database or "",
+        "login_timeout": login_timeout or endpoint.login_timeout_s or LOGIN_TIMEOUT_S,
+        "appname": APP_NAME,
+        "tds_version": endpoint.tds_version or DEFAULT_TDS_VERSION,
+    }
+    if endpoint.query_timeout_s is not None:
+        options["timeout"] = endpoint.query_timeout_s
+    return options
+
+
+def connect(
+    endpoint: EndpointDescriptor, *, autocommit: bool = True, login_timeout: int | None = None
+) -> Any:
+    """A new pymssql connection (caller closes it). ``login_timeout`` overrides the endpoint's."""
+    return pymssql.connect(autocommit=autocommit, **connect_options(endpoint, login_timeout=login_timeout))
+
+
+def sqlalchemy_url(endpoint: EndpointDescriptor) -> URL:
+    """The ``mssql+pymssql`` URL of the endpoint, built field by field (the password is never pasted)."""
+    query: dict[str, str] = {"tds_version": endpoint.tds_version or DEFAULT_TDS_VERSION}
+    if endpoint.login_timeout_s is not None:
+        query["login_timeout"] = str(endpoint.login_timeout_s)
+    if endpoint.query_timeout_s is not None:
+        query["timeout"] = str(endpoint.query_timeout_s)
+    return URL.create(
+        "mssql+pymssql",
+        username=endpoint.user,
+        password=endpoint.secret(),
+        host=endpoint.host,
+        port=endpoint.port,
+        database=endpoint.database,
+        query=query,
+    )
