@@ -13,11 +13,13 @@ format the sink's inserts rely on, behind the endpoint's back. The safe parts ha
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from typing import Any
 
 from airflow_provider_dpone.contracts.endpoints import (
     MAX_SESSION_SETTINGS,
+    MAX_SETTING_VALUE_CHARS,
     MAX_TIMEOUT_S,
     SETTING_NAME,
     TDS_VERSIONS,
@@ -187,6 +189,15 @@ def session_settings(value: object) -> dict[str, bool | int | float | str]:
             )
         if not isinstance(item, (bool, int, float, str)):
             raise ExtraError(f"the connection extra 'session_settings' setting {name!r} must be a scalar")
+        if isinstance(item, str) and (len(item) > MAX_SETTING_VALUE_CHARS or not item.isprintable()):
+            raise ExtraError(
+                f"the connection extra 'session_settings' setting {name!r} must be printable text of at most "
+                f"{MAX_SETTING_VALUE_CHARS} characters"
+            )
+        if isinstance(item, float) and not math.isfinite(item):
+            raise ExtraError(
+                f"the connection extra 'session_settings' setting {name!r} must be a finite number"
+            )
         result[name] = item
     return result
 

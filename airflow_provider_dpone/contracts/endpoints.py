@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from enum import Enum
 from typing import Annotated
@@ -32,7 +33,7 @@ def _checked_settings(value: dict[str, SettingValue]) -> dict[str, SettingValue]
             raise ValueError("a session setting name must be a lower-case identifier")
         if isinstance(item, str) and (len(item) > MAX_SETTING_VALUE_CHARS or not item.isprintable()):
             raise ValueError("a session setting value must be short printable text")
-        if isinstance(item, float) and item != item:  # NaN
+        if isinstance(item, float) and not math.isfinite(item):
             raise ValueError("a session setting value must be a finite number")
     return value
 

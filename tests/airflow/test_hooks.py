@@ -316,3 +316,140 @@ def test_resolver_refuses_an_inline_uri_with_a_password(tmp_path: Path) -> None:
         AirflowEndpointResolver(tmp_path)(f"clickhouse://u:{SECRET}@h:8123/db", "sink")
     assert caught.value.code is ErrorCode.CONNECTION_INVALID
     assert SECRET not in caught.value.render()
+
+
+# -- one connect path per vendor: the hook sees the connection the transfer sees ------------------------
+
+
+def _tds_connection(tds_emulator: EndpointDescriptor, extra: dict[str, Any], port: int | None = None) -> Any:
+    return Connection(
+        conn_id="orders_mssql",
+        conn_type="dpone_mssql",
+        host=tds_emulator.host,
+        port=port or tds_emulator.port,
+        login=tds_emulator.user,
+        password=tds_emulator.secret(),
+        schema=tds_emulator.database,
+        extra=json.dumps(extra),
+    )
+
+
+def test_mssql_hook_get_conn_honours_the_tds_version_extra(tds_emulator: EndpointDescriptor) -> None:
+    import pymssql
+
+    good = DponeMsSqlHook(
+        connection=_tds_connection(tds_emulator, {"tds_version": "7.4"}), mssql_conn_id="orders_mssql"
+    )
+    assert good.get_first("SELECT COUNT(*) FROM dbo.orders")[0] > 0
+    # the emulator speaks TDS 7.2 and newer, so the extra visibly reaches pymssql
+    old = DponeMsSqlHook(
+        connection=_tds_connection(tds_emulator, {"tds_version": "7.1"}), mssql_conn_id="orders_mssql"
+    )
+    with pytest.raises(pymssql.OperationalError):
+        old.get_conn()
+
+
+def test_mssql_hook_login_timeout_bounds_a_silent_server(tds_emulator: EndpointDescriptor) -> None:
+    import socket
+    import time
+
+    import pymssql
+
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        connection = _tds_connection(tds_emulator, {"login_timeout": 2}, port=listener.getsockname()[1])
+        hook = DponeMsSqlHook(connection=connection, mssql_conn_id="orders_mssql")
+        started = time.monotonic()
+        with pytest.raises(pymssql.OperationalError):
+            hook.get_conn()
+        assert time.monotonic() - started < 10  # the default is 30 s
+
+
+def test_mssql_hook_and_source_share_the_connect_options(tds_emulator: EndpointDescriptor) -> None:
+    from airflow_provider_dpone.adapters.sources.mssql_connect import connect_options
+
+    extra = {"tds_version": "7.3", "login_timeout": 9, "query_timeout": 60}
+    hook = DponeMsSqlHook(connection=_tds_connection(tds_emulator, extra), mssql_conn_id="orders_mssql")
+    options = connect_options(hook.get_endpoint())
+    assert (options["tds_version"], options["login_timeout"], options["timeout"]) == ("7.3", 9, 60)
+    assert hook.sqlalchemy_url.query == {"tds_version": "7.3", "login_timeout": "9", "timeout": "60"}
+
+
+@pytest.mark.parametrize(
+    ("hook_class", "attr", "conn_type", "extra", "key"),
+    [
+        (DponeMsSqlHook, "mssql_conn_id", "dpone_mssql", {"tds_verison": "7.4"}, "tds_verison"),
+        (
+            DponeClickHouseHook,
+            "clickhouse_conn_id",
+            "dpone_clickhouse",
+            {"client_kwargs": {"verify": False}},
+            "client_kwargs",
+        ),
+        (
+            DponeCheckpointStoreHook,
+            "checkpoints_conn_id",
+            "dpone_checkpoints",
+            {"backend": "postgres", "sslmode": "x"},
+            "sslmode",
+        ),
+    ],
+)
+def test_hooks_refuse_an_unknown_extra_naming_the_key(
+    hook_class: Any, attr: str, conn_type: str, extra: dict[str, Any], key: str
+) -> None:
+    connection = Connection(
+        conn_id="c", conn_type=conn_type, host="h.internal", password=SECRET, extra=json.dumps(extra)
+    )
+    hook = hook_class(connection=connection, **{attr: "c"})
+    with pytest.raises(DponeError) as caught:
+        hook.get_endpoint()
+    assert caught.value.code is ErrorCode.CONNECTION_INVALID
+    assert key in caught.value.render()
+    assert_secret_hidden(caught.value.render())
+
+
+def test_checkpoint_hook_uses_the_store_url(tmp_path: Path) -> None:
+    from airflow_provider_dpone.adapters.checkpoint_sql.from_endpoint import (
+        store_from_endpoint,
+        store_url_for,
+    )
+
+    path = tmp_path / "state.sqlite"
+    connection = Connection(
+        conn_id="dpone_state",
+        conn_type="dpone_checkpoints",
+        extra=json.dumps({"backend": "sqlite", "path": str(path), "secure": False}),
+    )
+    hook = DponeCheckpointStoreHook(connection=connection, checkpoints_conn_id="dpone_state")
+    endpoint = hook.get_endpoint()
+    assert hook.sqlalchemy_url == store_url_for(endpoint)
+    store_from_endpoint(endpoint).ensure_schema()
+    tables = {row[0] for row in hook.get_records("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert "dpone_partition_checkpoints" in tables
+
+
+def test_clickhouse_hook_test_connection_reports_a_refused_session_setting(
+    clickhouse_http: EndpointDescriptor,
+) -> None:
+    def connection(settings: dict[str, Any]) -> Any:
+        return Connection(
+            conn_id="ch",
+            conn_type="dpone_clickhouse",
+            host=clickhouse_http.host,
+            port=clickhouse_http.port,
+            login=clickhouse_http.user,
+            password=clickhouse_http.secret(),
+            extra=json.dumps({"session_settings": settings, "connect_timeout": 5}),
+        )
+
+    ok, _ = DponeClickHouseHook(
+        connection=connection({"max_threads": 2}), clickhouse_conn_id="ch"
+    ).test_connection()
+    assert ok
+    ok, message = DponeClickHouseHook(
+        connection=connection({"no_such_setting_dpone": 1}), clickhouse_conn_id="ch"
+    ).test_connection()
+    assert not ok
+    assert "connection_invalid" in message

@@ -1,0 +1,136 @@
+"""Connection extras reach the real drivers: pymssql (TDS emulator), chDB and the ClickHouse 18.16 server.
+
+The endpoints are built from ``AIRFLOW_CONN_*`` values, as a transfer builds them, so each test covers
+the parser, the descriptor and the one connect path of its vendor.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_provider_dpone.adapters.clickhouse.client import close_client, open_client
+from airflow_provider_dpone.adapters.sources.mssql_source import MssqlSource
+from airflow_provider_dpone.connections.resolve import resolve_endpoint
+from airflow_provider_dpone.contracts.endpoints import EndpointDescriptor
+from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
+from airflow_provider_dpone.contracts.manifest import SourceSpec, SourceType
+
+
+def _mssql(
+    tds: EndpointDescriptor, tmp_path: Path, port: int | None = None, **extra: Any
+) -> EndpointDescriptor:
+    value = {
+        "conn_type": "dpone_mssql",
+        "host": tds.host,
+        "port": port or tds.port,
+        "login": tds.user,
+        "password": tds.secret(),
+        "schema": tds.database,
+        "extra": extra,
+    }
+    env = {"AIRFLOW_CONN_ORDERS": json.dumps(value)}
+    return resolve_endpoint("orders", role="source", manifest_dir=tmp_path, env=env)
+
+
+def _spec() -> SourceSpec:
+    return SourceSpec(type=SourceType.MSSQL, connection="orders", table="dbo.orders")
+
+
+def _describe(endpoint: EndpointDescriptor) -> None:
+    source = MssqlSource(endpoint, _spec())
+    try:
+        source.describe()
+    finally:
+        source.close()
+
+
+def test_tds_version_reaches_pymssql(tds_emulator: EndpointDescriptor, tmp_path: Path) -> None:
+    _describe(_mssql(tds_emulator, tmp_path, tds_version="7.4"))
+    # the emulator speaks TDS 7.2 and newer: an older version asked for in the extra fails the login
+    with pytest.raises(DponeError) as caught:
+        _describe(_mssql(tds_emulator, tmp_path, tds_version="7.1"))
+    assert caught.value.code is ErrorCode.SOURCE_UNREACHABLE
+
+
+@pytest.fixture
+def black_hole_port() -> Iterator[int]:
+    """A port that accepts the TCP connection and never answers the login."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        yield listener.getsockname()[1]
+
+
+def test_login_timeout_bounds_a_connect_to_a_silent_server(
+    tds_emulator: EndpointDescriptor, black_hole_port: int, tmp_path: Path
+) -> None:
+    endpoint = _mssql(tds_emulator, tmp_path, port=black_hole_port, login_timeout=2)
+    started = time.monotonic()
+    with pytest.raises(DponeError) as caught:
+        _describe(endpoint)
+    elapsed = time.monotonic() - started
+    assert caught.value.code is ErrorCode.SOURCE_UNREACHABLE
+    assert 1.5 <= elapsed < 10  # the default login timeout is 30 s
+
+
+def _chdb(path: Path, settings: dict[str, Any]) -> EndpointDescriptor:
+    value = {
+        "conn_type": "dpone_clickhouse",
+        "extra": {"interface": "chdb", "path": str(path), "session_settings": settings},
+    }
+    return resolve_endpoint("ch", role="sink", manifest_dir=path, env={"AIRFLOW_CONN_CH": json.dumps(value)})
+
+
+def test_chdb_session_settings_are_applied(chdb_dir: Path) -> None:
+    client = open_client(_chdb(chdb_dir, {"max_threads": 3, "max_block_size": 4321}))
+    try:
+        rows = client.query("SELECT getSetting('max_threads'), getSetting('max_block_size')").result_rows
+    finally:
+        close_client(client)
+    assert [tuple(int(v) for v in row) for row in rows] == [(3, 4321)]
+
+
+def test_chdb_refuses_a_setting_name_it_does_not_know(chdb_dir: Path) -> None:
+    with pytest.raises(DponeError) as caught:
+        open_client(_chdb(chdb_dir, {"no_such_setting_dpone": 1}))
+    assert caught.value.code is ErrorCode.CONNECTION_INVALID
+    assert "session_settings" in caught.value.render()
+
+
+def _server(clickhouse_http: EndpointDescriptor, tmp_path: Path, **extra: Any) -> EndpointDescriptor:
+    value = {
+        "conn_type": "clickhouse",
+        "host": clickhouse_http.host,
+        "port": clickhouse_http.port,
+        "login": clickhouse_http.user,
+        "password": clickhouse_http.secret(),
+        "extra": extra,
+    }
+    return resolve_endpoint(
+        "ch", role="sink", manifest_dir=tmp_path, env={"AIRFLOW_CONN_CH": json.dumps(value)}
+    )
+
+
+def test_server_session_settings_are_applied(clickhouse_http: EndpointDescriptor, tmp_path: Path) -> None:
+    client = open_client(_server(clickhouse_http, tmp_path, session_settings={"max_threads": 3}))
+    try:
+        # 18.16 has no getSetting(); system.settings shows the session's value
+        rows = client.query("SELECT value FROM system.settings WHERE name = 'max_threads'").result_rows
+    finally:
+        close_client(client)
+    assert rows == [("3",)]
+
+
+def test_server_refuses_a_setting_name_it_does_not_know(
+    clickhouse_http: EndpointDescriptor, tmp_path: Path
+) -> None:
+    with pytest.raises(DponeError) as caught:
+        open_client(_server(clickhouse_http, tmp_path, session_settings={"no_such_setting_dpone": 1}))
+    assert caught.value.code is ErrorCode.CONNECTION_INVALID
