@@ -134,3 +134,21 @@ def test_server_refuses_a_setting_name_it_does_not_know(
     with pytest.raises(DponeError) as caught:
         open_client(_server(clickhouse_http, tmp_path, session_settings={"no_such_setting_dpone": 1}))
     assert caught.value.code is ErrorCode.CONNECTION_INVALID
+
+
+def test_the_read_only_chdb_client_keeps_readonly_over_the_session_settings(chdb_dir: Path) -> None:
+    writer = open_client(_chdb(chdb_dir, {}))
+    try:
+        writer.command("CREATE DATABASE IF NOT EXISTS observed")
+    finally:
+        close_client(writer)
+    endpoint = _chdb(chdb_dir, {"max_threads": 3, "readonly": 0}).model_copy(update={"database": "observed"})
+    reader = open_client(endpoint, readonly=True)
+    try:
+        assert reader.query("SELECT getSetting('max_threads'), getSetting('readonly')").result_rows == [
+            (3, 1)
+        ]
+        with pytest.raises(Exception):  # noqa: B017 - the driver's error class for a refused write
+            reader.command("CREATE TABLE observed.t (a Int8) ENGINE = Memory")
+    finally:
+        close_client(reader)
