@@ -40,11 +40,11 @@ def test_the_stores_of_one_database_share_one_engine_until_the_last_closes(url: 
 
     checkpoints.close()
     capsules.close()
-    assert guards._engine is shared and any(entry[0] is shared for entry in engines._shared.values())
+    assert guards._engine is shared and any(entry[0]() is shared for entry in engines._shared.values())
     assert guards.read("sha256:" + "00" * 32, "g") is None  # the last user still works
 
     guards.close()
-    assert not any(entry[0] is shared for entry in engines._shared.values())
+    assert not any(entry[0]() is shared for entry in engines._shared.values())
     reopened = SqlCheckpointStore(url)
     try:
         assert reopened._engine is not shared  # a new pool after the last close
@@ -59,3 +59,15 @@ def test_in_memory_sqlite_stores_never_share_a_database() -> None:
     finally:
         first.close()
         second.close()
+
+
+def test_a_store_dropped_without_close_does_not_keep_its_pool_alive(tmp_path: Path) -> None:
+    import gc
+    import weakref
+
+    store = SqlCheckpointStore(f"sqlite:///{tmp_path / 'dropped.sqlite'}")
+    store.ensure_schema()
+    pool = weakref.ref(store._engine)
+    del store
+    gc.collect()
+    assert pool() is None  # the registry holds engines weakly: no descriptor leaks from unclosed stores

@@ -160,11 +160,12 @@ def _run_in_pty(args: list[str], cwd: Path) -> str:
     env = {**os.environ, "COLUMNS": "150", "TERM": "xterm"}
     proc = subprocess.Popen(args, cwd=cwd, stdin=follower, stdout=follower, stderr=follower, env=env)
     os.close(follower)
+    poller = select.poll()
+    poller.register(leader, select.POLLIN)
     chunks: list[bytes] = []
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
-        ready, _, _ = select.select([leader], [], [], 0.5)
-        if ready:
+        if poller.poll(500):  # poll, not select: select cannot watch a descriptor above 1023
             try:
                 data = os.read(leader, 65536)
             except OSError:

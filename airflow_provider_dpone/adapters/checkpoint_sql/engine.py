@@ -29,6 +29,7 @@ import socket
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -87,8 +88,9 @@ def parse_url(url: str | URL) -> URL:
 
 
 _shared_lock = threading.Lock()
-#: (URL with its password, statement timeout) -> [engine, users]: the checkpoint, capsule and reader-guard
-#: stores of one database share one pool (one run opens all three) instead of three.
+#: (URL with its password, statement timeout) -> [weak reference to the engine, users]: the checkpoint,
+#: capsule and reader-guard stores of one database share one pool (one run opens all three) instead of
+#: three. Weak, so a store dropped without ``close()`` still lets its pool be collected, as before.
 _shared: dict[tuple[str, float], list[Any]] = {}
 
 
@@ -101,23 +103,26 @@ def acquire_store_engine(url: URL) -> Engine:
     key = (url.render_as_string(hide_password=False), statement_timeout_s())
     with _shared_lock:
         entry = _shared.get(key)
-        if entry is None:
-            entry = _shared[key] = [create_store_engine(url), 0]
+        engine: Engine | None = entry[0]() if entry is not None else None
+        if entry is None or engine is None:
+            engine = create_store_engine(url)
+            entry = _shared[key] = [weakref.ref(engine), 0]
         entry[1] += 1
-        engine: Engine = entry[0]
         return engine
 
 
 def release_store_engine(engine: Engine) -> None:
     """One user less; the last one disposes of the pool."""
     with _shared_lock:
-        for key, entry in _shared.items():
-            if entry[0] is engine:
+        for key, entry in list(_shared.items()):
+            held = entry[0]()
+            if held is None:
+                del _shared[key]  # its users were dropped without close(); the pool went with them
+            elif held is engine:
                 entry[1] -= 1
                 if entry[1] > 0:
                     return
                 del _shared[key]
-                break
     engine.dispose()
 
 
