@@ -12,12 +12,9 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from airflow_provider_dpone.operators.native_transfer import NativeTransferOperator
+from airflow.sdk import DAG, Asset
 
-try:  # Airflow 3
-    from airflow.sdk import DAG
-except ImportError:  # Airflow 2.10
-    from airflow import DAG  # type: ignore[no-redef,attr-defined]
+from airflow_provider_dpone.operators.native_transfer import NativeTransferOperator
 
 with DAG(
     dag_id="dpone_orders_incremental",
@@ -33,4 +30,6 @@ with DAG(
     NativeTransferOperator(
         task_id="transfer_orders",
         manifest="manifests/orders_incremental.yaml",  # relative to this file's folder
+        # downstream DAGs schedule on the target table: schedule=[Asset("clickhouse://.../analytics/orders")]
+        outlets=[Asset(name="analytics.orders", uri="clickhouse://analytics-clickhouse/analytics/orders")],
     )

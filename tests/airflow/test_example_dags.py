@@ -18,6 +18,7 @@ EXPECTED_DAG_IDS = {
     "dpone_orders_incremental",
     "dpone_customers_full_refresh",
     "dpone_order_lines_quality_replay",
+    "dpone_many_routes",
 }
 
 
