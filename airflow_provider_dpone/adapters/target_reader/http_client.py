@@ -49,8 +49,11 @@ class ReadOnlyHttpClient:
         self._host = endpoint.host
         self._port = endpoint.port or (8443 if endpoint.secure else 8123)
         self._secure = endpoint.secure
+        self._verify = endpoint.verify
         self._deadline = deadline
-        params = [*READONLY_PARAMS]
+        # the connection's session settings as the sink uses them, then readonly=1 last, so it always wins
+        params = [(k, str(v)) for k, v in endpoint.session_settings.items() if k != "readonly"]
+        params += READONLY_PARAMS
         if endpoint.database:
             params.append(("database", endpoint.database))
         self._path = "/?" + urlencode(params)
@@ -83,9 +86,11 @@ class ReadOnlyHttpClient:
             raise OperationalError("the observation budget is spent")
         conn: http.client.HTTPConnection
         if self._secure:
-            conn = http.client.HTTPSConnection(
-                self._host, self._port, timeout=remaining, context=ssl.create_default_context()
-            )
+            context = ssl.create_default_context()
+            if not self._verify:  # the connection's `verify: false`, exactly as the sink connects
+                context.check_hostname = False
+                context.verify_mode = ssl.CERT_NONE
+            conn = http.client.HTTPSConnection(self._host, self._port, timeout=remaining, context=context)
         else:
             conn = http.client.HTTPConnection(self._host, self._port, timeout=remaining)
         try:
