@@ -8,7 +8,6 @@ is the reader guard: only the owner's verified kill-and-reap releases it.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
@@ -32,6 +31,7 @@ from airflow_provider_dpone.contracts.endpoints import EndpointDescriptor
 from airflow_provider_dpone.contracts.target_observation import ReaderGuardState
 from airflow_provider_dpone.manifests.loader import load_manifest
 from airflow_provider_dpone.runtime.replay.ref import operation_id_for
+from tests.loopback_proxy import LoopbackProxy
 
 pytestmark = pytest.mark.service
 
@@ -39,57 +39,22 @@ DPONE = str(Path(sys.executable).with_name("dpone"))
 ROWS, DAYS = 120, 3
 
 
-class StallingProxy:
+class StallingProxy(LoopbackProxy):
     """Loopback TCP proxy to the server; while ``stall`` is set, a request carrying the reader's
     measuring SELECT is swallowed and its connection held open (a black hole for that query only)."""
 
     def __init__(self, host: str, port: int) -> None:
-        self.upstream = (host, port)
-        self.server = socket.socket()
-        self.server.bind(("127.0.0.1", 0))
-        self.server.listen(32)
-        self.port = int(self.server.getsockname()[1])
         self.stall = threading.Event()
         self.stalled = threading.Event()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._accept, daemon=True)
-        self._thread.start()
+        super().__init__(host, port, backlog=32)
 
-    def _accept(self) -> None:
-        self.server.settimeout(0.1)
-        while not self._stop.is_set():
-            try:
-                conn, _ = self.server.accept()
-            except OSError:
-                continue
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
-
-    def _serve(self, conn: socket.socket) -> None:
-        up = socket.create_connection(self.upstream)
-
-        def pump(src: socket.socket, dst: socket.socket, watch: bool) -> None:
-            try:
-                while chunk := src.recv(65536):
-                    if watch and self.stall.is_set() and b"AS m0" in chunk:
-                        self.stalled.set()
-                        while not self._stop.is_set() and src.recv(65536):
-                            pass
-                        return
-                    dst.sendall(chunk)
-            except OSError:
+    def client_chunk(self, chunk: bytes, client: socket.socket, upstream: socket.socket) -> bytes | None:
+        if self.stall.is_set() and b"AS m0" in chunk:
+            self.stalled.set()
+            while not self._stop.is_set() and client.recv(65536):
                 pass
-            finally:
-                for s in (conn, up):
-                    with contextlib.suppress(OSError):
-                        s.shutdown(socket.SHUT_RDWR)
-
-        threading.Thread(target=pump, args=(up, conn, False), daemon=True).start()
-        pump(conn, up, True)
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(2)
-        self.server.close()
+            return None
+        return chunk
 
 
 @pytest.fixture

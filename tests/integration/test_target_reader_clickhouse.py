@@ -5,7 +5,6 @@ Counts are exact and limited to the selected generation; the worker's session is
 
 from __future__ import annotations
 
-import contextlib
 import re
 import socket
 import struct
@@ -41,6 +40,7 @@ from airflow_provider_dpone.contracts.target_observation import (
     WorkerErrorCode,
 )
 from tests.builders import day
+from tests.loopback_proxy import LoopbackProxy
 
 pytestmark = pytest.mark.service
 
@@ -213,55 +213,20 @@ def test_clickhouse_18_16_session_refuses_writes_and_setting_changes(
         close_quietly(client)
 
 
-class _LoggingProxy:
+class _LoggingProxy(LoopbackProxy):
     """A loopback proxy that asks the server to log each forwarded request (``log_queries=1`` put first
     in its URL, so the worker's own ``readonly=1`` still applies after it) and records the local port
     of every upstream connection: the port ``system.query_log`` shows for those queries."""
 
     def __init__(self, host: str, port: int) -> None:
-        self.upstream = (host, port)
-        self.server = socket.socket()
-        self.server.bind(("127.0.0.1", 0))
-        self.server.listen(16)
-        self.port = int(self.server.getsockname()[1])
         self.ports: list[int] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._accept, daemon=True)
-        self._thread.start()
+        super().__init__(host, port)
 
-    def _accept(self) -> None:
-        self.server.settimeout(0.1)
-        while not self._stop.is_set():
-            try:
-                conn, _ = self.server.accept()
-            except OSError:
-                continue
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+    def connected(self, upstream: socket.socket) -> None:
+        self.ports.append(int(upstream.getsockname()[1]))
 
-    def _serve(self, conn: socket.socket) -> None:
-        up = socket.create_connection(self.upstream)
-        self.ports.append(int(up.getsockname()[1]))
-
-        def pump(src: socket.socket, dst: socket.socket, rewrite: bool) -> None:
-            try:
-                while chunk := src.recv(65536):
-                    if rewrite:
-                        chunk = re.sub(rb"^(POST|GET) /\??", rb"\1 /?log_queries=1&", chunk)
-                    dst.sendall(chunk)
-            except OSError:
-                pass
-            finally:
-                for s in (conn, up):
-                    with contextlib.suppress(OSError):
-                        s.shutdown(socket.SHUT_RDWR)
-
-        threading.Thread(target=pump, args=(up, conn, False), daemon=True).start()
-        pump(conn, up, True)
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(2)
-        self.server.close()
+    def client_chunk(self, chunk: bytes, client: socket.socket, upstream: socket.socket) -> bytes | None:
+        return re.sub(rb"^(POST|GET) /\??", rb"\1 /?log_queries=1&", chunk)
 
 
 def test_every_request_of_the_worker_carries_readonly_1_in_the_servers_query_log(
@@ -408,57 +373,21 @@ def test_a_killed_measuring_query_is_a_worker_failure_not_unavailable(
     assert outcome.termination_verified
 
 
-class _CuttingProxy:
+class _CuttingProxy(LoopbackProxy):
     """A loopback TCP proxy to the server that drops both sides the moment the measuring SELECT passes."""
 
     def __init__(self, host: str, port: int) -> None:
-        self.upstream = (host, port)
-        self.server = socket.socket()
-        self.server.bind(("127.0.0.1", 0))
-        self.server.listen(16)
-        self.port = int(self.server.getsockname()[1])
         self.cut = threading.Event()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._accept, daemon=True)
-        self._thread.start()
+        super().__init__(host, port)
 
-    def _accept(self) -> None:
-        self.server.settimeout(0.1)
-        while not self._stop.is_set():
-            try:
-                conn, _ = self.server.accept()
-            except OSError:
-                continue
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
-
-    def _serve(self, conn: socket.socket) -> None:
-        up = socket.create_connection(self.upstream)
-        pair = [conn, up]
-
-        def pump(src: socket.socket, dst: socket.socket, watch: bool) -> None:
-            try:
-                while chunk := src.recv(65536):
-                    if watch and b"AS m0" in chunk:
-                        self.cut.set()
-                        for s in pair:
-                            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-                            s.close()
-                        return
-                    dst.sendall(chunk)
-            except OSError:
-                pass
-            finally:
-                for s in pair:
-                    with contextlib.suppress(OSError):
-                        s.shutdown(socket.SHUT_RDWR)
-
-        threading.Thread(target=pump, args=(up, conn, False), daemon=True).start()
-        pump(conn, up, True)
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(2)
-        self.server.close()
+    def client_chunk(self, chunk: bytes, client: socket.socket, upstream: socket.socket) -> bytes | None:
+        if b"AS m0" not in chunk:
+            return chunk
+        self.cut.set()
+        for s in (client, upstream):
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            s.close()
+        return None
 
 
 def test_a_connection_lost_during_the_measuring_query_is_a_worker_failure(
