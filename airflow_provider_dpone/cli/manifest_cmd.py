@@ -11,7 +11,6 @@ import click
 
 from airflow_provider_dpone.cli.output import print_json, reporting_errors
 from airflow_provider_dpone.contracts.capsule import QualityPolicy
-from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.manifest import Manifest
 
 
@@ -32,7 +31,7 @@ def validate(manifest: str, as_json: bool) -> None:
         from airflow_provider_dpone.manifests.loader import load_manifest
 
         loaded = load_manifest(manifest)
-        policy = _quality_policy(manifest, loaded.manifest)
+        policy = _quality_policy(loaded.manifest)
         connections = _connections(loaded.manifest.model_dump(mode="json"), os.environ)
     if as_json:
         print_json(
@@ -63,23 +62,10 @@ def validate(manifest: str, as_json: bool) -> None:
     click.echo(json.dumps(loaded.normalized, indent=2, sort_keys=True, ensure_ascii=False))
 
 
-def _quality_policy(origin: str, manifest: Manifest) -> QualityPolicy:
-    """The quality policy exactly as ``dpone run`` builds it; every problem of it is listed at once."""
-    from airflow_provider_dpone.manifests.problems import ManifestProblem, ProblemKind
-    from airflow_provider_dpone.runtime.quality.policy import build_policy, policy_problems
+def _quality_policy(manifest: Manifest) -> QualityPolicy:
+    """The quality policy exactly as ``dpone run`` builds it (the loader already listed every problem)."""
+    from airflow_provider_dpone.runtime.quality.policy import build_policy
 
-    problems = [
-        ManifestProblem(kind=ProblemKind.INVALID_VALUE, path=path, message=message)
-        for path, message in policy_problems(manifest.quality)
-    ]
-    if problems:
-        count = len(problems)
-        raise DponeError(
-            ErrorCode.MANIFEST_INVALID,
-            f"manifest {origin} is invalid ({count} {'problem' if count == 1 else 'problems'})",
-            details={"manifest": origin, "problems": [p.model_dump(mode="json") for p in problems]},
-            hint_lines=tuple(p.render() for p in problems),
-        )
     return build_policy(manifest.quality, durable=manifest.sink.options.durable_quality_replay)
 
 

@@ -32,6 +32,7 @@ from airflow_provider_dpone.manifests.problems import (
     problems_from_validation,
 )
 from airflow_provider_dpone.manifests.yaml_strict import MAX_NODES, YamlTooComplex, parse_yaml
+from airflow_provider_dpone.runtime.quality.policy import policy_problems
 
 #: A manifest is a few kilobytes; refuse anything absurd before parsing it.
 MAX_MANIFEST_BYTES = 1_048_576
@@ -144,6 +145,8 @@ def _validate(
         manifest = Manifest.model_validate_json(json.dumps(cleaned, allow_nan=False))
     except ValidationError as exc:
         problems.extend(problems_from_validation(exc, positions, skip_paths=frozenset(dropped)))
+    if manifest is not None:
+        problems.extend(_quality_problems(manifest, positions))
     if problems or manifest is None:
         raise _invalid(origin, problems)
     return LoadedManifest(
@@ -153,6 +156,21 @@ def _validate(
         normalized=normalize(manifest),
         identity=semantic_identity(manifest),
     )
+
+
+def _quality_problems(
+    manifest: Manifest, positions: Mapping[PathKey, tuple[int, int]]
+) -> list[ManifestProblem]:
+    """The quality checks as the run binds them: refused here, before any entry point opens a store."""
+    return [
+        ManifestProblem(
+            kind=ProblemKind.INVALID_VALUE,
+            path=format_path(path),
+            message=message,
+            line=positions.get(path, (None, None))[0],
+        )
+        for path, message in policy_problems(manifest.quality)
+    ]
 
 
 def _json_compatible(

@@ -1,5 +1,5 @@
 """``dpone manifest validate`` rejects what ``dpone run`` rejects in the quality section (issue 14, point 7):
-the policy is built during validation and every problem is reported at once, before anything exists."""
+the loader checks the policy, so every entry point reports every problem at once, before anything exists."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ def test_validate_lists_every_quality_problem_at_once_and_creates_nothing(tmp_pa
         (2, "plain identifiers"),
         (3, "same column twice"),
     ):
-        assert f"`quality.checks[{index}]`: " in text.stderr and phrase in text.stderr
+        assert f"`quality.checks[{index}]` (line {10 + index}): " in text.stderr and phrase in text.stderr
     assert "bad name" not in text.stderr  # no value echoed
     as_json = _dpone(tmp_path, "manifest", "validate", str(manifest), "--json")
     assert as_json.returncode == 2
@@ -61,6 +61,9 @@ def test_validate_lists_every_quality_problem_at_once_and_creates_nothing(tmp_pa
 
     run = _dpone(tmp_path, "run", str(manifest), "--run-id", "r1")
     assert run.returncode == 2 and "error: manifest_invalid:" in run.stderr  # the run agrees
+    assert "(4 problems)" in run.stderr and "`quality.checks[3]` (line 13)" in run.stderr
+    # refused while loading the manifest: no checkpoint database or target was created first
+    assert not (tmp_path / "state.sqlite").exists() and not (tmp_path / "chdb").exists()
 
 
 def test_validate_shows_the_bound_policy_of_a_valid_manifest(tmp_path: Path) -> None:

@@ -20,12 +20,18 @@ from airflow_provider_dpone.manifests import (
 
 IDENT = st.from_regex(r"[a-z][a-z0-9_]{0,11}", fullmatch=True)
 
-CHECK = st.fixed_dictionaries(
-    {"type": st.sampled_from(["row_count", "null_count", "distinct_count", "not_null", "unique"])},
-    optional={
-        "columns": st.lists(IDENT, max_size=3),
-        "severity": st.sampled_from(["error", "warn"]),
-    },
+# only checks the loader accepts: row_count takes no columns, the others one to three distinct ones
+CHECK = st.one_of(
+    st.fixed_dictionaries(
+        {"type": st.just("row_count")}, optional={"severity": st.sampled_from(["error", "warn"])}
+    ),
+    st.fixed_dictionaries(
+        {
+            "type": st.sampled_from(["null_count", "distinct_count", "not_null", "unique"]),
+            "columns": st.lists(IDENT, min_size=1, max_size=3, unique=True),
+        },
+        optional={"severity": st.sampled_from(["error", "warn"])},
+    ),
 )
 
 MANIFEST = st.fixed_dictionaries(

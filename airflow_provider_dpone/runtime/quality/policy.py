@@ -48,7 +48,13 @@ METRICS_OF: dict[CheckKind, tuple[ObservationMetric, ...]] = {
 
 
 #: One problem of the quality section: (dotted path, safe message).
-PolicyProblem = tuple[str, str]
+#: (path as keys, message); the path is ``("quality", "checks", 0)`` for ``quality.checks[0]``.
+PolicyProblem = tuple[tuple[str | int, ...], str]
+
+
+def dotted(path: tuple[str | int, ...]) -> str:
+    """``("quality", "checks", 0)`` -> ``quality.checks[0]``."""
+    return "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in path).lstrip(".")
 
 
 def policy_problems(spec: QualitySpec) -> list[PolicyProblem]:
@@ -56,7 +62,7 @@ def policy_problems(spec: QualitySpec) -> list[PolicyProblem]:
     problems: list[PolicyProblem] = []
     columns: dict[str, None] = {}
     for index, check in enumerate(spec.checks):
-        path = f"quality.checks[{index}]"
+        path: tuple[str | int, ...] = ("quality", "checks", index)
         if check.type is QualityCheckType.ROW_COUNT:
             if check.columns:
                 problems.append((path, "row_count compares whole scopes and takes no columns"))
@@ -71,7 +77,9 @@ def policy_problems(spec: QualitySpec) -> list[PolicyProblem]:
         if check.type is not QualityCheckType.ROW_COUNT:
             columns.update(dict.fromkeys(check.columns))
     if len(columns) > MAX_PLAN_COLUMNS:
-        problems.append(("quality.checks", f"quality checks may name at most {MAX_PLAN_COLUMNS} columns"))
+        problems.append(
+            (("quality", "checks"), f"quality checks may name at most {MAX_PLAN_COLUMNS} columns")
+        )
     return problems
 
 
@@ -129,11 +137,12 @@ def all_warn_only(checks: Sequence[PolicyCheck]) -> bool:
 
 
 def _invalid(problems: Sequence[PolicyProblem]) -> DponeError:
-    (path, message), count = problems[0], len(problems)
+    shown = [(dotted(path), message) for path, message in problems]
+    (path, message), count = shown[0], len(shown)
     headline = f"{path}: {message}" if count == 1 else f"the quality checks have {count} problems"
     return DponeError(
         ErrorCode.MANIFEST_INVALID,
         headline,
-        details={"path": path, "problems": [{"path": p, "message": m} for p, m in problems]},
-        hint_lines=tuple(f"`{p}`: {m}" for p, m in problems) if count > 1 else (),
+        details={"path": path, "problems": [{"path": p, "message": m} for p, m in shown]},
+        hint_lines=tuple(f"`{p}`: {m}" for p, m in shown) if count > 1 else (),
     )
