@@ -83,14 +83,19 @@ def add_source_rows(root: Path, rows: list[tuple[int, str]]) -> None:
         )
 
 
+@pytest.fixture
+def routed(base: Path, store_url: str) -> Path:  # noqa: F811
+    """The example moved once by the day route: every test starts from a loaded target and its checkpoints."""
+    assert dpone("run", str(manifest_at(base))).exit_code == 0
+    return base
+
+
 @pytest.mark.parametrize("edit", list(EDITS))
 def test_an_edited_append_route_stops_before_the_target_and_duplicates_nothing(
-    base: Path,  # noqa: F811
-    store_url: str,  # noqa: F811
+    routed: Path,
     edit: str,
 ) -> None:
-    assert dpone("run", str(manifest_at(base))).exit_code == 0
-    manifest = edited(base, edit)
+    manifest = edited(routed, edit)
 
     result = dpone("run", "--json", str(manifest))
 
@@ -100,19 +105,17 @@ def test_an_edited_append_route_stops_before_the_target_and_duplicates_nothing(
     expected = "partitioning" if edit == "partitioning-coarser" else "query"
     assert expected in error["details"]["changed"]
     assert error["details"]["overlaps"], error
-    assert target_rows(base) == source_rows(base)  # nothing appended twice
+    assert target_rows(routed) == source_rows(routed)  # nothing appended twice
 
 
 @pytest.mark.parametrize(
     "edit", ["columns-pinned", "partitioning-coarser"]
 )  # a query's columns turn nullable
 def test_a_rebaseline_records_what_the_old_definition_holds_and_the_next_run_moves_only_new_rows(
-    base: Path,  # noqa: F811
-    store_url: str,  # noqa: F811
+    routed: Path,
     edit: str,
 ) -> None:
-    assert dpone("run", str(manifest_at(base))).exit_code == 0
-    manifest = edited(base, edit)
+    manifest = edited(routed, edit)
     assert dpone("run", str(manifest)).exit_code == 3
 
     rebased = dpone("guard", "rebaseline", str(manifest), "--reason", "pinned the columns", "--json")
@@ -121,23 +124,21 @@ def test_a_rebaseline_records_what_the_old_definition_holds_and_the_next_run_mov
     recorded = json.loads(rebased.output)["recorded"]
     assert recorded and all(r["status"] == "COMMITTED" for r in recorded)
     assert all(r["diagnostics"]["rebaseline"]["old_partitions"] for r in recorded)
-    add_source_rows(base, [(900_001, "2026-12-01"), (900_002, "2026-12-02")])  # a new day (a new month)
+    add_source_rows(routed, [(900_001, "2026-12-01"), (900_002, "2026-12-02")])  # a new day (a new month)
 
     after = dpone("run", "--json", str(manifest))
 
     assert after.exit_code == 0, after.output
     report = json.loads(after.output)
     assert report["rows_committed"] == 2
-    assert target_rows(base) == source_rows(base)
+    assert target_rows(routed) == source_rows(routed)
 
 
 def test_a_partly_covered_partition_stays_blocking_after_a_rebaseline(
-    base: Path,  # noqa: F811
-    store_url: str,  # noqa: F811
+    routed: Path,
 ) -> None:
-    assert dpone("run", str(manifest_at(base))).exit_code == 0
-    add_source_rows(base, [(900_001, "2026-11-03")])  # a day of the same month no day partition committed
-    manifest = edited(base, "partitioning-coarser")
+    add_source_rows(routed, [(900_001, "2026-11-03")])  # a day of the same month no day partition committed
+    manifest = edited(routed, "partitioning-coarser")
 
     rebased = dpone("guard", "rebaseline", str(manifest), "--reason", "months now")
 
@@ -146,7 +147,7 @@ def test_a_partly_covered_partition_stays_blocking_after_a_rebaseline(
     again = dpone("run", "--json", str(manifest))
     assert again.exit_code == 3
     assert json.loads(again.output)["error"] == "native_transfer_route_identity_changed"
-    assert len(target_rows(base)) == len(source_rows(base)) - 1  # the late row is not appended on a guess
+    assert len(target_rows(routed)) == len(source_rows(routed)) - 1  # the late row is not appended on a guess
 
 
 def test_a_replacing_route_goes_on_after_an_edit_and_says_its_identity_changed(
@@ -163,19 +164,15 @@ def test_a_replacing_route_goes_on_after_an_edit_and_says_its_identity_changed(
     assert target_rows(base) == source_rows(base)
 
 
-def test_an_unchanged_route_is_not_reported_as_changed(
-    base: Path,  # noqa: F811
-    store_url: str,  # noqa: F811
-) -> None:
-    manifest = manifest_at(base)
-    assert dpone("run", str(manifest)).exit_code == 0
-    add_source_rows(base, [(900_001, "2026-12-01")])
+def test_an_unchanged_route_is_not_reported_as_changed(routed: Path) -> None:
+    manifest = manifest_at(routed)  # the same definition the first run used
+    add_source_rows(routed, [(900_001, "2026-12-01")])
 
     result = dpone("run", str(manifest))
 
     assert result.exit_code == 0, result.output
     assert "note:" not in result.output
-    assert target_rows(base) == source_rows(base)
+    assert target_rows(routed) == source_rows(routed)
 
 
 # -- an empty checkpoint store in front of a non-empty target -----------------------------------------
@@ -190,52 +187,46 @@ def fresh_store(base: Path, monkeypatch: pytest.MonkeyPatch) -> str:  # noqa: F8
 
 
 def test_an_append_route_with_no_checkpoint_stops_in_front_of_a_non_empty_target(
-    base: Path,  # noqa: F811
-    store_url: str,  # noqa: F811
+    routed: Path,
     fresh_store: str,
 ) -> None:
-    assert dpone("run", str(manifest_at(base))).exit_code == 0
-    manifest = manifest_at(base, state="fresh_state")
+    manifest = manifest_at(routed, state="fresh_state")
 
     result = dpone("run", "--json", str(manifest))
 
     assert result.exit_code == 3, result.output
     error = json.loads(result.output)
     assert error["error"] == "native_transfer_target_not_empty"
-    assert error["details"]["target_rows"] == len(source_rows(base))
-    assert target_rows(base) == source_rows(base)
+    assert error["details"]["target_rows"] == len(source_rows(routed))
+    assert target_rows(routed) == source_rows(routed)
     with SqlCheckpointStore(fresh_store) as store:
         assert store.list_latest(load_manifest(manifest).route) == []  # stopped before PLANNED was written
 
 
 def test_allow_nonempty_target_appends_and_says_so(
-    base: Path,  # noqa: F811
-    store_url: str,  # noqa: F811
+    routed: Path,
     fresh_store: str,
 ) -> None:
-    assert dpone("run", str(manifest_at(base))).exit_code == 0
-    _command(base, f"TRUNCATE TABLE {TARGET}")
+    _command(routed, f"TRUNCATE TABLE {TARGET}")
     _command(
-        base, f"INSERT INTO {TARGET} VALUES (-1, '2020-01-01', 'other writer', 1.00, '2020-01-01 00:00:00')"
+        routed, f"INSERT INTO {TARGET} VALUES (-1, '2020-01-01', 'other writer', 1.00, '2020-01-01 00:00:00')"
     )
-    manifest = manifest_at(base, state="fresh_state")
+    manifest = manifest_at(routed, state="fresh_state")
 
     result = dpone("run", str(manifest), "--allow-nonempty-target")
 
     assert result.exit_code == 0, result.output
     assert "note: the target table" in result.output
-    rows = target_rows(base)
-    assert [r for r in rows if r[0] != -1] == source_rows(base)
+    rows = target_rows(routed)
+    assert [r for r in rows if r[0] != -1] == source_rows(routed)
 
 
 def test_adopting_a_target_that_holds_the_source_records_it_and_moves_only_new_rows(
-    base: Path,  # noqa: F811
-    store_url: str,  # noqa: F811
+    routed: Path,
     fresh_store: str,
 ) -> None:
-    assert dpone("run", str(manifest_at(base))).exit_code == 0
-    manifest = manifest_at(base, state="fresh_state")
-    add_source_rows(base, [(900_001, "2026-12-01")])  # not in the target yet
+    manifest = manifest_at(routed, state="fresh_state")
+    add_source_rows(routed, [(900_001, "2026-12-01")])  # not in the target yet
 
     adopted = dpone(
         "guard", "rebaseline", str(manifest), "--adopt-target", "--reason", "store lost", "--json"
@@ -248,17 +239,15 @@ def test_adopting_a_target_that_holds_the_source_records_it_and_moves_only_new_r
     after = dpone("run", "--json", str(manifest))
     assert after.exit_code == 0, after.output
     assert json.loads(after.output)["rows_committed"] == 1
-    assert target_rows(base) == source_rows(base)
+    assert target_rows(routed) == source_rows(routed)
 
 
 def test_adoption_refuses_a_partition_the_target_holds_only_part_of_and_records_nothing(
-    base: Path,  # noqa: F811
-    store_url: str,  # noqa: F811
+    routed: Path,
     fresh_store: str,
 ) -> None:
-    assert dpone("run", str(manifest_at(base))).exit_code == 0
-    _command(base, f"DELETE FROM {TARGET} WHERE id = 1")
-    manifest = manifest_at(base, state="fresh_state")
+    _command(routed, f"DELETE FROM {TARGET} WHERE id = 1")
+    manifest = manifest_at(routed, state="fresh_state")
 
     adopted = dpone("guard", "rebaseline", str(manifest), "--adopt-target", "--reason", "store lost")
 
@@ -270,12 +259,10 @@ def test_adoption_refuses_a_partition_the_target_holds_only_part_of_and_records_
 
 
 def test_release_partial_refuses_while_the_target_holds_rows_then_loads_the_partition_whole(
-    base: Path,  # noqa: F811
-    store_url: str,  # noqa: F811
+    routed: Path,
 ) -> None:
-    assert dpone("run", str(manifest_at(base))).exit_code == 0
-    add_source_rows(base, [(900_001, "2026-11-03")])
-    manifest = edited(base, "partitioning-coarser")
+    add_source_rows(routed, [(900_001, "2026-11-03")])
+    manifest = edited(routed, "partitioning-coarser")
     release = ("guard", "rebaseline", str(manifest), "--release-partial", "--reason", "late rows in November")
 
     refused = dpone(*release)
@@ -283,7 +270,7 @@ def test_release_partial_refuses_while_the_target_holds_rows_then_loads_the_part
     assert refused.exit_code == 3, refused.output
     assert "still holds" in refused.output
     assert dpone("run", str(manifest)).exit_code == 3  # nothing was recorded
-    _command(base, f"DELETE FROM {TARGET} WHERE order_date >= '2026-11-01' AND order_date < '2026-12-01'")
+    _command(routed, f"DELETE FROM {TARGET} WHERE order_date >= '2026-11-01' AND order_date < '2026-12-01'")
 
     released = dpone(*release, "--json")
 
@@ -291,5 +278,5 @@ def test_release_partial_refuses_while_the_target_holds_rows_then_loads_the_part
     assert len(json.loads(released.output)["released"]) == 4  # the four old days inside November
     after = dpone("run", "--json", str(manifest))
     assert after.exit_code == 0, after.output
-    assert json.loads(after.output)["rows_committed"] == len(source_rows(base))
-    assert target_rows(base) == source_rows(base)
+    assert json.loads(after.output)["rows_committed"] == len(source_rows(routed))
+    assert target_rows(routed) == source_rows(routed)
