@@ -316,22 +316,18 @@ def _json_object(text: str, *, what: str) -> dict[str, Any]:
     return data
 
 
-def _optional_str(data: Mapping[str, Any], key: str) -> str | None:
+def _optional_str(data: Mapping[str, Any], key: str, *, part: str = "field") -> str | None:
+    """A text field (or extra, ``part="extra"``) of the connection; empty means not set."""
     value = data.get(key)
     if value is None or value == "":
         return None
     if not isinstance(value, str):
-        raise ConnectionFormError(f"the connection field {key!r} must be a string")
+        raise ConnectionFormError(f"the connection {part} {key!r} must be a string")
     return value
 
 
 def _extra_str(extra: Mapping[str, Any], key: str) -> str | None:
-    value = extra.get(key)
-    if value is None or value == "":
-        return None
-    if not isinstance(value, str):
-        raise ConnectionFormError(f"the connection extra {key!r} must be a string")
-    return value
+    return _optional_str(extra, key, part="extra")
 
 
 def _port(value: object) -> int | None:
