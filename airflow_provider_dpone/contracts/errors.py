@@ -30,6 +30,8 @@ class ErrorCode(str, Enum):
     TARGET_INCOMPATIBLE = "target_table_incompatible"
     TARGET_LOAD_FAILED = "target_load_failed"
     TARGET_MUTATION_UNGUARDED = "target_mutation_unguarded"
+    #: A read-only query of the ClickHouse hook was refused by the target (syntax, missing table, limits).
+    TARGET_QUERY_FAILED = "target_query_failed"
     CHECKPOINT_STORE_FAILED = "checkpoint_store_failed"
     QUALITY_CHECK_FAILED = "quality_check_failed"
     ARTIFACT_INVALID = "artifact_invalid"
@@ -104,6 +106,7 @@ ERROR_TABLE: Mapping[ErrorCode, ErrorSpec] = MappingProxyType(
         ErrorCode.SOURCE_READ_FAILED: _TRANSIENT,
         ErrorCode.TARGET_UNREACHABLE: _TRANSIENT,
         ErrorCode.TARGET_LOAD_FAILED: _TRANSIENT,
+        ErrorCode.TARGET_QUERY_FAILED: _TRANSIENT,  # a table may appear or a limit clear by the next try
         ErrorCode.CHECKPOINT_STORE_FAILED: _TRANSIENT,
         ErrorCode.QUALITY_CHECK_FAILED: _TRANSIENT,  # the source may be mid-update; the batch was not published
         ErrorCode.ARTIFACT_INVALID: _TRANSIENT,

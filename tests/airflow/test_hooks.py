@@ -150,8 +150,6 @@ REFUSED_CALLS = {
     "insert_rows": lambda h: h.insert_rows("analytics.orders", [(1,)]),
     "bulk_load": lambda h: h.bulk_load("analytics.orders", "/tmp/rows.tsv"),
     "bulk_dump": lambda h: h.bulk_dump("analytics.orders", "/tmp/rows.tsv"),
-    "get_conn": lambda h: h.get_conn(),
-    "get_cursor": lambda h: h.get_cursor(),
     "get_sqlalchemy_engine": lambda h: h.get_sqlalchemy_engine(),
     "get_records": lambda h: h.get_records("TRUNCATE TABLE analytics.orders"),
     "get_first": lambda h: h.get_first("DROP TABLE analytics.orders"),
@@ -159,7 +157,8 @@ REFUSED_CALLS = {
 
 
 @pytest.mark.parametrize("call", sorted(REFUSED_CALLS))
-def test_clickhouse_hook_refuses_every_way_to_run_sql_on_the_target(call: str, tmp_path: Path) -> None:
+def test_clickhouse_hook_refuses_every_way_to_change_the_target(call: str, tmp_path: Path) -> None:
+    # reads (get_conn, get_records of a SELECT, the check operators): tests/airflow/test_clickhouse_hook_reads.py
     target = tmp_path / "chdb"
     connection = Connection(
         conn_id="ch", conn_type="clickhouse", extra=json.dumps({"interface": "chdb", "path": str(target)})

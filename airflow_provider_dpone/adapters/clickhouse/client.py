@@ -32,8 +32,10 @@ from typing import Any
 import clickhouse_connect
 from clickhouse_connect.driver.client import Client
 from clickhouse_connect.driver.exceptions import ProgrammingError
+from clickhouse_connect.driver.httputil import get_pool_manager_options
 
 from airflow_provider_dpone.adapters.clickhouse.driver_versions import version_mismatch
+from airflow_provider_dpone.adapters.clickhouse.readonly_pool import ReadOnlyPoolManager
 from airflow_provider_dpone.contracts.endpoints import (
     MAX_TIMEOUT_S,
     ClickHouseInterface,
@@ -78,9 +80,10 @@ def open_client(endpoint: EndpointDescriptor, *, readonly: bool = False) -> Clie
     """A connected client, or ``target_unreachable`` / ``embedded_extra_missing`` (safe, chained).
 
     The one factory of the sink, the hook and the reader worker's embedded path. ``readonly`` (the
-    reader worker on chDB) applies ``readonly=1`` to the session and selects the endpoint's database. Over
-    HTTP the worker uses its own stateless client instead (``target_reader/http_client``): this driver
-    sends start-up queries without the setting."""
+    reader worker on chDB, the hook's reads on both interfaces) applies ``readonly=1`` and selects the
+    endpoint's database. Over HTTP every request of a read-only client, the driver's start-up queries
+    included, carries ``readonly=1`` last in its URL (``readonly_pool``), with no session. The reader
+    worker still uses its own stateless client over HTTP (``target_reader/http_client``)."""
     if endpoint.kind is not EndpointKind.CLICKHOUSE:
         raise DponeError(
             ErrorCode.CONNECTION_INVALID,
@@ -89,15 +92,10 @@ def open_client(endpoint: EndpointDescriptor, *, readonly: bool = False) -> Clie
         )
     if endpoint.interface is ClickHouseInterface.CHDB:
         return _open_chdb(endpoint, readonly=readonly)
-    if readonly:
-        raise DponeError(
-            ErrorCode.USAGE,
-            "a read-only ClickHouse client over HTTP is the reader worker's own (target_reader/http_client)",
-        )
-    return _open_http(endpoint)
+    return _open_http(endpoint, readonly=readonly)
 
 
-def _open_http(endpoint: EndpointDescriptor) -> Client:
+def _open_http(endpoint: EndpointDescriptor, *, readonly: bool = False) -> Client:
     connect_timeout, receive_timeout = http_timeouts(endpoint)
     kwargs: dict[str, Any] = {
         "host": endpoint.host or "localhost",
@@ -113,6 +111,8 @@ def _open_http(endpoint: EndpointDescriptor) -> Client:
         kwargs["settings"] = dict(endpoint.session_settings)
     if endpoint.port is not None:
         kwargs["port"] = endpoint.port
+    if readonly:
+        kwargs.update(_readonly_http_kwargs(endpoint))
     try:
         return clickhouse_connect.get_client(**kwargs)
     except Exception as exc:
@@ -130,6 +130,15 @@ def _open_http(endpoint: EndpointDescriptor) -> Client:
                 "receive_timeout_s": receive_timeout,
             },
         ) from exc
+
+
+def _readonly_http_kwargs(endpoint: EndpointDescriptor) -> dict[str, Any]:
+    """The pool that puts ``readonly=1`` on every request, no session, and the endpoint's database."""
+    pool = ReadOnlyPoolManager(**get_pool_manager_options(verify=endpoint.verify))
+    kwargs: dict[str, Any] = {"pool_mgr": pool, "autogenerate_session_id": False}
+    if endpoint.database:
+        kwargs["database"] = endpoint.database
+    return kwargs
 
 
 def _open_chdb(endpoint: EndpointDescriptor, *, readonly: bool = False) -> Client:
@@ -191,6 +200,9 @@ def close_client(client: Client | None) -> None:
         return
     try:
         client.close()
+        pool = getattr(client, "http", None)
+        if isinstance(pool, ReadOnlyPoolManager):  # a read-only client's own pool: the driver keeps it
+            pool.release()
     except Exception:  # a failing close must not mask the caller's own exception
         log.debug("closing a ClickHouse client failed", exc_info=True)
 
