@@ -34,6 +34,7 @@ from airflow_provider_dpone.runtime.cancellation import CancellationToken, Trans
 if TYPE_CHECKING:
     from airflow_provider_dpone.compose import EndpointResolver, Runtime
     from airflow_provider_dpone.manifests.loader import LoadedManifest
+    from airflow_provider_dpone.operators.lineage import RouteOperatorLineage
 
 from airflow.sdk import BaseOperator
 
@@ -190,28 +191,76 @@ class NativeTransferOperator(BaseOperator):
             token.cancel("Airflow stopped the task (on_kill)")
 
     def _run(self, context: Any, run_id: str) -> RunReport:
-        from airflow_provider_dpone.hooks.endpoint_resolver import AirflowEndpointResolver
-
         loaded, manifest_ref = self._load(_dag_folder(context, self))
         self._loaded, self._manifest_ref = loaded, manifest_ref
-        resolver = AirflowEndpointResolver(
-            loaded.manifest_dir,
+        resolver = self._resolver(loaded.manifest_dir)
+        with self._open_runtime(loaded, resolver, manifest_ref) as runtime:
+            runtime.cancellation = self._cancellation
+            if runtime.progress is None:
+                runtime.progress = self._stages
+            try:
+                report = runtime.run(run_id=run_id, allow_nonempty_target=self.allow_nonempty_target)
+            except BaseException:
+                if self._stages.target_touched:
+                    self._touched = touched_target(runtime, run_id)
+                raise
+            self._record_lineage(runtime, report)
+            return report
+
+    # -- OpenLineage (operators/lineage.py; the provider is optional and imported only when it asks) ----
+
+    def get_openlineage_facets_on_start(self) -> RouteOperatorLineage | None:
+        """The source and target datasets, named from the manifest and connections (no database I/O)."""
+        from airflow_provider_dpone.operators import lineage
+
+        try:
+            loaded, _ = self._load(_dag_folder({}, self))
+            self._lineage = lineage.route_lineage(
+                loaded.manifest, loaded.route.source_table, self._resolver(loaded.manifest_dir)
+            )
+        except Exception as exc:  # lineage never fails a task; execute reports a bad manifest itself
+            self.log.warning("dpone lineage: the datasets could not be named (%s)", type(exc).__name__)
+            return None
+        return lineage.operator_lineage(self._lineage)
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> RouteOperatorLineage | None:
+        """The datasets with the columns the run moved and, after a completed run, the rows it wrote."""
+        from airflow_provider_dpone.operators import lineage
+
+        return lineage.operator_lineage(getattr(self, "_lineage", None))
+
+    def _record_lineage(self, runtime: Runtime, report: RunReport) -> None:
+        """After a completed run, and only when OpenLineage emits: the datasets, the source's schema (one
+        more schema read) and the rows written, for :meth:`get_openlineage_facets_on_complete`."""
+        from airflow_provider_dpone.operators import lineage
+
+        if not lineage.lineage_enabled():
+            return
+        try:
+            named = lineage.route_lineage(
+                runtime.manifest, runtime.loaded.route.source_table, runtime.resolve_endpoint
+            )
+        except Exception as exc:
+            self.log.warning("dpone lineage: the datasets could not be named (%s)", type(exc).__name__)
+            return
+        schema = None
+        try:
+            schema = runtime.open_source().describe()
+        except Exception as exc:
+            self.log.warning("dpone lineage: the source's columns could not be read (%s)", type(exc).__name__)
+        self._lineage = named.with_run(schema, report)
+
+    def _resolver(self, manifest_dir: Path) -> EndpointResolver:
+        from airflow_provider_dpone.hooks.endpoint_resolver import AirflowEndpointResolver
+
+        return AirflowEndpointResolver(
+            manifest_dir,
             overrides={
                 "source": self.source_conn_id,
                 "sink": self.sink_conn_id,
                 "checkpoints": self.checkpoints_conn_id,
             },
         )
-        with self._open_runtime(loaded, resolver, manifest_ref) as runtime:
-            runtime.cancellation = self._cancellation
-            if runtime.progress is None:
-                runtime.progress = self._stages
-            try:
-                return runtime.run(run_id=run_id, allow_nonempty_target=self.allow_nonempty_target)
-            except BaseException:
-                if self._stages.target_touched:
-                    self._touched = touched_target(runtime, run_id)
-                raise
 
     def _log_next_steps(self, code: ErrorCode | None) -> None:
         """What the on-call operator needs beyond the error: did this try touch the target, and how to
