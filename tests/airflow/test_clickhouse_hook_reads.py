@@ -396,3 +396,24 @@ def test_closing_the_read_connection_releases_its_pool(clickhouse_http: Endpoint
         connection.cursor().execute("SELECT 1")
         connection.close()
     assert len(httputil.all_managers) == before
+
+
+def test_an_operators_database_argument_selects_the_session_database(target: Target) -> None:
+    table = target.good.split(".", 1)[1]
+    SQLValueCheckOperator(
+        task_id="unqualified",
+        conn_id=CONN_ID,
+        database=DATABASE,
+        sql=f"SELECT count() FROM {table}",
+        pass_value=10,
+    ).execute(context={})
+
+
+def test_get_df_reads_through_the_same_read_only_connection(target: Target) -> None:
+    frame = target.hook().get_df(f"SELECT id, amount FROM {target.good} ORDER BY id")
+    assert list(frame.columns) == ["id", "amount"]
+    assert frame["id"].tolist() == GOOD_IDS
+    with pytest.raises(DponeError) as caught:
+        target.hook().get_df(f"DROP TABLE {target.good}")
+    assert caught.value.code is ErrorCode.TARGET_MUTATION_UNGUARDED
+    assert target.count(target.good) == len(GOOD_IDS)
