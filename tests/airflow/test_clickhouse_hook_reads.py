@@ -417,3 +417,15 @@ def test_get_df_reads_through_the_same_read_only_connection(target: Target) -> N
         target.hook().get_df(f"DROP TABLE {target.good}")
     assert caught.value.code is ErrorCode.TARGET_MUTATION_UNGUARDED
     assert target.count(target.good) == len(GOOD_IDS)
+
+
+def test_table_functions_that_reach_files_or_urls_are_refused_by_the_target(target: Target) -> None:
+    """A read, so the statement check lets it through; readonly=1 forbids table functions on both."""
+    for sql in (
+        "SELECT * FROM file('/etc/hostname', 'LineAsString')",
+        "SELECT * FROM url('http://127.0.0.1:9/x', 'CSV', 'a String')",
+    ):
+        with pytest.raises(DponeError) as caught:
+            target.hook().get_records(sql)
+        assert caught.value.code is ErrorCode.TARGET_MUTATION_UNGUARDED
+        assert caught.value.details.get("server_code") == read_connection.READONLY_SERVER_CODE

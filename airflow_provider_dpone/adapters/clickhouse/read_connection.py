@@ -209,7 +209,8 @@ class ReadOnlyCursor:
         if code == READONLY_SERVER_CODE:
             return DponeError(
                 ErrorCode.TARGET_MUTATION_UNGUARDED,
-                f"connection {name!r} is read-only (readonly=1): the target refused a change",
+                f"connection {name!r} is read-only (readonly=1): the target refused the statement (a "
+                "change, a setting or a table function such as file() or url())",
                 details=details,
             )
         if isinstance(exc, OperationalError) and code is None:
