@@ -12,6 +12,11 @@ at import, by :data:`AVAILABLE`).
 ``DateTime`` columns are handed over as epoch seconds computed here (:func:`insert_columns`): a naive
 datetime is a UTC wall time, whatever the process time zone.
 
+Columns a source holds as Arrow (:class:`ArrowColumn`) reach the encoders as the integers Native stores,
+taken from the Arrow arrays in C: ``Date`` days, ``DateTime`` epoch seconds, and a ``Decimal``'s unscaled
+integers (:class:`UnscaledInts`, which :class:`FastDecimal` writes as they are): no Python ``date``,
+``datetime`` or ``Decimal`` is built for them (ClickHouse 18.16 has no Arrow input format).
+
 :func:`value_limits` is the calendar range each server version holds exactly (the source's value audit
 refuses anything outside it before arming).
 """
@@ -24,9 +29,11 @@ from collections.abc import Sequence
 from datetime import date, datetime, timedelta
 from typing import Any
 
+import pyarrow as pa
 from clickhouse_connect.datatypes.registry import get_from_name
 
 from airflow_provider_dpone.adapters.clickhouse.predicates import base_type
+from airflow_provider_dpone.adapters.sources.arrow_column import ArrowColumn
 from airflow_provider_dpone.ports.source import ValueLimits
 
 log = logging.getLogger(__name__)
@@ -74,12 +81,21 @@ except ImportError:  # pragma: no cover - depends on the installed clickhouse-co
     AVAILABLE = False
 
 
+class UnscaledInts(list[Any]):
+    """A ``Decimal`` column already as its unscaled integers (value * 10**scale, ``None`` for NULL), for
+    :class:`FastDecimal` of the same scale; never handed to any other encoder."""
+
+
 if AVAILABLE:
 
     class FastDecimal(_StockDecimal, registered=False):
         """``Decimal(P, S)`` up to 64 bits: ``int(x * 10**S)`` for a whole column at once."""
 
         def _write_column_binary(self, column: Sequence[Any], dest: bytearray, ctx: Any) -> None:
+            if type(column) is UnscaledInts:  # from an ArrowColumn of this very scale (native_column)
+                ints = [0 if v is None else v for v in column] if self.nullable and None in column else column
+                write_array(self._array_type, ints, dest, ctx.column_name)
+                return
             values = [0 if v is None else v for v in column] if self.nullable and None in column else column
             with decimal.localcontext() as dec_ctx:
                 dec_ctx.prec = self.prec  # the context the stock encoder multiplies in
@@ -141,11 +157,53 @@ def _is_datetime(type_name: str) -> bool:
     return base == "DateTime" or base.startswith("DateTime(")
 
 
-def insert_columns(type_names: Sequence[str], columns: Sequence[Sequence[Any]]) -> list[Sequence[Any]]:
-    """The columns of one insert with every ``DateTime`` column as UTC epoch seconds (others untouched)."""
+def _decimal_of(type_name: str) -> tuple[int, int] | None:
+    base = base_type(type_name)
+    if not base.startswith("Decimal(") or not base.endswith(")"):
+        return None
+    precision, _, scale = base[len("Decimal(") : -1].partition(",")
+    try:
+        return int(precision), int(scale)
+    except ValueError:
+        return None
+
+
+def native_column(type_name: str, column: ArrowColumn, encoder: Any = None) -> Sequence[Any]:
+    """What the encoder of ``type_name`` writes from an Arrow column: the integers Native stores where the
+    types match exactly, otherwise the column's Python values (the stock encoders then decide). Unscaled
+    decimals only for a :class:`FastDecimal` ``encoder`` of the same scale."""
+    kind = column.array.type
+    if pa.types.is_date32(kind) and base_type(type_name) == "Date":
+        return column.array.cast(pa.int32()).to_pylist()  # type: ignore[no-any-return]
+    if pa.types.is_timestamp(kind) and kind.unit == "s" and kind.tz is None and _is_datetime(type_name):
+        return column.array.cast(pa.int64()).to_pylist()  # type: ignore[no-any-return]
+    target = _decimal_of(type_name)
+    if (
+        AVAILABLE
+        and type(encoder) is FastDecimal
+        and pa.types.is_decimal(kind)
+        and column.unscaled is not None
+        and target is not None
+        and target[1] == kind.scale == encoder.scale
+    ):
+        return UnscaledInts(column.unscaled.to_pylist())
+    return column.values()
+
+
+def insert_columns(
+    type_names: Sequence[str], columns: Sequence[Sequence[Any]], encoders: Sequence[Any] | None = None
+) -> list[Sequence[Any]]:
+    """The columns of one insert with every ``DateTime`` column as UTC epoch seconds (others untouched)
+    and every Arrow column as what its encoder (``encoders[i]``, the context's types) writes
+    (:func:`native_column`)."""
+    chosen: Sequence[Any] = encoders if encoders is not None else [None] * len(type_names)
     return [
-        utc_seconds(values) if _is_datetime(name) else values
-        for name, values in zip(type_names, columns, strict=True)
+        native_column(name, values, encoder)
+        if isinstance(values, ArrowColumn)
+        else utc_seconds(values)
+        if _is_datetime(name)
+        else values
+        for name, values, encoder in zip(type_names, columns, chosen, strict=True)
     ]
 
 

@@ -19,6 +19,7 @@ from clickhouse_connect.driver.client import Client
 from clickhouse_connect.driver.exceptions import OperationalError
 from clickhouse_connect.driver.insert import InsertContext
 
+from airflow_provider_dpone.adapters.clickhouse.arrow_insert import arrow_table
 from airflow_provider_dpone.adapters.clickhouse.client import close_client, failure_details, open_client
 from airflow_provider_dpone.adapters.clickhouse.column_encoders import (
     MODERN_LIMITS,
@@ -43,6 +44,7 @@ from airflow_provider_dpone.adapters.clickhouse.table_schema import (
     create_table_sql,
     types_compatible,
 )
+from airflow_provider_dpone.adapters.sources.arrow_column import ArrowColumn, concat
 from airflow_provider_dpone.contracts.chunk import ColumnChunk
 from airflow_provider_dpone.contracts.endpoints import ClickHouseInterface, EndpointDescriptor
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
@@ -372,24 +374,23 @@ class ClickHouseSink:
         block: Sequence[tuple[int, ColumnChunk]],
         rows_before: int,
     ) -> int:
-        """One insert of one or more chunks with the same column order (columns concatenated)."""
+        """One insert of one or more chunks with the same column order (columns concatenated): as Arrow
+        into chDB when every column has an exact Arrow form (``arrow_insert``), otherwise Native."""
         first_index, first = block[0]
         names = first.names
-        if len(block) == 1:
-            data: Sequence[Sequence[object]] = first.columns
-        else:
-            data = [
-                list(itertools.chain.from_iterable(chunk.columns[i] for _, chunk in block))
-                for i in range(len(names))
-            ]
+        data = _block_columns(block, len(names))
         row_count = sum(chunk.row_count for _, chunk in block)
         try:
             type_names = [types[n] for n in names]
+            table = arrow_table(names, type_names, data) if self._arrow_inserts() else None
+            if table is not None:
+                client.insert_arrow(name.sql(), table)
+                return row_count
             if names not in encoders:  # one context per column order and load (see insert_context.py)
                 encoders[names] = insert_context(client, name.sql(), names, column_types(type_names))
             context = encoders[names]
             try:
-                client.insert(data=insert_columns(type_names, data), context=context)
+                client.insert(data=insert_columns(type_names, data, context.column_types), context=context)
             finally:
                 release_block(context)
         except Exception as exc:
@@ -410,6 +411,10 @@ class ClickHouseSink:
                 details=details,
             ) from exc
         return row_count
+
+    def _arrow_inserts(self) -> bool:
+        """chDB reads Arrow bodies; ClickHouse 18.16 servers have no Arrow input format (Native only)."""
+        return self._endpoint.interface is ClickHouseInterface.CHDB
 
     def _drop_staging(self, staging: TableName) -> None:
         try:
@@ -528,6 +533,22 @@ def _refuse_driver_misquoted(schema: TableSchema) -> None:
                 "in source.query or leave it out of source.columns",
                 details={"column": column.name, "field": "source.columns"},
             )
+
+
+def _block_columns(block: Sequence[tuple[int, ColumnChunk]], width: int) -> Sequence[Sequence[object]]:
+    """The block's columns: one chunk's as they are; several chunks' concatenated, Arrow columns of one
+    type as Arrow (no Python values built), any other column as a list of the chunks' values."""
+    if len(block) == 1:
+        return block[0][1].columns
+    data: list[Sequence[object]] = []
+    for i in range(width):
+        parts = [chunk.columns[i] for _, chunk in block]
+        arrow_parts = [part for part in parts if isinstance(part, ArrowColumn)]
+        if len(arrow_parts) == len(parts) and len({part.array.type for part in arrow_parts}) == 1:
+            data.append(concat(arrow_parts))
+        else:
+            data.append(list(itertools.chain.from_iterable(parts)))
+    return data
 
 
 def _types_of(target: Mapping[str, TargetColumn]) -> dict[str, str]:

@@ -236,7 +236,10 @@ def decimals(column: ColumnSpec, precision: int, scale: int) -> Converter:
 
     def in_range(present: Column) -> bool:
         low, high = (min(present), max(present)) if present else (0, 0)  # type: ignore[type-var]
-        return -limit < low and high < limit  # type: ignore[operator]
+        try:
+            return -limit < low and high < limit  # type: ignore[operator]
+        except decimal.InvalidOperation:  # a NaN: the careful path refuses it as not finite
+            return False
 
     def floats_at_scale(values: Column) -> Column | None:
         """A float column (SQLite REAL, the emulator) when every value is exactly its decimal at the

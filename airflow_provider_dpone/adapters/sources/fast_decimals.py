@@ -37,7 +37,10 @@ def int_float_decimals(
     if float in kinds and precision > FLOAT_EXACT_DIGITS:
         return None
     limit = decimal.Context(prec=80).power(10, precision - scale)
-    if not (-limit < min(present) and max(present) < limit):  # type: ignore[type-var, operator]
+    try:
+        if not (-limit < min(present) and max(present) < limit):  # type: ignore[type-var, operator]
+            return None
+    except decimal.InvalidOperation:  # a NaN among the floats: the careful path refuses it
         return None
     if float in kinds:
         fmt = f"%.{scale}f"

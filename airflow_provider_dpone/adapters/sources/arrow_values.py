@@ -1,0 +1,137 @@
+"""Columnar converters in Arrow compute, for the column shapes where they provably equal ``column_values``.
+
+Each converter takes a fetched column (Python values) and returns an :class:`ArrowColumn` holding exactly
+the values the per-value converter of ``column_values`` gives for it, or ``None`` when it cannot prove
+that — the caller then runs the per-value converter, which accepts or refuses (naming the column) as it
+always did. So the rules stay those of ``column_values``; this module only recognises inputs where Arrow
+computes the same answer faster, and never refuses anything itself:
+
+* ``Date`` from ISO text ``YYYY-MM-DD`` only (what ``date.fromisoformat`` reads the same way), every
+  value a real calendar day within ``DATE_MIN`` .. ``DATE_MAX``;
+* ``DateTime`` from ``YYYY-MM-DD HH:MM:SS`` or ``...THH:MM:SS`` text only (whole seconds, no zone), hours
+  00-23, within ``DATETIME_MIN`` .. ``DATETIME_MAX``;
+* ``Decimal(p, s)`` with ``p`` <= 15 from integers and floats (SQLite ``NUMERIC``/``REAL``): every value
+  within range and exactly a decimal at the scale, i.e. ``n / 10**s`` for an integer ``n`` whose nearest
+  double is the value — the same test ``float("%.{s}f" % v) == v`` of the per-value path, in doubles:
+  ``fl(n / 10**s)`` is the double nearest the decimal ``n / 10**s``, as ``float(text)`` is.
+
+Anything else (bytes, booleans, ``date`` objects, text in another shape, NaN, an invalid day, a value out
+of range) gives ``None``. ``tests/unit/test_arrow_values.py`` compares both paths value for value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from airflow_provider_dpone.adapters.sources.arrow_column import ArrowColumn
+from airflow_provider_dpone.adapters.sources.column_values import (
+    DATE_MAX,
+    DATE_MIN,
+    DATETIME_MAX,
+    DATETIME_MIN,
+)
+from airflow_provider_dpone.contracts.schema import ColumnSpec
+
+ArrowConverter = Callable[[Sequence[object]], ArrowColumn | None]
+
+#: The precision up to which every decimal survives a round trip through a double (see fast_decimals).
+FLOAT_EXACT_DIGITS = 15
+_DATE_TEXT = r"\A[0-9]{4}-[0-9]{2}-[0-9]{2}\z"
+_DATETIME_TEXT = r"\A[0-9]{4}-[0-9]{2}-[0-9]{2}[T ]([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]\z"
+_NONE_TYPE = type(None)
+_TEXT_KINDS = frozenset({str, _NONE_TYPE})
+_NUMBER_KINDS = frozenset({int, float, _NONE_TYPE})
+_DATE_LOW = pa.scalar(DATE_MIN, pa.date32())
+_DATE_HIGH = pa.scalar(DATE_MAX, pa.date32())
+_DATETIME_LOW = pa.scalar(DATETIME_MIN, pa.timestamp("s"))
+_DATETIME_HIGH = pa.scalar(DATETIME_MAX, pa.timestamp("s"))
+
+
+def _all(mask: pa.Array) -> bool:
+    """Every non-NULL entry true (NULLs are the column's NULLs, kept as they are)."""
+    return bool(pc.all(mask).as_py() is not False)
+
+
+def _texts(values: Sequence[object], pattern: str) -> pa.Array | None:
+    kinds = set(map(type, values))
+    if str not in kinds or not kinds <= _TEXT_KINDS:
+        return None
+    array = pa.array(values, pa.string())
+    return array if _all(pc.match_substring_regex(array, pattern)) else None
+
+
+def _within(array: pa.Array, low: pa.Scalar, high: pa.Scalar) -> bool:
+    bounds = pc.min_max(array)
+    lowest, highest = bounds["min"], bounds["max"]
+    if not lowest.is_valid:  # only NULLs: the caller never gets here (a text value was seen)
+        return False
+    return bool(pc.greater_equal(lowest, low).as_py() and pc.less_equal(highest, high).as_py())
+
+
+def dates(values: Sequence[object]) -> ArrowColumn | None:
+    texts = _texts(values, _DATE_TEXT)
+    if texts is None:
+        return None
+    try:
+        days = texts.cast(pa.date32())
+    except pa.ArrowInvalid:  # not a calendar day (2023-02-30, year 0): the per-value path decides
+        return None
+    return ArrowColumn(days) if _within(days, _DATE_LOW, _DATE_HIGH) else None
+
+
+def datetimes(values: Sequence[object]) -> ArrowColumn | None:
+    texts = _texts(values, _DATETIME_TEXT)
+    if texts is None:
+        return None
+    try:
+        moments = texts.cast(pa.timestamp("s"))
+    except pa.ArrowInvalid:
+        return None
+    return ArrowColumn(moments) if _within(moments, _DATETIME_LOW, _DATETIME_HIGH) else None
+
+
+def decimals(precision: int, scale: int) -> ArrowConverter | None:
+    if precision > FLOAT_EXACT_DIGITS:
+        return None
+    limit = float(10 ** (precision - scale))  # exact: at most 10**15
+    multiplier = float(10**scale)
+    arrow_type = pa.decimal128(precision, scale)
+
+    def convert(values: Sequence[object]) -> ArrowColumn | None:
+        kinds = set(map(type, values))
+        if not kinds - {_NONE_TYPE} or not kinds <= _NUMBER_KINDS:  # bool is not int here: refused later
+            return None
+        try:
+            numbers = pa.array(values, pa.float64())
+        except (pa.ArrowException, OverflowError, TypeError, ValueError):
+            return None
+        if numbers.null_count == len(numbers) or pc.any(pc.is_nan(numbers)).as_py():
+            return None
+        bounds = pc.min_max(numbers)
+        if not (-limit < bounds["min"].as_py() and bounds["max"].as_py() < limit):
+            return None  # an integer beyond 2**53 is beyond the limit too, so the doubles are exact here
+        scaled = pc.round(pc.multiply(numbers, multiplier))
+        if not _all(pc.equal(pc.divide(scaled, multiplier), numbers)):
+            return None
+        unscaled = scaled.cast(pa.int64())
+        wide = unscaled.cast(pa.decimal128(19, 0))  # the integer n in Decimal128's 16-byte layout
+        array = pa.Array.from_buffers(arrow_type, len(wide), wide.buffers(), null_count=wide.null_count)
+        return ArrowColumn(array, unscaled)
+
+    return convert
+
+
+def arrow_converter_for(column: ColumnSpec) -> ArrowConverter | None:
+    """The Arrow converter of a column's type, or ``None`` (the per-value path only)."""
+    base = column.clickhouse_type
+    if base == "Date":
+        return dates
+    if base == "DateTime":
+        return datetimes
+    if base.startswith("Decimal("):
+        precision, scale = (int(part) for part in base[len("Decimal(") : -1].split(","))
+        return decimals(precision, scale)
+    return None

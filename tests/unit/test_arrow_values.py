@@ -1,0 +1,216 @@
+"""The Arrow converters give, value for value, what the per-value converters give — or step aside.
+
+For every generated column: when ``arrow_values`` returns a column, the per-value converter of
+``column_values`` must accept the same input and return equal values of the same Python types (and, for
+decimals, the same unscaled integers Native writes); when it returns ``None``, the per-value converter
+decides (accept or refuse). The builder that combines both (``ChunkBuilder``) must then produce exactly
+the per-value result, refusals included (same code, same details naming the column).
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import date, datetime, timedelta, timezone
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from airflow_provider_dpone.adapters.sources import arrow_values
+from airflow_provider_dpone.adapters.sources.arrow_column import ArrowColumn
+from airflow_provider_dpone.adapters.sources.chunking import ChunkBuilder
+from airflow_provider_dpone.adapters.sources.column_values import converter_for
+from airflow_provider_dpone.contracts.errors import DponeError
+from airflow_provider_dpone.contracts.schema import ColumnSpec, TableSchema
+
+PROFILE = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def _spec(clickhouse_type: str) -> ColumnSpec:
+    return ColumnSpec(name="c", clickhouse_type=clickhouse_type, nullable=True, source_type="x")
+
+
+def _reference(spec: ColumnSpec, values: list[object]) -> tuple[str, Any]:
+    convert = converter_for(spec, coerce=True)
+    assert convert is not None
+    try:
+        return "ok", list(convert(list(values)))
+    except DponeError as exc:
+        return "refused", (exc.code, exc.details)
+
+
+def _built(spec: ColumnSpec, values: list[object], *, columnar: bool) -> tuple[str, Any]:
+    builder = ChunkBuilder("p", TableSchema(columns=(spec,)), lambda _: True, columnar=columnar)
+    try:
+        chunk = builder.build([(v,) for v in values])
+    except DponeError as exc:
+        return "refused", (exc.code, exc.details)
+    return "ok", list(chunk.columns[0])
+
+
+def _same_values(fast: list[object], careful: list[object]) -> None:
+    assert len(fast) == len(careful)
+    for a, b in zip(fast, careful, strict=True):
+        assert type(a) is type(b)
+        assert a == b
+        if isinstance(a, datetime):
+            assert a.tzinfo is None and b.tzinfo is None  # type: ignore[union-attr]
+
+
+def _check(spec: ColumnSpec, values: list[object]) -> ArrowColumn | None:
+    convert = arrow_values.arrow_converter_for(spec)
+    assert convert is not None
+    fast = convert(list(values))
+    reference = _reference(spec, values)
+    if fast is not None:
+        assert reference[0] == "ok", "the Arrow path accepted a column the per-value path refuses"
+        _same_values(fast.values(), reference[1])
+    # what a source actually does (Arrow first, per-value fallback) is exactly the per-value result
+    built = _built(spec, values, columnar=True)
+    assert built[0] == reference[0]
+    if built[0] == "ok":
+        _same_values(built[1], reference[1])
+    else:
+        assert built[1] == reference[1]
+    return fast
+
+
+# -- Date ------------------------------------------------------------------------------------------------
+
+_days = st.dates(min_value=date(1, 1, 1), max_value=date(9999, 12, 31))
+_near_dates = st.one_of(
+    _days.map(date.isoformat),
+    _days.map(lambda d: d.isoformat() + " "),
+    _days.map(lambda d: d.strftime("%Y%m%d")),
+    _days.map(lambda d: d.isoformat() + "T00:00:00"),
+    st.from_regex(r"\A[0-9]{4}-[0-9]{2}-[0-9]{2}\Z"),  # invalid days and months too
+    st.text(max_size=12),
+)
+_date_values = st.lists(st.one_of(st.none(), _near_dates, st.integers(), st.floats(), st.binary(max_size=4)))
+
+
+@PROFILE
+@given(st.lists(st.one_of(st.none(), _days.map(date.isoformat)), min_size=1))
+@example(["2023-02-30"])
+@example(["0000-01-01"])
+@example(["1969-12-31", "2000-01-01"])
+@example(["2149-06-06", "2149-06-07"])
+def test_dates_from_iso_text(values: list[object]) -> None:
+    _check(_spec("Date"), values)
+
+
+@PROFILE
+@given(_date_values)
+def test_dates_from_anything(values: list[object]) -> None:
+    _check(_spec("Date"), values)
+
+
+def test_the_demo_dates_take_the_arrow_path() -> None:
+    assert _check(_spec("Date"), ["2026-01-01", None, "2026-03-01"]) is not None
+
+
+# -- DateTime --------------------------------------------------------------------------------------------
+
+_moments = st.datetimes(min_value=datetime(1, 1, 1), max_value=datetime(9999, 12, 31, 23, 59, 59))
+_zones = st.sampled_from([timezone.utc, timezone(timedelta(hours=2)), timezone(timedelta(hours=-5))])
+_near_datetimes = st.one_of(
+    _moments.map(lambda m: m.replace(microsecond=0).isoformat(sep=" ")),
+    _moments.map(lambda m: m.replace(microsecond=0).isoformat()),
+    _moments.map(lambda m: m.isoformat(sep=" ")),  # sub-second digits: refused by the per-value path
+    st.tuples(_moments, _zones).map(lambda p: p[0].replace(microsecond=0, tzinfo=p[1]).isoformat()),
+    _moments.map(lambda m: m.replace(microsecond=0).isoformat() + "Z"),
+    _moments.map(lambda m: m.date().isoformat()),
+    st.from_regex(r"\A[0-9]{4}-[0-9]{2}-[0-9]{2}[ T][0-9]{2}:[0-9]{2}:[0-9]{2}\Z"),
+    st.text(max_size=20),
+)
+
+
+@PROFILE
+@given(
+    st.lists(
+        st.one_of(st.none(), _moments.map(lambda m: m.replace(microsecond=0).isoformat(sep=" "))), min_size=1
+    )
+)
+@example(["2023-01-01 24:00:00"])
+@example(["2023-01-01 23:59:60"])
+@example(["1969-12-31 23:59:59"])
+@example(["2106-02-07 06:28:15", "2106-02-07 06:28:16"])
+@example(["2023-01-01T10:00:00", "2023-01-01 10:00:01"])
+def test_datetimes_from_iso_text(values: list[object]) -> None:
+    _check(_spec("DateTime"), values)
+
+
+@PROFILE
+@given(st.lists(st.one_of(st.none(), _near_datetimes, st.integers(), st.floats())))
+def test_datetimes_from_anything(values: list[object]) -> None:
+    _check(_spec("DateTime"), values)
+
+
+def test_the_demo_datetimes_take_the_arrow_path() -> None:
+    assert _check(_spec("DateTime"), ["2026-01-01 10:11:12", "2026-01-01T00:00:00"]) is not None
+
+
+# -- Decimal ---------------------------------------------------------------------------------------------
+
+_scales = st.sampled_from([(12, 2), (15, 0), (15, 4), (9, 3), (5, 5), (18, 2), (38, 10)])
+
+
+def _cents(scale: int) -> st.SearchStrategy[float]:
+    """Floats that are exactly a decimal at the scale (what SQLite NUMERIC(p, s) holds), and neighbours."""
+    exact = st.integers(-(10**13), 10**13).map(lambda n: float(Decimal(n).scaleb(-scale)))
+    return st.one_of(exact, exact.map(lambda f: math.nextafter(f, math.inf)))
+
+
+@st.composite
+def _decimal_columns(draw: st.DrawFn) -> tuple[tuple[int, int], list[object]]:
+    precision, scale = draw(_scales)
+    value = st.one_of(
+        st.none(),
+        _cents(scale),
+        st.integers(-(10**16), 10**16),
+        st.floats(allow_nan=True, allow_infinity=True),
+        st.booleans(),
+        st.sampled_from([0.125, 0.005, -0.0, 1e15, 2**53 + 1, 10**15 - 1, 0.1, 0.7, 1.005]),
+    )
+    return (precision, scale), draw(st.lists(value))
+
+
+@PROFILE
+@given(_decimal_columns())
+@example(((12, 2), [100, 1.5, None, 0.07, -3.33]))  # the demo's amount column: ints and floats
+@example(((12, 2), [0.125]))
+@example(((12, 2), [True, 1.5]))
+@example(((12, 2), [float("nan")]))
+@example(((12, 2), [9999999999.99, -9999999999.99, 10**10]))
+@example(((15, 0), [10**15 - 1, 2**53]))
+def test_decimals_from_numbers(column: tuple[tuple[int, int], list[object]]) -> None:
+    (precision, scale), values = column
+    spec = _spec(f"Decimal({precision}, {scale})")
+    convert = arrow_values.arrow_converter_for(spec)
+    if convert is None:
+        assert precision > arrow_values.FLOAT_EXACT_DIGITS
+        return
+    fast = _check(spec, values)
+    if fast is not None:  # and the integers Native stores are what the per-value Decimals scale to
+        assert fast.unscaled is not None
+        _status, careful = _reference(spec, values)
+        expected = [None if v is None else int(Decimal(v).scaleb(scale)) for v in careful]
+        assert fast.unscaled.to_pylist() == expected
+
+
+def test_the_demo_amounts_take_the_arrow_path() -> None:
+    assert _check(_spec("Decimal(12, 2)"), [100, 1.5, 0.07, None]) is not None
+
+
+@pytest.mark.parametrize("clickhouse_type", ["Int64", "String", "Float64", "UInt8", "UUID", "Decimal(18, 2)"])
+def test_other_types_stay_on_the_per_value_path(clickhouse_type: str) -> None:
+    assert arrow_values.arrow_converter_for(_spec(clickhouse_type)) is None
+
+
+@pytest.mark.parametrize("values", [[float("nan")], [1, float("nan")], [float("nan"), 1.5], [float("inf")]])
+def test_a_nan_or_infinite_decimal_is_refused_naming_the_column(values: list[object]) -> None:
+    status, (code, details) = _built(_spec("Decimal(12, 2)"), values, columnar=True)
+    assert status == "refused" and details["column"] == "c"
+    assert _built(_spec("Decimal(12, 2)"), values, columnar=False) == (status, (code, details))
