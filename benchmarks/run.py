@@ -96,6 +96,8 @@ class Config:
     postgres_url: str | None = None
     results_dir: Path = field(default_factory=lambda: RESULTS_DIR)
     dpone_src: Path | None = None
+    #: a second dpone tree measured beside every orders dpone run (before/after in one invocation)
+    baseline_src: Path | None = None
 
 
 def parse_args(argv: list[str] | None) -> Config:
@@ -146,6 +148,12 @@ def parse_args(argv: list[str] | None) -> Config:
         default=None,
         help="import airflow_provider_dpone from this source tree in the children (before/after comparisons)",
     )
+    parser.add_argument(
+        "--baseline-src",
+        type=Path,
+        default=None,
+        help="also run every orders dpone measurement with dpone from this tree, right after it (paired)",
+    )
     args = parser.parse_args(argv)
     if (args.clickhouse_port is None) != (args.postgres_url is None):
         parser.error("--clickhouse-port and --postgres-url go together")
@@ -178,6 +186,7 @@ def parse_args(argv: list[str] | None) -> Config:
         postgres_url=args.postgres_url,
         results_dir=args.results_dir,
         dpone_src=args.dpone_src.resolve() if args.dpone_src else None,
+        baseline_src=args.baseline_src.resolve() if args.baseline_src else None,
     )
 
 
@@ -221,6 +230,8 @@ class Measurement:
     reference: dict[str, int] | None = None
     reps: list[dict[str, Any]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    #: the dpone tree the child imports when it is not the harness's (the ``--baseline-src`` tree)
+    src: Path | None = None
 
     def median(self) -> dict[str, Any]:
         if not self.reps:
@@ -273,6 +284,14 @@ class Bench:
         python_path = [str(dpone_src), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
         env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(python_path))
         return env
+
+    def _env_for(self, src: Path | None) -> dict[str, str]:
+        """The children's environment (connections included), importing dpone from ``src`` if given."""
+        if src is None:
+            return self.env
+        own = str(self.config.dpone_src or REPO_ROOT)
+        rest = [p for p in self.env.get("PYTHONPATH", "").split(os.pathsep) if p and p != own]
+        return {**self.env, "PYTHONPATH": os.pathsep.join([str(src), *rest])}
 
     # -- setup ---------------------------------------------------------------------------------------
 
@@ -385,8 +404,10 @@ class Bench:
         self.http_client.command(f"DROP TABLE IF EXISTS {table}")
         return table
 
-    def dpone(self, shape: str, rows: int, load: str, target: str, export: str = "lazy_plan") -> Measurement:
-        label = f"dpone_{export}_{load}_{shape}_{rows}_{target}"
+    def dpone(
+        self, shape: str, rows: int, load: str, target: str, export: str = "lazy_plan", baseline: bool = False
+    ) -> Measurement:
+        label = ("baseline_" if baseline else "") + f"dpone_{export}_{load}_{shape}_{rows}_{target}"
 
         def spec(rep: int) -> dict[str, Any]:
             directory = self.work / "manifests" / label
@@ -420,6 +441,11 @@ class Bench:
 
         path = f"{export} + {load}"
         reference = self.references.get(str(rows)) if shape == "orders" else None
+        if baseline:
+            src = self.config.baseline_src
+            return Measurement(
+                "dpone baseline", path, "sqlite", shape, target, label, spec, reference, src=src
+            )
         return Measurement("dpone", path, "sqlite", shape, target, label, spec, reference)
 
     def _target(self, label: str, target: str, shape: str) -> tuple[dict[str, Any], str]:
@@ -534,6 +560,14 @@ class Bench:
             plan = [m for m in plan if any(pattern in m.label for pattern in self.config.only)]
         if "timed" in self.config.skip:
             plan = []
+        if self.config.baseline_src is not None:  # each baseline run right after its dpone run (paired)
+            paired: list[Measurement] = []
+            for m in plan:
+                paired.append(m)
+                if m.system == "dpone" and m.shape == "orders":
+                    export, load = m.path.split(" + ")
+                    paired.append(self.dpone(m.shape, self.shape_rows(m.shape), load, m.target, export, True))
+            plan = paired
         return plan
 
     def memory_plan(self, plan: list[Measurement]) -> list[Measurement]:
@@ -559,7 +593,7 @@ class Bench:
         for rep in range(reps):
             for m in plan:
                 try:
-                    result = measure(m.spec(rep), self.env)
+                    result = measure(m.spec(rep), self._env_for(m.src))
                 except ChildFailed as exc:
                     m.errors.append(str(exc))
                     log(f"rep {rep + 1}: {m.label} FAILED: {exc}")
@@ -846,6 +880,7 @@ def summarize(
         "staged_vs_limit_http": _ratio(_rate(staged_http), _rate(limit_http)),
         "direct_vs_limit_chdb_paired": _paired(dpone_chdb, limit_chdb),
         "direct_vs_limit_http_paired": _paired(dpone_http, limit_http),
+        **_baseline_ratios(main, limit_chdb, limit_http),
         "mssql_vs_pymssql_fetch": None,  # not measured by this harness yet (see docs/performance.md)
         "peak_rss_mb_100k": rss[0],
         "peak_rss_mb_1m": rss[1],
@@ -860,6 +895,26 @@ def summarize(
         "quick": config.quick,
     }
     return summary
+
+
+def _baseline_ratios(
+    main: list[Measurement], limit_chdb: Measurement | None, limit_http: Measurement | None
+) -> dict[str, float | None]:
+    """With ``--baseline-src``: the same limit ratios for the baseline tree, and dpone / baseline paired."""
+    out: dict[str, float | None] = {}
+    for path, key in (
+        ("lazy_plan + direct", "direct"),
+        ("lazy_plan + staged", "staged"),
+        ("file_artifact + direct", "file_artifact"),
+    ):
+        for target, limit in (("chdb", limit_chdb), ("http", limit_http)):
+            base = _find(main, system="dpone baseline", path=path, target=target)
+            if base is None:
+                continue
+            now = _find(main, system="dpone", path=path, target=target)
+            out[f"baseline_{key}_vs_limit_{target}"] = _ratio(_rate(base), _rate(limit))
+            out[f"{key}_vs_baseline_{target}_paired"] = _paired(now, base)
+    return out
 
 
 def targets(summary: dict[str, Any], guard: dict[str, Any]) -> list[dict[str, Any]]:
