@@ -3,7 +3,7 @@
 So the transfer and the hook see the same connection: the endpoint's ``tds_version`` (default
 :data:`~airflow_provider_dpone.contracts.endpoints.DEFAULT_TDS_VERSION`), ``login_timeout_s`` (default
 :data:`LOGIN_TIMEOUT_S`) and ``query_timeout_s`` (pymssql's ``timeout``; unset: no statement limit)
-reach pymssql. pymssql's own exceptions pass through; callers wrap them with a safe error.
+reach pymssql (the statement limit is process-wide, see :func:`connect`). pymssql's own exceptions pass through; callers wrap them with a safe error.
 """
 
 from __future__ import annotations
@@ -41,8 +41,22 @@ def connect_options(endpoint: EndpointDescriptor, *, login_timeout: int | None =
 def connect(
     endpoint: EndpointDescriptor, *, autocommit: bool = True, login_timeout: int | None = None
 ) -> Any:
-    """A new pymssql connection (caller closes it). ``login_timeout`` overrides the endpoint's."""
-    return pymssql.connect(autocommit=autocommit, **connect_options(endpoint, login_timeout=login_timeout))
+    """A new pymssql connection (caller closes it). ``login_timeout`` overrides the endpoint's.
+
+    pymssql's statement timeout is process-wide (DB-Library's ``dbsettime``) and ``connect`` sets it only
+    when non-zero, so a connection without ``query_timeout_s`` would inherit the limit of any connection
+    opened before it in the process. Every connection therefore sets it, 0 (no limit) included: the last
+    connection opened decides for all (one run uses one source endpoint, so its connections agree).
+    """
+    connection = pymssql.connect(
+        autocommit=autocommit, **connect_options(endpoint, login_timeout=login_timeout)
+    )
+    try:
+        connection._conn.query_timeout = endpoint.query_timeout_s or 0
+    except Exception:
+        connection.close()
+        raise
+    return connection
 
 
 def sqlalchemy_url(endpoint: EndpointDescriptor) -> URL:
