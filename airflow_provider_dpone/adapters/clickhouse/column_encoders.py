@@ -83,7 +83,13 @@ except ImportError:  # pragma: no cover - depends on the installed clickhouse-co
 
 class UnscaledInts(list[Any]):
     """A ``Decimal`` column already as its unscaled integers (value * 10**scale, ``None`` for NULL), for
-    :class:`FastDecimal` of the same scale; never handed to any other encoder."""
+    :class:`FastDecimal` of the same scale; never handed to any other encoder. A slice stays one:
+    clickhouse-connect cuts a large insert into blocks by slicing every column (a plain ``list`` slice
+    would reach the encoder as integers to be scaled again)."""
+
+    def __getitem__(self, index: Any) -> Any:
+        got = super().__getitem__(index)
+        return UnscaledInts(got) if isinstance(index, slice) else got
 
 
 if AVAILABLE:
