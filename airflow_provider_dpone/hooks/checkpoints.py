@@ -52,7 +52,8 @@ class DponeCheckpointStoreHook(DponeEndpointHook):
         self, manifest: str | os.PathLike[str] | Mapping[str, Any], *, manifest_dir: str | None = None
     ) -> RouteStatus:
         """The guard status of ``manifest``'s route in this store: clear, or the blocked partitions with
-        their phase and batch. Read-only; opens neither the source nor the target."""
+        their phase and batch, or busy (another run holds the target's lease: its host, pid and since).
+        Read-only (the lease is looked at, not taken); opens neither the source nor the target."""
         from airflow_provider_dpone.hooks.route_status import route_status
         from airflow_provider_dpone.manifests.loader import load_manifest, load_manifest_dict
 

@@ -4,6 +4,9 @@ A blocked route fails every try of its transfer task before the target, and no r
 Put this sensor upstream of the transfer (or in a separate "wait for on-call" DAG) so the DAG waits for
 ``dpone guard resolve`` instead: each poke reads the route's checkpoints (read-only, no source, no target,
 no lease) and logs the blocked partitions, and between pokes the worker slot is free (``reschedule``).
+A *busy* route (another run holds the target's lease, e.g. the previous DAG run's transfer still going)
+keeps the sensor waiting too: the transfer behind it would stop with ``native_transfer_route_busy`` and
+burn a retry. The log names the holder (host, pid, since) so on-call can find it if it never ends.
 Parse-time safety as for the operator: ``__init__`` only stores its arguments.
 """
 
@@ -22,7 +25,8 @@ except ImportError:  # Airflow 2.10
 
 
 class RouteClearSensor(BaseSensorOperator):
-    """Succeeds once no partition of the manifest's target table has an unresolved or invalid guard.
+    """Succeeds once no partition of the manifest's target table has an unresolved or invalid guard
+    and no other run holds the target's lease (busy).
 
     :param manifest: path (relative to the DAG file's folder) or dict, as for ``NativeTransferOperator``.
     :param checkpoints_conn_id: replaces the manifest's ``checkpoints.connection``.
@@ -58,11 +62,14 @@ class RouteClearSensor(BaseSensorOperator):
             loaded.manifest_dir, overrides={"checkpoints": self.checkpoints_conn_id}
         )
         status = route_status(loaded, resolver(loaded.manifest.checkpoints.connection, "checkpoints"))
-        if status.clear:
+        if status.state == "clear":
             self.log.info("%s", status.describe())
+            return True
+        if status.state == "busy":
+            self.log.info("%s\n  waiting for that run to end", status.describe())
         else:
             self.log.warning("%s\n  waiting for on-call: dpone runbook guard", status.describe())
-        return status.clear
+        return False
 
     def _load(self, dag_dir: Path) -> Any:
         from airflow_provider_dpone.manifests.loader import load_manifest, load_manifest_dict

@@ -4,7 +4,8 @@
   The server releases it when that session ends, so a SIGKILLed run never leaves a stale lease.
 * SQLite: an exclusive ``flock`` on a lock file beside the store file (``<store>.lease-<digest>``). The
   kernel releases it when the holder's file descriptor closes, which process death always does. The lock
-  file itself is left in place (an empty file): removing it would race with the next holder.
+  file itself is left in place (it holds the last holder's host/pid line, see ``lease_holder``): removing
+  it would race with the next holder.
 
 A lease is not a fence: it stops a second *dpone* run of the same target while the first is alive; it does
 not make the guard an exactly-once protocol, and a writer outside dpone is not excluded.
@@ -14,8 +15,10 @@ from __future__ import annotations
 
 import hashlib
 import os
+import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime, timezone
 from pathlib import Path
 
 from sqlalchemy import Engine, text
@@ -26,6 +29,22 @@ from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 
 def lease_digest(key: str) -> bytes:
     return hashlib.sha256(("dpone.route_lease.v1|" + key).encode("utf-8")).digest()
+
+
+def lock_id(key: str) -> int:
+    """PostgreSQL's advisory lock key of lease ``key``."""
+    return int.from_bytes(lease_digest(key)[:8], "big", signed=True)
+
+
+def lease_file(store_file: Path, key: str) -> Path:
+    """SQLite: the lock file of lease ``key`` beside ``store_file``."""
+    return store_file.with_name(f"{store_file.name}.lease-{lease_digest(key).hex()[:16]}")
+
+
+def holder_label() -> str:
+    """What a holder tells ``lease_holder`` about itself: host, process id, since (no secrets)."""
+    since = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return f"dpone lease host={socket.gethostname()[:60] or 'unknown'} pid={os.getpid()} since={since}"
 
 
 def busy(key: str) -> DponeError:
@@ -42,10 +61,12 @@ def busy(key: str) -> DponeError:
 
 @contextmanager
 def postgres_lease(engine: Engine, key: str) -> Iterator[None]:
-    lock_id = int.from_bytes(lease_digest(key)[:8], "big", signed=True)
+    lock = lock_id(key)
     try:
         conn = engine.connect()
-        got = conn.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": lock_id}).scalar()
+        got = conn.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": lock}).scalar()
+        if got:  # for route_status: who holds it (pg_stat_activity shows the session's application_name)
+            conn.execute(text("SELECT set_config('application_name', :v, false)"), {"v": holder_label()})
         conn.commit()
     except SQLAlchemyError as exc:
         raise DponeError(
@@ -60,7 +81,8 @@ def postgres_lease(engine: Engine, key: str) -> Iterator[None]:
             yield
         finally:
             try:
-                conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": lock_id})
+                conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": lock})
+                conn.execute(text("SELECT set_config('application_name', '', false)"))
                 conn.commit()
             except Exception:
                 conn.invalidate()
@@ -70,13 +92,19 @@ def postgres_lease(engine: Engine, key: str) -> Iterator[None]:
 def sqlite_lease(store_file: Path, key: str) -> Iterator[None]:
     import fcntl
 
-    path = store_file.with_name(f"{store_file.name}.lease-{lease_digest(key).hex()[:16]}")
+    path = lease_file(store_file, key)
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise busy(key) from None
+        try:
+            label = holder_label().encode("utf-8")
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, label, 0)  # for route_status; the lock, not this text, is the lease
+        except OSError:
+            pass
         try:
             yield
         finally:
