@@ -26,6 +26,7 @@ from __future__ import annotations
 import importlib
 import logging
 import os
+import ssl
 from collections.abc import Mapping
 from typing import Any
 
@@ -121,6 +122,13 @@ def _open_http(endpoint: EndpointDescriptor, *, readonly: bool = False) -> Clien
         mismatch = version_mismatch(endpoint, exc)
         if mismatch is not None:
             raise mismatch from exc
+        if endpoint.secure and endpoint.verify and tls_unverified(exc):
+            raise DponeError(  # a retry meets the same certificate: the connection is what must change
+                ErrorCode.CONNECTION_INVALID,
+                f"the TLS certificate of the ClickHouse server of {endpoint.describe()} could not be verified "
+                "(install its CA where the client trusts it; verify: false only for a server you trust)",
+                details=failure_details(endpoint, exc),
+            ) from exc
         raise DponeError(
             ErrorCode.TARGET_UNREACHABLE,
             f"could not connect to the ClickHouse server of {endpoint.describe()}",
@@ -205,6 +213,22 @@ def close_client(client: Client | None) -> None:
             pool.release()
     except Exception:  # a failing close must not mask the caller's own exception
         log.debug("closing a ClickHouse client failed", exc_info=True)
+
+
+def tls_unverified(exc: BaseException) -> bool:
+    """Whether a certificate check failed somewhere in ``exc``'s chain (causes, contexts, urllib3's
+    ``reason`` and exception arguments); the certificate's own text is never read out."""
+    seen: set[int] = set()
+    todo: list[object] = [exc]
+    while todo:
+        item = todo.pop()
+        if not isinstance(item, BaseException) or id(item) in seen:
+            continue
+        seen.add(id(item))
+        if isinstance(item, ssl.SSLCertVerificationError):
+            return True
+        todo += [item.__cause__, item.__context__, getattr(item, "reason", None), *item.args]
+    return False
 
 
 def failure_details(endpoint: EndpointDescriptor, exc: BaseException) -> dict[str, Any]:
