@@ -55,6 +55,7 @@ def _same_values(fast: list[object], careful: list[object]) -> None:
     for a, b in zip(fast, careful, strict=True):
         assert type(a) is type(b)
         assert a == b
+        assert str(a) == str(b)  # the same form too (Decimal('100') is not written as '100.00')
         if isinstance(a, datetime):
             assert a.tzinfo is None and b.tzinfo is None  # type: ignore[union-attr]
 

@@ -10,7 +10,7 @@ itself (``__arrow_array__``), the ClickHouse sink inserts it as Arrow (chDB) or 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, overload
 
 import pyarrow as pa
@@ -18,19 +18,29 @@ import pyarrow as pa
 
 class ArrowColumn(Sequence[object]):
     """One column's values as ``array``; ``unscaled`` holds a decimal column's integers (value * 10**scale)
-    as ``int64``, which is what ClickHouse's Native ``Decimal`` stores."""
+    as ``int64``, which is what ClickHouse's Native ``Decimal`` stores. ``python`` builds the Python values
+    when ``array.to_pylist()`` would give equal values in another form (a decimal from an integer is
+    ``Decimal('100')`` on the per-value path, ``Decimal('100.00')`` from Arrow: equal, but written
+    differently into a cursor's high-water mark)."""
 
-    __slots__ = ("_values", "array", "unscaled")
+    __slots__ = ("_python", "_values", "array", "unscaled")
 
-    def __init__(self, array: pa.Array, unscaled: pa.Array | None = None) -> None:
+    def __init__(
+        self,
+        array: pa.Array,
+        unscaled: pa.Array | None = None,
+        python: Callable[[], list[object]] | None = None,
+    ) -> None:
         self.array = array
         self.unscaled = unscaled
+        self._python = python
         self._values: list[object] | None = None
 
     def values(self) -> list[object]:
         """The Python values (built once): what the per-value converter gives for the same input."""
         if self._values is None:
-            self._values = self.array.to_pylist()
+            self._values = self._python() if self._python is not None else self.array.to_pylist()
+            self._python = None
         return self._values
 
     def __len__(self) -> int:
@@ -76,4 +86,4 @@ def concat(parts: Sequence[ArrowColumn]) -> ArrowColumn:
     array = pa.concat_arrays([part.array for part in parts])
     scaled = [part.unscaled for part in parts]
     unscaled = pa.concat_arrays(scaled) if all(s is not None for s in scaled) else None
-    return ArrowColumn(array, unscaled)
+    return ArrowColumn(array, unscaled, lambda: [v for part in parts for v in part.values()])

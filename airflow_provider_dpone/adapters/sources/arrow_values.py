@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from airflow_provider_dpone.adapters.sources import column_values
 from airflow_provider_dpone.adapters.sources.arrow_column import ArrowColumn
 from airflow_provider_dpone.adapters.sources.column_values import (
     DATE_MAX,
@@ -34,6 +35,10 @@ from airflow_provider_dpone.adapters.sources.column_values import (
     DATETIME_MIN,
 )
 from airflow_provider_dpone.contracts.schema import ColumnSpec
+
+#: The per-value decimal converter that builds an Arrow decimal column's Python values (it accepts every
+#: column this module accepts; its column name is never shown, since it never refuses one of them).
+_SPEC = ColumnSpec(name="decimal", clickhouse_type="Decimal(15, 0)")
 
 ArrowConverter = Callable[[Sequence[object]], ArrowColumn | None]
 
@@ -96,6 +101,7 @@ def datetimes(values: Sequence[object]) -> ArrowColumn | None:
 def decimals(precision: int, scale: int) -> ArrowConverter | None:
     if precision > FLOAT_EXACT_DIGITS:
         return None
+    careful = column_values.decimals(_SPEC, precision, scale)
     limit = float(10 ** (precision - scale))  # exact: at most 10**15
     multiplier = float(10**scale)
     arrow_type = pa.decimal128(precision, scale)
@@ -119,7 +125,8 @@ def decimals(precision: int, scale: int) -> ArrowConverter | None:
         unscaled = scaled.cast(pa.int64())
         wide = unscaled.cast(pa.decimal128(19, 0))  # the integer n in Decimal128's 16-byte layout
         array = pa.Array.from_buffers(arrow_type, len(wide), wide.buffers(), null_count=wide.null_count)
-        return ArrowColumn(array, unscaled)
+        # Python values only if something iterates the column: the per-value path's own, same form too
+        return ArrowColumn(array, unscaled, python=lambda: list(careful(list(values))))
 
     return convert
 
