@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from airflow_provider_dpone.contracts.checkpoint import CheckpointStatus, PartitionCheckpoint
+from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.partition import PlannedPartition, partition_id_for
 from airflow_provider_dpone.contracts.route import RouteIdentity
 from airflow_provider_dpone.ports.checkpoint_store import CheckpointStore
@@ -27,27 +28,71 @@ class RouteFamily:
     route: RouteIdentity
     own: tuple[PartitionCheckpoint, ...]
     target_wide: tuple[PartitionCheckpoint, ...]
+    #: the part of ``own`` stored under the canonical route itself (None: derive it from ``own``)
+    canonical: tuple[PartitionCheckpoint, ...] | None = None
+    #: the stored spellings ``own`` was read from other than the canonical one (None: derive them)
+    legacy: tuple[RouteIdentity, ...] | None = None
 
     def legacy_routes(self) -> list[RouteIdentity]:
         """Stored spellings of this route other than the canonical one."""
+        if self.legacy is not None:
+            return list(self.legacy)
         return list(dict.fromkeys(c.route for c in self.own if c.route != self.route))
+
+    def canonical_checkpoints(self) -> tuple[PartitionCheckpoint, ...]:
+        """The checkpoints of ``own`` stored under the canonical route."""
+        if self.canonical is not None:
+            return self.canonical
+        return tuple(c for c in self.own if c.route == self.route)
 
 
 def load_family(store: CheckpointStore, route: RouteIdentity, naming: RouteNaming) -> RouteFamily:
-    """Read the latest checkpoints of every stored route writing ``route``'s target table."""
+    """Read the latest checkpoints of every stored route writing ``route``'s target table.
+
+    Which stored route each checkpoint came from is kept as it is read (one comparison per route, not
+    one per checkpoint: a long history has tens of thousands). A checkpoint a store returns under a
+    route it does not name is a broken store: it is refused, never silently filed under another route.
+    """
     stored = store.list_routes()
     if route not in stored:
         stored.append(route)
     own: list[PartitionCheckpoint] = []
+    canonical: list[PartitionCheckpoint] = []
+    legacy: list[RouteIdentity] = []
     target_wide: list[PartitionCheckpoint] = []
     for candidate in stored:
         if candidate.target_table != route.target_table:
             continue
         latest = store.list_latest(candidate)
+        _require_route(candidate, latest)
         target_wide.extend(latest)
-        if candidate == route or naming.canonical(candidate) == route:
+        if candidate == route:
             own.extend(latest)
-    return RouteFamily(route=route, own=tuple(own), target_wide=tuple(target_wide))
+            canonical.extend(latest)
+        elif naming.canonical(candidate) == route:
+            own.extend(latest)
+            if latest and candidate not in legacy:
+                legacy.append(candidate)
+    return RouteFamily(
+        route=route,
+        own=tuple(own),
+        target_wide=tuple(target_wide),
+        canonical=tuple(canonical),
+        legacy=tuple(legacy),
+    )
+
+
+def _require_route(route: RouteIdentity, latest: Sequence[PartitionCheckpoint]) -> None:
+    """Every checkpoint read for ``route`` names it (field by field: a fifth of the model's ``==``)."""
+    expected = (route.source_table, route.target_table, route.strategy)
+    for checkpoint in latest:
+        stored = checkpoint.route
+        if (stored.source_table, stored.target_table, stored.strategy) != expected:
+            raise DponeError(
+                ErrorCode.CHECKPOINT_STORE_FAILED,
+                f"the checkpoint store returned a checkpoint of another route for {route.describe()}",
+                details={"operation": "list_latest", "route": route.describe()},
+            )
 
 
 def latest_by_partition(
@@ -60,7 +105,7 @@ def latest_by_partition(
     (raw route, raw-table query hash, same schema and bounds); a COMMITTED one wins over others. It is
     returned with the current partition ID and query hash so resume planning treats it like its own.
     """
-    found = {c.partition_id: c for c in family.own if c.route == family.route}
+    found = {c.partition_id: c for c in family.canonical_checkpoints()}
     legacy = family.legacy_routes()
     if not legacy:
         return found

@@ -145,13 +145,13 @@ def test_any_json_diagnostics_map_round_trips_byte_identical(
 
 @pytest.mark.parametrize("field", ["started_at", "completed_at"])
 def test_naive_timestamps_are_rejected(field: str) -> None:
-    with pytest.raises(ValidationError, match="timezone-aware UTC"):
+    with pytest.raises(ValidationError, match="should have timezone info"):
         PartitionCheckpoint.from_payload(canonical_json(payload_dict(**{field: "2026-11-30T08:00:00"})))
 
 
 @pytest.mark.parametrize("offset", ["+02:00", "-05:30"])
 def test_timestamps_outside_utc_are_rejected(offset: str) -> None:
-    with pytest.raises(ValidationError, match="must be in UTC"):
+    with pytest.raises(ValidationError, match="Timezone offset of 0 required"):
         PartitionCheckpoint.from_payload(
             canonical_json(payload_dict(started_at=f"2026-11-30T08:00:00{offset}"))
         )

@@ -86,15 +86,17 @@ class SqlCheckpointStore(SqlStoreBase):
         self._insert_checkpoint = c.insert()
 
         def latest_of(*extra: Any) -> Executable:
-            latest = (
-                select(c.c.partition_id, func.max(c.c.id).label("max_id"))
+            # the latest id of each partition from the (route_key, partition_id, id) index alone, then those
+            # rows by primary key: the IN list is walked in id order, so the rows come out in append order
+            # without a sort (a join on the grouped ids sorted 50,000 payloads: 2x the time on SQLite)
+            latest_ids = (
+                select(func.max(c.c.id))
                 .where(c.c.route_key == bindparam("route_key"), *extra)
                 .group_by(c.c.partition_id)
-                .subquery("latest")
             )
             return (
                 select(c.c.id, c.c.partition_id, c.c.payload_text)
-                .select_from(c.join(latest, c.c.id == latest.c.max_id))
+                .where(c.c.id.in_(latest_ids))
                 .order_by(c.c.id)
             )
 
@@ -188,7 +190,7 @@ class SqlCheckpointStore(SqlStoreBase):
         """Latest checkpoint of every partition of the route (one query), in append order."""
         with collector_paused():
             rows = self._fetch("list_latest", route, self._select_latest, {"route_key": route.key()})
-            return [self._parse(row, route) for row in rows]
+            return self._parse_all(rows, route)
 
     def list_routes(self) -> list[RouteIdentity]:
         """Every route the table holds checkpoints of, as stored (older releases stored raw spellings)."""
@@ -216,15 +218,15 @@ class SqlCheckpointStore(SqlStoreBase):
         found: dict[str, PartitionCheckpoint] = {}
         for start in range(0, len(wanted), _IN_CHUNK):
             params = {"route_key": route.key(), "partition_ids": wanted[start : start + _IN_CHUNK]}
-            for row in self._fetch("read_latest", route, self._select_latest_of, params):
-                found[row.partition_id] = self._parse(row, route)
+            rows = self._fetch("read_latest", route, self._select_latest_of, params)
+            found.update((c.partition_id, c) for c in self._parse_all(rows, route))
         return found
 
     def history(self, route: RouteIdentity, partition_id: str) -> list[PartitionCheckpoint]:
         """Every checkpoint written for one partition, oldest first."""
         params = {"route_key": route.key(), "partition_id": partition_id}
         rows = self._fetch("history", route, self._select_history, params)
-        return [self._parse(row, route) for row in rows]
+        return self._parse_all(rows, route)
 
     # -- RouteLease ------------------------------------------------------------------------------------
 
@@ -281,16 +283,31 @@ class SqlCheckpointStore(SqlStoreBase):
         with self._translated(operation, route=route.describe()), self._engine.connect() as conn:
             return conn.execute(statement, params).all()
 
-    def _parse(self, row: Row[Any], route: RouteIdentity) -> PartitionCheckpoint:
-        """The stored checkpoint. A payload that is invalid or disagrees with its row becomes an
-        unreadable stand-in, which blocks the route as an invalid guard and can be resolved."""
-        try:
-            checkpoint = PartitionCheckpoint.from_payload(row.payload_text)
-        except ValidationError:
-            return unreadable_checkpoint(row.partition_id, route, row.id, row.payload_text)
-        if checkpoint.route != route or checkpoint.partition_id != row.partition_id:
-            return unreadable_checkpoint(row.partition_id, route, row.id, row.payload_text)
-        return checkpoint
+    @staticmethod
+    def _parse_all(rows: Sequence[Row[Any]], route: RouteIdentity) -> list[PartitionCheckpoint]:
+        """The stored checkpoints, each validated strictly. A payload that is invalid or disagrees with
+        its row (route or partition) becomes an unreadable stand-in, which blocks the route as an invalid
+        guard and can be resolved. One tight loop: a route scan parses tens of thousands of rows."""
+        parse = PartitionCheckpoint.from_payload
+        expected = (route.source_table, route.target_table, route.strategy)
+        parsed: list[PartitionCheckpoint] = []
+        append = parsed.append
+        for row_id, partition_id, payload_text in rows:  # type: ignore[misc]  # (id, partition_id, payload_text)
+            try:
+                checkpoint = parse(payload_text)
+            except ValidationError:
+                append(unreadable_checkpoint(partition_id, route, row_id, payload_text))
+                continue
+            stored = checkpoint.route  # field by field: the same as ==, a fifth of its cost
+            if (
+                stored.source_table,
+                stored.target_table,
+                stored.strategy,
+            ) != expected or checkpoint.partition_id != partition_id:
+                append(unreadable_checkpoint(partition_id, route, row_id, payload_text))
+                continue
+            append(checkpoint)
+        return parsed
 
     def _unreadable(self, operation: str, route: RouteIdentity, row: Row[Any] | None) -> DponeError:
         details: dict[str, Any] = {

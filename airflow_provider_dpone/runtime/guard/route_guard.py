@@ -14,13 +14,17 @@ from airflow_provider_dpone.contracts.checkpoint import PartitionCheckpoint
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.guard import (
     ALLOWED_PAIRS,
+    GUARD_KEY,
+    UNREADABLE_KEY,
     GuardInvalid,
     RetryMeaning,
+    TargetCommitGuard,
     read_guard,
 )
 from airflow_provider_dpone.contracts.route import RouteIdentity
 
 RUNBOOK = "dpone runbook guard"  # shipped with the package: no repository path
+_GUARD_FIELDS = 4  # schema_version, checkpoint_batch_id, phase, recovery
 
 
 @dataclass(frozen=True)
@@ -50,29 +54,68 @@ class RouteGuardScan:
 
 
 def scan_route(latest: Iterable[PartitionCheckpoint]) -> RouteGuardScan:
-    """Classify every latest checkpoint of a route; never raises on bad records."""
+    """Classify every latest checkpoint of a route; never raises on bad records.
+
+    Every checkpoint is read with :func:`read_guard`. A checkpoint batch writes the same guard object
+    into each of its partitions, so the verdict is remembered per (status, guard values) when the guard
+    is an object of exactly four string values: :func:`read_guard` is a function of those alone then.
+    Anything else (no guard, another shape, an unreadable stand-in) is read on its own. Only the
+    blocked partitions are sorted (by bounds label, then ID), not the whole route.
+    """
     invalid: list[BlockedPartition] = []
     unresolved: list[BlockedPartition] = []
-    for checkpoint in sorted(latest, key=lambda c: (c.bounds.label, c.partition_id)):
-        try:
-            guard = read_guard(checkpoint)
-        except GuardInvalid as exc:
+    verdicts: dict[tuple[object, ...], TargetCommitGuard | GuardInvalid] = {}
+    for checkpoint in latest:
+        key = _verdict_key(checkpoint)
+        verdict = verdicts.get(key) if key is not None else None
+        if verdict is None:
+            try:
+                guard = read_guard(checkpoint)
+            except GuardInvalid as exc:
+                verdict = exc
+            else:
+                if guard is None:
+                    continue
+                verdict = guard
+            if key is not None:
+                verdicts[key] = verdict
+        if isinstance(verdict, GuardInvalid):
             invalid.append(
-                BlockedPartition(checkpoint.partition_id, checkpoint.bounds.label, exc.reason, None)
+                BlockedPartition(checkpoint.partition_id, checkpoint.bounds.label, verdict.reason, None)
             )
-            continue
-        if guard is None:
-            continue
-        if ALLOWED_PAIRS[(checkpoint.status, guard.phase)][1] is RetryMeaning.BLOCK:
+        elif ALLOWED_PAIRS[(checkpoint.status, verdict.phase)][1] is RetryMeaning.BLOCK:
             unresolved.append(
                 BlockedPartition(
                     checkpoint.partition_id,
                     checkpoint.bounds.label,
-                    guard.phase.value,
-                    guard.checkpoint_batch_id,
+                    verdict.phase.value,
+                    verdict.checkpoint_batch_id,
                 )
             )
+    invalid.sort(key=_order)
+    unresolved.sort(key=_order)
     return RouteGuardScan(tuple(invalid), tuple(unresolved))
+
+
+def _order(blocked: BlockedPartition) -> tuple[str, str]:
+    return (blocked.label, blocked.partition_id)
+
+
+def _verdict_key(checkpoint: PartitionCheckpoint) -> tuple[object, ...] | None:
+    """What :func:`read_guard` depends on, when the guard is an object of four strings; else ``None``."""
+    diagnostics = checkpoint.diagnostics
+    raw = diagnostics.get(GUARD_KEY)
+    if type(raw) is not dict or len(raw) != _GUARD_FIELDS or UNREADABLE_KEY in diagnostics:
+        return None
+    values = (
+        raw.get("schema_version"),
+        raw.get("checkpoint_batch_id"),
+        raw.get("phase"),
+        raw.get("recovery"),
+    )
+    if any(type(value) is not str for value in values):
+        return None  # a missing key reads as None here: read on its own
+    return (checkpoint.status, *values)
 
 
 def _short(value: str | None) -> str:
