@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from airflow_provider_dpone.contracts.endpoints import ClickHouseInterface, EndpointDescriptor, EndpointKind
 from airflow_provider_dpone.contracts.manifest import Manifest, SourceType
@@ -75,6 +75,31 @@ class RouteLineage:
             target = replace(target, fields=tuple((c.name, c.full_type()) for c in schema.columns))
         rows = report.rows_committed if report is not None else self.rows_written
         return RouteLineage(source=source, target=target, rows_written=rows)
+
+
+#: Completed runs' lineage by task-instance key, for the provider's listener: it may ask another copy of
+#: the operator (or a forked process) than the one that ran, so the record is not kept on the operator.
+_RECORDED: dict[tuple[str, str, str, int], RouteLineage] = {}
+
+
+def _key(task_instance: object) -> tuple[str, str, str, int] | None:
+    try:
+        ti: Any = task_instance
+        map_index = ti.map_index if ti.map_index is not None else -1
+        return (str(ti.dag_id), str(ti.task_id), str(ti.run_id), int(map_index))
+    except (AttributeError, TypeError, ValueError):
+        return None
+
+
+def record(task_instance: object, lineage: RouteLineage) -> None:
+    key = _key(task_instance)
+    if key is not None:
+        _RECORDED[key] = lineage
+
+
+def recorded(task_instance: object) -> RouteLineage | None:
+    key = _key(task_instance)
+    return _RECORDED.get(key) if key is not None else None
 
 
 def route_lineage(manifest: Manifest, source_table: str, resolve: Resolve) -> RouteLineage:

@@ -34,7 +34,7 @@ from airflow_provider_dpone.runtime.cancellation import CancellationToken, Trans
 if TYPE_CHECKING:
     from airflow_provider_dpone.compose import EndpointResolver, Runtime
     from airflow_provider_dpone.manifests.loader import LoadedManifest
-    from airflow_provider_dpone.operators.lineage import RouteOperatorLineage
+    from airflow_provider_dpone.operators.lineage import RouteLineage, RouteOperatorLineage
 
 from airflow.sdk import BaseOperator
 
@@ -204,7 +204,7 @@ class NativeTransferOperator(BaseOperator):
                 if self._stages.target_touched:
                     self._touched = touched_target(runtime, run_id)
                 raise
-            self._record_lineage(runtime, report)
+            self._record_lineage(runtime, report, context)
             return report
 
     # -- OpenLineage (operators/lineage.py; the provider is optional and imported only when it asks) ----
@@ -213,23 +213,32 @@ class NativeTransferOperator(BaseOperator):
         """The source and target datasets, named from the manifest and connections (no database I/O)."""
         from airflow_provider_dpone.operators import lineage
 
+        return lineage.operator_lineage(self._named_lineage())
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> RouteOperatorLineage | None:
+        """The datasets with the columns the run moved and, after a completed run, the rows it wrote.
+
+        Also called after a failed try (there is no ``_on_failure``): then only the names, built anew,
+        because the provider may have run ``_on_start`` in a forked process (Airflow 3.1)."""
+        from airflow_provider_dpone.operators import lineage
+
+        recorded = lineage.recorded(task_instance)
+        return lineage.operator_lineage(recorded if recorded is not None else self._named_lineage())
+
+    def _named_lineage(self) -> RouteLineage | None:
+        """Both datasets from the manifest and the connections, or ``None`` (never raises)."""
+        from airflow_provider_dpone.operators import lineage
+
         try:
             loaded, _ = self._load(_dag_folder({}, self))
-            self._lineage = lineage.route_lineage(
+            return lineage.route_lineage(
                 loaded.manifest, loaded.route.source_table, self._resolver(loaded.manifest_dir)
             )
         except Exception as exc:  # lineage never fails a task; execute reports a bad manifest itself
             self.log.warning("dpone lineage: the datasets could not be named (%s)", type(exc).__name__)
             return None
-        return lineage.operator_lineage(self._lineage)
 
-    def get_openlineage_facets_on_complete(self, task_instance: Any) -> RouteOperatorLineage | None:
-        """The datasets with the columns the run moved and, after a completed run, the rows it wrote."""
-        from airflow_provider_dpone.operators import lineage
-
-        return lineage.operator_lineage(getattr(self, "_lineage", None))
-
-    def _record_lineage(self, runtime: Runtime, report: RunReport) -> None:
+    def _record_lineage(self, runtime: Runtime, report: RunReport, context: Any) -> None:
         """After a completed run, and only when OpenLineage emits: the datasets, the source's schema (one
         more schema read) and the rows written, for :meth:`get_openlineage_facets_on_complete`."""
         from airflow_provider_dpone.operators import lineage
@@ -248,7 +257,7 @@ class NativeTransferOperator(BaseOperator):
             schema = runtime.open_source().describe()
         except Exception as exc:
             self.log.warning("dpone lineage: the source's columns could not be read (%s)", type(exc).__name__)
-        self._lineage = named.with_run(schema, report)
+        lineage.record(context.get("ti"), named.with_run(schema, report))
 
     def _resolver(self, manifest_dir: Path) -> EndpointResolver:
         from airflow_provider_dpone.hooks.endpoint_resolver import AirflowEndpointResolver

@@ -78,6 +78,18 @@ with DAG("dpone_ol_sqlite", schedule=None, start_date=datetime(2026, 1, 1)) as s
 
 with DAG("dpone_ol_mssql", schedule=None, start_date=datetime(2026, 1, 1)) as mssql_dag:
     NativeTransferOperator(task_id="transfer", manifest=MSSQL_ROUTE)
+
+# fails before the target: the partition column does not exist
+FAILING_ROUTE = {
+    **SQLITE_ROUTE,
+    "name": "lineage_failing",
+    "source": {**SQLITE_ROUTE["source"], "partitioning": {"kind": "day", "column": "no_such_column"}},
+    "sink": {**SQLITE_ROUTE["sink"], "table": "demo.failing"},
+    "checkpoints": {"connection": "sqlite:///failing_state.sqlite"},
+}
+
+with DAG("dpone_ol_failing", schedule=None, start_date=datetime(2026, 1, 1)) as failing_dag:
+    NativeTransferOperator(task_id="transfer", manifest=FAILING_ROUTE, retries=0)
 """
 
 #: Runs the shared driver as if the provider were not installed (its modules unimportable, its
@@ -162,24 +174,18 @@ class Lineage:
         self.server_table = server_table
         self.root = root
 
-    def complete(self, dag_id: str) -> dict[str, Any]:
-        """The COMPLETE event of the DAG's transfer task (the provider names the job ``dag.task``)."""
-        found = [
-            e
-            for e in self.events
-            if e.get("eventType") == "COMPLETE" and e["job"]["name"] == f"{dag_id}.transfer"
-        ]
-        assert len(found) == 1, f"expected one COMPLETE event of {dag_id}.transfer, got {len(found)}"
+    def event(self, kind: str, dag_id: str) -> dict[str, Any]:
+        """The one ``kind`` event (START, COMPLETE, FAIL) of the DAG's transfer task (job ``dag.task``)."""
+        name = f"{dag_id}.transfer"
+        found = [e for e in self.events if e.get("eventType") == kind and e["job"]["name"] == name]
+        assert len(found) == 1, f"expected one {kind} event of {name}, got {len(found)}"
         return found[0]
 
+    def complete(self, dag_id: str) -> dict[str, Any]:
+        return self.event("COMPLETE", dag_id)
+
     def start(self, dag_id: str) -> dict[str, Any]:
-        found = [
-            e
-            for e in self.events
-            if e.get("eventType") == "START" and e["job"]["name"] == f"{dag_id}.transfer"
-        ]
-        assert len(found) == 1, f"expected one START event of {dag_id}.transfer, got {len(found)}"
-        return found[0]
+        return self.event("START", dag_id)
 
 
 def _fields(dataset: dict[str, Any]) -> list[tuple[str, str]]:
@@ -225,7 +231,11 @@ def emitted(
     events_file = root / "events.jsonl"
     steps = [
         {"name": name, "action": "run", "dag_id": dag_id, "dag_file": str(dags / "lineage_dags.py")}
-        for name, dag_id in (("sqlite", "dpone_ol_sqlite"), ("mssql", "dpone_ol_mssql"))
+        for name, dag_id in (
+            ("sqlite", "dpone_ol_sqlite"),
+            ("mssql", "dpone_ol_mssql"),
+            ("failing", "dpone_ol_failing"),
+        )
     ]
     (root / "steps.json").write_text(json.dumps(steps))
     env = airflow_env(
@@ -269,6 +279,7 @@ def emitted(
         runs = last_json_line(result.stdout)["results"]
         for name in ("sqlite", "mssql"):
             assert runs[name]["tasks"]["transfer"]["state"] == "success", result.stdout[-6000:]
+        assert runs["failing"]["tasks"]["transfer"]["state"] == "failed"
         assert events_file.exists(), f"the provider wrote no event:\n{result.stdout[-6000:]}"
         events = [json.loads(line) for line in events_file.read_text().splitlines() if line.strip()]
         yield Lineage(events, server_table, root)
@@ -331,6 +342,18 @@ def test_start_events_name_both_tables_before_the_run(emitted: Lineage) -> None:
         names = [(d["namespace"], d["name"]) for d in start["inputs"] + start["outputs"]]
         assert names == [(d["namespace"], d["name"]) for d in complete["inputs"] + complete["outputs"]]
         assert "outputStatistics" not in (start["outputs"][0].get("outputFacets") or {})
+
+
+def test_a_failed_try_still_names_both_tables_but_claims_no_rows(emitted: Lineage) -> None:
+    event = emitted.event("FAIL", "dpone_ol_failing")
+    [source] = event["inputs"]
+    [target] = event["outputs"]
+    assert (source["namespace"], source["name"]) == (
+        f"sqlite://{emitted.root / 'source.sqlite'}",
+        "main.orders",
+    )
+    assert (target["namespace"], target["name"]) == (f"chdb://{emitted.root / 'clickhouse'}", "demo.failing")
+    assert "schema" not in source["facets"] and not target.get("outputFacets")
 
 
 def test_events_hold_no_credential_and_no_sql(
