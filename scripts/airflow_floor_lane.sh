@@ -26,6 +26,8 @@ T0=$(now)
 #: common-sql 1.28.1 is the lowest release Airflow 3.1.2 itself accepts; no older one can be installed with it.
 AIRFLOW_FLOOR=3.1.2
 COMMON_SQL_FLOOR=1.28.1
+#: The OpenLineage provider of the test extra: 2.10.2 is the newest release that accepts common-sql 1.28.1.
+OPENLINEAGE_FLOOR=2.10.2
 
 #: What the lane runs: the Airflow suite without the slow real-retry test (~80 s on 2 cores), the unit tests.
 SUITES=(tests/airflow --ignore=tests/airflow/test_real_retries.py)
@@ -34,7 +36,8 @@ if [ "${DPONE_FLOOR_UNIT:-1}" = 1 ]; then
 fi
 
 # The floors must be the ones pyproject.toml declares, or this lane proves nothing.
-for floor in "apache-airflow>=$AIRFLOW_FLOOR" "apache-airflow-providers-common-sql>=$COMMON_SQL_FLOOR"; do
+for floor in "apache-airflow>=$AIRFLOW_FLOOR" "apache-airflow-providers-common-sql>=$COMMON_SQL_FLOOR" \
+  "apache-airflow-providers-openlineage>=$OPENLINEAGE_FLOOR"; do
   if ! grep -q -F "\"$floor" pyproject.toml; then
     say "FAILED: pyproject.toml does not declare $floor (update AIRFLOW_FLOOR/COMMON_SQL_FLOOR here)"
     exit 1
@@ -60,10 +63,11 @@ say "fresh venv $VENV ($("$PYTHON" -V 2>&1))"
 PY="$VENV/bin/python"
 LOG="$(dirname "$VENV")/pip.log"
 t=$(now)
-say "pip install '.[embedded,test]' apache-airflow(-core)==$AIRFLOW_FLOOR apache-airflow-providers-common-sql==$COMMON_SQL_FLOOR (no constraints file)"
+say "pip install '.[embedded,test]' apache-airflow(-core)==$AIRFLOW_FLOOR apache-airflow-providers-common-sql==$COMMON_SQL_FLOOR apache-airflow-providers-openlineage==$OPENLINEAGE_FLOOR (no constraints file)"
 if ! { "$PY" -m pip install -q --upgrade pip &&
   "$PY" -m pip install -q --progress-bar off ".[embedded,test]" "apache-airflow==$AIRFLOW_FLOOR" \
-    "apache-airflow-core==$AIRFLOW_FLOOR" "apache-airflow-providers-common-sql==$COMMON_SQL_FLOOR"; } >"$LOG" 2>&1; then
+    "apache-airflow-core==$AIRFLOW_FLOOR" "apache-airflow-providers-common-sql==$COMMON_SQL_FLOOR" \
+    "apache-airflow-providers-openlineage==$OPENLINEAGE_FLOOR"; } >"$LOG" 2>&1; then
   grep -v -E "^WARNING: Location '.*' is ignored" "$LOG" | tail -n 40 >&2 || true
   say "FAILED: the package cannot be installed with its declared Airflow floor"
   exit 1
@@ -71,7 +75,7 @@ fi
 say "installed in $(($(now) - t))s:"
 FROZEN="$("$PY" -m pip list --format=freeze 2>/dev/null)"
 printf '%s\n' "$FROZEN" |
-  grep -i -E '^(apache-airflow|apache-airflow-core|apache-airflow-task-sdk|apache-airflow-providers-common-sql|sqlalchemy|pydantic|structlog|fastapi|clickhouse-connect|chdb)==' |
+  grep -i -E '^(apache-airflow|apache-airflow-core|apache-airflow-task-sdk|apache-airflow-providers-common-sql|apache-airflow-providers-openlineage|sqlalchemy|pydantic|structlog|fastapi|clickhouse-connect|chdb)==' |
   sed 's/^/  /'
 # An install that "succeeds" but pulled another Airflow (a resolver backtrack) would test the wrong thing.
 # (grep reads the whole list: with pipefail, grep -q would stop early and fail the writer with SIGPIPE)

@@ -57,7 +57,7 @@ if ! { "$PY" -m pip install -q --upgrade pip && "$PY" -m pip install -q --progre
 fi
 say "installed in $(($(now) - t))s:"
 "$PY" -m pip list --format=freeze 2>/dev/null |
-  grep -i -E '^(clickhouse-connect|chdb|chdb-core|apache-airflow|apache-airflow-core|pydantic|pyarrow|sqlalchemy|pymssql|psycopg2-binary|click|rich)==' |
+  grep -i -E '^(clickhouse-connect|chdb|chdb-core|apache-airflow|apache-airflow-core|apache-airflow-providers-openlineage|pydantic|pyarrow|sqlalchemy|pymssql|psycopg2-binary|click|rich)==' |
   sed 's/^/  /'
 
 # Run from the repository (tests import it), but against the venv's installed dependencies.
