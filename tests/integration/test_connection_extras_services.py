@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_dpone.adapters.clickhouse.client import close_client, open_client
+from airflow_provider_dpone.adapters.clickhouse.client import CHDB_MEMORY_SETTINGS, close_client, open_client
 from airflow_provider_dpone.adapters.sources.mssql_source import MssqlSource
 from airflow_provider_dpone.connections.resolve import resolve_endpoint
 from airflow_provider_dpone.contracts.endpoints import EndpointDescriptor
@@ -152,3 +152,27 @@ def test_the_read_only_chdb_client_keeps_readonly_over_the_session_settings(chdb
             reader.command("CREATE TABLE observed.t (a Int8) ENGINE = Memory")
     finally:
         close_client(reader)
+
+
+def test_chdb_clients_bound_the_engines_insert_blocks_unless_the_connection_says_otherwise(
+    chdb_dir: Path,
+) -> None:
+    """Issue 16 (flat memory): the staged publish squashes insert blocks of up to 1M rows by default, sorted
+    in memory (+335 MB at 5M rows); every embedded client bounds them, the connection's settings still win."""
+    names = sorted(CHDB_MEMORY_SETTINGS)
+    query = "SELECT " + ", ".join(f"getSetting('{name}')" for name in names)
+    seen = []
+    for endpoint, readonly in ((_chdb(chdb_dir, {}), False), (_chdb(chdb_dir, {}), True)):
+        client = open_client(endpoint, readonly=readonly)
+        try:
+            seen.append(tuple(int(v) for v in client.query(query).result_rows[0]))
+        finally:
+            close_client(client)
+    assert seen == [tuple(CHDB_MEMORY_SETTINGS[name] for name in names)] * 2
+    assert CHDB_MEMORY_SETTINGS["max_insert_block_size"] <= 65_536
+    client = open_client(_chdb(chdb_dir, {"max_insert_block_size": 1_048_576}))
+    try:
+        rows = client.query("SELECT getSetting('max_insert_block_size')").result_rows
+    finally:
+        close_client(client)
+    assert int(rows[0][0]) == 1_048_576

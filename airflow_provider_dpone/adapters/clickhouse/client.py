@@ -56,6 +56,19 @@ CONNECT_TIMEOUT_ENV = "DPONE_CLICKHOUSE_CONNECT_TIMEOUT_S"
 RECEIVE_TIMEOUT_ENV = "DPONE_CLICKHOUSE_SEND_RECEIVE_TIMEOUT_S"
 
 
+#: Session settings of every embedded (chDB) client, for memory that does not grow with the table. The
+#: staged publish (``INSERT INTO target SELECT ... FROM staging``) squashes the staging rows into insert
+#: blocks of up to 1,048,576 rows (256 MB) by default and sorts each block by the target's key in memory:
+#: +100 MB at 1M rows, +335 MB at 5M (measured, VmRSS). 65,536-row blocks bound it (5M: 814 -> 607 MB peak).
+#: Only the part layout changes (more, smaller parts that background merges join); the rows are the same.
+CHDB_MEMORY_SETTINGS: dict[str, int] = {
+    "max_insert_block_size": 65_536,
+    "min_insert_block_size_rows": 65_536,
+    "min_insert_block_size_bytes": 0,
+    "max_threads": 1,
+}
+
+
 def http_timeouts(endpoint: EndpointDescriptor, env: Mapping[str, str] | None = None) -> tuple[int, int]:
     """``(connect, send_receive)`` seconds: the endpoint's, else the environment's, else the defaults."""
     environ: Mapping[str, str] = os.environ if env is None else env
@@ -164,7 +177,8 @@ def _open_chdb(endpoint: EndpointDescriptor, *, readonly: bool = False) -> Clien
             f"{endpoint.describe()} needs a path to the chDB data directory",
             details={"connection": endpoint.name},
         )
-    settings: dict[str, Any] = dict(endpoint.session_settings)
+    # the embedded engine's defaults first, the connection's own session_settings win
+    settings: dict[str, Any] = {**CHDB_MEMORY_SETTINGS, **endpoint.session_settings}
     try:
         if readonly:
             return clickhouse_connect.get_client(
