@@ -38,6 +38,10 @@ def main(argv: list[str]) -> int:
         from route_scan import run_route_scan
 
         result = run_route_scan(spec)
+    elif kind in ("pymssql_fetch", "mssql_read", "dpone_mssql"):
+        import transfer_mssql
+
+        result = getattr(transfer_mssql, f"run_{kind}")(spec)
     elif kind == "reader":
         from reader_time import run_reader
 

@@ -47,7 +47,8 @@ sys.path.insert(0, str(HERE))
 import checksum  # noqa: E402
 import datasets  # noqa: E402
 import report  # noqa: E402
-from services import REPO_ROOT, Services  # noqa: E402
+import transfer_mssql  # noqa: E402
+from services import REPO_ROOT, Services, start_tds_large  # noqa: E402
 from spawn import ChildFailed, measure  # noqa: E402
 from transfer_dpone import write_manifest  # noqa: E402
 
@@ -125,7 +126,8 @@ def parse_args(argv: list[str] | None) -> Config:
     parser.add_argument(
         "--skip",
         default="",
-        help="comma list of parts to skip: timed (the timed transfers), wide, postgres, guard, scan, reader, memory",
+        help="comma list of parts to skip: timed (the timed transfers), wide, postgres, mssql, guard, scan, reader, "
+        "memory",
     )
     parser.add_argument(
         "--memory-rows",
@@ -272,6 +274,8 @@ class Bench:
         self.pg_url: str | None = None  # SQLAlchemy URL of the benchmark's own PostgreSQL database
         self.pg_dsn: str | None = None
         self.skipped: list[str] = []
+        self.tds: dict[str, Any] | None = None
+        self.mssql_reference: dict[str, int] | None = None
 
     def _child_env(self, dpone_src: Path) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW_CONN_")}
@@ -327,6 +331,17 @@ class Bench:
         )
         assert self.pg_dsn is not None
         self.env["AIRFLOW_CONN_BENCH_PG"] = self.pg_dsn.replace("postgresql://", "postgres://", 1)
+        if "mssql" not in self.config.skip:  # the SQL Server source: an emulator of its own (large_orders)
+            t0 = time.monotonic()
+            self.tds = start_tds_large(self.services, self.config.rows)
+            self.mssql_reference = transfer_mssql.reference_checksum(self.config.rows)
+            tds = self.tds
+            self.env["AIRFLOW_CONN_BENCH_MSSQL"] = (
+                f"mssql://{tds['user']}:{tds['password']}@{tds['host']}:{tds['port']}/{tds['database']}"
+            )
+            log(
+                f"TDS emulator with {self.config.rows:,} large_orders rows up in {time.monotonic() - t0:.1f}s"
+            )
 
     def _create_pg_database(self) -> None:
         """A database of its own on the cluster, so nothing here meets another user's tables."""
@@ -527,6 +542,48 @@ class Bench:
 
         return Measurement(system, path, source, shape, "http", label, spec)
 
+    def mssql(self, kind: str) -> Measurement:
+        """The SQL Server source over the emulator (see transfer_mssql.py): bare fetch, read, dpone run."""
+        rows = self.config.rows
+        label = f"{kind}_large_orders_{rows}_chdb"
+
+        def spec(rep: int) -> dict[str, Any]:
+            out: dict[str, Any] = {
+                "kind": kind,
+                "tds": self.tds,
+                "source_table": "large_orders",
+                "chunk_rows": self.config.chunk_rows,
+            }
+            if kind == "dpone_mssql":
+                directory = self.work / "manifests" / label
+                shutil.rmtree(directory, ignore_errors=True)
+                chdb_path = self._fresh_chdb(label)
+                manifest = transfer_mssql.write_manifest(
+                    directory,
+                    connection="bench_mssql",
+                    table="large_orders",
+                    sink="chdb:////" + str(chdb_path).lstrip("/"),
+                    target_table="bench.orders",
+                    chunk_rows=self.config.chunk_rows,
+                )
+                out.update(
+                    manifest=str(manifest),
+                    run_id=f"bench-{rep}",
+                    target_table="bench.orders",
+                    checksum_target={"interface": "chdb", "path": str(chdb_path)},
+                )
+            return out
+
+        system, path = {
+            "pymssql_fetch": ("pymssql fetch", "one SELECT, fetchmany"),
+            "mssql_read": ("dpone source", "MssqlSource.read()"),
+            "dpone_mssql": ("dpone", "lazy_plan + direct"),
+        }[kind]
+        reference = self.mssql_reference
+        if kind == "pymssql_fetch" and reference is not None:
+            reference = {"rows": reference["rows"]}  # the bare fetch keeps no rows to sum
+        return Measurement(system, path, "mssql", "large_orders", "chdb", label, spec, reference)
+
     def transfer_plan(self) -> list[Measurement]:
         plan: list[Measurement] = []
         peers_available = _peers_available()
@@ -554,6 +611,8 @@ class Bench:
                     plan.append(self.raw(shape, "postgres", "http"))
                 elif peers_available:
                     plan.append(self.peer(kind, shape, "postgres"))
+        if self.tds is not None:
+            plan.extend(self.mssql(kind) for kind in ("pymssql_fetch", "dpone_mssql", "mssql_read"))
         if "postgres" in self.config.skip:
             plan = [m for m in plan if m.source != "postgres"]
         if self.config.only:
@@ -755,7 +814,7 @@ def _checksum_problem(m: Measurement, result: dict[str, Any]) -> str | None:
     found = result.get("checksum")
     if found is None:
         return "no checksum was read from the target"
-    wrong = [k for k in checksum.FIELDS if found.get(k) != m.reference[k]]
+    wrong = [k for k in m.reference if found.get(k) != m.reference[k]]
     if wrong:
         return "checksum mismatch: " + ", ".join(f"{k} {found.get(k)} != {m.reference[k]}" for k in wrong)
     return None
@@ -836,6 +895,9 @@ def summarize(
     limit_chdb = _find(main, system="engine limit", target="chdb")
     limit_http = _find(main, system="engine limit", target="http")
     artifact_chdb = _find(main, system="dpone", path="file_artifact + direct", target="chdb")
+    mssql_fetch = _find(plan, system="pymssql fetch")
+    mssql_dpone = _find(plan, system="dpone", source="mssql")
+    mssql_read = _find(plan, system="dpone source", source="mssql")
     generic = _find(main, system="GenericTransfer")
     hand = _find(main, system="hand-written")
     peak_rss = memory_table(config, memory)
@@ -881,7 +943,10 @@ def summarize(
         "direct_vs_limit_chdb_paired": _paired(dpone_chdb, limit_chdb),
         "direct_vs_limit_http_paired": _paired(dpone_http, limit_http),
         **_baseline_ratios(main, limit_chdb, limit_http),
-        "mssql_vs_pymssql_fetch": None,  # not measured by this harness yet (see docs/performance.md)
+        "mssql_vs_pymssql_fetch": _ratio(_rate(mssql_dpone), _rate(mssql_fetch)),
+        "mssql_read_vs_pymssql_fetch": _ratio(_rate(mssql_read), _rate(mssql_fetch)),
+        "mssql_vs_pymssql_fetch_paired": _paired(mssql_dpone, mssql_fetch),
+        "pymssql_fetch_rows_per_s": _rate(mssql_fetch),
         "peak_rss_mb_100k": rss[0],
         "peak_rss_mb_1m": rss[1],
         "memory_rows": list(config.memory_rows),
@@ -946,6 +1011,9 @@ def targets(summary: dict[str, Any], guard: dict[str, Any]) -> list[dict[str, An
         ),
         check("dpone direct / server limit (HTTP)", summary["direct_vs_limit_http"], 0.4, True),
         check("dpone staged / server limit (HTTP)", summary["staged_vs_limit_http"], 0.4, True),
+        check(
+            "dpone mssql (TDS emulator) / bare pymssql fetch", summary["mssql_vs_pymssql_fetch"], 0.8, True
+        ),
         check("dpone / GenericTransfer (HTTP)", summary["dpone_vs_generic_transfer"], 10, True),
         check("dpone / hand-written (HTTP)", summary["dpone_vs_hand_written"], 1.0, True),
         check("guard ms/partition, SQLite", summary["guard_ms_per_partition_sqlite"], 2, False, " ms"),

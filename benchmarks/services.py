@@ -108,3 +108,42 @@ class Services:
                 services.stop(started)
             except Exception as exc:  # keep stopping the others
                 print(f"[bench] could not stop {started.kind}: {exc}", file=sys.stderr)
+
+
+def start_tds_large(services: Services, rows: int, timeout_s: float = 300.0) -> dict[str, Any]:
+    """A TDS emulator of this benchmark's own serving ``dbo.large_orders`` with ``rows`` rows
+    (``tds_emulator.py --large-rows``); stopped with the other services. Returns how to reach it."""
+    import time
+
+    helpers = local_services()
+    workdir = helpers._make_workdir(services.root, "tds_large")
+    log, port_file = workdir / "tds.log", workdir / "port"
+    command = [
+        sys.executable,
+        str(REPO_ROOT / "scripts" / "services" / "tds_emulator.py"),
+        "--port-file",
+        str(port_file),
+        "--large-rows",
+        str(rows),
+    ]
+    proc = helpers._spawn(command, log, workdir)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and proc.poll() is None:
+        if port_file.exists() and helpers.port_open(int(port_file.read_text())):
+            port = int(port_file.read_text())
+            services.started.append(
+                helpers.Started(kind="tds", workdir=str(workdir), log=str(log), pid=proc.pid, env={})
+            )
+            sys.path.insert(0, str(REPO_ROOT / "scripts" / "services"))
+            import tds_emulator
+
+            return {
+                "host": helpers.LOOPBACK,
+                "port": port,
+                "user": tds_emulator.USER,
+                "password": tds_emulator.PASSWORD,
+                "database": tds_emulator.DATABASE,
+            }
+        time.sleep(0.2)
+    helpers.terminate(proc.pid, grace_s=5)
+    raise RuntimeError(f"the large TDS emulator did not start; log {log}")

@@ -6,6 +6,10 @@ starves it of the GIL, and so tests can kill it. Known emulator limits: DECIMAL 
 as datetime (midnight), DATETIME2 as datetime (1/300 s ticks), and writes to served tables are refused.
 
 The rows are deterministic (``orders_rows()``) so tests can compare what they read with what was served.
+``--large-rows N`` also serves ``dbo.large_orders``: the same columns, N rows over ``LARGE_DAYS`` days, each
+row a pure function of its id (``large_order_row``), so a benchmark or test can check every value or a
+checksum without the emulator. Values that repeat (days, customers) are shared objects, so a million rows
+hold about 200 MB in the emulator.
 """
 
 from __future__ import annotations
@@ -57,8 +61,39 @@ def orders_rows() -> list[dict[str, Any]]:
     return rows
 
 
-def build_server(host: str, port: int) -> Any:
-    """A pysqlbridge server holding dbo.orders and admitting one SQL login."""
+LARGE_TABLE = "large_orders"
+LARGE_FIRST_DAY = datetime.date(2026, 9, 1)
+LARGE_DAYS = 60
+LARGE_NULL_EVERY = 97
+"""Every 97th ``large_orders`` row has a NULL customer."""
+
+
+def large_order_row(i: int) -> tuple[int, datetime.date, str | None, Decimal, datetime.datetime]:
+    """Row ``i`` (1-based) of ``dbo.large_orders``, as SQL Server would hold it: (id, order_date, customer,
+    amount, updated_at); rows ``1..N`` are ordered by id, ``order_date`` cycles over ``LARGE_DAYS`` days."""
+    day = LARGE_FIRST_DAY + datetime.timedelta(days=(i - 1) % LARGE_DAYS)
+    customer = None if i % LARGE_NULL_EVERY == 0 else CUSTOMERS[i % len(CUSTOMERS)]
+    amount = Decimal(i * 7919 % 10_000_000) / Decimal(100)
+    moment = datetime.datetime.combine(day, datetime.time(i % 24, (i // 24) % 60, (i * 7) % 60))
+    return i, day, customer, amount, moment
+
+
+def _large_values(rows: int) -> list[list[object]]:
+    """``large_orders`` as the emulator serves it (datetime days, float amounts); repeated values shared."""
+    days = [
+        datetime.datetime.combine(LARGE_FIRST_DAY + datetime.timedelta(days=d), datetime.time())
+        for d in range(LARGE_DAYS)
+    ]
+    values: list[list[object]] = []
+    for i in range(1, rows + 1):
+        _, _, customer, amount, moment = large_order_row(i)
+        values.append([i, days[(i - 1) % LARGE_DAYS], customer, float(amount), moment])
+    return values
+
+
+def build_server(host: str, port: int, large_rows: int = 0) -> Any:
+    """A pysqlbridge server holding dbo.orders (and ``large_rows`` rows of dbo.large_orders) and admitting
+    one SQL login."""
     from pysqlbridge.catalog import Catalog
     from pysqlbridge.logins import Login, LoginStore
     from pysqlbridge.server import BridgeServer
@@ -77,6 +112,8 @@ def build_server(host: str, port: int) -> Any:
     ]
     catalog = Catalog()
     catalog.add(Table(TABLE, columns, values))
+    if large_rows > 0:
+        catalog.add(Table(LARGE_TABLE, list(columns), _large_values(large_rows)))
     logins = LoginStore([Login(USER, PASSWORD, hashed=False)])
     return BridgeServer(host, port, query_handler=catalog.answer, logins=logins)
 
@@ -86,13 +123,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
     parser.add_argument("--port-file", type=Path, help="write the bound port here once listening")
+    parser.add_argument(
+        "--large-rows", type=int, default=0, help="also serve dbo.large_orders with this many rows"
+    )
     parser.add_argument("--verbose", action="store_true")
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(message)s",
     )
-    server = build_server(args.host, args.port)
+    server = build_server(args.host, args.port, args.large_rows)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     bound = server.address[1]
     if args.port_file is not None:
