@@ -6,6 +6,7 @@ exact union of the batch's partitions; strings compare byte for byte, as ClickHo
 
 from __future__ import annotations
 
+import itertools
 import sqlite3
 from collections.abc import Iterator
 from datetime import date
@@ -14,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from airflow_provider_dpone.adapters.sources import profiling
 from airflow_provider_dpone.adapters.sources.demo_data import create_demo_source
 from airflow_provider_dpone.adapters.sources.mssql_source import MssqlSource
 from airflow_provider_dpone.adapters.sources.sqlite_source import SqliteSource
@@ -58,6 +60,23 @@ def test_sqlite_profile_is_exact_over_the_union_of_the_batch(demo: tuple[SqliteS
     where = "(order_date >= '2026-11-26' AND order_date < '2026-11-27') OR (order_date >= '2026-11-28' AND order_date < '2026-11-30')"
     assert profile == expected(path, where, columns)
     assert profile["rows"] == 300
+
+
+def test_sqlite_profile_of_adjacent_days_is_one_range_scan_and_still_exact(
+    demo: tuple[SqliteSource, Path],
+) -> None:
+    source, path = demo
+    columns = ["id", "customer", "amount", "order_date"]
+    days = ["2026-11-26", "2026-11-27", "2026-11-28", "2026-11-29", "2026-11-30", "2026-12-01"]
+    bounds = [day(low, high) for low, high in itertools.pairwise(days)]
+    text, params = profiling.sqlite_profile("orders", bounds, columns)
+    assert " OR " not in text  # one index range, not SQLite's multi-index OR (it keeps every rowid)
+    with sqlite3.connect(path) as db:
+        plan = " ".join(str(row[-1]) for row in db.execute(f"EXPLAIN QUERY PLAN {text}", params))
+    assert "MULTI-INDEX OR" not in plan
+    profile = source.profile(bounds, columns)
+    assert profile == expected(path, "order_date >= '2026-11-26' AND order_date < '2026-12-01'", columns)
+    assert profile["rows"] == 500
 
 
 def test_sqlite_distinct_counts_compare_bytes_whatever_the_declared_collation(tmp_path: Path) -> None:

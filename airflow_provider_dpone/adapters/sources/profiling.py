@@ -20,6 +20,7 @@ from collections.abc import Sequence
 
 from airflow_provider_dpone.adapters.sources import mssql_sql as tsql
 from airflow_provider_dpone.adapters.sources import sqlite_sql as lite
+from airflow_provider_dpone.adapters.sources.value_audit import merged_ranges
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.partition import PartitionBounds
 from airflow_provider_dpone.contracts.schema import TableSchema
@@ -56,7 +57,8 @@ def sqlite_profile(
     for name in columns:
         quoted = lite.quote_ident(name)
         selects += [f"COUNT(*) - COUNT({quoted})", f"COUNT(DISTINCT {quoted} COLLATE BINARY)"]
-    union = lite.any_of(bounds)  # None: one partition is the whole table, no predicate at all
+    # adjacent ranges as one: an OR of ranges is SQLite's multi-index OR, which keeps every visited rowid
+    union = lite.any_of(merged_ranges(bounds))  # None: one partition is the whole table, no predicate at all
     where, params = (f"\nWHERE {union[0]}", union[1]) if union is not None else ("", ())
     return f"SELECT {', '.join(selects)}\nFROM {source}{where}", params
 
