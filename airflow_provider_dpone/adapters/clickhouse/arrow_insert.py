@@ -16,6 +16,8 @@ from collections.abc import Sequence
 
 import pyarrow as pa
 
+from airflow_provider_dpone.adapters.clickhouse.type_names import decimal_parts
+
 _SIMPLE: dict[str, pa.DataType] = {
     "Int8": pa.int8(),
     "Int16": pa.int16(),
@@ -31,7 +33,6 @@ _SIMPLE: dict[str, pa.DataType] = {
     "Date": pa.date32(),
     "DateTime": pa.timestamp("s"),  # naive: the epoch second of a UTC wall time, as the Native path
 }
-_DECIMAL = re.compile(r"Decimal\((\d+), ?(\d+)\)")
 _NULLABLE = re.compile(r"Nullable\((.+)\)")
 
 
@@ -42,9 +43,9 @@ def arrow_type(type_name: str) -> pa.DataType | None:
     simple = _SIMPLE.get(base)
     if simple is not None:
         return simple
-    decimal = _DECIMAL.fullmatch(base)
+    decimal = decimal_parts(base)
     if decimal:
-        precision, scale = int(decimal.group(1)), int(decimal.group(2))
+        precision, scale = decimal
         if 1 <= precision <= 38 and scale <= precision:
             return pa.decimal128(precision, scale)
     return None
