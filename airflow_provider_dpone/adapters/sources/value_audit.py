@@ -310,6 +310,20 @@ def merged_ranges(bounds: Sequence[PartitionBounds]) -> list[PartitionBounds]:
     return merged
 
 
+def audit_runs(bounds: Sequence[PartitionBounds], workers: int) -> list[PartitionBounds]:
+    """The statements of one audit for ``workers`` connections: the partitions in ``workers`` consecutive
+    groups (as even by count as they divide), each group's ranges merged (``merged_ranges``).
+
+    The groups cover every partition once, so the statements' counts add up to those of one statement over
+    the union, as the runs of ``merged_ranges`` already do; each statement is still an index range scan."""
+    if workers < 1:
+        raise ValueError("workers must be at least 1")
+    size = -(-len(bounds) // workers) if bounds else 1
+    return [
+        run for start in range(0, len(bounds), size) for run in merged_ranges(bounds[start : start + size])
+    ]
+
+
 def sqlite_plan(
     schema: TableSchema,
     bounds: Sequence[PartitionBounds],
