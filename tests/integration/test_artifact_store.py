@@ -10,6 +10,7 @@ from datetime import date, datetime
 from decimal import Decimal
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 from airflow_provider_dpone.adapters.artifacts.arrow_ipc import ArrowIpcArtifactStore
@@ -65,6 +66,40 @@ def test_round_trip_returns_every_value_in_bounded_chunks(store: ArrowIpcArtifac
     assert max(c.row_count for c in read) == 1000
     assert all(c.names == SCHEMA.names and c.partition_id == PARTITION for c in read)
     assert rows_of(read) == rows_of(written)  # None, Decimal, date and naive datetime survive exactly
+
+
+def test_chunks_read_back_carry_the_files_arrow_arrays_and_build_python_values_only_when_iterated(
+    store: ArrowIpcArtifactStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sink inserts the arrays as they are (chDB) or reads dates and times from them as integers
+    (Native): no Python value per cell unless a consumer iterates the column, and then exactly the
+    written values, of the same types."""
+    from airflow_provider_dpone.adapters.artifacts import arrow_ipc, arrow_types
+    from airflow_provider_dpone.adapters.sources.arrow_column import ArrowColumn
+
+    written = [demo_chunk(0, 700)]
+    ref = store.write(PARTITION, SCHEMA, iter(written))
+    built: list[str] = []
+
+    def counted(array: pa.Array) -> list[object]:
+        built.append(str(array.type))
+        return arrow_types.from_arrow(array)
+
+    monkeypatch.setattr(arrow_ipc, "from_arrow", counted)
+    read = list(store.read(ref, 300))
+
+    assert [c.row_count for c in read] == [300, 300, 100]
+    schema = arrow_types.arrow_schema(SCHEMA)
+    for chunk in read:
+        assert all(isinstance(column, ArrowColumn) for column in chunk.columns)
+        assert [column.array.type for column in chunk.columns] == schema.types  # type: ignore[attr-defined]
+    assert built == []  # nothing iterated yet
+    rows = rows_of(read)
+    assert len(built) == 3 * len(SCHEMA.columns)
+    assert rows == rows_of(written)
+    assert [tuple(type(v) for v in row) for row in rows] == [
+        tuple(type(v) for v in row) for row in rows_of(written)
+    ]
 
 
 def test_digest_is_the_sha256_of_the_file_bytes_and_stable_across_writes(

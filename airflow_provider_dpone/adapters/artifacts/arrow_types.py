@@ -1,7 +1,8 @@
 """ClickHouse column types -> Arrow types, and Python values in and out of Arrow arrays.
 
-Values leave an artifact as plain Python objects (``to_pylist``), which is what clickhouse-connect's
-Native inserts accept: ``int``, ``float``, ``str``, ``bytes``, ``Decimal``, ``date``, naive ``datetime``.
+Values leave an artifact as Arrow columns (``arrow_ipc``) whose Python values, built only when something
+iterates them, come from :func:`from_arrow`: the plain objects clickhouse-connect's Native inserts accept
+(``int``, ``float``, ``str``, ``bytes``, ``Decimal``, ``date``, naive ``datetime``).
 
 ClickHouse ``String`` (and ``FixedString``) hold bytes, and sources hand over ``str`` for text but raw
 ``bytes`` for binary columns (SQL Server ``varbinary``, SQLite ``BLOB``), sometimes both in one column. They
