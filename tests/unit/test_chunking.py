@@ -164,7 +164,7 @@ _ROW = st.tuples(
 )
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     # runs of rows that keep the Arrow path (demo-like) mixed with rows that send a part per-value or refuse
     rows=st.lists(
@@ -186,6 +186,20 @@ def test_bounded_fetches_give_the_values_forms_and_refusals_of_one_fetch_per_chu
         start = len(want) * chunk_rows
         assert _refuses(rows[start : start + chunk_rows], got_refusal[1])
     assert all(size <= bound for size in spy.sizes)
+    _assert_same(got, want)
+
+
+def test_a_decimal_column_has_the_form_one_fetch_of_its_chunk_gives() -> None:
+    """The per-value decimal converter writes a float-only column at the scale (``0.00``) and a column
+    that also holds an integer at the float's shortest form (``0.0``): a chunk fetched in parts must still
+    read as one column, not as the forms of its parts."""
+    rows: list[tuple[object, ...]] = [(0, None, None, 0.0, None), (1, None, None, 0, None)]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(chunking, "FETCH_ROWS", 1)
+        got, _, spy = _bounded(rows, 2)
+    want, _ = _unbounded(rows, 2)
+    assert spy.sizes == [1, 1, 1]
+    assert _forms(got[0].columns[3]) == _forms(want[0].columns[3])
     _assert_same(got, want)
 
 

@@ -34,9 +34,15 @@ FETCH_ROWS = 10_000
 
 
 class ChunkBuilder:
-    """Turns one fetched batch of row tuples into a ColumnChunk of the schema's columns, in order.
+    """Turns fetched batches of row tuples into a ColumnChunk of the schema's columns, in order.
 
-    ``columnar=False`` keeps every column on the per-value converters (the reference path)."""
+    ``columnar=False`` keeps every column on the per-value converters (the reference path).
+
+    A chunk may be built from several fetched batches (:meth:`part` each, then :meth:`join`): every column
+    is converted per batch, except ``Decimal`` columns, which are converted once over the whole chunk,
+    because the per-value decimal converter's *form* depends on the whole column (a float-only column
+    gives ``Decimal('0.00')``, one that also holds an integer ``Decimal('0.0')``: equal values, written
+    differently). So a chunk holds exactly what one batch of its rows gave."""
 
     def __init__(
         self,
@@ -55,18 +61,46 @@ class ChunkBuilder:
         self._columnar: list[ArrowConverter | None] = [
             arrow_converter_for(column) if columnar else None for column in schema.columns
         ]
+        self._whole = [column.clickhouse_type.startswith("Decimal(") for column in schema.columns]
 
     def build(self, rows: Sequence[Sequence[object]]) -> ColumnChunk:
+        """One batch as one chunk."""
+        columns = [self._convert(i, list(map(getter, rows))) for i, getter in enumerate(self._getters)]
+        return self._chunk(columns, len(rows))
+
+    def part(self, rows: Sequence[Sequence[object]]) -> ColumnChunk:
+        """One batch as part of a chunk (for :meth:`join`): ``Decimal`` columns still hold the raw values."""
+        columns = [
+            list(map(getter, rows)) if whole else self._convert(i, list(map(getter, rows)))
+            for i, (getter, whole) in enumerate(zip(self._getters, self._whole, strict=True))
+        ]
+        return self._chunk(columns, len(rows))
+
+    def join(self, parts: Sequence[ColumnChunk]) -> ColumnChunk:
+        """One chunk of consecutive :meth:`part` results, rows in order: a converted column that is Arrow
+        of one type in every part stays Arrow (concatenated), any other is a list of the parts' values (an
+        Arrow part's values are exactly the per-value converter's); ``Decimal`` columns are converted now."""
         columns: list[Sequence[object]] = []
-        for getter, convert, columnar in zip(self._getters, self._converters, self._columnar, strict=True):
-            values = list(map(getter, rows))
-            fast = columnar(values) if columnar is not None else None
-            if fast is not None:
-                columns.append(fast)
+        for i, whole in enumerate(self._whole):
+            pieces = [part.columns[i] for part in parts]
+            if whole:
+                raw = pieces[0] if len(pieces) == 1 else list(chain.from_iterable(pieces))
+                columns.append(self._convert(i, raw))
             else:
-                columns.append(convert(values) if convert is not None else values)
+                columns.append(pieces[0] if len(pieces) == 1 else _join_column(pieces))
+        return self._chunk(columns, sum(part.row_count for part in parts))
+
+    def _convert(self, index: int, values: Sequence[object]) -> Sequence[object]:
+        columnar = self._columnar[index]
+        fast = columnar(values) if columnar is not None else None
+        if fast is not None:
+            return fast
+        convert = self._converters[index]
+        return convert(values) if convert is not None else values
+
+    def _chunk(self, columns: list[Sequence[object]], row_count: int) -> ColumnChunk:
         return ColumnChunk(
-            partition_id=self._partition_id, names=self._names, columns=tuple(columns), row_count=len(rows)
+            partition_id=self._partition_id, names=self._names, columns=tuple(columns), row_count=row_count
         )
 
 
@@ -90,7 +124,7 @@ def stream_chunks(
             filled += part.row_count
         if not parts:
             return
-        chunk = join_chunks(parts)
+        chunk = builder.join(parts)
         del parts  # this frame keeps neither the parts nor the chunk while the next one is fetched
         yield chunk
         del chunk
@@ -101,23 +135,7 @@ def _fetch_part(
 ) -> ColumnChunk | None:
     """One fetch, converted; its row tuples are freed when this returns."""
     rows = fetch(size)
-    return builder.build(rows) if rows else None
-
-
-def join_chunks(parts: Sequence[ColumnChunk]) -> ColumnChunk:
-    """One chunk of several consecutive chunks of one partition and column order, rows in order: a
-    column that is Arrow of one type in every part stays Arrow (concatenated), any other is a list of
-    the parts' values (an Arrow part's values are exactly the per-value converter's)."""
-    if len(parts) == 1:
-        return parts[0]
-    first = parts[0]
-    columns = tuple(_join_column([part.columns[i] for part in parts]) for i in range(len(first.names)))
-    return ColumnChunk(
-        partition_id=first.partition_id,
-        names=first.names,
-        columns=columns,
-        row_count=sum(part.row_count for part in parts),
-    )
+    return builder.part(rows) if rows else None
 
 
 def _join_column(pieces: Sequence[Sequence[object]]) -> Sequence[object]:
