@@ -317,8 +317,9 @@ def _sqlite_engine(url: URL) -> Engine:
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     """WAL so a CLI writer and a reader worker share the file; FULL sync so a commit survives power loss.
 
-    The guard's armed records must be on disk before the target is touched: NORMAL would make WAL commits
-    durable only at the next checkpoint.
+    The guard's armed records must be on disk before the target is touched: NORMAL alone would make WAL
+    commits durable only at the next checkpoint. ``write_batch`` relaxes it to NORMAL for the rows of a
+    batch before its last, whose FULL commit syncs them all (``batch_sync``).
     """
     cursor = dbapi_connection.cursor()
     try:

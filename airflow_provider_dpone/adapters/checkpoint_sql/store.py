@@ -33,6 +33,7 @@ from sqlalchemy.engine import URL
 from sqlalchemy.schema import CreateIndex, CreateTable
 from sqlalchemy.sql import Executable
 
+from airflow_provider_dpone.adapters.checkpoint_sql.batch_sync import one_sync_per_batch
 from airflow_provider_dpone.adapters.checkpoint_sql.route_lease import postgres_lease, sqlite_lease
 from airflow_provider_dpone.adapters.checkpoint_sql.store_base import SqlStoreBase
 from airflow_provider_dpone.adapters.checkpoint_sql.tables import build_tables
@@ -171,8 +172,15 @@ class SqlCheckpointStore(SqlStoreBase):
         try:
             # AUTOCOMMIT: each INSERT is its own transaction, committed by the database when the statement
             # returns — one round trip a row instead of BEGIN, INSERT, COMMIT (guard overhead per partition)
-            with self._engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            # One fsync for the whole batch on SQLite: the last row's commit syncs every row before it
+            # (batch_sync.py); the batch is on disk when this returns, as before.
+            with (
+                self._engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn,
+                one_sync_per_batch(conn, self._backend, len(rows)) as sync_from_now,
+            ):
                 for row in rows:
+                    if written == len(rows) - 1:
+                        sync_from_now()
                     conn.execute(self._insert_checkpoint, {**row, "written_at": self._now()})
                     written += 1
         except self._db_errors as exc:
