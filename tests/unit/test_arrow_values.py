@@ -153,6 +153,51 @@ def test_the_demo_datetimes_take_the_arrow_path() -> None:
     assert _check(_spec("DateTime"), ["2026-01-01 10:11:12", "2026-01-01T00:00:00"]) is not None
 
 
+# -- what decides that a column is text -------------------------------------------------------------------
+
+
+class _Text(str):
+    """A ``str`` subclass: Arrow infers it as text and the per-value converters read it as ``str``."""
+
+
+_text_like = st.one_of(
+    st.none(),
+    _days.map(date.isoformat),
+    _moments.map(lambda m: m.replace(microsecond=0).isoformat(sep=" ")),
+    _days.map(lambda d: _Text(d.isoformat())),
+    _moments.map(lambda m: _Text(m.replace(microsecond=0).isoformat(sep=" "))),
+    _days.map(lambda d: d.isoformat().encode()),  # bytes: Arrow would take them as text if asked to
+    st.binary(max_size=4).map(bytearray),
+    st.booleans(),
+    _days,  # a date object
+)
+
+
+@PROFILE
+@given(st.lists(_text_like, min_size=1))
+@example(["2026-01-01", b"2026-01-02"])
+@example([b"2026-01-02", "2026-01-01"])
+@example(["2026-01-01", bytearray(b"2026-01-02")])
+@example([_Text("2026-01-01"), None])
+@example([None, None])
+@example(["2026-01-01", True])
+def test_text_columns_mixed_with_other_kinds(values: list[object]) -> None:
+    for clickhouse_type in ("Date", "DateTime"):
+        _check(_spec(clickhouse_type), values)
+
+
+def test_only_str_values_take_the_arrow_path() -> None:
+    assert _check(_spec("Date"), ["2026-01-01", b"2026-01-02"]) is None
+    assert _check(_spec("Date"), [None, None]) is None
+    assert _check(_spec("Date"), [_Text("2026-01-01"), None]) is not None
+
+
+def test_texts_arrow_writes_differently_are_judged_by_the_pattern() -> None:
+    """``T``-separated moments are not Arrow's written form: the pattern accepts them (as before)."""
+    assert _check(_spec("DateTime"), ["2026-01-01T10:11:12", "2026-01-01T00:00:00"]) is not None
+    assert _check(_spec("DateTime"), ["2026-01-01", "2026-01-01 00:00:00"]) is None  # a day alone
+
+
 # -- Decimal ---------------------------------------------------------------------------------------------
 
 _scales = st.sampled_from([(12, 2), (15, 0), (15, 4), (9, 3), (5, 5), (18, 2), (38, 10)])
@@ -215,3 +260,30 @@ def test_a_nan_or_infinite_decimal_is_refused_naming_the_column(values: list[obj
     status, (code, details) = _built(_spec("Decimal(12, 2)"), values, columnar=True)
     assert status == "refused" and details["column"] == "c"
     assert _built(_spec("Decimal(12, 2)"), values, columnar=False) == (status, (code, details))
+
+
+# -- Int (the per-value converter's NULL-free shortcut) ------------------------------------------------------
+
+
+@PROFILE
+@given(
+    st.sampled_from(["Int8", "UInt8", "Int32", "UInt64", "Int64"]),
+    st.lists(st.one_of(st.integers(min_value=-(2**64), max_value=2**65), st.none()), max_size=8),
+)
+def test_integer_ranges_are_checked_alike_with_and_without_nulls(
+    clickhouse_type: str, values: list[object]
+) -> None:
+    """A column without NULLs skips the scan for them; it must accept and refuse what the NULL-aware check
+    does (the same column with a NULL added)."""
+    spec = ColumnSpec(name="c", clickhouse_type=clickhouse_type, nullable=True, source_type="INTEGER")
+    convert = converter_for(spec, coerce=True)
+    assert convert is not None
+    present = [v for v in values if v is not None]
+
+    def outcome(column: list[object]) -> tuple[str, Any]:
+        try:
+            return "ok", [v for v in convert(list(column)) if v is not None]
+        except DponeError as exc:
+            return "refused", (exc.code, exc.details)
+
+    assert outcome(present) == outcome([*present, None])

@@ -47,7 +47,6 @@ FLOAT_EXACT_DIGITS = 15
 _DATE_TEXT = r"\A[0-9]{4}-[0-9]{2}-[0-9]{2}\z"
 _DATETIME_TEXT = r"\A[0-9]{4}-[0-9]{2}-[0-9]{2}[T ]([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]\z"
 _NONE_TYPE = type(None)
-_TEXT_KINDS = frozenset({str, _NONE_TYPE})
 _NUMBER_KINDS = frozenset({int, float, _NONE_TYPE})
 _DATE_LOW = pa.scalar(DATE_MIN, pa.date32())
 _DATE_HIGH = pa.scalar(DATE_MAX, pa.date32())
@@ -60,12 +59,29 @@ def _all(mask: pa.Array) -> bool:
     return bool(pc.all(mask).as_py() is not False)
 
 
-def _texts(values: Sequence[object], pattern: str) -> pa.Array | None:
-    kinds = set(map(type, values))
-    if str not in kinds or not kinds <= _TEXT_KINDS:
+def _texts(values: Sequence[object]) -> pa.Array | None:
+    """The column as Arrow text if it holds ``str`` values and NULLs only, else ``None``.
+
+    Arrow's own type inference decides, in the same pass that builds the array (no ``set(map(type, ...))``
+    first): it infers ``string`` only when every non-NULL value is a ``str`` (a subclass too, which the
+    per-value converters read as ``str``), ``binary`` once a ``bytes``-like value is among them, ``null``
+    for NULLs only, and refuses numbers, booleans and dates mixed with text. A typed ``pa.array(values,
+    pa.string())`` would not do: it takes ``bytes`` as text."""
+    try:
+        array = pa.array(values)
+    except (pa.ArrowException, TypeError, ValueError, OverflowError):
         return None
-    array = pa.array(values, pa.string())
-    return array if _all(pc.match_substring_regex(array, pattern)) else None
+    return array if isinstance(array, pa.Array) and array.type == pa.string() else None
+
+
+def _shaped(texts: pa.Array, parsed: pa.Array, pattern: str) -> bool:
+    """Every text in the shape ``pattern`` describes. Most columns are written exactly as Arrow writes the
+    parsed values back (``2026-10-02``, ``2026-10-02 02:51:47``), which is one comparison of the texts,
+    cheaper than the regular expression; a text Arrow writes differently (``...T02:51:47``, or a shape
+    the cast takes that the pattern refuses) is then judged by the pattern itself."""
+    if _all(pc.equal(parsed.cast(pa.string()), texts)):
+        return True  # a parsed value written back is in the pattern's shape, so its equal text is too
+    return _all(pc.match_substring_regex(texts, pattern))
 
 
 def _within(array: pa.Array, low: pa.Scalar, high: pa.Scalar) -> bool:
@@ -77,23 +93,27 @@ def _within(array: pa.Array, low: pa.Scalar, high: pa.Scalar) -> bool:
 
 
 def dates(values: Sequence[object]) -> ArrowColumn | None:
-    texts = _texts(values, _DATE_TEXT)
+    texts = _texts(values)
     if texts is None:
         return None
     try:
         days = texts.cast(pa.date32())
-    except pa.ArrowInvalid:  # not a calendar day (2023-02-30, year 0): the per-value path decides
+    except pa.ArrowException:  # not a calendar day (2023-02-30, year 0): the per-value path decides
+        return None
+    if not _shaped(texts, days, _DATE_TEXT):
         return None
     return ArrowColumn(days) if _within(days, _DATE_LOW, _DATE_HIGH) else None
 
 
 def datetimes(values: Sequence[object]) -> ArrowColumn | None:
-    texts = _texts(values, _DATETIME_TEXT)
+    texts = _texts(values)
     if texts is None:
         return None
     try:
         moments = texts.cast(pa.timestamp("s"))
-    except pa.ArrowInvalid:
+    except pa.ArrowException:  # not a moment Arrow reads: the per-value path decides
+        return None
+    if not _shaped(texts, moments, _DATETIME_TEXT):
         return None
     return ArrowColumn(moments) if _within(moments, _DATETIME_LOW, _DATETIME_HIGH) else None
 
