@@ -70,7 +70,10 @@ def write_chart(results: dict[str, Any], path: Path) -> str | None:
     transfers = [
         m
         for m in results["transfers"]
-        if m["median"].get("rows_per_s") and f"_{main_rows[m['shape']]}_" in m["label"]  # not the RSS runs
+        # the orders and wide shapes at their main size: not the RSS runs, not the SQL Server systems
+        if m["median"].get("rows_per_s")
+        and m["shape"] in main_rows
+        and f"_{main_rows[m['shape']]}_" in m["label"]
     ]
     shapes = [s for s in ("orders", "wide") if any(m["shape"] == s for m in transfers)]
     fig, axes = plt.subplots(1, len(shapes) + 1, figsize=(7 * len(shapes) + 6, 7), squeeze=False)

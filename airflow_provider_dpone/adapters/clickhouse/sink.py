@@ -44,7 +44,7 @@ from airflow_provider_dpone.adapters.clickhouse.table_schema import (
     create_table_sql,
     types_compatible,
 )
-from airflow_provider_dpone.adapters.sources.arrow_column import ArrowColumn, concat
+from airflow_provider_dpone.adapters.sources.arrow_column import join_columns
 from airflow_provider_dpone.contracts.chunk import ColumnChunk
 from airflow_provider_dpone.contracts.endpoints import ClickHouseInterface, EndpointDescriptor
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
@@ -540,15 +540,7 @@ def _block_columns(block: Sequence[tuple[int, ColumnChunk]], width: int) -> Sequ
     type as Arrow (no Python values built), any other column as a list of the chunks' values."""
     if len(block) == 1:
         return block[0][1].columns
-    data: list[Sequence[object]] = []
-    for i in range(width):
-        parts = [chunk.columns[i] for _, chunk in block]
-        arrow_parts = [part for part in parts if isinstance(part, ArrowColumn)]
-        if len(arrow_parts) == len(parts) and len({part.array.type for part in arrow_parts}) == 1:
-            data.append(concat(arrow_parts))
-        else:
-            data.append(list(itertools.chain.from_iterable(parts)))
-    return data
+    return [join_columns([chunk.columns[i] for _, chunk in block]) for i in range(width)]
 
 
 def _types_of(target: Mapping[str, TargetColumn]) -> dict[str, str]:

@@ -11,6 +11,7 @@ itself (``__arrow_array__``), the ClickHouse sink inserts it as Arrow (chDB) or 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from itertools import chain
 from typing import Any, overload
 
 import pyarrow as pa
@@ -87,3 +88,13 @@ def concat(parts: Sequence[ArrowColumn]) -> ArrowColumn:
     scaled = [part.unscaled for part in parts]
     unscaled = pa.concat_arrays(scaled) if all(s is not None for s in scaled) else None
     return ArrowColumn(array, unscaled, lambda: [v for part in parts for v in part.values()])
+
+
+def join_columns(pieces: Sequence[Sequence[object]]) -> Sequence[object]:
+    """One column of consecutive pieces (chunks, or fetches of one chunk), values in order: Arrow
+    concatenated when every piece is an :class:`ArrowColumn` of one Arrow type (no Python values built),
+    otherwise a list of the pieces' values (an Arrow piece's values are exactly its Python values)."""
+    arrow = [piece for piece in pieces if isinstance(piece, ArrowColumn)]
+    if len(arrow) == len(pieces) and len({piece.array.type for piece in arrow}) == 1:
+        return concat(arrow)
+    return list(chain.from_iterable(pieces))

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Sequence
 from itertools import chain
 from operator import itemgetter
 
-from airflow_provider_dpone.adapters.sources.arrow_column import ArrowColumn, concat
+from airflow_provider_dpone.adapters.sources.arrow_column import join_columns
 from airflow_provider_dpone.adapters.sources.arrow_values import ArrowConverter, arrow_converter_for
 from airflow_provider_dpone.adapters.sources.column_values import Converter, converter_for
 from airflow_provider_dpone.contracts.chunk import ColumnChunk
@@ -87,7 +87,7 @@ class ChunkBuilder:
                 raw = pieces[0] if len(pieces) == 1 else list(chain.from_iterable(pieces))
                 columns.append(self._convert(i, raw))
             else:
-                columns.append(pieces[0] if len(pieces) == 1 else _join_column(pieces))
+                columns.append(pieces[0] if len(pieces) == 1 else join_columns(pieces))
         return self._chunk(columns, sum(part.row_count for part in parts))
 
     def _convert(self, index: int, values: Sequence[object]) -> Sequence[object]:
@@ -136,10 +136,3 @@ def _fetch_part(
     """One fetch, converted; its row tuples are freed when this returns."""
     rows = fetch(size)
     return builder.part(rows) if rows else None
-
-
-def _join_column(pieces: Sequence[Sequence[object]]) -> Sequence[object]:
-    arrow = [piece for piece in pieces if isinstance(piece, ArrowColumn)]
-    if len(arrow) == len(pieces) and len({piece.array.type for piece in arrow}) == 1:
-        return concat(arrow)
-    return list(chain.from_iterable(pieces))
