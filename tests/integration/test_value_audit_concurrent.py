@@ -23,8 +23,8 @@ from hypothesis import strategies as st
 from airflow_provider_dpone.adapters.sources import value_audit
 from airflow_provider_dpone.adapters.sources.sqlite_source import SqliteSource, audit_workers
 from airflow_provider_dpone.contracts.errors import DponeError
-from airflow_provider_dpone.contracts.manifest import Partitioning, PartitionKind, SourceSpec, SourceType
 from tests.builders import day
+from tests.integration.test_value_audit_memory import _spec
 
 DAYS = 8
 FIRST = date(2026, 11, 1)
@@ -39,15 +39,6 @@ BAD_CELLS = (
     ("order_date", "'2026-11-01x'"),
     ("qty", "'7'"),
 )
-
-
-def _spec() -> SourceSpec:
-    return SourceSpec(
-        type=SourceType.SQLITE,
-        connection="sqlite:///x",
-        table="orders",
-        partitioning=Partitioning(kind=PartitionKind.DAY, column="order_date"),
-    )
 
 
 def _orders(path: Path, spoiled: dict[int, tuple[str, str]] | None = None) -> None:

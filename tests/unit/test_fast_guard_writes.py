@@ -99,27 +99,42 @@ def test_a_batch_issues_no_client_commit_and_each_row_is_visible_when_its_insert
     assert [c.to_payload() for c in latest] == [c.to_payload() for c in written]
 
 
+def _write_failing(
+    store: SqlCheckpointStore, written: list[PartitionCheckpoint], insert: int, *, restore_fails: bool = False
+) -> tuple[DponeError, sqlite3.OperationalError, list[Any]]:
+    """``write_batch(written)`` with the ``insert``-th INSERT failing (and, with ``restore_fails``, every
+    later ``PRAGMA synchronous = FULL``): the store's error, the injected one, the failing DB-API connection."""
+    inserts = [0]
+    injected = sqlite3.OperationalError("disk I/O error (injected)")
+    failing: list[Any] = []
+
+    def fail(conn: Any, cursor: Any, statement: str, *_args: Any) -> None:
+        text = " ".join(statement.split()).upper()
+        if text.startswith("INSERT"):
+            inserts[0] += 1
+            if inserts[0] == insert:
+                failing.append(conn.connection.dbapi_connection)
+                raise injected
+        if restore_fails and failing and text == "PRAGMA SYNCHRONOUS = FULL":
+            raise sqlite3.OperationalError("cannot restore (injected)")
+
+    event.listen(store._engine, "before_cursor_execute", fail)
+    try:
+        with pytest.raises(DponeError) as failed:
+            store.write_batch(written)
+    finally:
+        event.remove(store._engine, "before_cursor_execute", fail)
+    return failed.value, injected, failing
+
+
 def test_a_failure_mid_batch_leaves_the_written_prefix_in_the_store(tmp_path: Path) -> None:
     path = tmp_path / "state.sqlite"
     written = _checkpoints(4)
     with SqlCheckpointStore(f"sqlite:///{path}") as store:
         store.ensure_schema()
-        inserts = [0]
-
-        def fail_third(conn: Any, cursor: Any, statement: str, *_args: Any) -> None:
-            if statement.lstrip().upper().startswith("INSERT"):
-                inserts[0] += 1
-                if inserts[0] == 3:
-                    raise sqlite3.OperationalError("disk I/O error (injected)")
-
-        event.listen(store._engine, "before_cursor_execute", fail_third)
-        try:
-            with pytest.raises(DponeError) as failed:
-                store.write_batch(written)
-        finally:
-            event.remove(store._engine, "before_cursor_execute", fail_third)
-        assert failed.value.details["written"] == 2
-        assert failed.value.details["partition_id"] == written[2].partition_id
+        failed, _, _ = _write_failing(store, written, 3)
+        assert failed.details["written"] == 2
+        assert failed.details["partition_id"] == written[2].partition_id
         assert [c.partition_id for c in store.list_latest(ROUTE)] == [c.partition_id for c in written[:2]]
     assert _visible_rows(path) == 2
 
@@ -184,23 +199,9 @@ def test_a_failed_batch_hands_the_pool_a_full_connection_and_keeps_its_exception
     written = _checkpoints(4)
     with SqlCheckpointStore(f"sqlite:///{tmp_path / 'state.sqlite'}") as store:
         store.ensure_schema()
-        inserts = [0]
-        injected = sqlite3.OperationalError("disk I/O error (injected)")
-
-        def fail_second(conn: Any, cursor: Any, statement: str, *_args: Any) -> None:
-            if statement.lstrip().upper().startswith("INSERT"):
-                inserts[0] += 1
-                if inserts[0] == 2:
-                    raise injected
-
-        event.listen(store._engine, "before_cursor_execute", fail_second)
-        try:
-            with pytest.raises(DponeError) as failed:
-                store.write_batch(written)
-        finally:
-            event.remove(store._engine, "before_cursor_execute", fail_second)
-        assert failed.value.details["written"] == 1
-        assert getattr(failed.value.__cause__, "orig", None) is injected
+        failed, injected, _ = _write_failing(store, written, 2)
+        assert failed.details["written"] == 1
+        assert getattr(failed.__cause__, "orig", None) is injected
         assert _pooled_synchronous(store) == 2
 
 
@@ -208,27 +209,8 @@ def test_a_connection_that_cannot_be_set_back_to_full_is_discarded_not_pooled(tm
     written = _checkpoints(4)
     with SqlCheckpointStore(f"sqlite:///{tmp_path / 'state.sqlite'}") as store:
         store.ensure_schema()
-        inserts = [0]
-        injected = sqlite3.OperationalError("disk I/O error (injected)")
-        connections: list[Any] = []
-
-        def fail(conn: Any, cursor: Any, statement: str, *_args: Any) -> None:
-            text = " ".join(statement.split()).upper()
-            if text.startswith("INSERT"):
-                inserts[0] += 1
-                if inserts[0] == 2:
-                    connections.append(conn.connection.dbapi_connection)
-                    raise injected
-            if text == "PRAGMA SYNCHRONOUS = FULL" and connections:
-                raise sqlite3.OperationalError("cannot restore (injected)")
-
-        event.listen(store._engine, "before_cursor_execute", fail)
-        try:
-            with pytest.raises(DponeError) as failed:
-                store.write_batch(written)
-        finally:
-            event.remove(store._engine, "before_cursor_execute", fail)
-        assert getattr(failed.value.__cause__, "orig", None) is injected  # the first failure is reported
+        failed, injected, failing = _write_failing(store, written, 2, restore_fails=True)
+        assert getattr(failed.__cause__, "orig", None) is injected  # the first failure is reported
         with store._engine.connect() as conn:
-            assert conn.connection.dbapi_connection is not connections[0]
+            assert conn.connection.dbapi_connection is not failing[0]
             assert int(conn.exec_driver_sql("PRAGMA synchronous").scalar()) == 2  # type: ignore[arg-type]
