@@ -175,7 +175,11 @@ class TestBothBackends:
             inspector = sa.inspect(inspector_engine)
             assert {CHECKPOINT_TABLE, SOURCE_STATE_TABLE} <= set(inspector.get_table_names())
             indexed = {tuple(ix["column_names"]) for ix in inspector.get_indexes(CHECKPOINT_TABLE)}
-            assert {("route_key", "partition_id", "id"), ("route_key", "id")} <= indexed
+            assert {
+                ("route_key", "partition_id", "id"),
+                ("route_key", "id"),
+                ("source_table", "target_table", "strategy"),
+            } <= indexed
             columns = {c["name"] for c in inspector.get_columns(CHECKPOINT_TABLE)}
             assert {"id", "route_key", "partition_id", "run_id", "status", "written_at", "payload"} <= columns
         finally:
@@ -468,6 +472,25 @@ def test_sqlite_store_is_wal_and_fully_synced_and_shared_with_another_process(tm
 # -- failures and secrets ------------------------------------------------------------------------------
 
 SECRET = "s3cr3t-" + uuid.uuid4().hex
+
+
+def test_list_routes_reads_one_covering_index_which_an_older_store_gets_on_its_next_run(
+    tmp_path: Path,
+) -> None:
+    url = f"sqlite:///{tmp_path / 'state.sqlite'}"
+    with SqlCheckpointStore(url) as store:
+        store.ensure_schema()
+        store.write_batch([checkpoint("2026-11-30")])
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:  # the store as a release before this index left it
+        conn.execute(sa.text("DROP INDEX ix_dpone_partition_checkpoints_routes"))
+    engine.dispose()
+    with SqlCheckpointStore(url) as store:
+        store.ensure_schema()
+        assert store.list_routes() == [ROUTE]
+        statement = str(store._select_routes.compile(dialect=store._engine.dialect))
+    plan = " ".join(str(row[-1]) for row in raw_rows(url, "EXPLAIN QUERY PLAN " + statement))
+    assert "COVERING INDEX ix_dpone_partition_checkpoints_routes" in plan  # no payload page is read
 
 
 def assert_hides(error: DponeError, *secrets: str) -> None:

@@ -147,6 +147,35 @@ def test_chdb_arrow_insert_writes_what_native_writes(
     assert _read(endpoint, python_staged) == native
 
 
+def test_small_chunks_merge_but_no_insert_grows_past_the_block_bound(
+    chdb_sink: tuple[ClickHouseSink, EndpointDescriptor], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A partition tail beside the next partition's full chunk goes in two inserts, not one larger than
+    either (the rows an insert holds stay bounded by ``chunk_rows``); small chunks still fill a block;
+    every row arrives once, in order. Bounds scaled down 100x (50,000 / 60,000 -> 500 / 600)."""
+    sink, endpoint = chdb_sink
+    monkeypatch.setattr(sink_module, "INSERT_BLOCK_ROWS", 500)
+    monkeypatch.setattr(sink_module, "INSERT_BLOCK_MAX_ROWS", 600)
+    sent: list[int] = []
+    real = sink_module.arrow_table
+
+    def spy(*args: Any) -> Any:
+        table = real(*args)
+        sent.append(table.num_rows)
+        return table
+
+    monkeypatch.setattr(sink_module, "arrow_table", spy)
+    builder = ChunkBuilder("p", SCHEMA, lambda name: name in ("name", "flag", "ratio"), columnar=True)
+    sizes = [500, 333, 500, 333, 167, 166, 500]  # day 1 whole, day 2 (500 + tail 333), ...
+    assert sum(sizes) == len(ROWS)
+    starts = [sum(sizes[:i]) for i in range(len(sizes))]
+    chunks = [builder.build(ROWS[s : s + n]) for s, n in zip(starts, sizes, strict=True)]
+    staged = _stage(sink, chunks, "bounded")
+    sink.close()
+    assert sent == [500, 333, 500, 333 + 167, 166, 500]
+    assert _read(endpoint, staged) == _expected()
+
+
 def test_http_native_from_arrow_writes_what_native_from_python_writes(
     clickhouse_http: EndpointDescriptor,
 ) -> None:

@@ -67,6 +67,11 @@ DEFAULT_MUTATION_TIMEOUT_S = 600.0
 #: data fails before more of the source is read.
 INSERT_BLOCK_ROWS = 50_000
 INSERT_BLOCK_CELLS = 1_000_000
+#: A merged block never grows past this many rows: a chunk that would carry it over is inserted after the
+#: block, not in it, so the rows an insert holds stay bounded by ``chunk_rows`` however the partitions fall
+#: (a partition tail of 33k rows beside the next partition's 50k chunk was one insert of 83k). The slack
+#: over ``INSERT_BLOCK_ROWS`` lets near-equal small chunks (three days of 16,667 rows) still fill a block.
+INSERT_BLOCK_MAX_ROWS = 60_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -343,6 +348,7 @@ class ClickHouseSink:
                 continue
             if pending and (
                 pending[0][1].names != chunk.names
+                or pending_rows + chunk.row_count > INSERT_BLOCK_MAX_ROWS
                 or (pending_rows + chunk.row_count) * len(chunk.names) > INSERT_BLOCK_CELLS
             ):
                 rows += self._insert_block(client, name, types, encoders, pending, rows)
