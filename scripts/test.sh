@@ -12,7 +12,8 @@
 # pytest collecting no test (exit 5).
 # Then the newest-releases lane (scripts/newest_lane.sh): a fresh venv without constraints, unit tests and
 # the chDB-backed suites; and the Airflow-floor lane (scripts/airflow_floor_lane.sh): a fresh venv with the
-# lowest declared Airflow, the Airflow suite.
+# lowest declared Airflow, the Airflow suite. Both lanes are installed in the background while the main
+# pytest runs (one after the other: each builds the package from this tree), and their suites run after it.
 # Knobs: DPONE_ALLOW_SKIP=1 (local runs), DPONE_TEST_TIMEOUT (per-test seconds, default 600),
 # DPONE_NEWEST_LANE=0 and DPONE_FLOOR_LANE=0 (skip the newest / the Airflow-floor lane on a local run;
 # ignored when CI=true), and those of
@@ -36,6 +37,7 @@ SVC_DIR="$(mktemp -d "${TMPDIR:-/tmp}/dpone-services.XXXXXX")"
 cleanup() {
   local rc=$?
   trap - EXIT INT TERM
+  [ "$(type -t stop_lane_installs)" = function ] && stop_lane_installs
   "$PY" scripts/services/local_services.py down --dir "$SVC_DIR" >/dev/null || true
   rm -rf -- "$SVC_DIR"
   exit "$rc"
@@ -101,6 +103,40 @@ step mypy mypy
 step lint-imports lint-imports --no-cache --no-logo
 # the sdist and wheel an index user would get: build, `twine check --strict`, contents and metadata
 step dist "$PY" scripts/check_dist.py
+# The lanes' venvs, installed while pytest runs (scripts/lane_common.sh: DPONE_LANE_STEP).
+want_lane() { [ "${1:-1}" != 0 ] || [ "${CI:-}" = true ]; }
+LANES_DIR="$SVC_DIR/lanes"
+lanes=()
+want_lane "${DPONE_NEWEST_LANE:-1}" && lanes+=(newest)
+want_lane "${DPONE_FLOOR_LANE:-1}" && lanes+=(floor)
+lane_script() { if [ "$1" = newest ]; then echo scripts/newest_lane.sh; else echo scripts/airflow_floor_lane.sh; fi; }
+lane_env() { if [ "$1" = newest ]; then echo "DPONE_NEWEST_VENV=$LANES_DIR/$1/venv"; else echo "DPONE_FLOOR_VENV=$LANES_DIR/$1/venv"; fi; }
+install_lanes() {
+  local lane rc
+  for lane in "${lanes[@]}"; do
+    rc=0
+    env DPONE_LANE_STEP=install "$(lane_env "$lane")" bash "$(lane_script "$lane")" \
+      >"$LANES_DIR/$lane.install.log" 2>&1 || rc=$?
+    echo "$rc" >"$LANES_DIR/$lane.install.rc"
+  done
+}
+lanes_job=""
+if [ "${#lanes[@]}" -gt 0 ]; then
+  mkdir -p "$LANES_DIR"
+  say "== installing the lanes' venvs in the background: ${lanes[*]}"
+  set -m
+  install_lanes </dev/null &
+  lanes_job=$!
+  set +m
+fi
+stop_lane_installs() {
+  if [ -n "$lanes_job" ]; then
+    kill -TERM -- "-$lanes_job" 2>/dev/null || true
+    wait "$lanes_job" 2>/dev/null || true
+    lanes_job=""
+  fi
+}
+
 pytest_teed() {
   "$PY" -m pytest -ra --durations=15 --timeout="${DPONE_TEST_TIMEOUT:-600}" "$@" 2>&1 | tee "$SVC_DIR/pytest.out"
   return "${PIPESTATUS[0]}"
@@ -117,18 +153,29 @@ elif [ "$pytest_rc" -ne 0 ]; then
   failed+=("pytest")
 fi
 
-# The newest releases the declared ranges allow, in a separate venv, no constraints file (a few minutes).
-if [ "${DPONE_NEWEST_LANE:-1}" = 0 ] && [ "${CI:-}" != true ]; then
-  say "== newest: skipped (DPONE_NEWEST_LANE=0; CI always runs it)"
-else
-  step newest bash scripts/newest_lane.sh
+# The newest releases the declared ranges allow, and the lowest Airflow pyproject.toml declares: each in
+# the venv installed above, its suites now (a fresh venv without constraints / with the floors pinned).
+if [ -n "$lanes_job" ]; then
+  t=$(date +%s)
+  wait "$lanes_job" || true
+  lanes_job=""
+  say "== lane installs: waited $(($(date +%s) - t))s after pytest"
 fi
-# The lowest Airflow pyproject.toml declares, in a separate venv (a few minutes).
-if [ "${DPONE_FLOOR_LANE:-1}" = 0 ] && [ "${CI:-}" != true ]; then
-  say "== airflow-floor: skipped (DPONE_FLOOR_LANE=0; CI always runs it)"
-else
-  step airflow-floor bash scripts/airflow_floor_lane.sh
-fi
+for lane in newest floor; do
+  name=$([ "$lane" = newest ] && echo newest || echo airflow-floor)
+  var=$([ "$lane" = newest ] && echo DPONE_NEWEST_LANE || echo DPONE_FLOOR_LANE)
+  if ! want_lane "${!var:-1}"; then
+    say "== $name: skipped ($var=0; CI always runs it)"
+    continue
+  fi
+  cat "$LANES_DIR/$lane.install.log" 2>/dev/null || true
+  if [ "$(cat "$LANES_DIR/$lane.install.rc" 2>/dev/null || echo missing)" != 0 ]; then
+    say "== $name: its install failed (above)"
+    failed+=("$name")
+    continue
+  fi
+  step "$name" env DPONE_LANE_STEP=test "$(lane_env "$lane")" bash "$(lane_script "$lane")"
+done
 
 "$PY" scripts/services/local_services.py down --dir "$SVC_DIR" || true
 if [ "${#failed[@]}" -gt 0 ]; then
