@@ -2,7 +2,7 @@
 # The "Airflow floor" lane (run by scripts/test.sh, so by CI): install the package into a fresh, separate
 # virtualenv with the LOWEST Airflow the package declares (apache-airflow and the common-sql provider
 # pinned to their floors, everything else as plain pip picks it, NO constraints file), then run the
-# Airflow suite (tests/airflow without the slow real-retry test) and the unit tests against it. The main
+# Airflow suite (tests/airflow without the slow real-retry test) and the unit tests that touch Airflow. The main
 # run covers the pinned Airflow of constraints/test.txt; this lane proves the bottom of the declared range.
 # About 2.5-3 minutes on 2 cores (install 50-85 s, tests ~105 s). scripts/test.sh installs it in the
 # background while the main pytest runs and runs its tests after the main pytest, not beside it.
@@ -11,7 +11,8 @@
 # Needs the services scripts/test.sh started (DPONE_TEST_* in the environment).
 # Knobs: DPONE_PYTHON (interpreter, default python3), DPONE_FLOOR_VENV (venv path; default a new
 # temporary folder, removed afterwards), DPONE_LANE_STEP (all, install or test: scripts/lane_common.sh),
-# DPONE_FLOOR_UNIT=0 (leave out tests/unit, ~25 s), extra arguments go to pytest.
+# DPONE_FLOOR_UNIT (airflow: the unit tests that touch Airflow, the default; all: every unit test, ~60 s
+# more; 0: none), extra arguments go to pytest.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -27,11 +28,27 @@ COMMON_SQL_FLOOR=1.28.1
 #: The OpenLineage provider of the test extra: 2.10.2 is the newest release that accepts common-sql 1.28.1.
 OPENLINEAGE_FLOOR=2.10.2
 
-#: What the lane runs: the Airflow suite without the slow real-retry test (~80 s on 2 cores), the unit tests.
+#: What the lane runs: the Airflow suite without the slow real-retry test (~80 s on 2 cores), and the unit
+#: tests that import the provider's Airflow side (hooks, operators, sensors) or Airflow itself. The other
+#: unit tests never import Airflow; the main run and the newest lane run all of them (~60 s each).
 SUITES=(tests/airflow --ignore=tests/airflow/test_real_retries.py)
-if [ "${DPONE_FLOOR_UNIT:-1}" = 1 ]; then
-  SUITES+=(tests/unit)
-fi
+case "${DPONE_FLOOR_UNIT:-airflow}" in
+  all | 1) SUITES+=(tests/unit) ;;
+  airflow)
+    # (grep reads every file: with pipefail, an early exit would fail the pipeline with SIGPIPE)
+    mapfile -t unit_airflow < <(grep -rlE 'airflow_provider_dpone\.(hooks|operators|sensors)|^\s*(from|import) airflow(\.| |$)' tests/unit --include='test_*.py' | sort)
+    if [ "${#unit_airflow[@]}" -eq 0 ]; then
+      say "FAILED: no unit test imports the provider's Airflow side: the selection below is broken"
+      exit 1
+    fi
+    SUITES+=("${unit_airflow[@]}")
+    ;;
+  0) ;;
+  *)
+    say "FAILED: DPONE_FLOOR_UNIT=${DPONE_FLOOR_UNIT} (expected airflow, all or 0)"
+    exit 2
+    ;;
+esac
 
 # The floors must be the ones pyproject.toml declares, or this lane proves nothing.
 for floor in "apache-airflow>=$AIRFLOW_FLOOR" "apache-airflow-providers-common-sql>=$COMMON_SQL_FLOOR" \
