@@ -103,20 +103,25 @@ step mypy mypy
 step lint-imports lint-imports --no-cache --no-logo
 # the sdist and wheel an index user would get: build, `twine check --strict`, contents and metadata
 step dist "$PY" scripts/check_dist.py
-# The lanes' venvs, installed while pytest runs (scripts/lane_common.sh: DPONE_LANE_STEP).
-want_lane() { [ "${1:-1}" != 0 ] || [ "${CI:-}" = true ]; }
+# The lanes' venvs, installed while pytest runs (scripts/lane_common.sh: DPONE_LANE_STEP). One row per lane:
+# its script, the variable naming its venv, the knob that skips it on a local run, its step name.
+declare -A LANE_SCRIPT=([newest]=scripts/newest_lane.sh [floor]=scripts/airflow_floor_lane.sh)
+declare -A LANE_VENV=([newest]=DPONE_NEWEST_VENV [floor]=DPONE_FLOOR_VENV)
+declare -A LANE_KNOB=([newest]=DPONE_NEWEST_LANE [floor]=DPONE_FLOOR_LANE)
+declare -A LANE_STEP_NAME=([newest]=newest [floor]=airflow-floor)
 LANES_DIR="$SVC_DIR/lanes"
 lanes=()
-want_lane "${DPONE_NEWEST_LANE:-1}" && lanes+=(newest)
-want_lane "${DPONE_FLOOR_LANE:-1}" && lanes+=(floor)
-lane_script() { if [ "$1" = newest ]; then echo scripts/newest_lane.sh; else echo scripts/airflow_floor_lane.sh; fi; }
-lane_env() { if [ "$1" = newest ]; then echo "DPONE_NEWEST_VENV=$LANES_DIR/$1/venv"; else echo "DPONE_FLOOR_VENV=$LANES_DIR/$1/venv"; fi; }
+for lane in newest floor; do
+  knob=${LANE_KNOB[$lane]}
+  if [ "${!knob:-1}" != 0 ] || [ "${CI:-}" = true ]; then lanes+=("$lane"); fi
+done
+# run_lane LANE STEP: the lane's script for one DPONE_LANE_STEP, with its venv under LANES_DIR
+run_lane() { env DPONE_LANE_STEP="$2" "${LANE_VENV[$1]}=$LANES_DIR/$1/venv" bash "${LANE_SCRIPT[$1]}"; }
 install_lanes() {
   local lane rc
   for lane in "${lanes[@]}"; do
     rc=0
-    env DPONE_LANE_STEP=install "$(lane_env "$lane")" bash "$(lane_script "$lane")" \
-      >"$LANES_DIR/$lane.install.log" 2>&1 || rc=$?
+    run_lane "$lane" install >"$LANES_DIR/$lane.install.log" 2>&1 || rc=$?
     echo "$rc" >"$LANES_DIR/$lane.install.rc"
   done
 }
@@ -162,10 +167,9 @@ if [ -n "$lanes_job" ]; then
   say "== lane installs: waited $(($(date +%s) - t))s after pytest"
 fi
 for lane in newest floor; do
-  name=$([ "$lane" = newest ] && echo newest || echo airflow-floor)
-  var=$([ "$lane" = newest ] && echo DPONE_NEWEST_LANE || echo DPONE_FLOOR_LANE)
-  if ! want_lane "${!var:-1}"; then
-    say "== $name: skipped ($var=0; CI always runs it)"
+  name=${LANE_STEP_NAME[$lane]}
+  if [[ " ${lanes[*]} " != *" $lane "* ]]; then
+    say "== $name: skipped (${LANE_KNOB[$lane]}=0; CI always runs it)"
     continue
   fi
   cat "$LANES_DIR/$lane.install.log" 2>/dev/null || true
@@ -174,7 +178,7 @@ for lane in newest floor; do
     failed+=("$name")
     continue
   fi
-  step "$name" env DPONE_LANE_STEP=test "$(lane_env "$lane")" bash "$(lane_script "$lane")"
+  step "$name" run_lane "$lane" test
 done
 
 "$PY" scripts/services/local_services.py down --dir "$SVC_DIR" || true
