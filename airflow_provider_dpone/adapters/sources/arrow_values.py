@@ -22,6 +22,7 @@ of range) gives ``None``. ``tests/unit/test_arrow_values.py`` compares both path
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -94,8 +95,13 @@ def _within(array: pa.Array, low: pa.Scalar, high: pa.Scalar) -> bool:
 
 def dates(values: Sequence[object]) -> ArrowColumn | None:
     texts = _texts(values)
-    if texts is None:
-        return None
+    return None if texts is None else dates_of_texts(texts)
+
+
+def dates_of_texts(texts: pa.Array) -> ArrowColumn | None:
+    """:func:`dates` of a column already held as Arrow ``string`` (the SQLite Arrow read)."""
+    if texts.null_count == len(texts):
+        return None  # only NULLs: as the row path, whose inference gives no string column then
     try:
         days = texts.cast(pa.date32())
     except pa.ArrowException:  # not a calendar day (2023-02-30, year 0): the per-value path decides
@@ -107,7 +113,12 @@ def dates(values: Sequence[object]) -> ArrowColumn | None:
 
 def datetimes(values: Sequence[object]) -> ArrowColumn | None:
     texts = _texts(values)
-    if texts is None:
+    return None if texts is None else datetimes_of_texts(texts)
+
+
+def datetimes_of_texts(texts: pa.Array) -> ArrowColumn | None:
+    """:func:`datetimes` of a column already held as Arrow ``string`` (the SQLite Arrow read)."""
+    if texts.null_count == len(texts):
         return None
     try:
         moments = texts.cast(pa.timestamp("s"))
@@ -118,13 +129,38 @@ def datetimes(values: Sequence[object]) -> ArrowColumn | None:
     return ArrowColumn(moments) if _within(moments, _DATETIME_LOW, _DATETIME_HIGH) else None
 
 
+@dataclass(frozen=True)
+class _DecimalShape:
+    """``Decimal(p, s)`` with ``p`` <= 15, built from doubles: see the module docstring."""
+
+    precision: int
+    scale: int
+
+    def of_doubles(self, numbers: pa.Array, python: Callable[[], list[object]]) -> ArrowColumn | None:
+        """The column, or ``None`` unless every double is exactly a decimal at the scale within range."""
+        if numbers.null_count == len(numbers) or pc.any(pc.is_nan(numbers)).as_py():
+            return None
+        limit = float(10 ** (self.precision - self.scale))  # exact: at most 10**15
+        multiplier = float(10**self.scale)
+        bounds = pc.min_max(numbers)
+        if not (-limit < bounds["min"].as_py() and bounds["max"].as_py() < limit):
+            return None  # an integer beyond 2**53 is beyond the limit too, so the doubles are exact here
+        scaled = pc.round(pc.multiply(numbers, multiplier))
+        if not _all(pc.equal(pc.divide(scaled, multiplier), numbers)):
+            return None
+        unscaled = scaled.cast(pa.int64())
+        wide = unscaled.cast(pa.decimal128(19, 0))  # the integer n in Decimal128's 16-byte layout
+        arrow_type = pa.decimal128(self.precision, self.scale)
+        array = pa.Array.from_buffers(arrow_type, len(wide), wide.buffers(), null_count=wide.null_count)
+        # Python values only if something iterates the column: the per-value path's own, same form too
+        return ArrowColumn(array, unscaled, python=python)
+
+
 def decimals(precision: int, scale: int) -> ArrowConverter | None:
     if precision > FLOAT_EXACT_DIGITS:
         return None
     careful = column_values.decimals(_SPEC, precision, scale)
-    limit = float(10 ** (precision - scale))  # exact: at most 10**15
-    multiplier = float(10**scale)
-    arrow_type = pa.decimal128(precision, scale)
+    shape = _DecimalShape(precision, scale)
 
     def convert(values: Sequence[object]) -> ArrowColumn | None:
         kinds = set(map(type, values))
@@ -134,21 +170,40 @@ def decimals(precision: int, scale: int) -> ArrowConverter | None:
             numbers = pa.array(values, pa.float64())
         except (pa.ArrowException, OverflowError, TypeError, ValueError):
             return None
-        if numbers.null_count == len(numbers) or pc.any(pc.is_nan(numbers)).as_py():
-            return None
-        bounds = pc.min_max(numbers)
-        if not (-limit < bounds["min"].as_py() and bounds["max"].as_py() < limit):
-            return None  # an integer beyond 2**53 is beyond the limit too, so the doubles are exact here
-        scaled = pc.round(pc.multiply(numbers, multiplier))
-        if not _all(pc.equal(pc.divide(scaled, multiplier), numbers)):
-            return None
-        unscaled = scaled.cast(pa.int64())
-        wide = unscaled.cast(pa.decimal128(19, 0))  # the integer n in Decimal128's 16-byte layout
-        array = pa.Array.from_buffers(arrow_type, len(wide), wide.buffers(), null_count=wide.null_count)
-        # Python values only if something iterates the column: the per-value path's own, same form too
-        return ArrowColumn(array, unscaled, python=lambda: list(careful(list(values))))
+        return shape.of_doubles(numbers, lambda: list(careful(list(values))))
 
     return convert
+
+
+def decimals_of_doubles(precision: int, scale: int) -> Callable[[pa.Array], ArrowColumn | None] | None:
+    """:func:`decimals` of a column already held as Arrow ``double`` (the SQLite Arrow read, which widens
+    integers to doubles: exact here, the audit bounds them). Its Python values are the per-value
+    converter's of those doubles: equal to the row path's, in the form of a column of REALs."""
+    if precision > FLOAT_EXACT_DIGITS:
+        return None
+    careful = column_values.decimals(_SPEC, precision, scale)
+    shape = _DecimalShape(precision, scale)
+
+    def convert(numbers: pa.Array) -> ArrowColumn | None:
+        if not pa.types.is_float64(numbers.type):
+            return None
+        return shape.of_doubles(numbers, lambda: list(careful(numbers.to_pylist())))
+
+    return convert
+
+
+def from_arrow_for(column: ColumnSpec) -> Callable[[pa.Array], ArrowColumn | None] | None:
+    """The Arrow-input converter of a column's type (``string`` for dates and datetimes, ``double`` for
+    decimals), or ``None``; like the others it returns ``None`` where it cannot prove equality."""
+    base = column.clickhouse_type
+    if base == "Date":
+        return dates_of_texts
+    if base == "DateTime":
+        return datetimes_of_texts
+    if base.startswith("Decimal("):
+        precision, scale = (int(part) for part in base[len("Decimal(") : -1].split(","))
+        return decimals_of_doubles(precision, scale)
+    return None
 
 
 def arrow_converter_for(column: ColumnSpec) -> ArrowConverter | None:

@@ -22,7 +22,13 @@ from typing import Any
 
 from airflow_provider_dpone.adapters.sources import partition_counts as grouped
 from airflow_provider_dpone.adapters.sources import partition_planning as planning
-from airflow_provider_dpone.adapters.sources import profiling, sqlite_types, value_audit
+from airflow_provider_dpone.adapters.sources import (
+    profiling,
+    sqlite_arrow,
+    sqlite_arrow_driver,
+    sqlite_types,
+    value_audit,
+)
 from airflow_provider_dpone.adapters.sources import sqlite_sql as lite
 from airflow_provider_dpone.adapters.sources.chunking import ChunkBuilder, stream_chunks
 from airflow_provider_dpone.adapters.sources.read_shape import (
@@ -61,7 +67,14 @@ def audit_workers() -> int:
 class SqliteSource:
     """The ``Source`` port over one SQLite table (or a query over it)."""
 
-    def __init__(self, path: str | Path, spec: SourceSpec, *, audit_connections: int | None = None) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        spec: SourceSpec,
+        *,
+        audit_connections: int | None = None,
+        arrow_read: bool | None = None,
+    ) -> None:
         try:
             self._table = lite.TableRef.parse(spec.table)
         except lite.SqlBuildError:
@@ -80,6 +93,10 @@ class SqliteSource:
         self._keys: list[str] = []
         #: (column, placeable 10-character prefixes) from the last calendar ``column_stats`` of a plan
         self._calendar_prefixes: tuple[str, list[str]] | None = None
+        self._arrow = sqlite_arrow_driver.wanted() if arrow_read is None else arrow_read
+        self._arrow_connection: Any = None
+        #: the partitions the last value audit proved the Arrow read for, and that read's plan
+        self._arrow_proven: tuple[frozenset[PartitionBounds], sqlite_arrow.ArrowPlan] | None = None
 
     # -- connection ------------------------------------------------------------------------------------
 
@@ -311,10 +328,36 @@ class SqliteSource:
     def read(self, partition_id: str, bounds: PartitionBounds, chunk_rows: int) -> Iterator[ColumnChunk]:
         schema = self.describe()  # before any extraction: unsupported types and missing tables raise here
         order = order_columns(self._describe_full(), self._spec.partitioning.column, self._keys)
+        proven = self._arrow_proven
+        if proven is not None and bounds in proven[0]:
+            plan = proven[1]
+            arrow_statement = self._statement(lambda: plan.statement(self._source_sql, bounds, order), bounds)
+            return self._arrow_stream(partition_id, plan, arrow_statement, chunk_rows, bounds.label)
         statement = self._statement(
             lambda: lite.select_rows(self._source_sql, schema.names, bounds, order), bounds
         )
         return self._stream(partition_id, schema, statement, chunk_rows, bounds.label)
+
+    def _arrow_stream(
+        self,
+        partition_id: str,
+        plan: sqlite_arrow.ArrowPlan,
+        statement: tuple[str, tuple[object, ...]],
+        chunk_rows: int,
+        label: str,
+    ) -> Iterator[ColumnChunk]:
+        """The read of ``_stream`` through the Arrow driver (see ``sqlite_arrow``); the same errors."""
+        try:
+            if self._arrow_connection is None:
+                self._arrow_connection = sqlite_arrow_driver.connect(self._path)
+            with sqlite_arrow_driver.batches(self._arrow_connection, statement) as batches:
+                yield from sqlite_arrow.arrow_chunks(batches, plan, partition_id, chunk_rows)
+        except sqlite_arrow_driver.READ_ERRORS as exc:
+            raise DponeError(
+                ErrorCode.SOURCE_READ_FAILED,
+                f"reading partition {label} from source table {self._spec.table} failed",
+                details=self._details(partition=label),
+            ) from exc
 
     def _stream(
         self,
@@ -370,8 +413,11 @@ class SqliteSource:
     def audit_values(self, bounds: Sequence[PartitionBounds], limits: ValueLimits | None) -> None:
         """Before arming: aggregates find every value a read would refuse (see ``value_audit``), one range
         scan per group of partitions, the groups on as many connections at once (``audit_workers``)."""
+        self._arrow_proven = None
         schema = self.describe()
-        plan = value_audit.sqlite_plan(schema, bounds, limits, exempt=self._rowid_alias(schema))
+        plan = value_audit.sqlite_plan(
+            schema, bounds, limits, exempt=self._rowid_alias(schema), with_facts=self._arrow
+        )
         if plan is None:
             return
         statements = [  # never an OR of ranges: SQLite keeps every rowid (see value_audit.merged_ranges)
@@ -379,7 +425,16 @@ class SqliteSource:
             for run in value_audit.audit_runs(bounds, self._audit_connections)
         ]
         rows = self._first_rows(statements, what="the value audit")
-        value_audit.require_clean(plan.checks, plan.add_counts(rows), self._spec.table)
+        counts = plan.add_counts(rows)
+        whole = len(counts) == len(plan.checks) + len(plan.facts)
+        value_audit.require_clean(
+            plan.checks, counts[: len(plan.checks)] if whole else counts, self._spec.table
+        )
+        if self._arrow and plan.facts:
+            facts = {fact.column: counts[len(plan.checks) + i] for i, fact in enumerate(plan.facts)}
+            arrow = sqlite_arrow.arrow_plan(schema, lambda column: sqlite_types.needs_coercion(column), facts)
+            if arrow is not None:
+                self._arrow_proven = (frozenset(bounds), arrow)
 
     def _rowid_alias(self, schema: TableSchema) -> frozenset[str]:
         """The ``INTEGER PRIMARY KEY`` of a rowid table: SQLite stores only integers there. Exempted only
@@ -396,6 +451,9 @@ class SqliteSource:
         return frozenset(self._keys)
 
     def close(self) -> None:
+        if self._arrow_connection is not None:
+            self._arrow_connection.close()
+            self._arrow_connection = None
         if self._connection is not None:
             self._connection.close()
             self._connection = None

@@ -237,19 +237,48 @@ def _classifier(column: ColumnSpec, calendar: set[str], lim: ValueLimits) -> _Cl
 
 
 @dataclass(frozen=True, slots=True)
+class StorageFact:
+    """A count the audit takes beside its checks, never a refusal: the rows of ``column`` whose stored
+    value is of a storage class ``condition`` names. The Arrow read (``sqlite_arrow``) needs these to know
+    that a column holds one kind of value; a count above zero only keeps the run on the row read."""
+
+    column: str
+    condition: str
+
+
+def storage_facts(schema: TableSchema) -> tuple[StorageFact, ...]:
+    """What the Arrow read must know beyond the checks: text among a ``Decimal`` column's numbers (the
+    read takes them as doubles), and anything but text in a text column (a blob would arrive as text)."""
+    facts = []
+    for column in schema.columns:
+        q = lite.quote_ident(column.name)
+        if column.clickhouse_type.startswith("Decimal("):
+            facts.append(StorageFact(column.name, f"typeof({q}) IN ('text', 'blob')"))
+        elif column.clickhouse_type == "String":
+            facts.append(StorageFact(column.name, f"typeof({q}) IN ('integer', 'real', 'blob')"))
+    return tuple(facts)
+
+
+@dataclass(frozen=True, slots=True)
 class SqlitePlan:
-    """The checks of one SQLite audit and the inner classifying expressions they sum."""
+    """The checks of one SQLite audit and the inner classifying expressions they sum; ``facts`` are
+    counted after the checks, in the same pass (their columns follow the checks' in every row)."""
 
     checks: tuple[Check, ...]
     inner: tuple[str, ...]
+    facts: tuple[StorageFact, ...] = ()
 
     def statement(self, source: str, bounds: Sequence[PartitionBounds]) -> tuple[str, tuple[object, ...]]:
         """One aggregate over the union of the partitions' predicates (each exactly the one its read uses)."""
         union = lite.any_of(bounds)
         where, params = (f"\n  WHERE {union[0]}", union[1]) if union is not None else ("", ())
+        inner = [*self.inner, *(f"({f.condition}) AS dpone_f{i}" for i, f in enumerate(self.facts))]
+        outer = [
+            *(c.expression for c in self.checks),
+            *(f"COALESCE(SUM(dpone_f{i}), 0)" for i in range(len(self.facts))),
+        ]
         text = (
-            f"SELECT {', '.join(c.expression for c in self.checks)}\n"
-            f"FROM (SELECT {', '.join(self.inner)}\n  FROM {source}{where}\n  LIMIT -1)"
+            f"SELECT {', '.join(outer)}\nFROM (SELECT {', '.join(inner)}\n  FROM {source}{where}\n  LIMIT -1)"
         )
         return text, params
 
@@ -330,9 +359,11 @@ def sqlite_plan(
     limits: ValueLimits | None,
     *,
     exempt: frozenset[str] = frozenset(),
+    with_facts: bool = False,
 ) -> SqlitePlan | None:
     """The audit of a read of ``schema``; ``None`` when no column can hold a refused value. ``exempt``:
-    columns SQLite itself keeps exact (the rowid alias holds only integers)."""
+    columns SQLite itself keeps exact (the rowid alias holds only integers). ``with_facts``: also count
+    the :func:`storage_facts` (for the Arrow read)."""
     lim = _limits(limits)
     calendar = _calendar_partition_columns(bounds)
     audited = [col for col in schema.columns if col.name not in exempt]
@@ -347,7 +378,7 @@ def sqlite_plan(
             low, high = classifier.bounds_text if reason == OUT_OF_RANGE else (None, None)
             outer = f"COALESCE(SUM(dpone_c{index} = {code}), 0)"
             checks.append(Check(classifier.column, reason, outer, _count, low, high))
-    return SqlitePlan(tuple(checks), tuple(inner))
+    return SqlitePlan(tuple(checks), tuple(inner), storage_facts(schema) if with_facts else ())
 
 
 # -- SQL Server --------------------------------------------------------------------------------------------

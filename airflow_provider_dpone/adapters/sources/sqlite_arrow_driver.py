@@ -1,0 +1,67 @@
+"""The ADBC SQLite driver behind ``sqlite_arrow``: the only module that imports it.
+
+Optional at run time: without the package (or with ``DPONE_SQLITE_ARROW_READ=0``, the switch an operator
+turns off if the Arrow read is ever in doubt) every SQLite read takes the row path (``sqlite3``), as it
+did before the Arrow read existed.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from airflow_provider_dpone.adapters.sources.sqlite_arrow import BATCH_ROWS, ArrowReadBroken
+
+#: The environment switch: ``0`` keeps every SQLite read on the row path.
+SWITCH = "DPONE_SQLITE_ARROW_READ"
+_DRIVER = "adbc_driver_sqlite"
+
+
+def _driver_errors() -> tuple[type[BaseException], ...]:
+    try:
+        import adbc_driver_manager
+    except ImportError:
+        return ()
+    return (adbc_driver_manager.Error,)
+
+
+#: What a read through the driver may raise: the driver's own errors, a stream error, Arrow refusing a
+#: batch (invalid UTF-8) and the read's own proof failing; each becomes ``source_read_failed``.
+READ_ERRORS: tuple[type[BaseException], ...] = (
+    *_driver_errors(),
+    OSError,
+    pa.ArrowException,
+    ArrowReadBroken,
+)
+
+
+def wanted() -> bool:
+    """Whether SQLite reads may use the Arrow driver: installed and not switched off."""
+    if os.environ.get(SWITCH, "").strip() == "0":
+        return False
+    return importlib.util.find_spec(_DRIVER) is not None
+
+
+def connect(path: Path) -> Any:
+    """A read-only connection in autocommit: every statement its own snapshot, as on the row path."""
+    from adbc_driver_sqlite import dbapi
+
+    return dbapi.connect(path.resolve().as_uri() + "?mode=ro", autocommit=True)
+
+
+@contextmanager
+def batches(connection: Any, statement: tuple[str, tuple[object, ...]]) -> Iterator[Iterator[pa.RecordBatch]]:
+    """The statement's record batches of at most :data:`BATCH_ROWS` rows; the cursor closed after."""
+    cursor = connection.cursor()
+    try:
+        cursor.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": str(BATCH_ROWS)})
+        cursor.execute(statement[0], statement[1])
+        yield iter(cursor.fetch_record_batch())
+    finally:
+        cursor.close()

@@ -1,0 +1,263 @@
+"""The SQLite Arrow read (ADBC) gives exactly the row read's chunks, or is not used.
+
+Every test reads real SQLite files twice: once with the Arrow read proven by the value audit, once with
+the row read (``arrow_read=False``), and compares every value of every chunk, with the Arrow driver's
+batches made tiny so that NULL stretches, type pinning and chunk joins cross batch borders.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from datetime import date, datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from airflow_provider_dpone.adapters.sources import sqlite_arrow, sqlite_arrow_driver
+from airflow_provider_dpone.adapters.sources.arrow_column import ArrowColumn
+from airflow_provider_dpone.adapters.sources.sqlite_source import SqliteSource
+from airflow_provider_dpone.contracts.chunk import ColumnChunk
+from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
+from airflow_provider_dpone.contracts.manifest import Partitioning, PartitionKind, SourceSpec, SourceType
+from airflow_provider_dpone.contracts.partition import PartitionBounds
+
+DAYS = 4
+FIRST = date(2026, 10, 1)
+COLUMNS = (
+    "id INTEGER PRIMARY KEY, day DATE NOT NULL, qty INTEGER, ratio REAL, amount NUMERIC(12,2), "
+    "moment DATETIME, note TEXT"
+)
+NAMES = ("id", "day", "qty", "ratio", "amount", "moment", "note")
+
+pytestmark = pytest.mark.skipif(
+    not sqlite_arrow_driver.wanted(), reason="the ADBC SQLite driver is a dependency"
+)
+
+
+@pytest.fixture(autouse=True)
+def _tiny_batches(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sqlite_arrow_driver, "BATCH_ROWS", 3)
+
+
+def _spec() -> SourceSpec:
+    return SourceSpec(
+        type=SourceType.SQLITE,
+        connection="src",
+        table="t",
+        partitioning=Partitioning(kind=PartitionKind.DAY, column="day"),
+        chunk_rows=5,
+    )
+
+
+def _write(path: Path, rows: list[tuple[object, ...]]) -> None:
+    with sqlite3.connect(path) as conn:
+        conn.execute(f"CREATE TABLE t ({COLUMNS})")
+        conn.execute("CREATE INDEX t_day ON t (day, id)")
+        conn.executemany(f"INSERT INTO t VALUES ({', '.join('?' * len(NAMES))})", rows)
+    conn.close()
+
+
+def _read(path: Path, *, arrow: bool) -> tuple[list[ColumnChunk], bool]:
+    """Every partition's chunks after the audit, and whether the Arrow read was proven."""
+    source = SqliteSource(path, _spec(), arrow_read=arrow)
+    try:
+        bounds = source.plan_partitions()
+        source.audit_values(bounds, None)
+        proven = source._arrow_proven is not None
+        chunks = [chunk for b in bounds for chunk in source.read(f"p-{b.label}", b, 5)]
+    finally:
+        source.close()
+    return chunks, proven
+
+
+def _same_chunks(arrow: list[ColumnChunk], rows: list[ColumnChunk]) -> None:
+    assert [c.row_count for c in arrow] == [c.row_count for c in rows]
+    for a, r in zip(arrow, rows, strict=True):
+        assert a.names == r.names and a.partition_id == r.partition_id
+        for name, left, right in zip(a.names, a.columns, r.columns, strict=True):
+            assert list(left) == list(right), name
+            assert [type(v) for v in left] == [type(v) for v in right], name
+            if isinstance(left, ArrowColumn) and isinstance(right, ArrowColumn):
+                assert left.array.equals(right.array), name
+
+
+def _day(i: int) -> str:
+    return (FIRST + timedelta(days=i % DAYS)).isoformat()
+
+
+cents = st.integers(min_value=-(10**12) + 1, max_value=10**12 - 1)
+amounts = st.one_of(
+    st.none(),
+    st.integers(min_value=-(10**10) + 1, max_value=10**10 - 1),  # whole amounts: INTEGER storage
+    cents.map(lambda c: float(Decimal(c) / 100)),  # REALs exactly at the scale
+)
+rows_strategy = st.lists(
+    st.tuples(
+        st.one_of(st.none(), st.integers(min_value=-(2**63), max_value=2**63 - 1)),
+        st.one_of(st.none(), st.floats(allow_nan=False, width=64), st.integers(-(2**53), 2**53)),
+        amounts,
+        st.one_of(
+            st.none(),
+            st.datetimes(min_value=datetime(1971, 1, 1), max_value=datetime(2105, 12, 31)).map(
+                lambda d: d.replace(microsecond=0).isoformat(sep=" ")
+            ),
+        ),
+        st.one_of(st.none(), st.text(st.characters(codec="utf-8"), max_size=6)),
+    ),
+    min_size=1,
+    max_size=40,
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rows=rows_strategy, leading_nulls=st.integers(0, 8))
+def test_the_arrow_read_gives_every_value_of_the_row_read(
+    tmp_path_factory: pytest.TempPathFactory, rows: list[tuple[object, ...]], leading_nulls: int
+) -> None:
+    # a stretch of all-NULL rows first: the driver would type those columns int64 without the literal row
+    nulls = [(None, None, None, None, None)] * leading_nulls
+    table = [(i + 1, _day(0 if i < leading_nulls else i), *v) for i, v in enumerate(nulls + rows)]
+    path = tmp_path_factory.mktemp("arrow") / "s.sqlite"
+    _write(path, table)
+    arrow, proven = _read(path, arrow=True)
+    rowwise, _ = _read(path, arrow=False)
+    assert proven
+    _same_chunks(arrow, rowwise)
+
+
+def test_the_demo_shape_reads_the_same_and_in_the_same_order(tmp_path: Path) -> None:
+    path = tmp_path / "s.sqlite"
+    table = [
+        (
+            i,
+            _day(i * 7 % 11),
+            i % 5,
+            i / 8,
+            (i * 37 % 1000) / 4 if i % 3 else i,
+            f"2026-10-0{1 + i % 4} 10:00:0{i % 10}",
+            f"n{i}",
+        )
+        for i in range(1, 120)
+    ]
+    _write(path, table)
+    arrow, proven = _read(path, arrow=True)
+    rowwise, _ = _read(path, arrow=False)
+    assert proven
+    _same_chunks(arrow, rowwise)
+    # the row read's order, day by day, then by key: the literal row changes nothing of it
+    assert [i for chunk in arrow for i in chunk.columns[0]] == [
+        row[0] for row in sorted(table, key=lambda row: (row[1], row[0]))
+    ]
+
+
+def test_a_blob_in_a_text_column_keeps_the_row_read(tmp_path: Path) -> None:
+    # the driver would hand the blob's bytes over as text: the audit's storage fact rules the read out
+    path = tmp_path / "s.sqlite"
+    _write(path, [(i, _day(i), 1, 1.5, 2.25, "2026-10-01 00:00:00", "x") for i in range(1, 9)])
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE t SET note = ? WHERE id = 7", (b"\xff\x00bytes",))
+    conn.close()
+    arrow, proven = _read(path, arrow=True)
+    rowwise, _ = _read(path, arrow=False)
+    assert not proven
+    _same_chunks(arrow, rowwise)
+    assert b"\xff\x00bytes" in [v for chunk in arrow for v in chunk.columns[NAMES.index("note")]]
+
+
+def test_text_in_a_decimal_column_rules_the_arrow_read_out() -> None:
+    # NUMERIC affinity turns numeric text into numbers, so only a source.query can hand a decimal column
+    # text: the audit counts it (its storage fact) and the plan refuses the read on a count above zero
+    from airflow_provider_dpone.contracts.schema import ColumnSpec, TableSchema
+
+    schema = TableSchema(columns=(ColumnSpec(name="amount", clickhouse_type="Decimal(12, 2)"),))
+    assert sqlite_arrow.arrow_plan(schema, lambda column: False, {"amount": 0}) is not None
+    assert sqlite_arrow.arrow_plan(schema, lambda column: False, {"amount": 1}) is None
+    assert sqlite_arrow.arrow_plan(schema, lambda column: False, {}) is None  # not counted: not proven
+    assert sqlite_arrow.arrow_plan(schema, lambda column: False, None) is None  # no audit
+
+
+def test_a_partition_the_audit_did_not_cover_takes_the_row_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "s.sqlite"
+    _write(path, [(i, _day(i), 1, 1.5, 2.25, "2026-10-01 00:00:00", "x") for i in range(1, 9)])
+    source = SqliteSource(path, _spec(), arrow_read=True)
+    used: list[PartitionBounds] = []
+    original = SqliteSource._arrow_stream
+
+    def spy(self: SqliteSource, *args: object) -> Iterator[ColumnChunk]:
+        used.append(args[0])  # type: ignore[arg-type]
+        return original(self, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(SqliteSource, "_arrow_stream", spy)
+    try:
+        bounds = source.plan_partitions()
+        source.audit_values(bounds[:2], None)
+        for b in bounds:
+            list(source.read(b.label, b, 5))
+    finally:
+        source.close()
+    assert used == [b.label for b in bounds[:2]]
+
+
+def test_the_switch_keeps_every_read_on_the_row_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(sqlite_arrow_driver.SWITCH, "0")
+    path = tmp_path / "s.sqlite"
+    _write(path, [(i, _day(i), 1, 1.5, 2.25, "2026-10-01 00:00:00", "x") for i in range(1, 9)])
+    source = SqliteSource(path, _spec())
+    try:
+        source.audit_values(source.plan_partitions(), None)
+        assert source._arrow_proven is None
+    finally:
+        source.close()
+
+
+def test_invalid_utf8_text_fails_the_read_on_both_paths(tmp_path: Path) -> None:
+    path = tmp_path / "s.sqlite"
+    _write(path, [(i, _day(0), 1, 1.5, 2.25, "2026-10-01 00:00:00", "x") for i in range(1, 9)])
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE t SET note = CAST(x'41ff42' AS TEXT) WHERE id = 5")
+    conn.close()
+    for arrow in (True, False):
+        with pytest.raises(DponeError) as caught:
+            _read(path, arrow=arrow)
+        assert caught.value.code is ErrorCode.SOURCE_READ_FAILED
+
+
+def _plan() -> sqlite_arrow.ArrowPlan:
+    from airflow_provider_dpone.contracts.schema import ColumnSpec, TableSchema
+
+    schema = TableSchema(columns=(ColumnSpec(name="a", clickhouse_type="Int64"),))
+    plan = sqlite_arrow.arrow_plan(schema, lambda column: True, {})
+    assert plan is not None
+    return plan
+
+
+def _batch(markers: list[int], values: list[int]) -> pa.RecordBatch:
+    return pa.record_batch([pa.array(markers, pa.int64()), pa.array(values, pa.int64())], names=["m", "a"])
+
+
+@pytest.mark.parametrize(
+    "batches",
+    [
+        [_batch([1, 1], [1, 2])],  # the literal row missing
+        [_batch([0, 1], [0, 1]), _batch([0, 1], [0, 2])],  # a second literal row
+        [],  # nothing at all
+        [pa.record_batch([pa.array([0, 1]), pa.array([0.0, 1.0])], names=["m", "a"])],  # another type
+    ],
+    ids=["no-literal-row", "literal-row-twice", "empty", "wrong-type"],
+)
+def test_batches_that_do_not_prove_the_literal_row_fail_the_read(batches: list[pa.RecordBatch]) -> None:
+    with pytest.raises(sqlite_arrow.ArrowReadBroken):
+        list(sqlite_arrow.arrow_chunks(iter(batches), _plan(), "p", 10))
+
+
+def test_chunks_hold_chunk_rows_across_batches_without_the_literal_row() -> None:
+    batches = [_batch([0, 1, 1], [0, 1, 2]), _batch([1, 1, 1], [3, 4, 5]), _batch([1], [6])]
+    chunks = list(sqlite_arrow.arrow_chunks(iter(batches), _plan(), "p", 4))
+    assert [list(c.columns[0]) for c in chunks] == [[1, 2, 3, 4], [5, 6]]
