@@ -33,7 +33,7 @@ if [ "$LANE_STEP" != test ]; then
   say "pip install '.[embedded,test]' with the newest allowed releases (no constraints file)"
   lane_pip_install "the package cannot be installed with the newest releases its ranges allow" ".[embedded,test]"
   "$PY" -m pip list --format=freeze 2>/dev/null |
-    grep -i -E '^(clickhouse-connect|chdb|chdb-core|apache-airflow|apache-airflow-core|apache-airflow-providers-openlineage|pydantic|pyarrow|sqlalchemy|pymssql|psycopg2-binary|click|rich)==' |
+    grep -i -E '^(clickhouse-connect|chdb|chdb-core|apache-airflow|apache-airflow-core|apache-airflow-providers-openlineage|pydantic|pyarrow|adbc-driver-sqlite|sqlalchemy|pymssql|psycopg2-binary|click|rich)==' |
     sed 's/^/  /'
   lane_installed
 fi
