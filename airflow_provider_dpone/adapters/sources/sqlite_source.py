@@ -353,11 +353,14 @@ class SqliteSource:
             with sqlite_arrow_driver.batches(self._arrow_connection, statement) as batches:
                 yield from sqlite_arrow.arrow_chunks(batches, plan, partition_id, chunk_rows)
         except sqlite_arrow_driver.READ_ERRORS as exc:
-            raise DponeError(
-                ErrorCode.SOURCE_READ_FAILED,
-                f"reading partition {label} from source table {self._spec.table} failed",
-                details=self._details(partition=label),
-            ) from exc
+            raise self._read_failed(label) from exc
+
+    def _read_failed(self, label: str) -> DponeError:
+        return DponeError(
+            ErrorCode.SOURCE_READ_FAILED,
+            f"reading partition {label} from source table {self._spec.table} failed",
+            details=self._details(partition=label),
+        )
 
     def _stream(
         self,
@@ -376,11 +379,7 @@ class SqliteSource:
                 cursor.execute(*statement)
                 yield from stream_chunks(cursor.fetchmany, builder, chunk_rows)
             except sqlite3.Error as exc:
-                raise DponeError(
-                    ErrorCode.SOURCE_READ_FAILED,
-                    f"reading partition {label} from source table {self._spec.table} failed",
-                    details=self._details(partition=label),
-                ) from exc
+                raise self._read_failed(label) from exc
         finally:
             cursor.close()
 
