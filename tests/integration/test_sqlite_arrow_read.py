@@ -155,18 +155,19 @@ def test_the_demo_shape_reads_the_same_and_in_the_same_order(tmp_path: Path) -> 
     ]
 
 
-def test_a_blob_in_a_text_column_keeps_the_row_read(tmp_path: Path) -> None:
-    # the driver would hand the blob's bytes over as text: the audit's storage fact rules the read out
+@pytest.mark.parametrize("blob", [b"\xff\x00bytes", b"valid text"], ids=["not-utf8", "utf8"])
+def test_a_blob_in_a_text_column_keeps_the_row_read(tmp_path: Path, blob: bytes) -> None:
+    # the driver would hand the blob's bytes over as text: the audit's blob count rules the read out
     path = tmp_path / "s.sqlite"
     _write(path, [(i, _day(i), 1, 1.5, 2.25, "2026-10-01 00:00:00", "x") for i in range(1, 9)])
     with sqlite3.connect(path) as conn:
-        conn.execute("UPDATE t SET note = ? WHERE id = 7", (b"\xff\x00bytes",))
+        conn.execute("UPDATE t SET note = ? WHERE id = 7", (blob,))
     conn.close()
     arrow, proven = _read(path, arrow=True)
     rowwise, _ = _read(path, arrow=False)
     assert not proven
     _same_chunks(arrow, rowwise)
-    assert b"\xff\x00bytes" in [v for chunk in arrow for v in chunk.columns[NAMES.index("note")]]
+    assert blob in [v for chunk in arrow for v in chunk.columns[NAMES.index("note")]]
 
 
 def test_text_in_a_decimal_column_rules_the_arrow_read_out() -> None:

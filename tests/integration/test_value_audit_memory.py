@@ -85,7 +85,7 @@ def audited(tmp_path: Path) -> Callable[[int, int], tuple[int, int]]:
     def audit(rows: int, connections: int) -> tuple[int, int]:
         path = tmp_path / f"orders_{rows}.sqlite"
         _orders(path, rows)
-        source = SqliteSource(path, _spec(), audit_connections=connections)
+        source = SqliteSource(path, _spec(), audit_connections=connections, arrow_read=False)  # the SQL audit
         try:
             bounds = source.plan_partitions()
             assert len(bounds) == DAYS

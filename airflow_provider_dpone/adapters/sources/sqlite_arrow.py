@@ -144,28 +144,39 @@ def arrow_plan(
     return ArrowPlan(schema, tuple(slots))
 
 
-def arrow_chunks(
-    batches: Iterator[pa.RecordBatch], plan: ArrowPlan, partition_id: str, chunk_rows: int
-) -> Iterator[ColumnChunk]:
-    """Chunks of ``chunk_rows`` rows from the driver's batches: the literal row checked and dropped, each
-    chunk's batches concatenated per column, then converted once per column (as ``ChunkBuilder.join``)."""
-    if chunk_rows < 1:
-        raise ValueError("chunk_rows must be at least 1")
-    pending: list[pa.RecordBatch] = []
-    held = 0
+def data_batches(
+    batches: Iterator[pa.RecordBatch], arrow_types: list[pa.DataType]
+) -> Iterator[pa.RecordBatch]:
+    """The read's own rows, batch by batch, without the marker column: the batches must have
+    ``arrow_types`` (the marker's first), the first row of the first batch must be the literal row (marker
+    0), and every other row a read row (marker 1); else :class:`ArrowReadBroken`."""
     first = True
     for batch in batches:
-        if batch.num_columns != len(plan.slots) + 1:
-            raise ArrowReadBroken("column count")
-        marker = batch.column(0)
-        if first and [field.type for field in batch.schema] != plan.arrow_types:
+        if [field.type for field in batch.schema] != arrow_types:
             raise ArrowReadBroken("column types")
+        marker = batch.column(0)
         if first:
             if batch.num_rows == 0 or marker[0].as_py() != 0:
                 raise ArrowReadBroken("the literal row did not come first")
             batch, marker, first = batch.slice(1), marker.slice(1), False
         if len(marker) and not (marker.null_count == 0 and pc.all(pc.equal(marker, 1)).as_py()):
             raise ArrowReadBroken("a literal row among the rows")
+        if batch.num_rows:
+            yield batch.select(list(range(1, batch.num_columns)))  # by position: names may repeat
+    if first:
+        raise ArrowReadBroken("no literal row")
+
+
+def arrow_chunks(
+    batches: Iterator[pa.RecordBatch], plan: ArrowPlan, partition_id: str, chunk_rows: int
+) -> Iterator[ColumnChunk]:
+    """Chunks of ``chunk_rows`` rows from the driver's batches (:func:`data_batches`), each chunk's
+    batches concatenated per column, then converted once per column (as ``ChunkBuilder.join``)."""
+    if chunk_rows < 1:
+        raise ValueError("chunk_rows must be at least 1")
+    pending: list[pa.RecordBatch] = []
+    held = 0
+    for batch in data_batches(batches, plan.arrow_types):
         while batch.num_rows:
             take = min(batch.num_rows, chunk_rows - held)
             pending.append(batch.slice(0, take))
@@ -174,15 +185,13 @@ def arrow_chunks(
             if held == chunk_rows:
                 yield _chunk(pending, plan, partition_id)
                 pending, held = [], 0
-    if first:
-        raise ArrowReadBroken("no literal row")
     if pending:
         yield _chunk(pending, plan, partition_id)
 
 
 def _chunk(batches: list[pa.RecordBatch], plan: ArrowPlan, partition_id: str) -> ColumnChunk:
     columns: list[Sequence[object]] = []
-    for index, slot in enumerate(plan.slots, start=1):
+    for index, slot in enumerate(plan.slots):
         arrays = [batch.column(index) for batch in batches]
         array = arrays[0] if len(arrays) == 1 else pa.concat_arrays(arrays)
         columns.append(slot.convert(array))

@@ -56,11 +56,15 @@ def connect(path: Path) -> Any:
 
 
 @contextmanager
-def batches(connection: Any, statement: tuple[str, tuple[object, ...]]) -> Iterator[Iterator[pa.RecordBatch]]:
-    """The statement's record batches of at most :data:`BATCH_ROWS` rows; the cursor closed after."""
+def batches(
+    connection: Any, statement: tuple[str, tuple[object, ...]], rows: int | None = None
+) -> Iterator[Iterator[pa.RecordBatch]]:
+    """The statement's record batches of at most ``rows`` (default :data:`BATCH_ROWS`) rows; the cursor
+    closed after."""
     cursor = connection.cursor()
     try:
-        cursor.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": str(BATCH_ROWS)})
+        size = BATCH_ROWS if rows is None else rows
+        cursor.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": str(size)})
         cursor.execute(statement[0], statement[1])
         yield iter(cursor.fetch_record_batch())
     finally:

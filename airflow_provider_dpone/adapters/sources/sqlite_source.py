@@ -25,6 +25,7 @@ from airflow_provider_dpone.adapters.sources import partition_planning as planni
 from airflow_provider_dpone.adapters.sources import (
     profiling,
     sqlite_arrow,
+    sqlite_arrow_audit,
     sqlite_arrow_driver,
     sqlite_types,
     value_audit,
@@ -46,6 +47,10 @@ from airflow_provider_dpone.contracts.schema import ColumnSpec, TableSchema
 from airflow_provider_dpone.ports.source import ColumnProfile, ValueLimits
 
 log = logging.getLogger(__name__)
+
+#: Rows per driver batch of the Arrow audit. The audit's memory stays flat with it (1M demo rows: 0.62-0.68 s,
+#: as with 65,536-row batches, whose peak moved by up to 20 MB between table sizes; 8,192: 0.72-0.75 s).
+AUDIT_BATCH_ROWS = 16_384
 
 #: A 10-character prefix that ``GLOB sqlite_sql.ISO_DATE_GLOB`` accepts (ASCII digits only, like GLOB).
 _ISO_DATE_PREFIX = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
@@ -414,6 +419,10 @@ class SqliteSource:
         scan per group of partitions, the groups on as many connections at once (``audit_workers``)."""
         self._arrow_proven = None
         schema = self.describe()
+        if self._arrow and bounds and self._arrow_audit_clean(schema, bounds, limits):
+            facts = {fact.column: 0 for fact in value_audit.storage_facts(schema)}
+            self._prove_arrow_read(schema, bounds, facts)
+            return
         plan = value_audit.sqlite_plan(
             schema, bounds, limits, exempt=self._rowid_alias(schema), with_facts=self._arrow
         )
@@ -431,9 +440,44 @@ class SqliteSource:
         )
         if self._arrow and plan.facts:
             facts = {fact.column: counts[len(plan.checks) + i] for i, fact in enumerate(plan.facts)}
-            arrow = sqlite_arrow.arrow_plan(schema, lambda column: sqlite_types.needs_coercion(column), facts)
-            if arrow is not None:
-                self._arrow_proven = (frozenset(bounds), arrow)
+            self._prove_arrow_read(schema, bounds, facts)
+
+    def _prove_arrow_read(
+        self, schema: TableSchema, bounds: Sequence[PartitionBounds], facts: dict[str, int]
+    ) -> None:
+        arrow = sqlite_arrow.arrow_plan(schema, sqlite_types.needs_coercion, facts)
+        if arrow is not None:
+            self._arrow_proven = (frozenset(bounds), arrow)
+
+    def _arrow_audit_clean(
+        self, schema: TableSchema, bounds: Sequence[PartitionBounds], limits: ValueLimits | None
+    ) -> bool:
+        """Whether the audited columns, read into Arrow, prove the run clean (``sqlite_arrow_audit``): one
+        statement per group of partitions, as the SQL audit's, each on a driver connection of its own and
+        all at once. ``False`` (the SQL audit decides) on anything it cannot prove, a driver error too."""
+        read = sqlite_arrow_audit.audit_read(schema, self._rowid_alias(schema), sqlite_types.needs_coercion)
+        if read is None:
+            return False
+        statements = [
+            self._statement(functools.partial(read.statement, self._source_sql, run), run)
+            for run in value_audit.audit_runs(bounds, self._audit_connections)
+        ]
+        held = value_audit.WIDEST if limits is None else limits
+
+        def proven(statement: tuple[str, tuple[object, ...]]) -> bool:
+            connection = sqlite_arrow_driver.connect(self._path)
+            try:
+                with sqlite_arrow_driver.batches(connection, statement, AUDIT_BATCH_ROWS) as batches:
+                    return read.proven(batches, held)
+            finally:
+                connection.close()
+
+        try:
+            with ThreadPoolExecutor(max_workers=min(self._audit_connections, len(statements))) as pool:
+                return all(list(pool.map(proven, statements)))
+        except sqlite_arrow_driver.READ_ERRORS:
+            log.debug("the Arrow audit could not prove the run; the SQL audit decides")
+            return False
 
     def _rowid_alias(self, schema: TableSchema) -> frozenset[str]:
         """The ``INTEGER PRIMARY KEY`` of a rowid table: SQLite stores only integers there. Exempted only
