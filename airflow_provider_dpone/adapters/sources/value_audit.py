@@ -8,6 +8,9 @@ checkpoint, the route stays clear), naming the column and the reason, never a va
 target's own calendar range (``ValueLimits``: ClickHouse 18.16 reads dates past 2106 as 1970-01-01), which
 the converters cannot know. The converters keep refusing as the last line.
 
+On SQLite, ``sqlite_arrow_audit`` tries first to prove a run clean in Arrow; only when it cannot do the
+statements here run, and only they ever refuse.
+
 What is checked, per column of the read (only types whose values can be refused; text is never audited):
 
 * SQLite (dynamically typed: the declared type is the contract): integers and flags of another storage
