@@ -34,6 +34,7 @@ import pyarrow.compute as pc
 
 from airflow_provider_dpone.adapters.sources import arrow_values
 from airflow_provider_dpone.adapters.sources import sqlite_sql as lite
+from airflow_provider_dpone.adapters.sources.arrow_column import ArrowColumn
 from airflow_provider_dpone.adapters.sources.sqlite_arrow import MARKER, data_batches
 from airflow_provider_dpone.contracts.partition import PartitionBounds
 from airflow_provider_dpone.contracts.schema import ColumnSpec, TableSchema
@@ -66,20 +67,21 @@ def _decimal(precision: int, scale: int) -> Proof | None:
     return proof
 
 
-def _dates(array: pa.Array, limits: ValueLimits) -> bool:
-    if array.null_count == len(array):
-        return True
-    array.validate(full=True)
-    days = arrow_values.dates_of_texts(array)
-    return days is not None and _within(days.array, limits["date_min"], limits["date_max"])
+def _calendar(convert: Callable[[pa.Array], ArrowColumn | None], low: str, high: str) -> Proof:
+    """Dates or datetimes: every text accepted by ``convert`` and within the target's ``low``..``high``."""
+
+    def proof(array: pa.Array, limits: ValueLimits) -> bool:
+        if array.null_count == len(array):
+            return True
+        array.validate(full=True)  # invalid UTF-8 raises: the SQL audit decides
+        parsed = convert(array)
+        return parsed is not None and _within(parsed.array, limits[low], limits[high])  # type: ignore[literal-required]
+
+    return proof
 
 
-def _datetimes(array: pa.Array, limits: ValueLimits) -> bool:
-    if array.null_count == len(array):
-        return True
-    array.validate(full=True)
-    moments = arrow_values.datetimes_of_texts(array)
-    return moments is not None and _within(moments.array, limits["datetime_min"], limits["datetime_max"])
+_dates = _calendar(arrow_values.dates_of_texts, "date_min", "date_max")
+_datetimes = _calendar(arrow_values.datetimes_of_texts, "datetime_min", "datetime_max")
 
 
 def _texts(array: pa.Array, limits: ValueLimits) -> bool:
