@@ -262,3 +262,30 @@ def test_chunks_hold_chunk_rows_across_batches_without_the_literal_row() -> None
     batches = [_batch([0, 1, 1], [0, 1, 2]), _batch([1, 1, 1], [3, 4, 5]), _batch([1], [6])]
     chunks = list(sqlite_arrow.arrow_chunks(iter(batches), _plan(), "p", 4))
     assert [list(c.columns[0]) for c in chunks] == [[1, 2, 3, 4], [5, 6]]
+
+
+def test_a_driver_that_does_not_load_keeps_the_row_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib
+
+    real = importlib.import_module
+
+    def broken(name: str, *args: object, **kwargs: object) -> object:
+        if name.startswith("adbc_driver_sqlite"):
+            raise ImportError("its native library is missing")
+        return real(name, *args, **kwargs)  # type: ignore[arg-type]
+
+    sqlite_arrow_driver._loads.cache_clear()
+    monkeypatch.setattr(importlib, "import_module", broken)
+    try:
+        path = tmp_path / "s.sqlite"
+        _write(path, [(i, _day(i), 1, 1.5, 2.25, "2026-10-01 00:00:00", "x") for i in range(1, 9)])
+        source = SqliteSource(path, _spec())
+        try:
+            source.audit_values(source.plan_partitions(), None)
+            assert source._arrow_proven is None
+        finally:
+            source.close()
+    finally:
+        sqlite_arrow_driver._loads.cache_clear()

@@ -7,6 +7,8 @@ did before the Arrow read existed.
 
 from __future__ import annotations
 
+import functools
+import importlib
 import importlib.util
 import os
 from collections.abc import Iterator
@@ -42,10 +44,23 @@ READ_ERRORS: tuple[type[BaseException], ...] = (
 
 
 def wanted() -> bool:
-    """Whether SQLite reads may use the Arrow driver: installed and not switched off."""
+    """Whether SQLite reads may use the Arrow driver: not switched off, and it loads."""
     if os.environ.get(SWITCH, "").strip() == "0":
         return False
-    return importlib.util.find_spec(_DRIVER) is not None
+    return _loads()
+
+
+@functools.lru_cache(maxsize=1)
+def _loads() -> bool:
+    """The driver imports, its native library included (a broken install keeps the row read, never fails
+    a run)."""
+    if importlib.util.find_spec(_DRIVER) is None:
+        return False
+    try:
+        importlib.import_module(f"{_DRIVER}.dbapi")
+    except (ImportError, OSError):
+        return False
+    return True
 
 
 def connect(path: Path) -> Any:
