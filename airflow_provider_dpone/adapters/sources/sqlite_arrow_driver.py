@@ -52,13 +52,15 @@ def wanted() -> bool:
 
 @functools.lru_cache(maxsize=1)
 def _loads() -> bool:
-    """The driver imports, its native library included (a broken install keeps the row read, never fails
-    a run)."""
+    """The driver imports and its native library opens a database (a broken install keeps the row read,
+    never fails a run)."""
     if importlib.util.find_spec(_DRIVER) is None:
         return False
+    failures: tuple[type[BaseException], ...] = (ImportError, OSError, *_driver_errors())
     try:
         importlib.import_module(f"{_DRIVER}.dbapi")
-    except (ImportError, OSError):
+        importlib.import_module(_DRIVER).connect().close()  # an in-memory database: the native library loads
+    except failures:
         return False
     return True
 
