@@ -45,6 +45,17 @@ MARKER = "dpone_arrow_marker"
 
 ArrowInput = Callable[[pa.Array], Sequence[object]]
 
+#: The literal that pins each Arrow type the driver is let to produce (its first row types the column).
+LITERALS: dict[pa.DataType, str] = {pa.int64(): "0", pa.float64(): "0.0", pa.string(): "''"}
+
+
+def pinned(columns: Sequence[tuple[str, pa.DataType]], rows: str) -> str:
+    """A statement whose first row is the literal row of ``columns`` (alias, type) behind a marker 0, then
+    ``rows`` (a ``SELECT`` list of the same columns after ``1`` and its ``FROM``, with no ``SELECT``),
+    kept in its own order by the ``LIMIT -1`` subquery; :func:`data_batches` checks and drops the row."""
+    literals = ", ".join(f"{LITERALS[kind]} AS {lite.quote_ident(name)}" for name, kind in columns)
+    return f"SELECT 0 AS {MARKER}, {literals}\nUNION ALL\nSELECT * FROM (SELECT 1, {rows}\nLIMIT -1)"
+
 
 class ArrowReadBroken(Exception):
     """The driver returned something the read cannot prove is the partition's rows (never expected)."""
@@ -52,9 +63,8 @@ class ArrowReadBroken(Exception):
 
 @dataclass(frozen=True)
 class ColumnSlot:
-    """How one column travels the Arrow read: the literal that pins its type and its converter."""
+    """How one column travels the Arrow read: the type its literal pins (``LITERALS``) and its converter."""
 
-    literal: str
     #: the Arrow type the literal pins (the driver's batches are checked against it)
     arrow_type: pa.DataType
     convert: ArrowInput
@@ -71,11 +81,11 @@ def _slot(column: ColumnSpec, coerced: bool) -> ColumnSlot | None:
     """The column's slot, or ``None`` when only the row read is proven for it."""
     base = column.clickhouse_type
     if base == "Int64":
-        return ColumnSlot("0", pa.int64(), ArrowColumn, needs_fact=False)
+        return ColumnSlot(pa.int64(), ArrowColumn, needs_fact=False)
     if base == "Float64":
-        return ColumnSlot("0.0", pa.float64(), ArrowColumn, needs_fact=False)
+        return ColumnSlot(pa.float64(), ArrowColumn, needs_fact=False)
     if base == "String" and not coerced:
-        return ColumnSlot("''", pa.string(), lambda array: ArrowColumn(_texts(array)), needs_fact=True)
+        return ColumnSlot(pa.string(), lambda array: ArrowColumn(_texts(array)), needs_fact=True)
     if base in ("Date", "DateTime") or base.startswith("Decimal("):
         columnar = arrow_values.from_arrow_for(column)
         if columnar is None:
@@ -93,8 +103,8 @@ def _slot(column: ColumnSpec, coerced: bool) -> ColumnSlot | None:
             return careful(values) if careful is not None else values
 
         if decimal:
-            return ColumnSlot("0.0", pa.float64(), convert, needs_fact=True)
-        return ColumnSlot("''", pa.string(), convert, needs_fact=False)
+            return ColumnSlot(pa.float64(), convert, needs_fact=True)
+        return ColumnSlot(pa.string(), convert, needs_fact=False)
     return None
 
 
@@ -115,15 +125,8 @@ class ArrowPlan:
     ) -> tuple[str, tuple[object, ...]]:
         """The literal row, then exactly the row read's ``SELECT`` (same predicate, same order)."""
         text, params = lite.select_rows(source, self.schema.names, bounds, order_by)
-        literals = ", ".join(
-            f"{slot.literal} AS {lite.quote_ident(name)}"
-            for slot, name in zip(self.slots, self.schema.names, strict=True)
-        )
-        return (
-            f"SELECT 0 AS {MARKER}, {literals}\nUNION ALL\n"
-            f"SELECT * FROM (SELECT 1, {text[len('SELECT ') :]}\nLIMIT -1)",
-            params,
-        )
+        columns = [(name, slot.arrow_type) for name, slot in zip(self.schema.names, self.slots, strict=True)]
+        return pinned(columns, text.removeprefix("SELECT ")), params
 
 
 def arrow_plan(

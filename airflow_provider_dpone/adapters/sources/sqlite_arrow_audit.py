@@ -35,7 +35,7 @@ import pyarrow.compute as pc
 from airflow_provider_dpone.adapters.sources import arrow_values
 from airflow_provider_dpone.adapters.sources import sqlite_sql as lite
 from airflow_provider_dpone.adapters.sources.arrow_column import ArrowColumn
-from airflow_provider_dpone.adapters.sources.sqlite_arrow import MARKER, data_batches
+from airflow_provider_dpone.adapters.sources.sqlite_arrow import data_batches, pinned
 from airflow_provider_dpone.contracts.partition import PartitionBounds
 from airflow_provider_dpone.contracts.schema import ColumnSpec, TableSchema
 from airflow_provider_dpone.ports.source import ValueLimits
@@ -91,7 +91,7 @@ def _texts(array: pa.Array, limits: ValueLimits) -> bool:
 @dataclass(frozen=True)
 class _Audited:
     column: ColumnSpec
-    literal: str
+    #: the Arrow type its literal pins (``sqlite_arrow.LITERALS``)
     arrow_type: pa.DataType
     proof: Proof
     #: a text-typed column: its blobs are counted
@@ -101,17 +101,17 @@ class _Audited:
 def _audited(column: ColumnSpec, coerced: bool) -> _Audited | None:
     base = column.clickhouse_type
     if base == "Int64":
-        return _Audited(column, "0", pa.int64(), _integers, text=False)
+        return _Audited(column, pa.int64(), _integers, text=False)
     if base.startswith("Decimal("):
         precision, scale = (int(part) for part in base[len("Decimal(") : -1].split(","))
         proof = _decimal(precision, scale)
-        return None if proof is None else _Audited(column, "0.0", pa.float64(), proof, text=False)
+        return None if proof is None else _Audited(column, pa.float64(), proof, text=False)
     if base == "Date":
-        return _Audited(column, "''", pa.string(), _dates, text=True)
+        return _Audited(column, pa.string(), _dates, text=True)
     if base == "DateTime":
-        return _Audited(column, "''", pa.string(), _datetimes, text=True)
+        return _Audited(column, pa.string(), _datetimes, text=True)
     if base == "String" and not coerced:
-        return _Audited(column, "''", pa.string(), _texts, text=True)
+        return _Audited(column, pa.string(), _texts, text=True)
     return None
 
 
@@ -130,15 +130,11 @@ class AuditRead:
         condition = lite.predicate(run)
         where, params = (f"\nWHERE {condition[0]}", condition[1]) if condition is not None else ("", ())
         names = [lite.quote_ident(a.column.name) for a in self.audited]
-        literals = ", ".join(f"{a.literal} AS {name}" for a, name in zip(self.audited, names, strict=True))
         blobs = " + ".join(
             f"(typeof({name}) = 'blob')" for a, name in zip(self.audited, names, strict=True) if a.text
         )
-        return (
-            f"SELECT 0 AS {MARKER}, {literals}, 0 AS {BLOBS}\nUNION ALL\n"
-            f"SELECT * FROM (SELECT 1, {', '.join(names)}, {blobs or '0'}\nFROM {source}{where}\nLIMIT -1)",
-            params,
-        )
+        columns = [*((a.column.name, a.arrow_type) for a in self.audited), (BLOBS, pa.int64())]
+        return pinned(columns, f"{', '.join(names)}, {blobs or '0'}\nFROM {source}{where}"), params
 
     def proven(self, batches: Iterator[pa.RecordBatch], limits: ValueLimits) -> bool:
         """Whether every batch proves every column clean (stops at the first that does not)."""
