@@ -85,7 +85,8 @@ def _shaped(texts: pa.Array, parsed: pa.Array, pattern: str) -> bool:
     return _all(pc.match_substring_regex(texts, pattern))
 
 
-def _within(array: pa.Array, low: pa.Scalar, high: pa.Scalar) -> bool:
+def within(array: pa.Array, low: pa.Scalar, high: pa.Scalar) -> bool:
+    """Every non-NULL value in ``low``..``high`` (both inclusive); ``False`` for NULLs only."""
     bounds = pc.min_max(array)
     lowest, highest = bounds["min"], bounds["max"]
     if not lowest.is_valid:  # only NULLs: the caller never gets here (a text value was seen)
@@ -108,7 +109,7 @@ def dates_of_texts(texts: pa.Array) -> ArrowColumn | None:
         return None
     if not _shaped(texts, days, _DATE_TEXT):
         return None
-    return ArrowColumn(days) if _within(days, _DATE_LOW, _DATE_HIGH) else None
+    return ArrowColumn(days) if within(days, _DATE_LOW, _DATE_HIGH) else None
 
 
 def datetimes(values: Sequence[object]) -> ArrowColumn | None:
@@ -126,7 +127,7 @@ def datetimes_of_texts(texts: pa.Array) -> ArrowColumn | None:
         return None
     if not _shaped(texts, moments, _DATETIME_TEXT):
         return None
-    return ArrowColumn(moments) if _within(moments, _DATETIME_LOW, _DATETIME_HIGH) else None
+    return ArrowColumn(moments) if within(moments, _DATETIME_LOW, _DATETIME_HIGH) else None
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import date, datetime
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -46,12 +45,6 @@ BLOBS = "dpone_arrow_blobs"
 Proof = Callable[[pa.Array, ValueLimits], bool]
 
 
-def _within(array: pa.Array, low: date | datetime, high: date | datetime) -> bool:
-    bounds = pc.min_max(array)
-    lowest, highest = bounds["min"].as_py(), bounds["max"].as_py()
-    return lowest is not None and low <= lowest and highest <= high
-
-
 def _integers(array: pa.Array, limits: ValueLimits) -> bool:
     return True  # the type is the proof (checked on every batch by ``data_batches``)
 
@@ -67,21 +60,27 @@ def _decimal(precision: int, scale: int) -> Proof | None:
     return proof
 
 
-def _calendar(convert: Callable[[pa.Array], ArrowColumn | None], low: str, high: str) -> Proof:
-    """Dates or datetimes: every text accepted by ``convert`` and within the target's ``low``..``high``."""
+def _calendar(
+    convert: Callable[[pa.Array], ArrowColumn | None], kind: pa.DataType, low: str, high: str
+) -> Proof:
+    """Dates or datetimes: every text accepted by ``convert`` (to ``kind``) and within the target's
+    ``low``..``high``."""
 
     def proof(array: pa.Array, limits: ValueLimits) -> bool:
         if array.null_count == len(array):
             return True
         array.validate(full=True)  # invalid UTF-8 raises: the SQL audit decides
         parsed = convert(array)
-        return parsed is not None and _within(parsed.array, limits[low], limits[high])  # type: ignore[literal-required]
+        if parsed is None:
+            return False
+        lowest = pa.scalar(limits[low], kind)  # type: ignore[literal-required]
+        return arrow_values.within(parsed.array, lowest, pa.scalar(limits[high], kind))  # type: ignore[literal-required]
 
     return proof
 
 
-_dates = _calendar(arrow_values.dates_of_texts, "date_min", "date_max")
-_datetimes = _calendar(arrow_values.datetimes_of_texts, "datetime_min", "datetime_max")
+_dates = _calendar(arrow_values.dates_of_texts, pa.date32(), "date_min", "date_max")
+_datetimes = _calendar(arrow_values.datetimes_of_texts, pa.timestamp("s"), "datetime_min", "datetime_max")
 
 
 def _texts(array: pa.Array, limits: ValueLimits) -> bool:

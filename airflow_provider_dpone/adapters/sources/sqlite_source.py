@@ -419,13 +419,12 @@ class SqliteSource:
         scan per group of partitions, the groups on as many connections at once (``audit_workers``)."""
         self._arrow_proven = None
         schema = self.describe()
-        if self._arrow and bounds and self._arrow_audit_clean(schema, bounds, limits):
+        exempt = self._rowid_alias(schema)
+        if self._arrow and bounds and self._arrow_audit_clean(schema, exempt, bounds, limits):
             facts = {fact.column: 0 for fact in value_audit.storage_facts(schema)}
             self._prove_arrow_read(schema, bounds, facts)
             return
-        plan = value_audit.sqlite_plan(
-            schema, bounds, limits, exempt=self._rowid_alias(schema), with_facts=self._arrow
-        )
+        plan = value_audit.sqlite_plan(schema, bounds, limits, exempt=exempt, with_facts=self._arrow)
         if plan is None:
             return
         statements = [  # never an OR of ranges: SQLite keeps every rowid (see value_audit.merged_ranges)
@@ -450,12 +449,16 @@ class SqliteSource:
             self._arrow_proven = (frozenset(bounds), arrow)
 
     def _arrow_audit_clean(
-        self, schema: TableSchema, bounds: Sequence[PartitionBounds], limits: ValueLimits | None
+        self,
+        schema: TableSchema,
+        exempt: frozenset[str],
+        bounds: Sequence[PartitionBounds],
+        limits: ValueLimits | None,
     ) -> bool:
         """Whether the audited columns, read into Arrow, prove the run clean (``sqlite_arrow_audit``): one
         statement per group of partitions, as the SQL audit's, each on a driver connection of its own and
         all at once. ``False`` (the SQL audit decides) on anything it cannot prove, a driver error too."""
-        read = sqlite_arrow_audit.audit_read(schema, self._rowid_alias(schema), sqlite_types.needs_coercion)
+        read = sqlite_arrow_audit.audit_read(schema, exempt, sqlite_types.needs_coercion)
         if read is None:
             return False
         statements = [
