@@ -62,6 +62,21 @@ def _write(path: Path, rows: list[tuple[object, ...]]) -> None:
     conn.close()
 
 
+def _small_table(path: Path) -> None:
+    """Eight clean rows, one storage class per column, over the four days."""
+    _write(path, [(i, _day(i), 1, 1.5, 2.25, "2026-10-01 00:00:00", "x") for i in range(1, 9)])
+
+
+def _proven_by_default(path: Path) -> bool:
+    """Whether a source built as a run builds it (no ``arrow_read``) proves the Arrow read in its audit."""
+    source = SqliteSource(path, _spec())
+    try:
+        source.audit_values(source.plan_partitions(), None)
+        return source._arrow_proven is not None
+    finally:
+        source.close()
+
+
 def _read(path: Path, *, arrow: bool) -> tuple[list[ColumnChunk], bool]:
     """Every partition's chunks after the audit, and whether the Arrow read was proven."""
     source = SqliteSource(path, _spec(), arrow_read=arrow)
@@ -159,7 +174,7 @@ def test_the_demo_shape_reads_the_same_and_in_the_same_order(tmp_path: Path) -> 
 def test_a_blob_in_a_text_column_keeps_the_row_read(tmp_path: Path, blob: bytes) -> None:
     # the driver would hand the blob's bytes over as text: the audit's blob count rules the read out
     path = tmp_path / "s.sqlite"
-    _write(path, [(i, _day(i), 1, 1.5, 2.25, "2026-10-01 00:00:00", "x") for i in range(1, 9)])
+    _small_table(path)
     with sqlite3.connect(path) as conn:
         conn.execute("UPDATE t SET note = ? WHERE id = 7", (blob,))
     conn.close()
@@ -186,7 +201,7 @@ def test_a_partition_the_audit_did_not_cover_takes_the_row_read(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / "s.sqlite"
-    _write(path, [(i, _day(i), 1, 1.5, 2.25, "2026-10-01 00:00:00", "x") for i in range(1, 9)])
+    _small_table(path)
     source = SqliteSource(path, _spec(), arrow_read=True)
     used: list[PartitionBounds] = []
     original = SqliteSource._arrow_stream
@@ -209,13 +224,8 @@ def test_a_partition_the_audit_did_not_cover_takes_the_row_read(
 def test_the_switch_keeps_every_read_on_the_row_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(sqlite_arrow_driver.SWITCH, "0")
     path = tmp_path / "s.sqlite"
-    _write(path, [(i, _day(i), 1, 1.5, 2.25, "2026-10-01 00:00:00", "x") for i in range(1, 9)])
-    source = SqliteSource(path, _spec())
-    try:
-        source.audit_values(source.plan_partitions(), None)
-        assert source._arrow_proven is None
-    finally:
-        source.close()
+    _small_table(path)
+    assert not _proven_by_default(path)
 
 
 def test_invalid_utf8_text_fails_the_read_on_both_paths(tmp_path: Path) -> None:
@@ -280,12 +290,7 @@ def test_a_driver_that_does_not_load_keeps_the_row_read(
     monkeypatch.setattr(importlib, "import_module", broken)
     try:
         path = tmp_path / "s.sqlite"
-        _write(path, [(i, _day(i), 1, 1.5, 2.25, "2026-10-01 00:00:00", "x") for i in range(1, 9)])
-        source = SqliteSource(path, _spec())
-        try:
-            source.audit_values(source.plan_partitions(), None)
-            assert source._arrow_proven is None
-        finally:
-            source.close()
+        _small_table(path)
+        assert not _proven_by_default(path)
     finally:
         sqlite_arrow_driver._loads.cache_clear()
