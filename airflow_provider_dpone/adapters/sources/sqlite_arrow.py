@@ -147,6 +147,11 @@ def arrow_plan(
     return ArrowPlan(schema, tuple(slots))
 
 
+def readable(schema: TableSchema, coerced: Callable[[ColumnSpec], bool]) -> bool:
+    """Whether every column of ``schema`` has a slot: only then can storage facts make a read proven."""
+    return all(_slot(column, coerced(column)) is not None for column in schema.columns)
+
+
 def data_batches(
     batches: Iterator[pa.RecordBatch], arrow_types: list[pa.DataType]
 ) -> Iterator[pa.RecordBatch]:

@@ -424,7 +424,10 @@ class SqliteSource:
             facts = {fact.column: 0 for fact in value_audit.storage_facts(schema)}
             self._prove_arrow_read(schema, bounds, facts)
             return
-        plan = value_audit.sqlite_plan(schema, bounds, limits, exempt=exempt, with_facts=self._arrow)
+        # the storage facts cost the SQL audit a per-row expression each: counted only when they can prove
+        # the Arrow read (a flag or coerced text column rules it out whatever they say)
+        counted = self._arrow and sqlite_arrow.readable(schema, sqlite_types.needs_coercion)
+        plan = value_audit.sqlite_plan(schema, bounds, limits, exempt=exempt, with_facts=counted)
         if plan is None:
             return
         statements = [  # never an OR of ranges: SQLite keeps every rowid (see value_audit.merged_ranges)
@@ -437,7 +440,7 @@ class SqliteSource:
         value_audit.require_clean(
             plan.checks, counts[: len(plan.checks)] if whole else counts, self._spec.table
         )
-        if self._arrow and plan.facts:
+        if plan.facts:
             facts = {fact.column: counts[len(plan.checks) + i] for i, fact in enumerate(plan.facts)}
             self._prove_arrow_read(schema, bounds, facts)
 
