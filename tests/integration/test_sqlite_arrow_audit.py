@@ -23,9 +23,14 @@ from airflow_provider_dpone.ports.source import ValueLimits
 from tests.integration.test_value_audit_concurrent import BAD_CELLS, DAYS, PER_DAY, _orders
 from tests.integration.test_value_audit_memory import _spec
 
-pytestmark = pytest.mark.skipif(
-    not sqlite_arrow_driver.wanted(), reason="the ADBC SQLite driver is a dependency"
-)
+# the driver is a dependency: these tests fail, never skip, when it does not load
+pytestmark = pytest.mark.usefixtures("_driver_loads")
+
+
+@pytest.fixture
+def _driver_loads() -> None:
+    assert sqlite_arrow_driver.wanted(), "adbc-driver-sqlite is a dependency and must load"
+
 
 #: more ways to spoil a cell than the SQL audit's own differential uses: each is refused, or (marked
 #: "fine") accepted by the SQL audit; the Arrow proof takes some of those and leaves the rest to it

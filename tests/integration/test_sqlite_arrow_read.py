@@ -34,9 +34,13 @@ COLUMNS = (
 )
 NAMES = ("id", "day", "qty", "ratio", "amount", "moment", "note")
 
-pytestmark = pytest.mark.skipif(
-    not sqlite_arrow_driver.wanted(), reason="the ADBC SQLite driver is a dependency"
-)
+# the driver is a dependency: these tests fail, never skip, when it does not load
+pytestmark = pytest.mark.usefixtures("_driver_loads")
+
+
+@pytest.fixture
+def _driver_loads() -> None:
+    assert sqlite_arrow_driver.wanted(), "adbc-driver-sqlite is a dependency and must load"
 
 
 @pytest.fixture(autouse=True)
