@@ -54,6 +54,7 @@ from airflow_provider_dpone.runtime.progress import ProgressListener, SilentProg
 from airflow_provider_dpone.runtime.quality.gate import QualityGate
 from airflow_provider_dpone.runtime.quality.policy import build_policy
 from airflow_provider_dpone.runtime.quality.verdict import Verdict
+from airflow_provider_dpone.runtime.read_ahead import read_ahead
 from airflow_provider_dpone.runtime.replay.durable import (
     DurableReplay,
     Fresh,
@@ -84,6 +85,8 @@ from airflow_provider_dpone.runtime.route_identity import (
 )
 
 _log = logging.getLogger(__name__)
+#: Chunks the read-ahead thread may hold ready while the target takes one (``runtime.read_ahead``).
+READ_AHEAD_CHUNKS = 2
 
 #: Called just before arming with the rows extracted (None on the lazy direct path) and the staging table.
 BeforeArm = Callable[[int | None, str | None], None]
@@ -691,6 +694,12 @@ class TransferEngine:
             return sink.load(permit, self._manifest.sink.table, schema, chunks)
 
     def _chunks(
+        self, active: Sequence[ActivePartition], artifacts: Sequence[ArtifactRef], tally: StreamTally
+    ) -> Generator[ColumnChunk, None, None]:
+        """:meth:`_partition_chunks`, read ahead of the target by one thread (``runtime.read_ahead``)."""
+        return read_ahead(self._partition_chunks(active, artifacts, tally), READ_AHEAD_CHUNKS)
+
+    def _partition_chunks(
         self, active: Sequence[ActivePartition], artifacts: Sequence[ArtifactRef], tally: StreamTally
     ) -> Generator[ColumnChunk, None, None]:
         """Every active partition's rows, from artifacts when exported, else straight from the source.

@@ -1,0 +1,115 @@
+"""The engine reads the next chunks while the target takes the current one, on the direct and staged loads.
+
+A sink that, holding the first chunk, waits for the source to have produced the third proves the reads
+overlap the insert: read in line, the wait would time out. The rows still arrive whole and in order,
+nothing is read before arming, and a source failure mid-stream still ends the run as before.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import threading
+from collections.abc import Iterable, Iterator
+
+import pytest
+
+from airflow_provider_dpone.contracts.chunk import ColumnChunk
+from airflow_provider_dpone.contracts.manifest import Manifest
+from airflow_provider_dpone.contracts.partition import PartitionBounds
+from airflow_provider_dpone.contracts.permit import TargetPermit
+from airflow_provider_dpone.contracts.schema import TableSchema
+from airflow_provider_dpone.runtime.transfer import TransferEngine, TransferPorts
+from tests.doubles import (
+    FixedClock,
+    InjectedFault,
+    InMemoryCheckpointStore,
+    MemorySource,
+    RecordingSink,
+    manifest_dict,
+    orders_rows,
+)
+
+UTC = dt.timezone.utc
+WAIT_S = 10.0  # reached only when the reads do not overlap
+
+
+class CountingSource(MemorySource):
+    """Counts the chunks produced, and notes the threads that produced them."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.produced = 0
+        self.threads: set[str] = set()
+        self.changed = threading.Condition()
+
+    def read(self, partition_id: str, bounds: PartitionBounds, chunk_rows: int) -> Iterator[ColumnChunk]:
+        for chunk in super().read(partition_id, bounds, chunk_rows):
+            with self.changed:
+                self.produced += 1
+                self.threads.add(threading.current_thread().name)
+                self.changed.notify_all()
+            yield chunk
+
+    def wait_produced(self, count: int) -> bool:
+        with self.changed:
+            return self.changed.wait_for(lambda: self.produced >= count, timeout=WAIT_S)
+
+
+class WaitingSink(RecordingSink):
+    """Holding the first chunk, waits until the source has produced ``ahead`` chunks in all."""
+
+    def __init__(self, source: CountingSource, ahead: int) -> None:
+        super().__init__()
+        self.source = source
+        self.ahead = ahead
+        self.overlapped: bool | None = None
+        self.produced_at_load: int | None = None
+
+    def _held(self, chunks: Iterable[ColumnChunk]) -> Iterator[ColumnChunk]:
+        for index, chunk in enumerate(chunks):
+            if index == 0:
+                self.overlapped = self.source.wait_produced(self.ahead)
+            yield chunk
+
+    def load(
+        self, permit: TargetPermit, table: str, schema: TableSchema, chunks: Iterable[ColumnChunk]
+    ) -> int:
+        self.produced_at_load = self.source.produced
+        return super().load(permit, table, schema, self._held(chunks))
+
+    def stage(self, staging_table: str, schema: TableSchema, chunks: Iterable[ColumnChunk]) -> int:
+        self.produced_at_load = self.source.produced
+        return super().stage(staging_table, schema, self._held(chunks))
+
+
+def _engine(source: MemorySource, sink: RecordingSink, load: str) -> TransferEngine:
+    manifest = Manifest.model_validate_json(json.dumps(manifest_dict(load=load, chunk_rows=2)))
+    ports = TransferPorts(
+        store=InMemoryCheckpointStore(),
+        source=source,
+        open_sink=lambda: sink,
+        clock=FixedClock(dt.datetime(2026, 12, 2, 12, 0, tzinfo=UTC)),
+    )
+    return TransferEngine(manifest, ports, manifest_ref="m.yaml")
+
+
+@pytest.mark.parametrize("load", ["direct", "staged"])
+def test_the_next_chunks_are_read_while_the_target_holds_the_first(load: str) -> None:
+    rows = orders_rows(days=3)  # 4 rows a day in chunks of 2: six chunks
+    source = CountingSource(rows)
+    sink = WaitingSink(source, ahead=3)
+    report = _engine(source, sink, load).run("run-1")
+    assert sink.produced_at_load == 0, "the source is read only once the load asks for rows"
+    assert sink.overlapped, "the third chunk was never read while the first was held"
+    assert source.threads == {"dpone-read-ahead"}
+    assert sorted(sink.tables["analytics.orders"]) == sorted(rows)
+    assert [p.rows for p in report.partitions] == [4, 4, 4]
+
+
+def test_a_source_failure_mid_stream_still_fails_the_run_and_stops_the_reading_thread() -> None:
+    source = MemorySource(orders_rows(days=3), fail_read_after_chunks=3)
+    sink = RecordingSink()
+    with pytest.raises(InjectedFault):
+        _engine(source, sink, "direct").run("run-1")
+    assert not [t for t in threading.enumerate() if t.name == "dpone-read-ahead"]
