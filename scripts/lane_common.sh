@@ -84,8 +84,9 @@ lane_installed() {
 lane_pytest() {
   local rc=0
   say "pytest $*"
+  # its own temporary folder, inside its venv: the two lanes' suites run at the same time (scripts/test.sh)
   PATH="$VENV/bin:$PATH" "$PY" -m pytest -q -p no:cacheprovider --timeout="${DPONE_TEST_TIMEOUT:-600}" \
-    "$@" || rc=$?
+    --basetemp="$VENV/pytest-tmp" "$@" || rc=$?
   if [ "$rc" -eq 5 ]; then
     say "FAILED: pytest collected no test"
     rc=1

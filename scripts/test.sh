@@ -13,7 +13,8 @@
 # Then the newest-releases lane (scripts/newest_lane.sh): a fresh venv without constraints, unit tests and
 # the chDB-backed suites; and the Airflow-floor lane (scripts/airflow_floor_lane.sh): a fresh venv with the
 # lowest declared Airflow, the Airflow suite. Both lanes are installed in the background while the main
-# pytest runs (one after the other: each builds the package from this tree), and their suites run after it.
+# pytest runs (one after the other: each builds the package from this tree), and their suites run after it,
+# side by side.
 # Knobs: DPONE_ALLOW_SKIP=1 (local runs), DPONE_TEST_TIMEOUT (per-test seconds, default 600),
 # DPONE_NEWEST_LANE=0 and DPONE_FLOOR_LANE=0 (skip the newest / the Airflow-floor lane on a local run;
 # ignored when CI=true), and those of
@@ -55,11 +56,13 @@ run_job() {
   job=""
   return "$rc"
 }
+lane_jobs=()
 on_signal() {
-  if [ -n "$job" ]; then
-    kill -TERM -- "-$job" 2>/dev/null || true
-    wait "$job" 2>/dev/null || true
-  fi
+  local pid
+  for pid in $job "${lane_jobs[@]}"; do
+    kill -TERM -- "-$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  done
   exit "$1"
 }
 trap cleanup EXIT
@@ -166,6 +169,9 @@ if [ -n "$lanes_job" ]; then
   lanes_job=""
   say "== lane installs: waited $(($(date +%s) - t))s after pytest"
 fi
+# The lanes' suites run side by side (one core each; they share no table: the server suites work in
+# databases of their own), each into its own log, printed whole and in order when both have ended.
+declare -A LANE_PID=() LANE_T0=()
 for lane in newest floor; do
   name=${LANE_STEP_NAME[$lane]}
   if [[ " ${lanes[*]} " != *" $lane "* ]]; then
@@ -178,8 +184,26 @@ for lane in newest floor; do
     failed+=("$name")
     continue
   fi
-  step "$name" run_lane "$lane" test
+  say "== $name: run_lane $lane test (in the background, beside the other lane)"
+  LANE_T0[$lane]=$(date +%s)
+  set -m
+  run_lane "$lane" test </dev/null >"$LANES_DIR/$lane.test.log" 2>&1 &
+  LANE_PID[$lane]=$!
+  set +m
+  lane_jobs+=("${LANE_PID[$lane]}")
 done
+for lane in newest floor; do
+  [ -n "${LANE_PID[$lane]:-}" ] || continue
+  name=${LANE_STEP_NAME[$lane]}
+  rc=0
+  wait "${LANE_PID[$lane]}" || rc=$?
+  cat "$LANES_DIR/$lane.test.log"
+  say "== $name: exit $rc in $(($(date +%s) - LANE_T0[$lane]))s"
+  if [ "$rc" -ne 0 ]; then
+    failed+=("$name")
+  fi
+done
+lane_jobs=()
 
 "$PY" scripts/services/local_services.py down --dir "$SVC_DIR" || true
 if [ "${#failed[@]}" -gt 0 ]; then
