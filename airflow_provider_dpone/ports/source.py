@@ -70,3 +70,11 @@ class AuditingSource(Source, Protocol):
         """Aggregate checks over the union of ``bounds`` (no row reaches Python): raises
         ``manifest_invalid`` naming the column and the reason (never a value) when a read would refuse a
         value or store it changed. ``limits``: the target's calendar range (``None``: the widest)."""
+
+
+class ConcurrentSource(Source, Protocol):
+    """A source whose partition reads may run at once, each in a thread of its own."""
+
+    def concurrent_reads(self, bounds: Sequence[PartitionBounds]) -> int:
+        """How many reads of these partitions may be open at the same time (1: one after the other). Asked
+        after the value audit and only for partitions it covered; each read then runs in one thread."""

@@ -60,8 +60,8 @@ class StreamTally:
         self.partitions.setdefault(partition_id, PartitionTally()).seconds += seconds
 
     def seconds(self) -> dict[str, float]:
-        """Per partition: how long its stream was open (its chunks read, converted and handed on; with the
-        read-ahead, handing on waits while the target is still busy with earlier chunks)."""
+        """Per partition: how long its stream was open (read, convert, insert of its chunks as they flowed;
+        with the read-ahead, from the target's first ask for its rows to its last chunk taken)."""
         return {pid: t.seconds for pid, t in self.partitions.items()}
 
     def cursor_high_water(self) -> object | None:

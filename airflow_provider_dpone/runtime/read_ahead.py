@@ -1,66 +1,79 @@
-"""The next chunks read while the target takes the current one: one bounded read-ahead thread.
+"""The next partitions' chunks read while the target takes the current one: bounded reading threads.
 
 A direct load used to alternate: read and convert a chunk, insert it, read the next. The SQLite Arrow
-driver and Arrow IPC artifacts read in C, and chDB inserts in C, each without the GIL, so one thread that
-pulls the stream ``depth`` chunks ahead overlaps the two. Memory stays bounded: at most ``depth`` chunks
-wait in the queue, one is being built and one is being inserted.
+driver and Arrow IPC artifacts read in C, and chDB inserts in C, each mostly without the GIL, so reading
+threads that pull partitions ahead overlap reading with inserting; a source that allows it
+(``ConcurrentSource``) has two partitions read at once.
 
-What the stream meant is unchanged: the same chunks in the same order, the stream is not touched before
-the consumer asks for its first chunk (a direct load reads nothing before arming), and a failure of the
-stream is raised to the consumer as the same exception object, after the chunks that preceded it. When
-the consumer stops early (a failed insert, a stop request, ``close()``), the thread is told to stop, the
-stream is closed in the thread that ran it, and the consumer returns only after the thread has ended: no
-read outlives the load.
+What the stream means is unchanged: every partition's chunks, partitions in order, each partition's in
+its order. No partition is opened before the consumer asks for the first chunk (a direct load reads
+nothing before arming). A failure of a partition's read reaches the consumer as the same exception object,
+after that partition's chunks that preceded it and after every earlier partition. When the consumer stops
+early (a failed insert, a stop request, ``close()``), the threads are told to stop, each open read is
+closed in the thread that ran it, and the consumer returns only after every thread has ended: no read
+outlives the load. Memory is bounded: at most ``depth`` chunks wait per partition being read ahead, and
+one more is being built in each thread.
 """
 
 from __future__ import annotations
 
 import contextvars
 import threading
-from collections.abc import Generator, Iterator
-from queue import Empty, Queue
-from typing import Any, TypeVar, Union
+from collections.abc import Callable, Generator, Iterator, Sequence
+from queue import Empty, Full, Queue
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
+#: How often a reading thread blocked on a full queue looks whether it was told to stop (seconds).
+_POLL_S = 0.05
+
 
 class _Done:
-    """The stream ended."""
+    """The partition's read ended."""
 
 
 class _Failed:
-    """The stream raised ``error``."""
+    """The partition's read raised ``error``."""
 
     def __init__(self, error: BaseException) -> None:
         self.error = error
 
 
-def read_ahead(stream: Iterator[T], depth: int) -> Generator[T, None, None]:
-    """``stream``'s items, pulled up to ``depth`` ahead by a thread; ``depth < 1`` reads in line."""
-    if depth < 1:
-        yield from stream
-        return
-    queue: Queue[Union[T, _Done, _Failed]] = Queue(maxsize=depth)
-    stop = threading.Event()
+class PartitionReads(Generic[T]):
+    """The reads ``opens`` (one callable per partition, opening its stream), run ahead by ``workers``
+    threads; :meth:`chunks` hands each partition's items to the consumer, in order. ``workers < 1``: every
+    read runs in line, in the consumer's thread. Use as a context manager: leaving it stops the threads."""
 
-    def produce() -> None:
-        try:
-            for item in stream:
-                queue.put(item)
-                if stop.is_set():
-                    return
-            queue.put(_Done())
-        except BaseException as error:  # handed to the consumer, which raises it
-            queue.put(_Failed(error))
-        finally:
-            close = getattr(stream, "close", None)
-            if callable(close):
-                close()
+    def __init__(self, opens: Sequence[Callable[[], Iterator[T]]], *, workers: int, depth: int) -> None:
+        if depth < 1:
+            raise ValueError("depth must be at least 1")
+        self._opens = list(opens)
+        self._workers = max(0, min(workers, len(self._opens)))
+        self._queues: list[Queue[Any]] = [Queue(maxsize=depth) for _ in self._opens]
+        self._next = 0
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
 
-    context = contextvars.copy_context()  # the run's logging context goes with the reads
-    thread = threading.Thread(target=context.run, args=(produce,), name="dpone-read-ahead", daemon=True)
-    thread.start()
-    try:
+    def __enter__(self) -> PartitionReads[T]:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def chunks(self, index: int) -> Generator[T, None, None]:
+        """Partition ``index``'s items; asked for in order, from 0. The threads start at the first item."""
+        if self._workers < 1:
+            stream = self._opens[index]()
+            try:
+                yield from stream
+            finally:
+                _close(stream)
+            return
+        if not self._threads:
+            self._start()
+        queue = self._queues[index]
         while True:
             item = queue.get()
             if isinstance(item, _Done):
@@ -68,12 +81,65 @@ def read_ahead(stream: Iterator[T], depth: int) -> Generator[T, None, None]:
             if isinstance(item, _Failed):
                 raise item.error
             yield item
-    finally:
-        stop.set()
-        # After ``stop`` the thread puts at most one more item; emptying the queue makes room for it.
-        _drain(queue)
-        thread.join()
-        _drain(queue)  # chunks read ahead and never used: released now, not when the generator is freed
+
+    def close(self) -> None:
+        """Stop the threads and wait for them; chunks read ahead and never used are released."""
+        self._stop.set()
+        for thread in self._threads:
+            thread.join()
+        for queue in self._queues:
+            _drain(queue)
+
+    def _start(self) -> None:
+        for number in range(self._workers):
+            context = contextvars.copy_context()  # the run's logging context goes with the reads
+            thread = threading.Thread(
+                target=context.run, args=(self._work,), name=f"dpone-read-ahead-{number}", daemon=True
+            )
+            self._threads.append(thread)
+            thread.start()
+
+    def _take(self) -> int | None:
+        with self._lock:
+            if self._stop.is_set() or self._next >= len(self._opens):
+                return None
+            index = self._next
+            self._next += 1
+            return index
+
+    def _work(self) -> None:
+        while (index := self._take()) is not None:
+            queue = self._queues[index]
+            stream: Iterator[T] | None = None
+            try:
+                stream = self._opens[index]()
+                for item in stream:
+                    if not self._put(queue, item):
+                        return
+                if not self._put(queue, _Done()):
+                    return
+            except BaseException as error:  # handed to the consumer, which raises it in its turn
+                self._put(queue, _Failed(error))
+                return
+            finally:
+                if stream is not None:
+                    _close(stream)
+
+    def _put(self, queue: Queue[Any], item: object) -> bool:
+        """Put ``item`` once there is room; ``False`` when told to stop first."""
+        while not self._stop.is_set():
+            try:
+                queue.put(item, timeout=_POLL_S)
+                return True
+            except Full:
+                continue
+        return False
+
+
+def _close(stream: Iterator[Any]) -> None:
+    close = getattr(stream, "close", None)
+    if callable(close):
+        close()
 
 
 def _drain(queue: Queue[Any]) -> None:

@@ -21,7 +21,7 @@ import contextlib
 import functools
 import logging
 import sys
-from collections.abc import Callable, Generator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import assert_never
@@ -54,7 +54,7 @@ from airflow_provider_dpone.runtime.progress import ProgressListener, SilentProg
 from airflow_provider_dpone.runtime.quality.gate import QualityGate
 from airflow_provider_dpone.runtime.quality.policy import build_policy
 from airflow_provider_dpone.runtime.quality.verdict import Verdict
-from airflow_provider_dpone.runtime.read_ahead import read_ahead
+from airflow_provider_dpone.runtime.read_ahead import PartitionReads
 from airflow_provider_dpone.runtime.replay.durable import (
     DurableReplay,
     Fresh,
@@ -85,7 +85,7 @@ from airflow_provider_dpone.runtime.route_identity import (
 )
 
 _log = logging.getLogger(__name__)
-#: Chunks the read-ahead thread may hold ready while the target takes one (``runtime.read_ahead``).
+#: Chunks a reading thread may hold ready per partition while the target takes one (``runtime.read_ahead``).
 READ_AHEAD_CHUNKS = 2
 
 #: Called just before arming with the rows extracted (None on the lazy direct path) and the staging table.
@@ -696,31 +696,36 @@ class TransferEngine:
     def _chunks(
         self, active: Sequence[ActivePartition], artifacts: Sequence[ArtifactRef], tally: StreamTally
     ) -> Generator[ColumnChunk, None, None]:
-        """:meth:`_partition_chunks`, read ahead of the target by one thread (``runtime.read_ahead``)."""
-        return read_ahead(self._partition_chunks(active, artifacts, tally), READ_AHEAD_CHUNKS)
-
-    def _partition_chunks(
-        self, active: Sequence[ActivePartition], artifacts: Sequence[ArtifactRef], tally: StreamTally
-    ) -> Generator[ColumnChunk, None, None]:
         """Every active partition's rows, from artifacts when exported, else straight from the source.
 
-        Each partition's stream is closed when the consumer stops (a failed target call included), so no
-        source generator is left for the garbage collector to finalize after the source is closed.
+        The partitions are read ahead of the target by reading threads (``runtime.read_ahead``): one, or
+        as many as the source allows for these partitions. Counting, progress and stop requests stay in
+        the consumer's thread, as the chunks reach the target. Leaving the stream (the load ended, failed
+        or was stopped) stops the threads and closes every open read before the run goes on, so no source
+        generator is left for the garbage collector to finalize after the source is closed.
         """
         chunk_rows = self._manifest.source.chunk_rows
         by_id = {ref.partition_id: ref for ref in artifacts}
-        for p in active:
-            planned = p.planned
-            if artifacts:
-                raw = self._require_artifacts().read(by_id[planned.partition_id], chunk_rows)
-            else:
-                raw = self._ports.source.read(planned.partition_id, planned.bounds, chunk_rows)
-            try:
-                yield from tally.counted(planned.partition_id, planned.bounds.label, raw, self._progress)
-            finally:
-                close = getattr(raw, "close", None)
-                if callable(close):
-                    close()
+        opens: list[Callable[[], Iterator[ColumnChunk]]] = []
+        workers = 1
+        if artifacts:
+            store = self._require_artifacts()
+            opens = [functools.partial(store.read, by_id[p.planned.partition_id], chunk_rows) for p in active]
+        else:
+            source = self._ports.source
+            opens = [
+                functools.partial(source.read, p.planned.partition_id, p.planned.bounds, chunk_rows)
+                for p in active
+            ]
+            concurrent_reads = getattr(source, "concurrent_reads", None)
+            if callable(concurrent_reads):
+                workers = max(1, concurrent_reads([p.planned.bounds for p in active]))
+        with PartitionReads(opens, workers=workers, depth=READ_AHEAD_CHUNKS) as reads:
+            for index, p in enumerate(active):
+                planned = p.planned
+                yield from tally.counted(
+                    planned.partition_id, planned.bounds.label, reads.chunks(index), self._progress
+                )
 
     def _export_artifacts(
         self, schema: TableSchema, active: list[ActivePartition], tally: StreamTally

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import date, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -18,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from airflow_provider_dpone.adapters.sources import sqlite_arrow, sqlite_arrow_driver
+from airflow_provider_dpone.adapters.sources import sqlite_arrow, sqlite_arrow_driver, sqlite_source
 from airflow_provider_dpone.adapters.sources.arrow_column import ArrowColumn
 from airflow_provider_dpone.adapters.sources.sqlite_source import SqliteSource
 from airflow_provider_dpone.contracts.chunk import ColumnChunk
@@ -223,6 +224,44 @@ def test_a_partition_the_audit_did_not_cover_takes_the_row_read(
     finally:
         source.close()
     assert used == [b.label for b in bounds[:2]]
+
+
+def test_two_reads_at_once_only_where_every_partition_takes_the_arrow_read(tmp_path: Path) -> None:
+    path = tmp_path / "s.sqlite"
+    _small_table(path)
+    for arrow in (True, False):
+        source = SqliteSource(path, _spec(), arrow_read=arrow)
+        try:
+            bounds = source.plan_partitions()
+            assert source.concurrent_reads(bounds) == 1  # no audit yet: the row read, one at a time
+            source.audit_values(bounds[:2], None)
+            expected = sqlite_source.CONCURRENT_ARROW_READS if arrow else 1
+            assert source.concurrent_reads(bounds[:2]) == expected
+            assert source.concurrent_reads(bounds) == 1  # a partition outside the audit reads by row
+        finally:
+            source.close()
+
+
+def test_partitions_read_at_once_on_one_source_give_the_chunks_read_one_after_the_other(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "s.sqlite"
+    _write(path, [(i, _day(i), i, i / 4, i * 2.5, "2026-10-01 00:00:00", f"c{i}") for i in range(1, 401)])
+    alone, proven = _read(path, arrow=True)
+    assert proven
+    source = SqliteSource(path, _spec(), arrow_read=True)
+    try:
+        bounds = source.plan_partitions()
+        source.audit_values(bounds, None)
+        assert source.concurrent_reads(bounds) == 2
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            together = pool.map(lambda b: list(source.read(f"p-{b.label}", b, 5)), bounds)
+            chunks = [chunk for part in together for chunk in part]
+        # each read had a driver connection of its own and gave it back: never more than two were opened
+        assert 1 <= len(source._arrow_idle) <= 2
+    finally:
+        source.close()
+    _same_chunks(chunks, alone)
 
 
 def test_the_switch_keeps_every_read_on_the_row_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,17 +1,16 @@
-"""The read-ahead thread: the same stream, bounded, never started early, always stopped and closed."""
+"""The reading threads: the same partitions and chunks, bounded, never started early, always stopped."""
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from airflow_provider_dpone.runtime.read_ahead import read_ahead
+from airflow_provider_dpone.runtime.read_ahead import PartitionReads
 
 WAIT = 10.0  # seconds: generous, only reached when the behaviour is broken
 
@@ -26,9 +25,14 @@ class Stream:
         self.fail_at = fail_at
         self.error = error or RuntimeError("source broke")
         self.pulled = 0
+        self.opened = False
         self.closed_in: str | None = None
         self.pull_threads: set[str] = set()
-        self.pulled_event = threading.Condition()
+        self.changed = threading.Condition()
+
+    def open(self) -> Stream:
+        self.opened = True
+        return self
 
     def __iter__(self) -> Iterator[int]:
         return self
@@ -40,107 +44,120 @@ class Stream:
         if self.pulled >= len(self.items):
             raise StopIteration
         item = self.items[self.pulled]
-        with self.pulled_event:
+        with self.changed:
             self.pulled += 1
-            self.pulled_event.notify_all()
+            self.changed.notify_all()
         return item
 
     def close(self) -> None:
         self.closed_in = threading.current_thread().name
 
     def wait_pulled(self, count: int) -> bool:
-        with self.pulled_event:
-            return self.pulled_event.wait_for(lambda: self.pulled >= count, timeout=WAIT)
+        with self.changed:
+            return self.changed.wait_for(lambda: self.pulled >= count, timeout=WAIT)
 
 
-def _threads_named(name: str) -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if t.name == name]
+def _opens(streams: list[Stream]) -> list[Callable[[], Iterator[int]]]:
+    return [stream.open for stream in streams]
+
+
+def _reading_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("dpone-read-ahead")]
+
+
+def _consume(reads: PartitionReads[int], count: int) -> list[list[int]]:
+    return [list(reads.chunks(index)) for index in range(count)]
 
 
 @settings(max_examples=60, deadline=None)
-@given(items=st.lists(st.integers(), max_size=40), depth=st.integers(min_value=0, max_value=5))
-def test_every_item_arrives_once_in_order_whatever_the_depth(items: list[int], depth: int) -> None:
-    stream = Stream(items)
-    assert list(read_ahead(stream, depth)) == items
-    assert not _threads_named("dpone-read-ahead")
+@given(
+    partitions=st.lists(st.lists(st.integers(), max_size=12), max_size=8),
+    workers=st.integers(min_value=0, max_value=3),
+    depth=st.integers(min_value=1, max_value=4),
+)
+def test_every_partition_arrives_whole_and_in_order_whatever_the_threads(
+    partitions: list[list[int]], workers: int, depth: int
+) -> None:
+    streams = [Stream(items) for items in partitions]
+    with PartitionReads(_opens(streams), workers=workers, depth=depth) as reads:
+        assert _consume(reads, len(streams)) == partitions
+    assert not _reading_threads()
+    assert all(s.closed_in is not None for s in streams)
 
 
-def test_the_stream_is_not_touched_before_the_first_item_is_asked_for() -> None:
-    stream = Stream([1, 2, 3])
-    ahead = read_ahead(stream, 2)
-    time.sleep(0.05)
-    assert stream.pulled == 0 and not stream.pull_threads  # a direct load reads nothing before arming
-    assert next(ahead) == 1
-    ahead.close()
+def test_nothing_is_opened_before_the_first_chunk_is_asked_for() -> None:
+    streams = [Stream([1, 2]), Stream([3])]
+    with PartitionReads(_opens(streams), workers=2, depth=2) as reads:
+        time.sleep(0.05)
+        assert not any(s.opened for s in streams)  # a direct load reads nothing before arming
+        assert not _reading_threads()
+        assert _consume(reads, 2) == [[1, 2], [3]]
 
 
-def test_reads_run_in_another_thread_while_the_consumer_holds_an_item() -> None:
-    stream = Stream(list(range(10)))
-    ahead = read_ahead(stream, 2)
-    assert next(ahead) == 0
-    # the consumer still holds item 0 (inserting it): the thread reads on meanwhile
-    assert stream.wait_pulled(3)
-    assert stream.pull_threads == {"dpone-read-ahead"}
-    assert list(ahead) == list(range(1, 10))
+def test_two_partitions_are_read_at_once_while_the_consumer_holds_a_chunk() -> None:
+    streams = [Stream(list(range(10))), Stream(list(range(10)))]
+    with PartitionReads(_opens(streams), workers=2, depth=2) as reads:
+        first = reads.chunks(0)
+        assert next(first) == 0
+        # the consumer holds partition 0's first chunk: both partitions are being read meanwhile
+        assert streams[0].wait_pulled(3) and streams[1].wait_pulled(3)
+        assert len({*streams[0].pull_threads, *streams[1].pull_threads}) == 2
+        assert [0, *first] == list(range(10))
+        assert list(reads.chunks(1)) == list(range(10))
 
 
-def test_at_most_depth_items_wait_beyond_the_one_held_and_the_one_being_put() -> None:
-    stream = Stream(list(range(100)))
-    ahead = read_ahead(stream, 3)
-    assert next(ahead) == 0
-    assert stream.wait_pulled(1 + 3 + 1)
-    time.sleep(0.1)  # a thread that ignored the bound would read on here
-    assert stream.pulled == 1 + 3 + 1
-    ahead.close()
+def test_at_most_depth_chunks_wait_per_partition_beyond_the_one_being_put() -> None:
+    streams = [Stream(list(range(100))), Stream(list(range(100))), Stream(list(range(100)))]
+    with PartitionReads(_opens(streams), workers=2, depth=3) as reads:
+        assert next(reads.chunks(0)) == 0
+        assert streams[0].wait_pulled(1 + 3 + 1) and streams[1].wait_pulled(3 + 1)
+        time.sleep(0.2)  # threads that ignored the bound would read on here
+        assert (streams[0].pulled, streams[1].pulled, streams[2].pulled) == (1 + 3 + 1, 3 + 1, 0)
 
 
-def test_a_failure_arrives_as_the_same_object_after_the_items_before_it() -> None:
+def test_a_failure_arrives_as_the_same_object_after_everything_before_it() -> None:
     error = ValueError("partition read failed")
-    stream = Stream(list(range(10)), fail_at=4, error=error)
+    streams = [Stream([1, 2]), Stream([3, 4, 5, 6], fail_at=2, error=error), Stream([7])]
     got: list[int] = []
-    with pytest.raises(ValueError) as raised:
-        for item in read_ahead(stream, 2):
-            got.append(item)
+    with pytest.raises(ValueError) as raised, PartitionReads(_opens(streams), workers=2, depth=2) as reads:
+        for index in range(3):
+            got.extend(reads.chunks(index))
     assert raised.value is error
     assert raised.value.__traceback__ is not None
-    assert got == [0, 1, 2, 3]
-    assert stream.closed_in == "dpone-read-ahead"
-    assert not _threads_named("dpone-read-ahead")
+    assert got == [1, 2, 3, 4]
+    assert streams[1].closed_in is not None and streams[1].closed_in.startswith("dpone-read-ahead")
+    assert not _reading_threads()
 
 
-def test_a_consumer_that_stops_early_stops_the_thread_and_closes_the_stream() -> None:
-    stream = Stream(list(range(1000)))
-    with contextlib.closing(read_ahead(stream, 2)) as ahead:
-        assert next(ahead) == 0
-        assert stream.wait_pulled(3)
-    # close() returned: the thread has ended and closed the stream itself, far from its end
-    assert stream.closed_in == "dpone-read-ahead"
-    assert not _threads_named("dpone-read-ahead")
-    assert stream.pulled <= 1 + 2 + 2
+def test_a_consumer_that_stops_early_stops_the_threads_and_closes_every_open_read() -> None:
+    streams = [Stream(list(range(1000))), Stream(list(range(1000))), Stream(list(range(1000)))]
+    with PartitionReads(_opens(streams), workers=2, depth=2) as reads:
+        assert next(reads.chunks(0)) == 0
+        assert streams[1].wait_pulled(2)
+    # the context closed: the threads have ended and closed what they had open, far from its end
+    assert not _reading_threads()
+    assert streams[0].closed_in and streams[1].closed_in
+    assert not streams[2].opened
+    assert streams[0].pulled <= 1 + 2 + 1 and streams[1].pulled <= 2 + 1
 
 
-def test_a_failing_consumer_stops_the_thread_and_closes_the_stream() -> None:
-    stream = Stream(list(range(1000)))
+def test_a_failing_consumer_stops_the_threads() -> None:
+    streams = [Stream(list(range(1000))) for _ in range(4)]
 
     def insert_that_fails(chunks: Iterator[int]) -> None:
         for index, _ in enumerate(chunks):
             if index == 5:
                 raise ConnectionError("target went away")
 
-    with pytest.raises(ConnectionError), contextlib.closing(read_ahead(stream, 2)) as ahead:
-        insert_that_fails(ahead)
-    assert stream.closed_in == "dpone-read-ahead"
-    assert not _threads_named("dpone-read-ahead")
+    with pytest.raises(ConnectionError), PartitionReads(_opens(streams), workers=2, depth=2) as reads:
+        insert_that_fails(reads.chunks(0))
+    assert not _reading_threads()
+    assert all(s.closed_in is not None for s in streams if s.opened)
 
 
-def test_depth_zero_reads_in_line_in_the_consumers_thread() -> None:
-    stream = Stream([1, 2, 3])
-    assert list(read_ahead(stream, 0)) == [1, 2, 3]
-    assert stream.pull_threads == {threading.current_thread().name}
-
-
-def test_a_stream_that_never_started_starts_no_thread_and_stays_untouched() -> None:
-    stream = Stream([1, 2, 3])
-    read_ahead(stream, 2).close()
-    assert stream.pulled == 0 and stream.closed_in is None
-    assert not _threads_named("dpone-read-ahead")
+def test_no_threads_reads_in_line_in_the_consumers_thread() -> None:
+    streams = [Stream([1, 2, 3])]
+    with PartitionReads(_opens(streams), workers=0, depth=1) as reads:
+        assert list(reads.chunks(0)) == [1, 2, 3]
+    assert streams[0].pull_threads == {threading.current_thread().name}
+    assert streams[0].closed_in == threading.current_thread().name

@@ -1,8 +1,9 @@
 """The engine reads the next chunks while the target takes the current one, on the direct and staged loads.
 
 A sink that, holding the first chunk, waits for the source to have produced the third proves the reads
-overlap the insert: read in line, the wait would time out. The rows still arrive whole and in order,
-nothing is read before arming, and a source failure mid-stream still ends the run as before.
+overlap the insert: read in line, the wait would time out. A source that allows two reads at once has two
+partitions read at the same time. The rows still arrive whole and in order, nothing is read before
+arming, and a source failure mid-stream still ends the run as before.
 """
 
 from __future__ import annotations
@@ -102,7 +103,7 @@ def test_the_next_chunks_are_read_while_the_target_holds_the_first(load: str) ->
     report = _engine(source, sink, load).run("run-1")
     assert sink.produced_at_load == 0, "the source is read only once the load asks for rows"
     assert sink.overlapped, "the third chunk was never read while the first was held"
-    assert source.threads == {"dpone-read-ahead"}
+    assert source.threads == {"dpone-read-ahead-0"}  # one reading thread: the source names no more
     assert sorted(sink.tables["analytics.orders"]) == sorted(rows)
     assert [p.rows for p in report.partitions] == [4, 4, 4]
 
@@ -112,4 +113,35 @@ def test_a_source_failure_mid_stream_still_fails_the_run_and_stops_the_reading_t
     sink = RecordingSink()
     with pytest.raises(InjectedFault):
         _engine(source, sink, "direct").run("run-1")
-    assert not [t for t in threading.enumerate() if t.name == "dpone-read-ahead"]
+    assert not [t for t in threading.enumerate() if t.name.startswith("dpone-read-ahead")]
+
+
+class TwoAtOnceSource(CountingSource):
+    """Allows two reads at once; each read waits until the other partition's read has begun too."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)
+        self.started: list[str] = []
+        self.asked: list[int] = []
+        self.both_open = threading.Barrier(2, timeout=WAIT_S)
+
+    def concurrent_reads(self, bounds: list[PartitionBounds]) -> int:
+        self.asked.append(len(bounds))
+        return 2
+
+    def read(self, partition_id: str, bounds: PartitionBounds, chunk_rows: int) -> Iterator[ColumnChunk]:
+        self.started.append(bounds.label)
+        if len(self.started) <= 2:
+            self.both_open.wait()  # broken (a timeout) unless the first two partitions are read at once
+        yield from super().read(partition_id, bounds, chunk_rows)
+
+
+def test_a_source_that_allows_two_reads_has_two_partitions_read_at_once() -> None:
+    rows = orders_rows(days=4)
+    source = TwoAtOnceSource(rows)
+    sink = RecordingSink()
+    report = _engine(source, sink, "direct").run("run-1")
+    assert source.asked == [4]
+    assert len(source.threads) == 2
+    assert sorted(sink.tables["analytics.orders"]) == sorted(rows)
+    assert [p.rows for p in report.partitions] == [4, 4, 4, 4]
