@@ -33,8 +33,15 @@ class StreamTally:
     monotonic: Callable[[], float] = field(default=lambda: 0.0)
 
     def counted(
-        self, partition_id: str, label: str, chunks: Iterable[ColumnChunk], progress: ProgressListener
+        self,
+        partition_id: str,
+        label: str,
+        chunks: Iterable[ColumnChunk],
+        progress: ProgressListener,
+        opened: Callable[[], float | None] | None = None,
     ) -> Iterator[ColumnChunk]:
+        """``chunks``, counted. ``opened``: when the partition's read was opened on :attr:`monotonic`, if a
+        reading thread opened it before this stream began (read ahead): its time counts from then."""
         tally = self.partitions.setdefault(partition_id, PartitionTally())
         started = self.monotonic()
         cursor_index: int | None = None
@@ -49,6 +56,9 @@ class StreamTally:
                     if tally.cursor_max is None or top > tally.cursor_max:  # type: ignore[operator]
                         tally.cursor_max = top
             yield chunk
+        read_from = opened() if opened is not None else None
+        if read_from is not None and read_from < started:
+            started = read_from
         tally.seconds += self.monotonic() - started
         progress.partition_moved(label, tally.rows, tally.seconds)
 
@@ -61,7 +71,7 @@ class StreamTally:
 
     def seconds(self) -> dict[str, float]:
         """Per partition: how long its stream was open (read, convert, insert of its chunks as they flowed;
-        with the read-ahead, from the target's first ask for its rows to its last chunk taken)."""
+        read ahead, from the opening of its read to its last chunk taken)."""
         return {pid: t.seconds for pid, t in self.partitions.items()}
 
     def cursor_high_water(self) -> object | None:

@@ -45,10 +45,20 @@ class PartitionReads(Generic[T]):
     threads; :meth:`chunks` hands each partition's items to the consumer, in order. ``workers < 1``: every
     read runs in line, in the consumer's thread. Use as a context manager: leaving it stops the threads."""
 
-    def __init__(self, opens: Sequence[Callable[[], Iterator[T]]], *, workers: int, depth: int) -> None:
+    def __init__(
+        self,
+        opens: Sequence[Callable[[], Iterator[T]]],
+        *,
+        workers: int,
+        depth: int,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
         if depth < 1:
             raise ValueError("depth must be at least 1")
         self._opens = list(opens)
+        self._clock = clock
+        #: when each partition's read was opened (``clock``), for the time a partition was in flight
+        self._opened: list[float | None] = [None] * len(self._opens)
         self._workers = max(0, min(workers, len(self._opens)))
         self._queues: list[Queue[Any]] = [Queue(maxsize=depth) for _ in self._opens]
         self._next = 0
@@ -65,7 +75,7 @@ class PartitionReads(Generic[T]):
     def chunks(self, index: int) -> Generator[T, None, None]:
         """Partition ``index``'s items; asked for in order, from 0. The threads start at the first item."""
         if self._workers < 1:
-            stream = self._opens[index]()
+            stream = self._open(index)
             try:
                 yield from stream
             finally:
@@ -81,6 +91,15 @@ class PartitionReads(Generic[T]):
             if isinstance(item, _Failed):
                 raise item.error
             yield item
+
+    def opened_at(self, index: int) -> float | None:
+        """When partition ``index``'s read was opened, on ``clock`` (``None``: not yet, or no clock)."""
+        return self._opened[index]
+
+    def _open(self, index: int) -> Iterator[T]:
+        if self._clock is not None:
+            self._opened[index] = self._clock()
+        return self._opens[index]()
 
     def close(self) -> None:
         """Stop the threads and wait for them; chunks read ahead and never used are released."""
@@ -112,7 +131,7 @@ class PartitionReads(Generic[T]):
             queue = self._queues[index]
             stream: Iterator[T] | None = None
             try:
-                stream = self._opens[index]()
+                stream = self._open(index)
                 for item in stream:
                     if not self._put(queue, item):
                         return

@@ -21,7 +21,7 @@ import contextlib
 import functools
 import logging
 import sys
-from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import assert_never
@@ -86,7 +86,8 @@ from airflow_provider_dpone.runtime.route_identity import (
 
 _log = logging.getLogger(__name__)
 #: Chunks a reading thread may hold ready per partition while the target takes one (``runtime.read_ahead``).
-READ_AHEAD_CHUNKS = 2
+#: One: 5M-row peak RSS 549 MB (2: 575 MB) for the same speed; the memory target is 1.2x the 1M peak.
+READ_AHEAD_CHUNKS = 1
 
 #: Called just before arming with the rows extracted (None on the lazy direct path) and the staging table.
 BeforeArm = Callable[[int | None, str | None], None]
@@ -698,56 +699,67 @@ class TransferEngine:
     ) -> Generator[ColumnChunk, None, None]:
         """Every active partition's rows, from artifacts when exported, else straight from the source.
 
-        The partitions are read ahead of the target by reading threads (``runtime.read_ahead``): one, or
-        as many as the source allows for these partitions. Counting, progress and stop requests stay in
-        the consumer's thread, as the chunks reach the target. Leaving the stream (the load ended, failed
-        or was stopped) stops the threads and closes every open read before the run goes on, so no source
-        generator is left for the garbage collector to finalize after the source is closed.
+        The partitions are read ahead of the target (:meth:`_reads`). Counting, progress and stop requests
+        stay in the consumer's thread, as the chunks reach the target. Leaving the stream (the load ended,
+        failed or was stopped) stops the threads and closes every open read before the run goes on, so no
+        source generator is left for the garbage collector to finalize after the source is closed.
         """
-        chunk_rows = self._manifest.source.chunk_rows
-        by_id = {ref.partition_id: ref for ref in artifacts}
-        opens: list[Callable[[], Iterator[ColumnChunk]]] = []
-        workers = 1
         if artifacts:
             store = self._require_artifacts()
+            chunk_rows = self._manifest.source.chunk_rows
+            by_id = {ref.partition_id: ref for ref in artifacts}
             opens = [functools.partial(store.read, by_id[p.planned.partition_id], chunk_rows) for p in active]
+            reads = PartitionReads(opens, workers=1, depth=READ_AHEAD_CHUNKS, clock=tally.monotonic)
         else:
-            source = self._ports.source
-            opens = [
-                functools.partial(source.read, p.planned.partition_id, p.planned.bounds, chunk_rows)
-                for p in active
-            ]
-            concurrent_reads = getattr(source, "concurrent_reads", None)
-            if callable(concurrent_reads):
-                workers = max(1, concurrent_reads([p.planned.bounds for p in active]))
-        with PartitionReads(opens, workers=workers, depth=READ_AHEAD_CHUNKS) as reads:
+            reads = self._reads(active, tally.monotonic)
+        with reads:
             for index, p in enumerate(active):
                 planned = p.planned
                 yield from tally.counted(
-                    planned.partition_id, planned.bounds.label, reads.chunks(index), self._progress
+                    planned.partition_id,
+                    planned.bounds.label,
+                    reads.chunks(index),
+                    self._progress,
+                    opened=functools.partial(reads.opened_at, index),
                 )
+
+    def _reads(
+        self, active: Sequence[ActivePartition], clock: Callable[[], float] | None = None
+    ) -> PartitionReads[ColumnChunk]:
+        """The source reads of ``active``, run ahead by reading threads (``runtime.read_ahead``): one, or as
+        many as the source allows for these partitions (``ConcurrentSource``)."""
+        source = self._ports.source
+        chunk_rows = self._manifest.source.chunk_rows
+        opens = [
+            functools.partial(source.read, p.planned.partition_id, p.planned.bounds, chunk_rows) for p in active
+        ]
+        workers = 1
+        concurrent_reads = getattr(source, "concurrent_reads", None)
+        if callable(concurrent_reads):
+            workers = max(1, concurrent_reads([p.planned.bounds for p in active]))
+        return PartitionReads(opens, workers=workers, depth=READ_AHEAD_CHUNKS, clock=clock)
 
     def _export_artifacts(
         self, schema: TableSchema, active: list[ActivePartition], tally: StreamTally
     ) -> list[ArtifactRef]:
+        """Each partition written to its file, the next partitions read meanwhile (:meth:`_reads`)."""
         store = self._require_artifacts()
         refs: list[ArtifactRef] = []
-        chunk_rows = self._manifest.source.chunk_rows
-        for part in active:
-            planned = part.planned
-            exporting = self._ports.clock.monotonic()
-            ref = store.write(
-                planned.partition_id,
-                schema,
-                self._ports.cancellation.checked(
-                    self._ports.source.read(planned.partition_id, planned.bounds, chunk_rows)
-                ),
-            )
-            tally.add_seconds(planned.partition_id, self._ports.clock.monotonic() - exporting)
-            refs.append(ref)
-            part.rows = ref.rows
-            part.bytes = ref.bytes
-            part.evidence["artifact_sha256"] = ref.artifact_sha256
+        monotonic = self._ports.clock.monotonic
+        with self._reads(active, monotonic) as reads:
+            for index, part in enumerate(active):
+                planned = part.planned
+                exporting = monotonic()
+                ref = store.write(
+                    planned.partition_id, schema, self._ports.cancellation.checked(reads.chunks(index))
+                )
+                read_from = reads.opened_at(index)  # read ahead: its time counts from its read's opening
+                began = exporting if read_from is None else min(exporting, read_from)
+                tally.add_seconds(planned.partition_id, monotonic() - began)
+                refs.append(ref)
+                part.rows = ref.rows
+                part.bytes = ref.bytes
+                part.evidence["artifact_sha256"] = ref.artifact_sha256
         return refs
 
     # -- helpers -----------------------------------------------------------------------------------

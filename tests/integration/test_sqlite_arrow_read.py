@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from airflow_provider_dpone.adapters.sources import sqlite_arrow, sqlite_arrow_driver, sqlite_source
+from airflow_provider_dpone.adapters.sources import sqlite_arrow, sqlite_arrow_driver
 from airflow_provider_dpone.adapters.sources.arrow_column import ArrowColumn
 from airflow_provider_dpone.adapters.sources.sqlite_source import SqliteSource
 from airflow_provider_dpone.contracts.chunk import ColumnChunk
@@ -226,7 +226,10 @@ def test_a_partition_the_audit_did_not_cover_takes_the_row_read(
     assert used == [b.label for b in bounds[:2]]
 
 
-def test_two_reads_at_once_only_where_every_partition_takes_the_arrow_read(tmp_path: Path) -> None:
+def test_the_reads_setting_applies_only_where_every_partition_takes_the_arrow_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(sqlite_arrow_driver.READS_SETTING, "2")
     path = tmp_path / "s.sqlite"
     _small_table(path)
     for arrow in (True, False):
@@ -235,16 +238,30 @@ def test_two_reads_at_once_only_where_every_partition_takes_the_arrow_read(tmp_p
             bounds = source.plan_partitions()
             assert source.concurrent_reads(bounds) == 1  # no audit yet: the row read, one at a time
             source.audit_values(bounds[:2], None)
-            expected = sqlite_source.CONCURRENT_ARROW_READS if arrow else 1
+            expected = 2 if arrow else 1
             assert source.concurrent_reads(bounds[:2]) == expected
             assert source.concurrent_reads(bounds) == 1  # a partition outside the audit reads by row
         finally:
             source.close()
 
 
-def test_partitions_read_at_once_on_one_source_give_the_chunks_read_one_after_the_other(
-    tmp_path: Path,
+@pytest.mark.parametrize(
+    ("setting", "reads"), [(None, 1), ("1", 1), ("2", 2), ("9", 4), ("0", 1), ("two", 1), ("-2", 1)]
+)
+def test_the_reads_setting_is_one_unless_a_whole_number_from_two(
+    monkeypatch: pytest.MonkeyPatch, setting: str | None, reads: int
 ) -> None:
+    if setting is None:
+        monkeypatch.delenv(sqlite_arrow_driver.READS_SETTING, raising=False)
+    else:
+        monkeypatch.setenv(sqlite_arrow_driver.READS_SETTING, setting)
+    assert sqlite_arrow_driver.reads_at_once() == reads
+
+
+def test_partitions_read_at_once_on_one_source_give_the_chunks_read_one_after_the_other(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(sqlite_arrow_driver.READS_SETTING, "2")
     path = tmp_path / "s.sqlite"
     _write(path, [(i, _day(i), i, i / 4, i * 2.5, "2026-10-01 00:00:00", f"c{i}") for i in range(1, 401)])
     alone, proven = _read(path, arrow=True)

@@ -1,6 +1,6 @@
 """The engine reads the next chunks while the target takes the current one, on the direct and staged loads.
 
-A sink that, holding the first chunk, waits for the source to have produced the third proves the reads
+A sink that, holding the first chunk, waits for the source to have produced the second proves the reads
 overlap the insert: read in line, the wait would time out. A source that allows two reads at once has two
 partitions read at the same time. The rows still arrive whole and in order, nothing is read before
 arming, and a source failure mid-stream still ends the run as before.
@@ -25,6 +25,7 @@ from tests.doubles import (
     FixedClock,
     InjectedFault,
     InMemoryCheckpointStore,
+    MemoryArtifactStore,
     MemorySource,
     RecordingSink,
     manifest_dict,
@@ -84,13 +85,16 @@ class WaitingSink(RecordingSink):
         return super().stage(staging_table, schema, self._held(chunks))
 
 
-def _engine(source: MemorySource, sink: RecordingSink, load: str) -> TransferEngine:
-    manifest = Manifest.model_validate_json(json.dumps(manifest_dict(load=load, chunk_rows=2)))
+def _engine(
+    source: MemorySource, sink: RecordingSink, load: str, export: str = "lazy_plan"
+) -> TransferEngine:
+    manifest = Manifest.model_validate_json(json.dumps(manifest_dict(export=export, load=load, chunk_rows=2)))
     ports = TransferPorts(
         store=InMemoryCheckpointStore(),
         source=source,
         open_sink=lambda: sink,
         clock=FixedClock(dt.datetime(2026, 12, 2, 12, 0, tzinfo=UTC)),
+        artifacts=MemoryArtifactStore() if export == "file_artifact" else None,
     )
     return TransferEngine(manifest, ports, manifest_ref="m.yaml")
 
@@ -99,10 +103,10 @@ def _engine(source: MemorySource, sink: RecordingSink, load: str) -> TransferEng
 def test_the_next_chunks_are_read_while_the_target_holds_the_first(load: str) -> None:
     rows = orders_rows(days=3)  # 4 rows a day in chunks of 2: six chunks
     source = CountingSource(rows)
-    sink = WaitingSink(source, ahead=3)
+    sink = WaitingSink(source, ahead=2)
     report = _engine(source, sink, load).run("run-1")
     assert sink.produced_at_load == 0, "the source is read only once the load asks for rows"
-    assert sink.overlapped, "the third chunk was never read while the first was held"
+    assert sink.overlapped, "the second chunk was never read while the first was held"
     assert source.threads == {"dpone-read-ahead-0"}  # one reading thread: the source names no more
     assert sorted(sink.tables["analytics.orders"]) == sorted(rows)
     assert [p.rows for p in report.partitions] == [4, 4, 4]
@@ -136,11 +140,13 @@ class TwoAtOnceSource(CountingSource):
         yield from super().read(partition_id, bounds, chunk_rows)
 
 
-def test_a_source_that_allows_two_reads_has_two_partitions_read_at_once() -> None:
+@pytest.mark.parametrize("export", ["lazy_plan", "file_artifact"])
+def test_a_source_that_allows_two_reads_has_two_partitions_read_at_once(export: str) -> None:
+    # lazy_plan: while the target loads; file_artifact: while the export writes the files, before arming
     rows = orders_rows(days=4)
     source = TwoAtOnceSource(rows)
     sink = RecordingSink()
-    report = _engine(source, sink, "direct").run("run-1")
+    report = _engine(source, sink, "direct", export).run("run-1")
     assert source.asked == [4]
     assert len(source.threads) == 2
     assert sorted(sink.tables["analytics.orders"]) == sorted(rows)

@@ -53,9 +53,6 @@ log = logging.getLogger(__name__)
 #: Rows per driver batch of the Arrow audit. The audit's memory stays flat with it (1M demo rows: 0.62-0.68 s,
 #: as with 65,536-row batches, whose peak moved by up to 20 MB between table sizes; 8,192: 0.72-0.75 s).
 AUDIT_BATCH_ROWS = 16_384
-#: Partitions read at once when every one takes the Arrow read: the driver reads in C, mostly without the
-#: GIL (1M demo rows read and converted: 0.83-1.11 s one after the other, 0.58-0.60 s two at once).
-CONCURRENT_ARROW_READS = 2
 
 #: A 10-character prefix that ``GLOB sqlite_sql.ISO_DATE_GLOB`` accepts (ASCII digits only, like GLOB).
 _ISO_DATE_PREFIX = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
@@ -384,11 +381,14 @@ class SqliteSource:
             self._arrow_idle.append(connection)
 
     def concurrent_reads(self, bounds: Sequence[PartitionBounds]) -> int:
-        """``CONCURRENT_ARROW_READS`` when every partition of ``bounds`` takes the Arrow read (each read on
-        a driver connection of its own), else 1: the ``sqlite3`` row read shares one connection."""
+        """``DPONE_SQLITE_ARROW_READS`` (``sqlite_arrow_driver.reads_at_once``; default 1) when every
+        partition of ``bounds`` takes the Arrow read, each read on a driver connection of its own; else 1:
+        the ``sqlite3`` row read shares one connection. The driver reads in C, mostly without the GIL: 1M
+        demo rows read and converted in 0.83-1.11 s one partition after the other, 0.58-0.60 s two at once.
+        One is the default because two held ~50 MB more at 5M rows (docs/performance.md)."""
         proven = self._arrow_proven
         if proven is not None and bounds and all(b in proven[0] for b in bounds):
-            return CONCURRENT_ARROW_READS
+            return sqlite_arrow_driver.reads_at_once()
         return 1
 
     def _read_failed(self, label: str) -> DponeError:
