@@ -56,10 +56,7 @@ class StreamTally:
                     if tally.cursor_max is None or top > tally.cursor_max:  # type: ignore[operator]
                         tally.cursor_max = top
             yield chunk
-        read_from = opened() if opened is not None else None
-        if read_from is not None and read_from < started:
-            started = read_from
-        tally.seconds += self.monotonic() - started
+        tally.seconds += self.monotonic() - in_flight_from(started, opened() if opened is not None else None)
         progress.partition_moved(label, tally.rows, tally.seconds)
 
     def rows(self) -> dict[str, int]:
@@ -77,3 +74,9 @@ class StreamTally:
     def cursor_high_water(self) -> object | None:
         values = [t.cursor_max for t in self.partitions.values() if t.cursor_max is not None]
         return max(values) if values else None  # type: ignore[type-var]
+
+
+def in_flight_from(started: float, opened: float | None) -> float:
+    """When a partition's time starts: when the run began taking its rows, or earlier, when a reading
+    thread opened its read ahead (``opened``, on the same clock)."""
+    return started if opened is None else min(started, opened)

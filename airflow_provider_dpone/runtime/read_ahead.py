@@ -3,7 +3,7 @@
 A direct load used to alternate: read and convert a chunk, insert it, read the next. The SQLite Arrow
 driver and Arrow IPC artifacts read in C, and chDB inserts in C, each mostly without the GIL, so reading
 threads that pull partitions ahead overlap reading with inserting; a source that allows it
-(``ConcurrentSource``) has two partitions read at once.
+(``ConcurrentSource``) has several partitions read at once.
 
 What the stream means is unchanged: every partition's chunks, partitions in order, each partition's in
 its order. No partition is opened before the consumer asks for the first chunk (a direct load reads
@@ -42,8 +42,8 @@ class _Failed:
 
 class PartitionReads(Generic[T]):
     """The reads ``opens`` (one callable per partition, opening its stream), run ahead by ``workers``
-    threads; :meth:`chunks` hands each partition's items to the consumer, in order. ``workers < 1``: every
-    read runs in line, in the consumer's thread. Use as a context manager: leaving it stops the threads."""
+    threads (at least one); :meth:`chunks` hands each partition's items to the consumer, in order. Use as a
+    context manager: leaving it stops the threads."""
 
     def __init__(
         self,
@@ -59,7 +59,7 @@ class PartitionReads(Generic[T]):
         self._clock = clock
         #: when each partition's read was opened (``clock``), for the time a partition was in flight
         self._opened: list[float | None] = [None] * len(self._opens)
-        self._workers = max(0, min(workers, len(self._opens)))
+        self._workers = max(1, min(workers, len(self._opens)))
         self._queues: list[Queue[Any]] = [Queue(maxsize=depth) for _ in self._opens]
         self._next = 0
         self._lock = threading.Lock()
@@ -74,13 +74,6 @@ class PartitionReads(Generic[T]):
 
     def chunks(self, index: int) -> Generator[T, None, None]:
         """Partition ``index``'s items; asked for in order, from 0. The threads start at the first item."""
-        if self._workers < 1:
-            stream = self._open(index)
-            try:
-                yield from stream
-            finally:
-                _close(stream)
-            return
         if not self._threads:
             self._start()
         queue = self._queues[index]

@@ -45,7 +45,7 @@ from airflow_provider_dpone.ports.route_naming import RawRouteNaming, RouteNamin
 from airflow_provider_dpone.ports.sink import Sink, StagedSink
 from airflow_provider_dpone.ports.source import Source
 from airflow_provider_dpone.runtime.cancellation import CancellationToken
-from airflow_provider_dpone.runtime.chunk_stream import StreamTally
+from airflow_provider_dpone.runtime.chunk_stream import StreamTally, in_flight_from
 from airflow_provider_dpone.runtime.collector import collector_paused
 from airflow_provider_dpone.runtime.guard.batch_id import checkpoint_batch_id
 from airflow_provider_dpone.runtime.guard.commit_lifecycle import ActivePartition, TargetCommitLifecycle
@@ -724,14 +724,15 @@ class TransferEngine:
                 )
 
     def _reads(
-        self, active: Sequence[ActivePartition], clock: Callable[[], float] | None = None
+        self, active: Sequence[ActivePartition], clock: Callable[[], float]
     ) -> PartitionReads[ColumnChunk]:
         """The source reads of ``active``, run ahead by reading threads (``runtime.read_ahead``): one, or as
         many as the source allows for these partitions (``ConcurrentSource``)."""
         source = self._ports.source
         chunk_rows = self._manifest.source.chunk_rows
         opens = [
-            functools.partial(source.read, p.planned.partition_id, p.planned.bounds, chunk_rows) for p in active
+            functools.partial(source.read, p.planned.partition_id, p.planned.bounds, chunk_rows)
+            for p in active
         ]
         workers = 1
         concurrent_reads = getattr(source, "concurrent_reads", None)
@@ -745,7 +746,7 @@ class TransferEngine:
         """Each partition written to its file, the next partitions read meanwhile (:meth:`_reads`)."""
         store = self._require_artifacts()
         refs: list[ArtifactRef] = []
-        monotonic = self._ports.clock.monotonic
+        monotonic = tally.monotonic
         with self._reads(active, monotonic) as reads:
             for index, part in enumerate(active):
                 planned = part.planned
@@ -753,8 +754,7 @@ class TransferEngine:
                 ref = store.write(
                     planned.partition_id, schema, self._ports.cancellation.checked(reads.chunks(index))
                 )
-                read_from = reads.opened_at(index)  # read ahead: its time counts from its read's opening
-                began = exporting if read_from is None else min(exporting, read_from)
+                began = in_flight_from(exporting, reads.opened_at(index))
                 tally.add_seconds(planned.partition_id, monotonic() - began)
                 refs.append(ref)
                 part.rows = ref.rows

@@ -72,7 +72,7 @@ def _consume(reads: PartitionReads[int], count: int) -> list[list[int]]:
 @settings(max_examples=60, deadline=None)
 @given(
     partitions=st.lists(st.lists(st.integers(), max_size=12), max_size=8),
-    workers=st.integers(min_value=0, max_value=3),
+    workers=st.integers(min_value=1, max_value=3),
     depth=st.integers(min_value=1, max_value=4),
 )
 def test_every_partition_arrives_whole_and_in_order_whatever_the_threads(
@@ -153,11 +153,3 @@ def test_a_failing_consumer_stops_the_threads() -> None:
         insert_that_fails(reads.chunks(0))
     assert not _reading_threads()
     assert all(s.closed_in is not None for s in streams if s.opened)
-
-
-def test_no_threads_reads_in_line_in_the_consumers_thread() -> None:
-    streams = [Stream([1, 2, 3])]
-    with PartitionReads(_opens(streams), workers=0, depth=1) as reads:
-        assert list(reads.chunks(0)) == [1, 2, 3]
-    assert streams[0].pull_threads == {threading.current_thread().name}
-    assert streams[0].closed_in == threading.current_thread().name
