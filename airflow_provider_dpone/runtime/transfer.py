@@ -727,17 +727,18 @@ class TransferEngine:
         self, active: Sequence[ActivePartition], clock: Callable[[], float]
     ) -> PartitionReads[ColumnChunk]:
         """The source reads of ``active``, run ahead by reading threads (``runtime.read_ahead``): one, or as
-        many as the source allows for these partitions (``ConcurrentSource``)."""
+        many as the source allows for these partitions (``ConcurrentSource``). N reads each take chunks of
+        ``chunk_rows / N`` rows: the rows waiting ahead of the target stay what one read holds."""
         source = self._ports.source
-        chunk_rows = self._manifest.source.chunk_rows
-        opens = [
-            functools.partial(source.read, p.planned.partition_id, p.planned.bounds, chunk_rows)
-            for p in active
-        ]
         workers = 1
         concurrent_reads = getattr(source, "concurrent_reads", None)
         if callable(concurrent_reads):
             workers = max(1, concurrent_reads([p.planned.bounds for p in active]))
+        chunk_rows = max(1, self._manifest.source.chunk_rows // workers)
+        opens = [
+            functools.partial(source.read, p.planned.partition_id, p.planned.bounds, chunk_rows)
+            for p in active
+        ]
         return PartitionReads(opens, workers=workers, depth=READ_AHEAD_CHUNKS, clock=clock)
 
     def _export_artifacts(

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from airflow_provider_dpone.adapters.sources import sqlite_arrow, sqlite_arrow_driver
+from airflow_provider_dpone.adapters.sources import sqlite_arrow, sqlite_arrow_driver, sqlite_source
 from airflow_provider_dpone.adapters.sources.arrow_column import ArrowColumn
 from airflow_provider_dpone.adapters.sources.sqlite_source import SqliteSource
 from airflow_provider_dpone.contracts.chunk import ColumnChunk
@@ -246,16 +246,33 @@ def test_the_reads_setting_applies_only_where_every_partition_takes_the_arrow_re
 
 
 @pytest.mark.parametrize(
-    ("setting", "reads"), [(None, 1), ("1", 1), ("2", 2), ("9", 4), ("0", 1), ("two", 1), ("-2", 1)]
+    ("setting", "reads"), [(None, 3), ("", 3), ("1", 1), ("2", 2), ("9", 4), ("0", 1), ("two", 1), ("-2", 1)]
 )
-def test_the_reads_setting_is_one_unless_a_whole_number_from_two(
+def test_the_reads_setting_is_the_default_unless_set_and_one_when_set_wrong(
     monkeypatch: pytest.MonkeyPatch, setting: str | None, reads: int
 ) -> None:
     if setting is None:
         monkeypatch.delenv(sqlite_arrow_driver.READS_SETTING, raising=False)
     else:
         monkeypatch.setenv(sqlite_arrow_driver.READS_SETTING, setting)
-    assert sqlite_arrow_driver.reads_at_once() == reads
+    assert sqlite_arrow_driver.reads_at_once(default=3) == reads
+
+
+def test_two_reads_at_once_by_default_on_two_cores_one_on_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(sqlite_arrow_driver.READS_SETTING, raising=False)
+    path = tmp_path / "s.sqlite"
+    _small_table(path)
+    for cores, reads in ((1, 1), (2, 2), (8, 2)):
+        monkeypatch.setattr(sqlite_source, "audit_workers", lambda cores=cores: cores)
+        source = SqliteSource(path, _spec(), arrow_read=True)
+        try:
+            bounds = source.plan_partitions()
+            source.audit_values(bounds, None)
+            assert source.concurrent_reads(bounds) == reads
+        finally:
+            source.close()
 
 
 def test_partitions_read_at_once_on_one_source_give_the_chunks_read_one_after_the_other(

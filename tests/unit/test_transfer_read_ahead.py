@@ -127,6 +127,7 @@ class TwoAtOnceSource(CountingSource):
         super().__init__(*args, **kwargs)
         self.started: list[str] = []
         self.asked: list[int] = []
+        self.chunk_rows: list[int] = []
         self.both_open = threading.Barrier(2, timeout=WAIT_S)
 
     def concurrent_reads(self, bounds: list[PartitionBounds]) -> int:
@@ -135,6 +136,7 @@ class TwoAtOnceSource(CountingSource):
 
     def read(self, partition_id: str, bounds: PartitionBounds, chunk_rows: int) -> Iterator[ColumnChunk]:
         self.started.append(bounds.label)
+        self.chunk_rows.append(chunk_rows)
         if len(self.started) <= 2:
             self.both_open.wait()  # broken (a timeout) unless the first two partitions are read at once
         yield from super().read(partition_id, bounds, chunk_rows)
@@ -151,3 +153,19 @@ def test_a_source_that_allows_two_reads_has_two_partitions_read_at_once(export: 
     assert len(source.threads) == 2
     assert sorted(sink.tables["analytics.orders"]) == sorted(rows)
     assert [p.rows for p in report.partitions] == [4, 4, 4, 4]
+
+
+def test_two_reads_at_once_each_take_half_a_chunk_so_no_more_rows_wait_than_with_one() -> None:
+    rows = orders_rows(days=4)
+    source = TwoAtOnceSource(rows)
+    sink = RecordingSink()
+    manifest = Manifest.model_validate_json(json.dumps(manifest_dict(load="direct", chunk_rows=4)))
+    ports = TransferPorts(
+        store=InMemoryCheckpointStore(),
+        source=source,
+        open_sink=lambda: sink,
+        clock=FixedClock(dt.datetime(2026, 12, 2, 12, 0, tzinfo=UTC)),
+    )
+    TransferEngine(manifest, ports, manifest_ref="m.yaml").run("run-1")
+    assert source.chunk_rows == [2, 2, 2, 2]
+    assert sorted(sink.tables["analytics.orders"]) == sorted(rows)

@@ -50,15 +50,19 @@ def wanted() -> bool:
     return _loads()
 
 
-#: Partitions a load may read at once when every one takes the Arrow read (default 1, at most 4).
+#: Partitions a run may read at once when every one takes the Arrow read: ``DEFAULT_READS`` unless set
+#: (1 to ``MAX_READS``).
 READS_SETTING = "DPONE_SQLITE_ARROW_READS"
+DEFAULT_READS = 2
 MAX_READS = 4
 
 
-def reads_at_once() -> int:
-    """``DPONE_SQLITE_ARROW_READS``: 1 unless set to a whole number from 2 to ``MAX_READS`` (anything else
-    counts as 1). Two reads at once moved 1M demo rows ~0.2 s faster and held ~50 MB more at 5M rows."""
+def reads_at_once(default: int) -> int:
+    """``DPONE_SQLITE_ARROW_READS`` when set to a whole number from 1 to ``MAX_READS``; ``default`` when
+    unset; 1 when set to anything else (the fewest connections, never a failed run)."""
     text = os.environ.get(READS_SETTING, "").strip()
+    if not text:
+        return default
     return min(int(text), MAX_READS) if text.isdigit() and int(text) >= 1 else 1
 
 

@@ -381,14 +381,14 @@ class SqliteSource:
             self._arrow_idle.append(connection)
 
     def concurrent_reads(self, bounds: Sequence[PartitionBounds]) -> int:
-        """``DPONE_SQLITE_ARROW_READS`` (``sqlite_arrow_driver.reads_at_once``; default 1) when every
-        partition of ``bounds`` takes the Arrow read, each read on a driver connection of its own; else 1:
-        the ``sqlite3`` row read shares one connection. The driver reads in C, mostly without the GIL: 1M
-        demo rows read and converted in 0.83-1.11 s one partition after the other, 0.58-0.60 s two at once.
-        One is the default because two held ~50 MB more at 5M rows (docs/performance.md)."""
+        """When every partition of ``bounds`` takes the Arrow read: ``DPONE_SQLITE_ARROW_READS``, by default
+        two (one on a single core), each read on a driver connection of its own; else 1: the ``sqlite3``
+        row read shares one connection. The driver reads in C, mostly without the GIL: 1M demo rows read and
+        converted in 0.83-1.11 s one partition after the other, 0.58-0.60 s two at once."""
         proven = self._arrow_proven
         if proven is not None and bounds and all(b in proven[0] for b in bounds):
-            return sqlite_arrow_driver.reads_at_once()
+            default = min(sqlite_arrow_driver.DEFAULT_READS, audit_workers())
+            return sqlite_arrow_driver.reads_at_once(default)
         return 1
 
     def _read_failed(self, label: str) -> DponeError:
