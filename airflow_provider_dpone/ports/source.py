@@ -78,3 +78,19 @@ class ConcurrentSource(Source, Protocol):
     def concurrent_reads(self, bounds: Sequence[PartitionBounds]) -> int:
         """How many reads of these partitions may be open at the same time (1: one after the other). Asked
         after the value audit and only for partitions it covered; each read then runs in one thread."""
+
+
+class ValuesUnproven(Exception):
+    """A proving read (``ProvingSource``) met a value it cannot prove arrives exactly. Never reported: the
+    value audit then decides (naming what is wrong, or proving the values for the source's other read),
+    and the reads run again."""
+
+
+class ProvingSource(AuditingSource, Protocol):
+    """A source whose reads can prove, chunk by chunk, what its value audit proves before a run."""
+
+    def prove_while_reading(self, bounds: Sequence[PartitionBounds], limits: ValueLimits | None) -> bool:
+        """Whether the reads of ``bounds`` from now on check every value the value audit would, raising
+        :class:`ValuesUnproven` from the first chunk they cannot prove (``False``: the audit must run
+        first). For the ``file_artifact`` export, which reads every partition before anything is written:
+        the export is then the audit, and the source is read once instead of twice."""

@@ -43,7 +43,7 @@ from airflow_provider_dpone.ports.checkpoint_store import CheckpointStore, Sourc
 from airflow_provider_dpone.ports.clock import Clock
 from airflow_provider_dpone.ports.route_naming import RawRouteNaming, RouteNaming
 from airflow_provider_dpone.ports.sink import Sink, StagedSink
-from airflow_provider_dpone.ports.source import Source
+from airflow_provider_dpone.ports.source import Source, ValuesUnproven
 from airflow_provider_dpone.runtime.cancellation import CancellationToken
 from airflow_provider_dpone.runtime.chunk_stream import StreamTally, in_flight_from
 from airflow_provider_dpone.runtime.collector import collector_paused
@@ -380,32 +380,83 @@ class TransferEngine:
         sink = self._ports.open_sink()
         try:
             self._require_target_empty_for_new_route(family, sink)
-            # read-only, before the first target write or checkpoint: a value the reads would refuse or
-            # the target could not hold stops here (manifest_invalid, the route stays clear), not mid-stream
-            audit_values = getattr(self._ports.source, "audit_values", None)
-            if callable(audit_values):
-                value_limits = getattr(sink, "value_limits", None)
-                audit_values(quality.bounds, value_limits() if callable(value_limits) else None)
-            if gate is not None and quality.staged:
-                gate.require_measurable(schema, self._ports.source, sink)
-            sink.prepare_target(self._manifest.sink.table, schema, self._order_by(schema))
-            self._write_progress(run_id, active, CheckpointStatus.PLANNED)
-            lifecycle = TargetCommitLifecycle(
-                store=self._ports.store,
-                clock=self._ports.clock,
-                route=self._route,
-                run_id=run_id,
-                partitions=active,
-            )
             tally = StreamTally(
                 cursor=self._cursor(),
                 cancellation=self._ports.cancellation,
                 monotonic=self._ports.clock.monotonic,
             )
-            self._execute_path(sink, schema, active, lifecycle, tally, run_id, before_arm)
+            # read-only, before the first target write or checkpoint: a value the reads would refuse or
+            # the target could not hold stops here (manifest_invalid, the route stays clear), not mid-stream
+            exported = self._audit_values(run_id, sink, schema, active, quality.bounds, tally)
+            if gate is not None and quality.staged:
+                gate.require_measurable(schema, self._ports.source, sink)
+            sink.prepare_target(self._manifest.sink.table, schema, self._order_by(schema))
+            self._write_progress(run_id, active, CheckpointStatus.PLANNED)
+            lifecycle = self._lifecycle(run_id, active)
+            self._execute_path(sink, schema, active, lifecycle, tally, run_id, before_arm, exported)
         finally:
             sink.close()  # before any reader: an embedded (chDB) path is held by one process at a time
         return lifecycle, tally
+
+    def _audit_values(
+        self,
+        run_id: str,
+        sink: Sink,
+        schema: TableSchema,
+        active: list[ActivePartition],
+        bounds: Sequence[PartitionBounds],
+        tally: StreamTally,
+    ) -> list[ArtifactRef] | None:
+        """The source's value audit (``AuditingSource``). On ``file_artifact``, whose export reads every
+        partition before arming anyway, a source whose reads prove their own values (``ProvingSource``) is
+        read once instead of twice: the export runs here, in the audit's place, and its files are returned.
+        When a read cannot prove a value, the audit decides (it names what is wrong, or proves the values
+        for the source's other read) and the export runs again. A refused value leaves no checkpoint, as the
+        audit always did; any other failure of the export is recorded ``failed_before_target``, as it was
+        when the export ran after the audit."""
+        source = self._ports.source
+        audit_values = getattr(source, "audit_values", None)
+        if not callable(audit_values):
+            return None
+        value_limits = getattr(sink, "value_limits", None)
+        limits = value_limits() if callable(value_limits) else None
+        prove_while_reading = getattr(source, "prove_while_reading", None)
+        if (
+            self._manifest.source.export is ExportPath.FILE_ARTIFACT
+            and callable(prove_while_reading)
+            and prove_while_reading(bounds, limits)
+        ):
+            self._progress.stage("extract")
+            try:
+                return self._export_recorded(run_id, schema, active, tally)
+            except ValuesUnproven:
+                tally.partitions.clear()
+                audit_values(bounds, limits)
+                return self._export_recorded(run_id, schema, active, tally)
+        audit_values(bounds, limits)
+        return None
+
+    def _export_recorded(
+        self, run_id: str, schema: TableSchema, active: list[ActivePartition], tally: StreamTally
+    ) -> list[ArtifactRef]:
+        """The export in the audit's place: a failure or stop (not a value it could not prove) is recorded
+        ``failed_before_target`` (best effort; the original exception goes on unchanged)."""
+        try:
+            return self._export_artifacts(schema, active, tally)
+        except ValuesUnproven:
+            raise
+        except BaseException:
+            self._lifecycle(run_id, active).mark_failed_before_target()
+            raise
+
+    def _lifecycle(self, run_id: str, active: list[ActivePartition]) -> TargetCommitLifecycle:
+        return TargetCommitLifecycle(
+            store=self._ports.store,
+            clock=self._ports.clock,
+            route=self._route,
+            run_id=run_id,
+            partitions=active,
+        )
 
     def _evidence_after_publication(
         self, run_id: str, quality: _QualityRun, tally: StreamTally
@@ -610,18 +661,21 @@ class TransferEngine:
         tally: StreamTally,
         run_id: str,
         before_arm: BeforeArm | None = None,
+        exported: list[ArtifactRef] | None = None,
     ) -> None:
+        """The pre-target work, then arming and the one guarded target mutation. ``exported``: the
+        ``file_artifact`` files already written in the value audit's place (:meth:`_audit_values`)."""
         export = self._manifest.source.export
         load = self._manifest.sink.load
         table = self._manifest.sink.table
-        artifacts: list[ArtifactRef] = []
+        artifacts: list[ArtifactRef] = exported or []
         staging: str | None = None
         staged_sink = self._staged(sink) if load is LoadPath.STAGED else None
         moved: int | None = None
         try:
             # ---- pre-target work: nothing here may mutate the target table ----
             try:
-                if export is ExportPath.FILE_ARTIFACT:
+                if export is ExportPath.FILE_ARTIFACT and exported is None:
                     self._progress.stage("extract")
                     artifacts = self._export_artifacts(schema, active, tally)
                 if staged_sink is not None:

@@ -180,32 +180,42 @@ def arrow_chunks(
 ) -> Iterator[ColumnChunk]:
     """Chunks of ``chunk_rows`` rows from the driver's batches (:func:`data_batches`), each chunk's
     batches concatenated per column, then converted once per column (as ``ChunkBuilder.join``)."""
+    converts = [slot.convert for slot in plan.slots]
+    for group in batch_groups(data_batches(batches, plan.arrow_types), chunk_rows):
+        yield column_chunk(group, plan.schema.names, converts, partition_id)
+
+
+def batch_groups(batches: Iterator[pa.RecordBatch], chunk_rows: int) -> Iterator[list[pa.RecordBatch]]:
+    """``batches`` cut and regrouped into lists of ``chunk_rows`` rows (the last may hold fewer)."""
     if chunk_rows < 1:
         raise ValueError("chunk_rows must be at least 1")
     pending: list[pa.RecordBatch] = []
     held = 0
-    for batch in data_batches(batches, plan.arrow_types):
+    for batch in batches:
         while batch.num_rows:
             take = min(batch.num_rows, chunk_rows - held)
             pending.append(batch.slice(0, take))
             held += take
             batch = batch.slice(take)
             if held == chunk_rows:
-                yield _chunk(pending, plan, partition_id)
+                yield pending
                 pending, held = [], 0
     if pending:
-        yield _chunk(pending, plan, partition_id)
+        yield pending
 
 
-def _chunk(batches: list[pa.RecordBatch], plan: ArrowPlan, partition_id: str) -> ColumnChunk:
+def column_chunk(
+    batches: list[pa.RecordBatch], names: Sequence[str], converts: Sequence[ArrowInput], partition_id: str
+) -> ColumnChunk:
+    """One chunk of ``batches``: each column concatenated, then converted once."""
     columns: list[Sequence[object]] = []
-    for index, slot in enumerate(plan.slots):
+    for index, convert in enumerate(converts):
         arrays = [batch.column(index) for batch in batches]
         array = arrays[0] if len(arrays) == 1 else pa.concat_arrays(arrays)
-        columns.append(slot.convert(array))
+        columns.append(convert(array))
     return ColumnChunk(
         partition_id=partition_id,
-        names=plan.schema.names,
+        names=tuple(names),
         columns=tuple(columns),
         row_count=sum(batch.num_rows for batch in batches),
     )

@@ -29,6 +29,7 @@ from airflow_provider_dpone.adapters.sources import (
     sqlite_arrow,
     sqlite_arrow_audit,
     sqlite_arrow_driver,
+    sqlite_arrow_proving,
     sqlite_types,
     value_audit,
 )
@@ -46,7 +47,7 @@ from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.manifest import PartitionKind, SourceSpec
 from airflow_provider_dpone.contracts.partition import PartitionBounds
 from airflow_provider_dpone.contracts.schema import ColumnSpec, TableSchema
-from airflow_provider_dpone.ports.source import ColumnProfile, ValueLimits
+from airflow_provider_dpone.ports.source import ColumnProfile, ValueLimits, ValuesUnproven
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +107,8 @@ class SqliteSource:
         self._arrow_lock = threading.Lock()
         #: the partitions the last value audit proved the Arrow read for, and that read's plan
         self._arrow_proven: tuple[frozenset[PartitionBounds], sqlite_arrow.ArrowPlan] | None = None
+        #: set by ``prove_while_reading``: the Arrow reads of ``_arrow_proven`` prove their own values
+        self._proving: sqlite_arrow_proving.ProvingRead | None = None
 
     # -- connection ------------------------------------------------------------------------------------
 
@@ -338,6 +341,10 @@ class SqliteSource:
         schema = self.describe()  # before any extraction: unsupported types and missing tables raise here
         order = order_columns(self._describe_full(), self._spec.partitioning.column, self._keys)
         proven = self._arrow_proven
+        proving = self._proving
+        if proven is not None and bounds in proven[0] and proving is not None:
+            statement = self._statement(lambda: proving.statement(self._source_sql, bounds, order), bounds)
+            return self._proving_stream(partition_id, proving, statement, chunk_rows)
         if proven is not None and bounds in proven[0]:
             plan = proven[1]
             arrow_statement = self._statement(lambda: plan.statement(self._source_sql, bounds, order), bounds)
@@ -364,6 +371,24 @@ class SqliteSource:
                 yield from sqlite_arrow.arrow_chunks(batches, plan, partition_id, chunk_rows)
         except sqlite_arrow_driver.READ_ERRORS as exc:
             raise self._read_failed(label) from exc
+
+    def _proving_stream(
+        self,
+        partition_id: str,
+        proving: sqlite_arrow_proving.ProvingRead,
+        statement: tuple[str, tuple[object, ...]],
+        chunk_rows: int,
+    ) -> Iterator[ColumnChunk]:
+        """The Arrow read proving its values (``sqlite_arrow_proving``): whatever it cannot prove, a driver
+        error included, is ``ValuesUnproven``, and the value audit decides."""
+        try:
+            with (
+                self._arrow_connection() as connection,
+                sqlite_arrow_driver.batches(connection, statement) as batches,
+            ):
+                yield from proving.chunks(batches, partition_id, chunk_rows)
+        except sqlite_arrow_driver.READ_ERRORS as exc:
+            raise ValuesUnproven("the driver's read") from exc
 
     @contextlib.contextmanager
     def _arrow_connection(self) -> Iterator[Any]:
@@ -449,6 +474,7 @@ class SqliteSource:
         """Before arming: aggregates find every value a read would refuse (see ``value_audit``), one range
         scan per group of partitions, the groups on as many connections at once (``audit_workers``)."""
         self._arrow_proven = None
+        self._proving = None
         schema = self.describe()
         exempt = self._rowid_alias(schema)
         if self._arrow and bounds and self._arrow_audit_clean(schema, exempt, bounds, limits):
@@ -474,6 +500,26 @@ class SqliteSource:
         if plan.facts:
             facts = {fact.column: counts[len(plan.checks) + i] for i, fact in enumerate(plan.facts)}
             self._prove_arrow_read(schema, bounds, facts)
+
+    def prove_while_reading(self, bounds: Sequence[PartitionBounds], limits: ValueLimits | None) -> bool:
+        """The Arrow reads of ``bounds`` prove their own values (``sqlite_arrow_proving``) where the audit
+        would have proven them in Arrow: the ``file_artifact`` export is then the audit.
+        ``False`` (the audit runs first) on a column the Arrow audit or the Arrow read does not cover."""
+        self._arrow_proven = None
+        self._proving = None
+        if not (self._arrow and bounds):
+            return False
+        schema = self.describe()
+        audit = sqlite_arrow_audit.audit_read(schema, self._rowid_alias(schema), sqlite_types.needs_coercion)
+        facts = {fact.column: 0 for fact in value_audit.storage_facts(schema)}
+        plan = sqlite_arrow.arrow_plan(schema, sqlite_types.needs_coercion, facts)
+        held = value_audit.WIDEST if limits is None else limits
+        proving = sqlite_arrow_proving.proving_read(plan, audit, held)
+        if plan is None or proving is None:
+            return False
+        self._arrow_proven = (frozenset(bounds), plan)
+        self._proving = proving
+        return True
 
     def _prove_arrow_read(
         self, schema: TableSchema, bounds: Sequence[PartitionBounds], facts: dict[str, int]
