@@ -92,5 +92,5 @@ class ProvingSource(AuditingSource, Protocol):
     def prove_while_reading(self, bounds: Sequence[PartitionBounds], limits: ValueLimits | None) -> bool:
         """Whether the reads of ``bounds`` from now on check every value the value audit would, raising
         :class:`ValuesUnproven` from the first chunk they cannot prove (``False``: the audit must run
-        first). For the ``file_artifact`` export, which reads every partition before anything is written:
-        the export is then the audit, and the source is read once instead of twice."""
+        first). For a path that reads every partition before arming (``file_artifact``'s export,
+        ``staged``'s staging insert): those reads are then the audit, and the source is read once."""

@@ -24,7 +24,7 @@ import sys
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
-from typing import assert_never
+from typing import TypeVar, assert_never
 
 from airflow_provider_dpone.contracts.artifact import ArtifactRef
 from airflow_provider_dpone.contracts.capsule import ProbeScope, SealedCore
@@ -89,6 +89,8 @@ _log = logging.getLogger(__name__)
 #: One: 5M-row peak RSS 549 MB (2: 575 MB) for the same speed; the memory target is 1.2x the 1M peak.
 READ_AHEAD_CHUNKS = 1
 
+_T = TypeVar("_T")
+
 #: Called just before arming with the rows extracted (None on the lazy direct path) and the staging table.
 BeforeArm = Callable[[int | None, str | None], None]
 
@@ -124,6 +126,38 @@ class _QualityRun:
     stored_core: SealedCore | None
     plan: TargetReadRequest | None = None
     before_publication: list[Verdict] = field(default_factory=list)
+
+
+@dataclass
+class _Preparation:
+    """What must precede the target's first write: ``prepare`` (the target table, the PLANNED records) and
+    the value audit, unless deferred to the pre-arm reads (``audit``, see ``TransferEngine._audit_values``).
+    A failure of either leaves no ``failed_before_target`` record (``quiet``): nothing was read yet, or the
+    audit refused a value, and the route stays as clear as the audit always left it."""
+
+    prepare: Callable[[], None]
+    audit: Callable[[], None] | None = None
+    prepared: bool = False
+    quiet: bool = False
+
+    def prepare_target(self) -> None:
+        try:
+            self.prepare()
+        except BaseException:
+            self.quiet = True
+            raise
+        self.prepared = True
+
+    def decide(self) -> None:
+        """The deferred audit, now: it refuses the value (``quiet``), or the reads go on without proving."""
+        audit, self.audit = self.audit, None
+        if audit is None:
+            return
+        try:
+            audit()
+        except BaseException:
+            self.quiet = True
+            raise
 
 
 class TransferEngine:
@@ -380,83 +414,68 @@ class TransferEngine:
         sink = self._ports.open_sink()
         try:
             self._require_target_empty_for_new_route(family, sink)
+            # read-only, before the first target write or checkpoint: a value the reads would refuse or
+            # the target could not hold stops here (manifest_invalid, the route stays clear), not mid-stream
+            deferred_audit = self._audit_values(sink, quality.bounds)
+            if gate is not None and quality.staged:
+                gate.require_measurable(schema, self._ports.source, sink)
+
+            def prepare() -> None:
+                sink.prepare_target(self._manifest.sink.table, schema, self._order_by(schema))
+                self._write_progress(run_id, active, CheckpointStatus.PLANNED)
+
+            lifecycle = TargetCommitLifecycle(
+                store=self._ports.store,
+                clock=self._ports.clock,
+                route=self._route,
+                run_id=run_id,
+                partitions=active,
+            )
             tally = StreamTally(
                 cursor=self._cursor(),
                 cancellation=self._ports.cancellation,
                 monotonic=self._ports.clock.monotonic,
             )
-            # read-only, before the first target write or checkpoint: a value the reads would refuse or
-            # the target could not hold stops here (manifest_invalid, the route stays clear), not mid-stream
-            exported = self._audit_values(run_id, sink, schema, active, quality.bounds, tally)
-            if gate is not None and quality.staged:
-                gate.require_measurable(schema, self._ports.source, sink)
-            sink.prepare_target(self._manifest.sink.table, schema, self._order_by(schema))
-            self._write_progress(run_id, active, CheckpointStatus.PLANNED)
-            lifecycle = self._lifecycle(run_id, active)
-            self._execute_path(sink, schema, active, lifecycle, tally, run_id, before_arm, exported)
+            preparation = _Preparation(prepare, deferred_audit)
+            self._execute_path(sink, schema, active, lifecycle, tally, run_id, preparation, before_arm)
         finally:
             sink.close()  # before any reader: an embedded (chDB) path is held by one process at a time
         return lifecycle, tally
 
-    def _audit_values(
-        self,
-        run_id: str,
-        sink: Sink,
-        schema: TableSchema,
-        active: list[ActivePartition],
-        bounds: Sequence[PartitionBounds],
-        tally: StreamTally,
-    ) -> list[ArtifactRef] | None:
-        """The source's value audit (``AuditingSource``). On ``file_artifact``, whose export reads every
-        partition before arming anyway, a source whose reads prove their own values (``ProvingSource``) is
-        read once instead of twice: the export runs here, in the audit's place, and its files are returned.
-        When a read cannot prove a value, the audit decides (it names what is wrong, or proves the values
-        for the source's other read) and the export runs again. A refused value leaves no checkpoint, as the
-        audit always did; any other failure of the export is recorded ``failed_before_target``, as it was
-        when the export ran after the audit."""
+    def _audit_values(self, sink: Sink, bounds: Sequence[PartitionBounds]) -> Callable[[], None] | None:
+        """The source's value audit (``AuditingSource``), or, on a path that reads every partition before
+        anything is written (``file_artifact``'s export, ``staged``'s staging insert) from a source whose
+        reads prove their own values (``ProvingSource``), nothing yet: the source is read once instead of
+        twice, and the audit is returned, to run only if a read cannot prove a value (:meth:`_read_proven`)."""
         source = self._ports.source
         audit_values = getattr(source, "audit_values", None)
         if not callable(audit_values):
             return None
         value_limits = getattr(sink, "value_limits", None)
         limits = value_limits() if callable(value_limits) else None
-        prove_while_reading = getattr(source, "prove_while_reading", None)
-        if (
+        reads_first = (
             self._manifest.source.export is ExportPath.FILE_ARTIFACT
-            and callable(prove_while_reading)
-            and prove_while_reading(bounds, limits)
-        ):
-            self._progress.stage("extract")
-            try:
-                return self._export_recorded(run_id, schema, active, tally)
-            except ValuesUnproven:
-                tally.partitions.clear()
-                audit_values(bounds, limits)
-                return self._export_recorded(run_id, schema, active, tally)
+            or self._manifest.sink.load is LoadPath.STAGED
+        )
+        prove_while_reading = getattr(source, "prove_while_reading", None)
+        if reads_first and callable(prove_while_reading) and prove_while_reading(bounds, limits):
+            return functools.partial(audit_values, bounds, limits)
         audit_values(bounds, limits)
         return None
 
-    def _export_recorded(
-        self, run_id: str, schema: TableSchema, active: list[ActivePartition], tally: StreamTally
-    ) -> list[ArtifactRef]:
-        """The export in the audit's place: a failure or stop (not a value it could not prove) is recorded
-        ``failed_before_target`` (best effort; the original exception goes on unchanged)."""
+    def _read_proven(self, read: Callable[[], _T], tally: StreamTally, preparation: _Preparation) -> _T:
+        """``read()``, a pre-arm read of every active partition (an export removes its files when it fails;
+        each staging read creates its table afresh). While the audit is deferred to the reads: when one
+        cannot prove a value, the audit decides (it names what is wrong, or proves the values for the
+        source's other read) and the reads run again."""
+        if preparation.audit is None:
+            return read()
         try:
-            return self._export_artifacts(schema, active, tally)
+            return read()
         except ValuesUnproven:
-            raise
-        except BaseException:
-            self._lifecycle(run_id, active).mark_failed_before_target()
-            raise
-
-    def _lifecycle(self, run_id: str, active: list[ActivePartition]) -> TargetCommitLifecycle:
-        return TargetCommitLifecycle(
-            store=self._ports.store,
-            clock=self._ports.clock,
-            route=self._route,
-            run_id=run_id,
-            partitions=active,
-        )
+            tally.partitions.clear()
+            preparation.decide()
+            return read()
 
     def _evidence_after_publication(
         self, run_id: str, quality: _QualityRun, tally: StreamTally
@@ -660,29 +679,41 @@ class TransferEngine:
         lifecycle: TargetCommitLifecycle,
         tally: StreamTally,
         run_id: str,
+        preparation: _Preparation,
         before_arm: BeforeArm | None = None,
-        exported: list[ArtifactRef] | None = None,
     ) -> None:
-        """The pre-target work, then arming and the one guarded target mutation. ``exported``: the
-        ``file_artifact`` files already written in the value audit's place (:meth:`_audit_values`)."""
+        """The pre-target work, then arming and the one guarded target mutation. The target is prepared
+        (and the PLANNED records written) first, or, while the value audit is deferred to the pre-arm reads,
+        after them: a refused value then leaves nothing written, as the audit always did."""
         export = self._manifest.source.export
         load = self._manifest.sink.load
         table = self._manifest.sink.table
-        artifacts: list[ArtifactRef] = exported or []
+        artifacts: list[ArtifactRef] = []
         staging: str | None = None
         staged_sink = self._staged(sink) if load is LoadPath.STAGED else None
         moved: int | None = None
         try:
             # ---- pre-target work: nothing here may mutate the target table ----
             try:
-                if export is ExportPath.FILE_ARTIFACT and exported is None:
+                if preparation.audit is None:
+                    preparation.prepare_target()
+                if export is ExportPath.FILE_ARTIFACT:
                     self._progress.stage("extract")
-                    artifacts = self._export_artifacts(schema, active, tally)
+                    artifacts = self._read_proven(
+                        lambda: self._export_artifacts(schema, active, tally),
+                        tally,
+                        preparation,
+                    )
                 if staged_sink is not None:
                     self._progress.stage("stage")
-                    staging = staged_sink.begin_staging(table, schema, lifecycle.batch_id)
-                    with contextlib.closing(self._chunks(active, artifacts, tally)) as chunks:
-                        staged_rows = staged_sink.stage(staging, schema, chunks)
+
+                    def stage_all() -> int:
+                        nonlocal staging
+                        staging = staged_sink.begin_staging(table, schema, lifecycle.batch_id)
+                        with contextlib.closing(self._chunks(active, artifacts, tally)) as chunks:
+                            return staged_sink.stage(staging, schema, chunks)
+
+                    staged_rows = self._read_proven(stage_all, tally, preparation)
                     for part in active:
                         part.rows = tally.partitions[part.planned.partition_id].rows
                     moved = staged_rows
@@ -692,6 +723,9 @@ class TransferEngine:
                             "staged row count disagrees with the rows read from the source",
                             details={"route": self._route.describe()},
                         )
+                if not preparation.prepared:
+                    preparation.prepare_target()
+                if staged_sink is not None:
                     self._write_progress(run_id, active, CheckpointStatus.LOADED)
 
                 if artifacts:
@@ -705,7 +739,8 @@ class TransferEngine:
                     before_arm(moved, staging)
                 self._ports.cancellation.raise_if_cancelled()  # stopped: the target was never invoked
             except BaseException:
-                lifecycle.mark_failed_before_target()
+                if not preparation.quiet:
+                    lifecycle.mark_failed_before_target()
                 raise
 
             # ---- arm, then the one guarded target mutation ----
@@ -798,23 +833,29 @@ class TransferEngine:
     def _export_artifacts(
         self, schema: TableSchema, active: list[ActivePartition], tally: StreamTally
     ) -> list[ArtifactRef]:
-        """Each partition written to its file, the next partitions read meanwhile (:meth:`_reads`)."""
+        """Each partition written to its file, the next partitions read meanwhile (:meth:`_reads`). When the
+        export fails or stops, the files it wrote are removed (best effort) before the error goes on."""
         store = self._require_artifacts()
         refs: list[ArtifactRef] = []
         monotonic = tally.monotonic
-        with self._reads(active, monotonic) as reads:
-            for index, part in enumerate(active):
-                planned = part.planned
-                exporting = monotonic()
-                ref = store.write(
-                    planned.partition_id, schema, self._ports.cancellation.checked(reads.chunks(index))
-                )
-                began = in_flight_from(exporting, reads.opened_at(index))
-                tally.add_seconds(planned.partition_id, monotonic() - began)
-                refs.append(ref)
-                part.rows = ref.rows
-                part.bytes = ref.bytes
-                part.evidence["artifact_sha256"] = ref.artifact_sha256
+        try:
+            with self._reads(active, monotonic) as reads:
+                for index, part in enumerate(active):
+                    planned = part.planned
+                    exporting = monotonic()
+                    ref = store.write(
+                        planned.partition_id, schema, self._ports.cancellation.checked(reads.chunks(index))
+                    )
+                    began = in_flight_from(exporting, reads.opened_at(index))
+                    tally.add_seconds(planned.partition_id, monotonic() - began)
+                    refs.append(ref)
+                    part.rows = ref.rows
+                    part.bytes = ref.bytes
+                    part.evidence["artifact_sha256"] = ref.artifact_sha256
+        except BaseException:
+            for ref in refs:
+                _cleanup(True, "artifact removal", functools.partial(store.remove, ref))
+            raise
         return refs
 
     # -- helpers -----------------------------------------------------------------------------------

@@ -169,3 +169,20 @@ def test_two_reads_at_once_each_take_half_a_chunk_so_no_more_rows_wait_than_with
     TransferEngine(manifest, ports, manifest_ref="m.yaml").run("run-1")
     assert source.chunk_rows == [2, 2, 2, 2]
     assert sorted(sink.tables["analytics.orders"]) == sorted(rows)
+
+
+def test_an_export_that_fails_removes_the_files_it_had_written() -> None:
+    store = MemoryArtifactStore()
+    source = MemorySource(orders_rows(days=3), fail_read_after_chunks=3)  # two chunks a day: fails on day 2
+    manifest = Manifest.model_validate_json(json.dumps(manifest_dict(export="file_artifact", chunk_rows=2)))
+    ports = TransferPorts(
+        store=InMemoryCheckpointStore(),
+        source=source,
+        open_sink=RecordingSink,
+        clock=FixedClock(dt.datetime(2026, 12, 2, 12, 0, tzinfo=UTC)),
+        artifacts=store,
+    )
+    with pytest.raises(InjectedFault):
+        TransferEngine(manifest, ports, manifest_ref="m.yaml").run("run-1")
+    assert len(store.removed) == 1, "the first day's file was written, then removed"
+    assert store.files == {}

@@ -1,8 +1,8 @@
-"""The SQLite Arrow read that is its own value audit, for the ``file_artifact`` export.
+"""The SQLite Arrow read that is its own value audit, for the paths that read everything before arming.
 
-The ``file_artifact`` export reads every partition before anything is written, so the value audit
-(``sqlite_arrow_audit``) and the export read and convert the same columns twice: on the 1M-row demo,
-~0.7 s of audit, then ~0.7 s of export. Run in the audit's place, this read is both. This read checks, chunk by chunk, exactly what
+``file_artifact``'s export and ``staged``'s staging insert read every partition before arming, so the
+value audit (``sqlite_arrow_audit``) and the read read and convert the same columns twice: on the 1M-row
+demo, ~0.7 s of audit, then ~0.7 s of reading. Run in the audit's place, this read is both. This read checks, chunk by chunk, exactly what
 the audit's Arrow proof checks, on the values it converts anyway:
 
 * the statement is the Arrow read's (``sqlite_arrow.ArrowPlan``: literal row, marker, the same predicate
@@ -16,7 +16,7 @@ the audit's Arrow proof checks, on the values it converts anyway:
 It is offered only where the audit's Arrow proof applies to every audited column (``audit_read``) and the
 Arrow read to every column. Anything it cannot prove, a driver error included, raises
 ``ValuesUnproven``: the audit decides exactly as when its own Arrow proof fails (the SQL audit names what
-is wrong, or proves the values for the row read), and the export runs again.
+is wrong, or proves the values for the row read), and the reads run again.
 """
 
 from __future__ import annotations

@@ -503,7 +503,7 @@ class SqliteSource:
 
     def prove_while_reading(self, bounds: Sequence[PartitionBounds], limits: ValueLimits | None) -> bool:
         """The Arrow reads of ``bounds`` prove their own values (``sqlite_arrow_proving``) where the audit
-        would have proven them in Arrow: the ``file_artifact`` export is then the audit.
+        would have proven them in Arrow: the ``file_artifact`` export or the staging read is then the audit.
         ``False`` (the audit runs first) on a column the Arrow audit or the Arrow read does not cover."""
         self._arrow_proven = None
         self._proving = None

@@ -1,9 +1,10 @@
-"""``file_artifact`` from SQLite reads the source once: the export proves the values in the audit's place.
+"""Paths that read every partition before arming read a SQLite source once: the reads prove the values.
 
-Black-box ``dpone run`` (in process, so the source's audit and reads can be counted) from a SQLite file
-into chDB. A clean table lands exactly with no separate value audit; a value the Arrow proof cannot prove
-sends the run to the audit, which refuses a bad value before anything is written (exit 2, the column
-named, no checkpoint, no target table) or proves a good one for the row read, and the export runs again.
+``file_artifact``'s export and ``staged``'s staging insert run in the value audit's place. Black-box
+``dpone run`` (in process, so the source's audit and reads can be counted) from a SQLite file into chDB:
+a clean table lands exactly with no separate audit; a value the Arrow proof cannot prove sends the run to
+the audit, which refuses a bad value with nothing written (exit 2, the column named, no checkpoint, no
+target or staging table) or proves a good one for the row read, and the reads run again.
 """
 
 from __future__ import annotations
@@ -38,7 +39,10 @@ def set_value(base: Path, column: str, literal: str, row_id: int = 29) -> None:
     db.close()
 
 
-def manifest(base: Path, load: str = "direct") -> Path:
+PATHS = [("file_artifact", "direct"), ("file_artifact", "staged"), ("lazy_plan", "staged")]
+
+
+def manifest(base: Path, export: str = "file_artifact", load: str = "direct") -> Path:
     path = base / f"vals-{uuid.uuid4().hex[:6]}.yaml"
     path.write_text(
         f"""
@@ -49,7 +53,7 @@ source:
   connection: sqlite:///source.sqlite
   table: vals
   partitioning: {{kind: day, column: day}}
-  export: file_artifact
+  export: {export}
 sink:
   type: clickhouse
   connection: chdb:///clickhouse
@@ -108,14 +112,24 @@ def _cents(value: object) -> Decimal:
     return Decimal(str(value)).quantize(Decimal("0.01"))
 
 
-@pytest.mark.parametrize("load", ["direct", "staged"])
-def test_a_clean_table_is_read_once_and_lands_exactly(base: Path, counted: dict[str, int], load: str) -> None:
-    result = dpone("run", str(manifest(base, load)), "--run-id", "clean")
+@pytest.mark.parametrize(("export", "load"), PATHS)
+def test_a_clean_table_is_read_once_and_lands_exactly(
+    base: Path, counted: dict[str, int], export: str, load: str
+) -> None:
+    result = dpone("run", str(manifest(base, export, load)), "--run-id", "clean")
     assert result.exit_code == 0, result.output
-    assert counted == {"audits": 0, "reads": 3}  # no audit before the export: the export proved the values
+    assert counted == {"audits": 0, "reads": 3}  # no audit first: the reads proved the values
     assert target_values(base) == source_values(base)
 
 
+def test_the_lazy_direct_path_still_audits_first(base: Path, counted: dict[str, int]) -> None:
+    result = dpone("run", str(manifest(base, "lazy_plan", "direct")), "--run-id", "direct")
+    assert result.exit_code == 0, result.output
+    assert counted == {"audits": 1, "reads": 3}  # its reads run after arming: the audit comes first
+    assert target_values(base) == source_values(base)
+
+
+@pytest.mark.parametrize(("export", "load"), PATHS)
 @pytest.mark.parametrize(
     ("column", "literal", "reason"),
     [
@@ -126,10 +140,16 @@ def test_a_clean_table_is_read_once_and_lands_exactly(base: Path, counted: dict[
     ],
 )
 def test_a_value_the_export_cannot_prove_goes_to_the_audit_which_refuses_it_before_anything_is_written(
-    base: Path, counted: dict[str, int], column: str, literal: str, reason: str | None
+    base: Path,
+    counted: dict[str, int],
+    export: str,
+    load: str,
+    column: str,
+    literal: str,
+    reason: str | None,
 ) -> None:
     set_value(base, column, literal)
-    result = dpone("run", str(manifest(base)), "--run-id", "bad")
+    result = dpone("run", str(manifest(base, export, load)), "--run-id", "bad")
     assert result.exit_code == 2, result.output
     assert "manifest_invalid" in result.output and f"column {column!r}" in result.output
     if reason is not None:
@@ -137,16 +157,19 @@ def test_a_value_the_export_cannot_prove_goes_to_the_audit_which_refuses_it_befo
     assert literal.strip("'") not in result.output  # never the value
     assert counted["audits"] == 1
     assert checkpoint_rows(base) == []  # nothing armed, nothing planned: the route is not blocked
-    assert chdb_query(base, "EXISTS TABLE demo.vals") in ([(0,)], [])
+    assert (
+        chdb_query(base, "SELECT name FROM system.tables WHERE database = 'demo'") == []
+    )  # no staging either
 
 
-def test_a_good_value_the_export_cannot_prove_is_audited_then_exported_again_and_lands(
-    base: Path, counted: dict[str, int]
+@pytest.mark.parametrize(("export", "load"), PATHS)
+def test_a_good_value_the_reads_cannot_prove_is_audited_then_read_again_and_lands(
+    base: Path, counted: dict[str, int], export: str, load: str
 ) -> None:
     set_value(base, "note", "CAST('abc' AS BLOB)")  # the Arrow proof stops at a blob; the row read takes it
-    result = dpone("run", str(manifest(base)), "--run-id", "blob")
+    result = dpone("run", str(manifest(base, export, load)), "--run-id", "blob")
     assert result.exit_code == 0, result.output
     assert counted["audits"] == 1
-    assert counted["reads"] > 3  # the export ran again after the audit (the first stopped at the blob)
+    assert counted["reads"] > 3  # read again after the audit (the first reads stopped at the blob)
     assert target_values(base) == source_values(base)
     assert ("abc",) in chdb_query(base, "SELECT note FROM demo.vals WHERE id = 29")
