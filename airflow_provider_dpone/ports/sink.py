@@ -28,6 +28,15 @@ class Sink(Protocol):
     def close(self) -> None: ...
 
 
+class CheckingSink(Sink, Protocol):
+    """A sink that can refuse, read-only, what ``prepare_target`` would refuse."""
+
+    def check_target(self, table: str, schema: TableSchema, order_by: tuple[str, ...]) -> None:
+        """What ``prepare_target`` refuses (an ``order_by`` column the schema lacks, a name the client
+        cannot write, an existing table of incompatible columns), without creating anything: a run that
+        reads the whole source before preparing the target finds a user mistake before reading."""
+
+
 @runtime_checkable
 class StagedSink(Sink, Protocol):
     def begin_staging(self, table: str, schema: TableSchema, operation_id: str) -> str:

@@ -424,6 +424,11 @@ class TransferEngine:
                 sink.prepare_target(self._manifest.sink.table, schema, self._order_by(schema))
                 self._write_progress(run_id, active, CheckpointStatus.PLANNED)
 
+            check_target = getattr(sink, "check_target", None)
+            if deferred_audit is not None and callable(check_target):
+                # the target is prepared after the reads: a user mistake it would refuse stops the run now
+                check_target(self._manifest.sink.table, schema, self._order_by(schema))
+
             lifecycle = TargetCommitLifecycle(
                 store=self._ports.store,
                 clock=self._ports.clock,

@@ -42,7 +42,7 @@ def set_value(base: Path, column: str, literal: str, row_id: int = 29) -> None:
 PATHS = [("file_artifact", "direct"), ("file_artifact", "staged"), ("lazy_plan", "staged")]
 
 
-def manifest(base: Path, export: str = "file_artifact", load: str = "direct") -> Path:
+def manifest(base: Path, export: str = "file_artifact", load: str = "direct", order_by: str = "id") -> Path:
     path = base / f"vals-{uuid.uuid4().hex[:6]}.yaml"
     path.write_text(
         f"""
@@ -60,7 +60,7 @@ sink:
   table: demo.vals
   strategy: replace_partition
   load: {load}
-  order_by: [id]
+  order_by: [{order_by}]
 checkpoints:
   connection: proving_state
 """,
@@ -173,3 +173,29 @@ def test_a_good_value_the_reads_cannot_prove_is_audited_then_read_again_and_land
     assert counted["reads"] > 3  # read again after the audit (the first reads stopped at the blob)
     assert target_values(base) == source_values(base)
     assert ("abc",) in chdb_query(base, "SELECT note FROM demo.vals WHERE id = 29")
+
+
+@pytest.mark.parametrize(("export", "load"), PATHS)
+def test_a_user_mistake_the_target_would_refuse_stops_the_run_before_any_read(
+    base: Path, counted: dict[str, int], export: str, load: str
+) -> None:
+    # the target is prepared after the reads on these paths; its refusals are checked before them
+    result = dpone("run", str(manifest(base, export, load, order_by="idd")), "--run-id", "typo")
+    assert result.exit_code == 2, result.output
+    assert "sink.order_by" in result.output
+    assert counted == {"audits": 0, "reads": 0}
+    assert checkpoint_rows(base) == []
+    assert chdb_query(base, "SELECT name FROM system.tables WHERE database = 'demo'") == []  # nothing created
+
+
+@pytest.mark.parametrize(("export", "load"), PATHS)
+def test_an_incompatible_existing_target_stops_the_run_before_any_read(
+    base: Path, counted: dict[str, int], export: str, load: str
+) -> None:
+    chdb_query(base, "CREATE DATABASE IF NOT EXISTS demo")
+    chdb_query(base, "CREATE TABLE demo.vals (id Int64, day String) ENGINE = MergeTree ORDER BY id")
+    result = dpone("run", str(manifest(base, export, load)), "--run-id", "shape")
+    assert result.exit_code != 0, result.output
+    assert "target_table_incompatible" in result.output
+    assert counted == {"audits": 0, "reads": 0}
+    assert checkpoint_rows(base) == []

@@ -162,12 +162,17 @@ class ClickHouseSink:
 
     # -- target preparation (writes no rows) ---------------------------------------------------------
 
+    def check_target(self, table: str, schema: TableSchema, order_by: tuple[str, ...]) -> None:
+        """Read-only: what :meth:`prepare_target` would refuse (``CheckingSink``); creates nothing."""
+        name = self._refusals_before_statements(table, schema, order_by)
+        with self._failures("read the target table", name, step="prepare"):
+            client = self._client()
+            target = self._describe(client, name) if self._exists(client, name) else None
+        if target is not None:
+            self._require_compatible(name, schema, target)
+
     def prepare_target(self, table: str, schema: TableSchema, order_by: tuple[str, ...]) -> None:
-        name = self._name(table)
-        for column in order_by:
-            require_column(schema, "sink.order_by", column)
-        # before the first statement, so a refused name leaves no table, checkpoint or armed guard
-        _refuse_driver_misquoted(schema)
+        name = self._refusals_before_statements(table, schema, order_by)
         with self._failures("prepare the target table", name, step="prepare"):
             client = self._client()
             client.command(f"CREATE DATABASE IF NOT EXISTS {quote_identifier(name.database)}")
@@ -184,6 +189,16 @@ class ClickHouseSink:
             target = self._describe(client, name)
         # compared even right after creation: another writer may have created it first
         self._require_compatible(name, schema, target)
+
+    def _refusals_before_statements(
+        self, table: str, schema: TableSchema, order_by: tuple[str, ...]
+    ) -> TableName:
+        name = self._name(table)
+        for column in order_by:
+            require_column(schema, "sink.order_by", column)
+        # before the first statement, so a refused name leaves no table, checkpoint or armed guard
+        _refuse_driver_misquoted(schema)
+        return name
 
     # -- direct load -------------------------------------------------------------------------------
 
