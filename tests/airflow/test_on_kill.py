@@ -133,7 +133,8 @@ def _descendants(pid: int) -> set[int]:
 def _stop_while_running(
     dag_id: str, when: str, env: Mapping[str, str], root: Path, dags: Path, home: Path, state: Path, date: str
 ) -> Stopped:
-    """Start a DAG run, SIGTERM its task process once ``when`` ("planned" or "armed") is durable."""
+    """Start a DAG run, SIGTERM its task process once ``when`` is seen: "extracting" (an artifact file being
+    written: the export runs before any checkpoint when its reads prove the values), or "armed" (durable)."""
     tries = dags / "tries.jsonl"
     before = len(tries.read_text().splitlines()) if tries.exists() else 0
     out_path = root / f"{dag_id}.out"
@@ -158,14 +159,20 @@ def _stop_while_running(
             time.sleep(0.05)
         assert record is not None, "the task never started"
         pid, run_id = int(record["pid"]), str(record["run_id"])
-        wanted = {"planned": "PLANNED", "armed": "EXPORTED"}[when]
+        artifacts = Path(env["TMPDIR"])
         while time.monotonic() < deadline and process.poll() is None:
             statuses = {s for s, _ in _state_rows(state, run_id)}
-            if wanted in statuses:
+            if when == "armed" and "EXPORTED" in statuses:
+                break
+            if when == "extracting" and any(artifacts.glob("dpone-artifacts-*/*.arrows*")):
                 break
             time.sleep(0.02)
         statuses = {s for s, _ in _state_rows(state, run_id)}
-        assert wanted in statuses and "COMMITTED" not in statuses, f"too late to stop it: {statuses}"
+        seen = (
+            "EXPORTED" in statuses if when == "armed" else any(artifacts.glob("dpone-artifacts-*/*.arrows*"))
+        )
+        assert seen and "COMMITTED" not in statuses, f"too late to stop it: {statuses}"
+        assert when == "armed" or "EXPORTED" not in statuses, f"extraction was over: {statuses}"
         time.sleep(0.3)  # well inside extraction / the target call
         descendants = _descendants(pid)
         signalled = time.monotonic()
@@ -245,8 +252,11 @@ def scenario(migrated_airflow_home: Path, tmp_path_factory: pytest.TempPathFacto
     assert create_demo_source(data / "source.sqlite", ROWS, days=DAYS) == ROWS
     chdb_path, state = data / "clickhouse", data / "state.sqlite"
     no_proxy = ",".join(filter(None, [os.environ.get("NO_PROXY", ""), "127.0.0.1", "localhost"]))
+    scratch = root / "tmp"  # the task's temporary files: the export's artifact directory shows up here
+    scratch.mkdir()
     base_env = airflow_env(
         home,
+        TMPDIR=str(scratch),
         AIRFLOW__CORE__EXECUTOR="LocalExecutor",
         AIRFLOW__CORE__PARALLELISM="2",
         AIRFLOW__CORE__DAGS_FOLDER=str(dags),
@@ -269,7 +279,7 @@ def scenario(migrated_airflow_home: Path, tmp_path_factory: pytest.TempPathFacto
 
     with execution_api(base_env, root) as (env, _api_log):
         before = _stop_while_running(
-            "dpone_on_kill_extract", "planned", env, root, dags, home, state, "2026-06-01"
+            "dpone_on_kill_extract", "extracting", env, root, dags, home, state, "2026-06-01"
         )
         after_extract = dpone("dpone checkpoints", "checkpoints", str(manifest))
         timed_out = _time_out(env, root, dags, home, "2026-06-03")

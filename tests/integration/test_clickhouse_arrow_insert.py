@@ -177,12 +177,23 @@ def test_small_chunks_merge_but_no_insert_grows_past_the_block_bound(
 
 
 def test_http_native_from_arrow_writes_what_native_from_python_writes(
-    clickhouse_http: EndpointDescriptor,
+    clickhouse_http: EndpointDescriptor, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     sink = ClickHouseSink(clickhouse_http)
+    bodies: list[int] = []
+    real = sink_module.native_body
+
+    def spy(*args: Any) -> Any:
+        body = real(*args)
+        bodies.append(0 if body is None else len(body))
+        return body
+
     try:
-        arrow_staged = _stage(sink, _chunks(columnar=True), "arrow")
-        native_staged = _stage(sink, _chunks(columnar=False), "native")
+        monkeypatch.setattr(sink_module, "native_body", spy)
+        arrow_staged = _stage(sink, _chunks(columnar=True), "arrow")  # Native built from Arrow (native_body)
+        assert bodies and 0 not in bodies, "every block went as a Native body built from Arrow"
+        monkeypatch.setattr(sink_module, "native_body", lambda *args: None)
+        native_staged = _stage(sink, _chunks(columnar=False), "native")  # clickhouse-connect's encoder
         native = _read(clickhouse_http, native_staged)
         assert native == _expected()
         assert _read(clickhouse_http, arrow_staged) == native

@@ -29,6 +29,7 @@ from airflow_provider_dpone.adapters.clickhouse.column_encoders import (
 )
 from airflow_provider_dpone.adapters.clickhouse.insert_context import insert_context, release_block
 from airflow_provider_dpone.adapters.clickhouse.mutations import MutationTimeout, delete_where
+from airflow_provider_dpone.adapters.clickhouse.native_body import native_body
 from airflow_provider_dpone.adapters.clickhouse.predicates import BoundsError, any_of, where_clause
 from airflow_provider_dpone.adapters.clickhouse.quoting import (
     TableName,
@@ -396,20 +397,26 @@ class ClickHouseSink:
         rows_before: int,
     ) -> int:
         """One insert of one or more chunks with the same column order (columns concatenated): as Arrow
-        into chDB when every column has an exact Arrow form (``arrow_insert``), otherwise Native."""
+        into chDB when every column has an exact Arrow form (``arrow_insert``); to a server, Native built
+        from that Arrow form where ``native_body`` writes every column, else by clickhouse-connect."""
         first_index, first = block[0]
         names = first.names
         data = _block_columns(block, len(names))
         row_count = sum(chunk.row_count for _, chunk in block)
         try:
             type_names = [types[n] for n in names]
-            table = arrow_table(names, type_names, data) if self._arrow_inserts() else None
-            if table is not None:
+            table = arrow_table(names, type_names, data)
+            if table is not None and self._arrow_inserts():
                 client.insert_arrow(name.sql(), table)
                 return row_count
             if names not in encoders:  # one context per column order and load (see insert_context.py)
                 encoders[names] = insert_context(client, name.sql(), names, column_types(type_names))
             context = encoders[names]
+            wire_names = [column_type.insert_name for column_type in context.column_types]
+            body = None if table is None else native_body(table, type_names, wire_names)
+            if body is not None:  # the same bytes clickhouse-connect's encoder writes (native_body.py)
+                client.raw_insert(name.sql(), column_names=list(names), insert_block=body, fmt="Native")
+                return row_count
             try:
                 client.insert(data=insert_columns(type_names, data, context.column_types), context=context)
             finally:
