@@ -132,8 +132,8 @@ class _QualityRun:
 class _Preparation:
     """What must precede the target's first write: ``prepare`` (the target table, the PLANNED records) and
     the value audit, unless deferred to the pre-arm reads (``audit``, see ``TransferEngine._audit_values``).
-    A failure of either leaves no ``failed_before_target`` record (``quiet``): nothing was read yet, or the
-    audit refused a value, and the route stays as clear as the audit always left it."""
+    A failure of either leaves no ``failed_before_target`` record (``quiet``), as before either could run
+    later: a refused value or target is a user error found before anything was written to the target."""
 
     prepare: Callable[[], None]
     audit: Callable[[], None] | None = None
