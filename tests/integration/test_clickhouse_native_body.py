@@ -58,8 +58,13 @@ def _values(base: str) -> st.SearchStrategy[object]:
         return st.one_of(st.text(max_size=20), st.text(min_size=120, max_size=140), st.just("x" * 17_000))
     if base == "Date":
         return st.dates(dt.date(1970, 1, 1), dt.date(2149, 6, 6))
-    if base == "DateTime":
-        return st.integers(0, 2**32 - 1).map(lambda s: EPOCH + dt.timedelta(seconds=s))
+    if base == "DateTime":  # naive UTC, or the same moment with an offset (both sides convert to UTC)
+        moments = st.integers(0, 2**32 - 1).map(lambda s: EPOCH + dt.timedelta(seconds=s))
+        offsets = st.integers(-14 * 60, 14 * 60).map(lambda m: dt.timezone(dt.timedelta(minutes=m)))
+        aware = st.tuples(moments, offsets).map(
+            lambda pair: pair[0].replace(tzinfo=dt.timezone.utc).astimezone(pair[1])
+        )
+        return st.one_of(moments, aware)
     precision, scale = (int(p) for p in base[len("Decimal(") : -1].split(","))
     limit = 10**precision - 1
     return st.integers(-limit, limit).map(lambda unscaled: Decimal(unscaled).scaleb(-scale))
