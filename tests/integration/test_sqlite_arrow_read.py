@@ -342,12 +342,12 @@ def _batch(markers: list[int], values: list[int]) -> pa.RecordBatch:
 )
 def test_batches_that_do_not_prove_the_literal_row_fail_the_read(batches: list[pa.RecordBatch]) -> None:
     with pytest.raises(sqlite_arrow.ArrowReadBroken):
-        list(sqlite_arrow.arrow_chunks(iter(batches), _plan(), "p", 10))
+        list(_plan().chunks(iter(batches), "p", 10))
 
 
 def test_chunks_hold_chunk_rows_across_batches_without_the_literal_row() -> None:
     batches = [_batch([0, 1, 1], [0, 1, 2]), _batch([1, 1, 1], [3, 4, 5]), _batch([1], [6])]
-    chunks = list(sqlite_arrow.arrow_chunks(iter(batches), _plan(), "p", 4))
+    chunks = list(_plan().chunks(iter(batches), "p", 4))
     assert [list(c.columns[0]) for c in chunks] == [[1, 2, 3, 4], [5, 6]]
 
 

@@ -11,11 +11,11 @@ Native way. ClickHouse 18.16 has no Arrow input format: server inserts stay Nati
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 import pyarrow as pa
 
+from airflow_provider_dpone.adapters.clickhouse.table_schema import strip_nullable
 from airflow_provider_dpone.adapters.clickhouse.type_names import decimal_parts
 
 _SIMPLE: dict[str, pa.DataType] = {
@@ -33,13 +33,11 @@ _SIMPLE: dict[str, pa.DataType] = {
     "Date": pa.date32(),
     "DateTime": pa.timestamp("s"),  # naive: the epoch second of a UTC wall time, as the Native path
 }
-_NULLABLE = re.compile(r"Nullable\((.+)\)")
 
 
 def arrow_type(type_name: str) -> pa.DataType | None:
     """The Arrow type a target column of ``type_name`` takes exactly, or ``None`` (Native only)."""
-    match = _NULLABLE.fullmatch(type_name)
-    base = match.group(1) if match else type_name
+    base = strip_nullable(type_name)
     simple = _SIMPLE.get(base)
     if simple is not None:
         return simple

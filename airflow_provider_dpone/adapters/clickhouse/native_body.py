@@ -13,16 +13,15 @@ outside ``Date``'s or ``DateTime``'s range.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from airflow_provider_dpone.adapters.clickhouse.table_schema import strip_nullable
 from airflow_provider_dpone.adapters.clickhouse.type_names import decimal_parts
 
-_NULLABLE = re.compile(r"Nullable\((.+)\)")
 _FIXED: dict[str, str] = {
     "Int8": "<i1",
     "Int16": "<i2",
@@ -143,16 +142,16 @@ def native_body(table: pa.Table, type_names: Sequence[str], wire_names: Sequence
     columns = zip(table.column_names, type_names, wire_names, table.columns, strict=True)
     for name, type_name, wire_name, chunked in columns:
         array = chunked.combine_chunks() if chunked.num_chunks != 1 else chunked.chunk(0)
-        match = _NULLABLE.fullmatch(type_name)
-        base = match.group(1) if match else type_name
-        if array.null_count and match is None:
+        base = strip_nullable(type_name)
+        nullable = base != type_name
+        if array.null_count and not nullable:
             return None  # a NULL the column cannot hold: clickhouse-connect's encoder refuses it
         values = _column(array, base)
         if values is None:
             return None
         out += _string(name)
         out += _string(wire_name)
-        if match is not None:
+        if nullable:
             out += array.is_null().to_numpy(zero_copy_only=False).astype(np.uint8).tobytes()
         out += values
     return bytes(out)

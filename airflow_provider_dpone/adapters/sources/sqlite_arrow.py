@@ -121,12 +121,28 @@ class ArrowPlan:
         return [pa.int64(), *(slot.arrow_type for slot in self.slots)]
 
     def statement(
-        self, source: str, bounds: PartitionBounds, order_by: Sequence[str]
+        self,
+        source: str,
+        bounds: PartitionBounds,
+        order_by: Sequence[str],
+        extra: Sequence[tuple[str, str, pa.DataType]] = (),
     ) -> tuple[str, tuple[object, ...]]:
-        """The literal row, then exactly the row read's ``SELECT`` (same predicate, same order)."""
-        text, params = lite.select_rows(source, self.schema.names, bounds, order_by)
+        """The literal row, then exactly the row read's ``SELECT`` (same predicate, same order); ``extra``
+        columns (alias, SQL expression, pinned type) follow the schema's."""
+        expressions = [expression for _, expression, _ in extra]
+        text, params = lite.select_rows(source, self.schema.names, bounds, order_by, expressions)
         columns = [(name, slot.arrow_type) for name, slot in zip(self.schema.names, self.slots, strict=True)]
+        columns += [(alias, kind) for alias, _, kind in extra]
         return pinned(columns, text.removeprefix("SELECT ")), params
+
+    def chunks(
+        self, batches: Iterator[pa.RecordBatch], partition_id: str, chunk_rows: int
+    ) -> Iterator[ColumnChunk]:
+        """Chunks of ``chunk_rows`` rows from the driver's batches (:func:`data_batches`), each chunk's
+        batches concatenated per column, then converted once per column (as ``ChunkBuilder.join``)."""
+        converts = [slot.convert for slot in self.slots]
+        for group in batch_groups(data_batches(batches, self.arrow_types), chunk_rows):
+            yield column_chunk(group, self.schema.names, converts, partition_id)
 
 
 def arrow_plan(
@@ -173,16 +189,6 @@ def data_batches(
             yield batch.select(list(range(1, batch.num_columns)))  # by position: names may repeat
     if first:
         raise ArrowReadBroken("no literal row")
-
-
-def arrow_chunks(
-    batches: Iterator[pa.RecordBatch], plan: ArrowPlan, partition_id: str, chunk_rows: int
-) -> Iterator[ColumnChunk]:
-    """Chunks of ``chunk_rows`` rows from the driver's batches (:func:`data_batches`), each chunk's
-    batches concatenated per column, then converted once per column (as ``ChunkBuilder.join``)."""
-    converts = [slot.convert for slot in plan.slots]
-    for group in batch_groups(data_batches(batches, plan.arrow_types), chunk_rows):
-        yield column_chunk(group, plan.schema.names, converts, partition_id)
 
 
 def batch_groups(batches: Iterator[pa.RecordBatch], chunk_rows: int) -> Iterator[list[pa.RecordBatch]]:

@@ -25,7 +25,7 @@ A clean proof also gives the Arrow read its storage facts: every count is zero.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -79,12 +79,22 @@ def _calendar(
     return proof
 
 
-_dates = _calendar(arrow_values.dates_of_texts, pa.date32(), "date_min", "date_max")
-_datetimes = _calendar(arrow_values.datetimes_of_texts, pa.timestamp("s"), "datetime_min", "datetime_max")
+#: Per calendar type: the Arrow type its values convert to, and the ``ValueLimits`` keys of its range.
+CALENDAR_RANGES: dict[str, tuple[pa.DataType, str, str]] = {
+    "Date": (pa.date32(), "date_min", "date_max"),
+    "DateTime": (pa.timestamp("s"), "datetime_min", "datetime_max"),
+}
+_dates = _calendar(arrow_values.dates_of_texts, *CALENDAR_RANGES["Date"])
+_datetimes = _calendar(arrow_values.datetimes_of_texts, *CALENDAR_RANGES["DateTime"])
 
 
 def _texts(array: pa.Array, limits: ValueLimits) -> bool:
     return True  # only its blobs matter, counted by the statement
+
+
+def blob_count(columns: Sequence[str]) -> str:
+    """The SQL expression counting, per row, the blobs among ``columns`` (``0`` for none)."""
+    return " + ".join(f"(typeof({lite.quote_ident(name)}) = 'blob')" for name in columns) or "0"
 
 
 @dataclass(frozen=True)
@@ -129,11 +139,9 @@ class AuditRead:
         condition = lite.predicate(run)
         where, params = (f"\nWHERE {condition[0]}", condition[1]) if condition is not None else ("", ())
         names = [lite.quote_ident(a.column.name) for a in self.audited]
-        blobs = " + ".join(
-            f"(typeof({name}) = 'blob')" for a, name in zip(self.audited, names, strict=True) if a.text
-        )
+        blobs = blob_count([a.column.name for a in self.audited if a.text])
         columns = [*((a.column.name, a.arrow_type) for a in self.audited), (BLOBS, pa.int64())]
-        return pinned(columns, f"{', '.join(names)}, {blobs or '0'}\nFROM {source}{where}"), params
+        return pinned(columns, f"{', '.join(names)}, {blobs}\nFROM {source}{where}"), params
 
     def proven(self, batches: Iterator[pa.RecordBatch], limits: ValueLimits) -> bool:
         """Whether every batch proves every column clean (stops at the first that does not)."""

@@ -28,7 +28,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from airflow_provider_dpone.adapters.sources import arrow_values
-from airflow_provider_dpone.adapters.sources import sqlite_sql as lite
 from airflow_provider_dpone.adapters.sources.sqlite_arrow import (
     ArrowInput,
     ArrowPlan,
@@ -36,18 +35,17 @@ from airflow_provider_dpone.adapters.sources.sqlite_arrow import (
     batch_groups,
     column_chunk,
     data_batches,
-    pinned,
 )
-from airflow_provider_dpone.adapters.sources.sqlite_arrow_audit import BLOBS, AuditRead
+from airflow_provider_dpone.adapters.sources.sqlite_arrow_audit import (
+    BLOBS,
+    CALENDAR_RANGES,
+    AuditRead,
+    blob_count,
+)
 from airflow_provider_dpone.contracts.chunk import ColumnChunk
 from airflow_provider_dpone.contracts.partition import PartitionBounds
 from airflow_provider_dpone.contracts.schema import ColumnSpec
 from airflow_provider_dpone.ports.source import ValueLimits, ValuesUnproven
-
-_CALENDARS: dict[str, tuple[pa.DataType, str, str]] = {
-    "Date": (pa.date32(), "date_min", "date_max"),
-    "DateTime": (pa.timestamp("s"), "datetime_min", "datetime_max"),
-}
 
 
 def _proving(column: ColumnSpec, slot: ColumnSlot, limits: ValueLimits) -> ArrowInput:
@@ -56,7 +54,7 @@ def _proving(column: ColumnSpec, slot: ColumnSlot, limits: ValueLimits) -> Arrow
     columnar = arrow_values.from_arrow_for(column)
     if columnar is None:  # Int64 (its type is the proof) and text (UTF-8 checked by the slot, blobs counted)
         return slot.convert
-    calendar = _CALENDARS.get(base)
+    calendar = CALENDAR_RANGES.get(base)
     low = high = None
     if calendar is not None:
         kind, low_key, high_key = calendar
@@ -96,17 +94,8 @@ class ProvingRead:
     ) -> tuple[str, tuple[object, ...]]:
         """The Arrow read's statement with the blob count after the columns."""
         names = self.plan.schema.names
-        text, params = lite.select_rows(source, names, bounds, order_by)
-        select_list = ", ".join(lite.quote_ident(name) for name in names)
-        head = f"SELECT {select_list}"
-        if not text.startswith(head):  # never: select_rows lists the columns so
-            raise ValueError("unexpected select list")
-        blobs = " + ".join(f"(typeof({lite.quote_ident(names[i])}) = 'blob')" for i in self.text_columns)
-        columns = [
-            *((name, slot.arrow_type) for name, slot in zip(names, self.plan.slots, strict=True)),
-            (BLOBS, pa.int64()),
-        ]
-        return pinned(columns, f"{select_list}, {blobs or '0'}{text[len(head) :]}"), params
+        blobs = blob_count([names[i] for i in self.text_columns])
+        return self.plan.statement(source, bounds, order_by, [(BLOBS, blobs, pa.int64())])
 
     def chunks(
         self, batches: Iterator[pa.RecordBatch], partition_id: str, chunk_rows: int

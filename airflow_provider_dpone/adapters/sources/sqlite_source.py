@@ -72,6 +72,11 @@ def audit_workers() -> int:
     return max(1, min(4, cores))
 
 
+def _clean_facts(schema: TableSchema) -> dict[str, int]:
+    """The storage facts of a run proven clean: no column holds a value of another storage class."""
+    return {fact.column: 0 for fact in value_audit.storage_facts(schema)}
+
+
 class SqliteSource:
     """The ``Source`` port over one SQLite table (or a query over it)."""
 
@@ -341,14 +346,11 @@ class SqliteSource:
         schema = self.describe()  # before any extraction: unsupported types and missing tables raise here
         order = order_columns(self._describe_full(), self._spec.partitioning.column, self._keys)
         proven = self._arrow_proven
-        proving = self._proving
-        if proven is not None and bounds in proven[0] and proving is not None:
-            statement = self._statement(lambda: proving.statement(self._source_sql, bounds, order), bounds)
-            return self._proving_stream(partition_id, proving, statement, chunk_rows)
         if proven is not None and bounds in proven[0]:
-            plan = proven[1]
-            arrow_statement = self._statement(lambda: plan.statement(self._source_sql, bounds, order), bounds)
-            return self._arrow_stream(partition_id, plan, arrow_statement, chunk_rows, bounds.label)
+            # the Arrow read, or (``prove_while_reading``) the Arrow read proving its values
+            read: sqlite_arrow.ArrowPlan | sqlite_arrow_proving.ProvingRead = self._proving or proven[1]
+            arrow_statement = self._statement(lambda: read.statement(self._source_sql, bounds, order), bounds)
+            return self._arrow_stream(partition_id, read, arrow_statement, chunk_rows, bounds.label)
         statement = self._statement(
             lambda: lite.select_rows(self._source_sql, schema.names, bounds, order), bounds
         )
@@ -357,38 +359,24 @@ class SqliteSource:
     def _arrow_stream(
         self,
         partition_id: str,
-        plan: sqlite_arrow.ArrowPlan,
+        read: sqlite_arrow.ArrowPlan | sqlite_arrow_proving.ProvingRead,
         statement: tuple[str, tuple[object, ...]],
         chunk_rows: int,
         label: str,
     ) -> Iterator[ColumnChunk]:
-        """The read of ``_stream`` through the Arrow driver (see ``sqlite_arrow``); the same errors."""
+        """The read of ``_stream`` through the Arrow driver (see ``sqlite_arrow``); the same errors. A
+        proving read (``sqlite_arrow_proving``) raises ``ValuesUnproven`` instead, on whatever it cannot
+        prove, a driver error included: the value audit then decides."""
         try:
             with (
                 self._arrow_connection() as connection,
                 sqlite_arrow_driver.batches(connection, statement) as batches,
             ):
-                yield from sqlite_arrow.arrow_chunks(batches, plan, partition_id, chunk_rows)
+                yield from read.chunks(batches, partition_id, chunk_rows)
         except sqlite_arrow_driver.READ_ERRORS as exc:
+            if isinstance(read, sqlite_arrow_proving.ProvingRead):
+                raise ValuesUnproven("the driver's read") from exc
             raise self._read_failed(label) from exc
-
-    def _proving_stream(
-        self,
-        partition_id: str,
-        proving: sqlite_arrow_proving.ProvingRead,
-        statement: tuple[str, tuple[object, ...]],
-        chunk_rows: int,
-    ) -> Iterator[ColumnChunk]:
-        """The Arrow read proving its values (``sqlite_arrow_proving``): whatever it cannot prove, a driver
-        error included, is ``ValuesUnproven``, and the value audit decides."""
-        try:
-            with (
-                self._arrow_connection() as connection,
-                sqlite_arrow_driver.batches(connection, statement) as batches,
-            ):
-                yield from proving.chunks(batches, partition_id, chunk_rows)
-        except sqlite_arrow_driver.READ_ERRORS as exc:
-            raise ValuesUnproven("the driver's read") from exc
 
     @contextlib.contextmanager
     def _arrow_connection(self) -> Iterator[Any]:
@@ -478,8 +466,7 @@ class SqliteSource:
         schema = self.describe()
         exempt = self._rowid_alias(schema)
         if self._arrow and bounds and self._arrow_audit_clean(schema, exempt, bounds, limits):
-            facts = {fact.column: 0 for fact in value_audit.storage_facts(schema)}
-            self._prove_arrow_read(schema, bounds, facts)
+            self._prove_arrow_read(schema, bounds, _clean_facts(schema))
             return
         # the storage facts cost the SQL audit a per-row expression each: counted only when they can prove
         # the Arrow read (a flag or coerced text column rules it out whatever they say)
@@ -511,8 +498,7 @@ class SqliteSource:
             return False
         schema = self.describe()
         audit = sqlite_arrow_audit.audit_read(schema, self._rowid_alias(schema), sqlite_types.needs_coercion)
-        facts = {fact.column: 0 for fact in value_audit.storage_facts(schema)}
-        plan = sqlite_arrow.arrow_plan(schema, sqlite_types.needs_coercion, facts)
+        plan = sqlite_arrow.arrow_plan(schema, sqlite_types.needs_coercion, _clean_facts(schema))
         held = value_audit.WIDEST if limits is None else limits
         proving = sqlite_arrow_proving.proving_read(plan, audit, held)
         if plan is None or proving is None:

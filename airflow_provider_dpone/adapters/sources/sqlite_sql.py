@@ -130,10 +130,15 @@ def _where(bounds: PartitionBounds) -> tuple[str, Params]:
 
 
 def select_rows(
-    source: str, columns: Sequence[str], bounds: PartitionBounds, order_by: Sequence[str]
+    source: str,
+    columns: Sequence[str],
+    bounds: PartitionBounds,
+    order_by: Sequence[str],
+    extra: Sequence[str] = (),
 ) -> tuple[str, Params]:
+    """The rows of ``bounds``: ``columns``, then any ``extra`` select expressions (SQL the caller built)."""
     where, params = _where(bounds)
-    select_list = ", ".join(quote_ident(c) for c in columns)
+    select_list = ", ".join([*(quote_ident(c) for c in columns), *extra])
     order = ", ".join(quote_ident(c) for c in order_by)
     text = f"SELECT {select_list}\nFROM {source}{where}" + (f"\nORDER BY {order}" if order else "")
     return text, params
