@@ -17,7 +17,7 @@ A column is proven by the same facts the Arrow read and the converters rely on:
 * ``Date`` / ``DateTime``: typed ``string`` behind ``''``, no blob among them (counted in the statement),
   every batch accepted by ``arrow_values``' text converters (ISO shape, real calendar days, whole
   seconds, no offset) and within the target's own range (``ValueLimits``);
-* text columns of TEXT affinity: no blob. Any other audited kind (flags, floats, wider decimals, coerced
+* text columns of TEXT affinity: valid UTF-8 and no blob. Any other audited kind (flags, floats, wider decimals, coerced
   text) leaves the whole audit to SQL.
 
 A clean proof also gives the Arrow read its storage facts: every count is zero.
@@ -89,7 +89,8 @@ _datetimes = _calendar(arrow_values.datetimes_of_texts, *CALENDAR_RANGES["DateTi
 
 
 def _texts(array: pa.Array, limits: ValueLimits) -> bool:
-    return True  # only its blobs matter, counted by the statement
+    array.validate(full=True)  # invalid UTF-8 raises: the SQL audit names it (the reads would refuse it)
+    return True  # blobs are counted by the statement
 
 
 def blob_count(columns: Sequence[str]) -> str:

@@ -11,14 +11,17 @@ the converters cannot know. The converters keep refusing as the last line.
 On SQLite, ``sqlite_arrow_audit`` tries first to prove a run clean in Arrow; only when it cannot do the
 statements here run, and only they ever refuse.
 
-What is checked, per column of the read (only types whose values can be refused; text is never audited):
+What is checked, per column of the read (only types whose values can be refused):
 
 * SQLite (dynamically typed: the declared type is the contract): integers and flags of another storage
   class or value, floats held as text or integers past 2**53, decimals with more digits than
   ``Decimal(p, s)`` holds (integers and REALs by range, ``round`` and a 15-digit ``printf`` round trip;
   text by its digits), dates and datetimes that are not ISO text, outside the target's range or (datetimes)
   with sub-second digits; a day/month partition column of type DateTime whose values carry a UTC offset
-  (partitioned by the local date, stored as UTC: ``replace_partition`` would miss rows).
+  (partitioned by the local date, stored as UTC: ``replace_partition`` would miss rows); text that is not
+  valid UTF-8 in a String column (both reads refuse it; SQLite never checks what it stores). Only text
+  with a byte outside printable ASCII reaches the UTF-8 check (``UTF8_FUNCTION``, a Python function every
+  audit connection registers with :func:`register_utf8_check`).
 * SQL Server (typed: only what the mapping can refuse): MIN/MAX of date and datetime columns against the
   target's range, sub-second digits of datetime columns, decimals of a coarse description wider than its
   scale; a ``datetimeoffset`` day/month partition column is refused by its type.
@@ -26,6 +29,7 @@ What is checked, per column of the read (only types whose values can be refused;
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
@@ -56,6 +60,7 @@ NOT_DATETIME = "not_an_iso_datetime"
 OUT_OF_RANGE = "outside_target_range"
 SUB_SECOND = "sub_second_digits"
 UTC_OFFSET = "utc_offset_in_partition_column"
+NOT_UTF8 = "not_utf8_text"
 
 _TEXTS = {
     NOT_INTEGER: "are not integers",
@@ -67,6 +72,7 @@ _TEXTS = {
     OUT_OF_RANGE: "lie outside the range the target's {type} holds ({low} .. {high})",
     SUB_SECOND: "have sub-second digits, which DateTime does not hold",
     UTC_OFFSET: "carry a UTC offset: the day partition would be their local date but they are stored in UTC",
+    NOT_UTF8: "are not valid UTF-8 text",
 }
 _HINTS = {
     SUB_SECOND: "to drop the fraction deliberately, truncate it in source.query (SQL Server: "
@@ -74,6 +80,8 @@ _HINTS = {
     UTC_OFFSET: "partition on UTC: convert the column in source.query "
     "(SQLite: datetime(col) AS col; SQL Server: CAST(SWITCHOFFSET(col, '+00:00') AS datetime2(0)) AS col)",
     DECIMAL_DIGITS: "values are never rounded to fit: widen the declared type, or ROUND/CAST in source.query",
+    NOT_UTF8: "the text was stored in another encoding: re-encode it in the source table, or select "
+    "CAST(col AS BLOB) AS col in source.query to move the bytes as they are",
 }
 
 
@@ -194,10 +202,38 @@ def _canonical(function: str, q: str) -> str:
     return f"({function}({q}) IS {q} AND (substr({q}, 9, 2) <= '28' OR {function}({q}, '+0 days') IS {q}))"
 
 
+#: The SQL name of the UTF-8 check the audit's connections register (:func:`register_utf8_check`).
+UTF8_FUNCTION = "dpone_is_utf8"
+
+
+def _is_utf8(value: bytes | None) -> int:
+    try:
+        (value or b"").decode("utf-8")
+    except UnicodeDecodeError:
+        return 0
+    return 1
+
+
+def register_utf8_check(connection: sqlite3.Connection) -> None:
+    """Make ``UTF8_FUNCTION`` callable on ``connection``: 1 when its argument (a blob: the text's bytes,
+    so Python never decodes them on the way in) is valid UTF-8 as Python's strict decoder reads it."""
+    connection.create_function(UTF8_FUNCTION, 1, _is_utf8, deterministic=True)
+
+
+def _not_utf8(q: str) -> str:
+    """``q`` is text that is not valid UTF-8. Text of printable ASCII alone (every byte 0x20..0x7E is
+    UTF-8) skips the Python function: GLOB finds any other character before the first NUL, and a NUL makes
+    ``length`` (characters before the first NUL) differ from the byte length."""
+    suspect = f"({q} GLOB '*[^ -~]*' OR length({q}) <> length(CAST({q} AS BLOB)))"
+    return f"typeof({q}) = 'text' AND {suspect} AND NOT {UTF8_FUNCTION}(CAST({q} AS BLOB))"
+
+
 def _classifier(column: ColumnSpec, calendar: set[str], lim: ValueLimits) -> _Classifier | None:
     q = lite.quote_ident(column.name)
     t = f"trim({q})"
     kind = column.clickhouse_type
+    if kind == "String":
+        return _Classifier(column, ((NOT_UTF8, _not_utf8(q)),))
     if kind.startswith(("Int", "UInt")) and kind != "UInt8":
         return _Classifier(column, ((NOT_INTEGER, f"typeof({q}) <> 'integer'"),))
     if kind == "UInt8":
