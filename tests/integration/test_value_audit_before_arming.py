@@ -163,6 +163,10 @@ BAD_VALUES = {
     "datetime before 1970": ("ts", "'1969-12-31 23:59:59'", "outside the range"),
     "datetime past 2106-02-07 06:28:15": ("ts", "'2106-02-07 06:28:16'", "outside the range"),
     "datetime with sub-second digits": ("ts", "'2026-11-30 10:00:00.250'", "sub-second"),
+    "date with a time of day": ("d", "'2026-01-01 10:30:00'", "time of day"),
+    "date at midnight with an offset": ("d", "'2026-01-01 00:00:00-05:00'", "time of day"),
+    "date a fraction past midnight": ("d", "'2026-01-01 00:00:00.5'", "time of day"),
+    "day partition column with a time of day": ("day", "'2026-11-29 23:00:00'", "time of day"),
 }
 
 
@@ -316,6 +320,15 @@ def test_an_offset_bearing_day_partition_column_is_refused_and_naive_utc_values_
             base, "SELECT toString(toDate(ts, 'UTC')), count() FROM demo.ev GROUP BY 1 ORDER BY 1"
         )
         assert dict(days) == per_day
+
+
+def test_a_date_written_as_its_midnight_lands_as_that_day(base: Path) -> None:
+    for row_id, text in ((3, "2026-01-01 00:00:00"), (4, "2026-01-01T00:00:00Z"), (5, "2026-01-01 00:00")):
+        set_value(base, "d", f"'{text}'", row_id=row_id)
+    landed = dpone("run", str(manifest(base, "chdb:///clickhouse", "demo.vals")), "--run-id", "midnight")
+    assert landed.exit_code == 0, landed.output
+    days = chdb_query(base, "SELECT DISTINCT toString(d) FROM demo.vals")
+    assert days == [("2026-01-01",)]
 
 
 def test_sub_second_digits_are_refused_and_a_deliberate_truncation_in_the_query_lands_as_written(

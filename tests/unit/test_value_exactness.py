@@ -8,6 +8,7 @@ refused instead of being cast into something else.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime, time
 from decimal import Decimal
 
 import pytest
@@ -173,6 +174,15 @@ _AUDIT_CASES: dict[str, list[object]] = {
         "30/11/2026",
         "2026-11-30T10:00:00",
         "2026-11-30 10:00:00+05:00",
+        "2026-11-30 00:00:00",
+        "2026-11-30T00:00:00Z",
+        "2026-11-30 00:00:00+00:00",
+        "2026-11-30 00:00:00-05:00",
+        "2026-11-30 00:00:00.000",
+        "2026-11-30 00:00:00.001",
+        "2026-11-30 00:00:01",
+        "2026-11-30 00:00",
+        "2026-11-30 23:59:59",
         "2026-13-01",
         20261130,
         2.5,
@@ -269,6 +279,32 @@ def test_the_decimal_audit_agrees_with_the_converter_on_any_float_or_text(value:
                 declared,
                 stored,
             )
+
+
+_MOMENTS = st.tuples(
+    st.datetimes(min_value=datetime(1970, 1, 1), max_value=datetime(2149, 6, 5)),
+    st.sampled_from([" ", "T"]),
+    st.sampled_from(["", "Z", "+00:00", "-05:00", "+01:30"]),
+    st.sampled_from([0, 3, 6]),
+    st.booleans(),
+)
+
+
+@given(_MOMENTS)
+def test_a_date_column_keeps_a_day_and_refuses_any_other_moment_in_the_audit_and_the_converter(
+    shape: tuple[datetime, str, str, int, bool],
+) -> None:
+    moment, separator, offset, digits, at_midnight = shape
+    if at_midnight:
+        moment = moment.replace(hour=0, minute=0, second=0, microsecond=0)
+    text = moment.isoformat(sep=separator, timespec="microseconds" if digits else "seconds")
+    if digits == 3:
+        text = text[:-3]
+    text += offset
+    exact_day = moment.time() == time(0) and offset in ("", "Z", "+00:00")
+    assert _audit_refuses("DATE", text) == _converter_refuses("DATE", text) == (not exact_day), text
+    if exact_day:
+        assert _convert("DATE", [text]) == [moment.date()]
 
 
 @pytest.mark.parametrize(

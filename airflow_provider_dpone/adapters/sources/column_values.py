@@ -7,9 +7,10 @@ path, which accepts every shape the drivers produce (SQLite ISO text, pymssql's 
 TDS emulator's ``datetime``/``float``) and otherwise raises ``source_read_failed`` naming the column.
 
 Conventions (what sinks and artifact writers can rely on):
-- ``Date`` -> ``datetime.date``; ``DateTime`` -> naive ``datetime.datetime`` at whole seconds (ClickHouse
-  ``DateTime`` holds seconds: a value with sub-second digits is refused; aware values are converted to UTC
-  first, then made naive);
+- ``Date`` -> ``datetime.date`` (a time of day other than midnight, or an offset, is refused: never
+  dropped); ``DateTime`` -> naive ``datetime.datetime`` at whole seconds (ClickHouse ``DateTime`` holds
+  seconds: a value with sub-second digits is refused; aware values are converted to UTC first, then made
+  naive);
 - ``Decimal(p, s)`` -> ``decimal.Decimal``, exactly: floats are taken at their shortest decimal form and a
   value with more digits than the type holds is refused, never rounded;
 - ``Int*`` -> ``int`` only (SQLite may hold ``1.5`` or ``''`` in an INTEGER column: refused, not cast);
@@ -23,7 +24,7 @@ from __future__ import annotations
 import decimal
 import uuid
 from collections.abc import Callable, Sequence
-from datetime import date, datetime, time, timezone
+from datetime import date, datetime, time, timedelta, timezone
 from typing import TypeVar
 
 from airflow_provider_dpone.adapters.sources.fast_decimals import int_float_decimals
@@ -78,11 +79,20 @@ def _checked_range(values: Column, low: object, high: object, column: ColumnSpec
 # -- Date ------------------------------------------------------------------------------------------------
 
 
+def _day_of(moment: datetime) -> date:
+    """The day of a midnight moment (naive or UTC); any other time of day or offset is refused: ``Date``
+    holds no time, and dropping it would change the value."""
+    offset = moment.utcoffset()
+    if moment.time() != time(0) or (offset is not None and offset != timedelta(0)):
+        raise _BadValue("a time of day (or a UTC offset), which Date does not hold")
+    return moment.date()
+
+
 def _one_date(value: object) -> date | None:
     if value is None:
         return None
     if isinstance(value, datetime):
-        return value.date()
+        return _day_of(value)
     if isinstance(value, date):
         return value
     if isinstance(value, str):
@@ -91,9 +101,10 @@ def _one_date(value: object) -> date | None:
             return date.fromisoformat(text)
         except ValueError:
             try:
-                return datetime.fromisoformat(text).date()
+                moment = datetime.fromisoformat(text)
             except ValueError:
                 raise _BadValue("not an ISO date") from None
+            return _day_of(moment)
     raise _BadValue(f"a {type(value).__name__} is not a date")
 
 

@@ -17,7 +17,7 @@ What is checked, per column of the read (only types whose values can be refused)
   class or value, floats held as text or integers past 2**53, decimals with more digits than
   ``Decimal(p, s)`` holds (integers and REALs by range, ``round`` and a 15-digit ``printf`` round trip;
   text by its digits), dates and datetimes that are not ISO text, outside the target's range or (datetimes)
-  with sub-second digits; a day/month partition column of type DateTime whose values carry a UTC offset
+  with sub-second digits; dates whose text carries a time of day other than midnight (or an offset); a day/month partition column of type DateTime whose values carry a UTC offset
   (partitioned by the local date, stored as UTC: ``replace_partition`` would miss rows); text that is not
   valid UTF-8 in a String column (both reads refuse it; SQLite never checks what it stores). Only text
   with a byte outside printable ASCII reaches the UTF-8 check (``UTF8_FUNCTION``, a Python function every
@@ -61,6 +61,7 @@ OUT_OF_RANGE = "outside_target_range"
 SUB_SECOND = "sub_second_digits"
 UTC_OFFSET = "utc_offset_in_partition_column"
 NOT_UTF8 = "not_utf8_text"
+TIME_IN_DATE = "time_of_day_in_date"
 
 _TEXTS = {
     NOT_INTEGER: "are not integers",
@@ -73,6 +74,7 @@ _TEXTS = {
     SUB_SECOND: "have sub-second digits, which DateTime does not hold",
     UTC_OFFSET: "carry a UTC offset: the day partition would be their local date but they are stored in UTC",
     NOT_UTF8: "are not valid UTF-8 text",
+    TIME_IN_DATE: "carry a time of day (or a UTC offset), which Date does not hold",
 }
 _HINTS = {
     SUB_SECOND: "to drop the fraction deliberately, truncate it in source.query (SQL Server: "
@@ -80,6 +82,8 @@ _HINTS = {
     UTC_OFFSET: "partition on UTC: convert the column in source.query "
     "(SQLite: datetime(col) AS col; SQL Server: CAST(SWITCHOFFSET(col, '+00:00') AS datetime2(0)) AS col)",
     DECIMAL_DIGITS: "values are never rounded to fit: widen the declared type, or ROUND/CAST in source.query",
+    TIME_IN_DATE: "declare the column DATETIME to keep the time; to drop it deliberately, select "
+    "date(col) AS col in source.query (SQLite; it arrives as String) or CAST(col AS date) (SQL Server)",
     NOT_UTF8: "the text was stored in another encoding: re-encode it in the source table, or select "
     "CAST(col AS BLOB) AS col in source.query to move the bytes as they are",
 }
@@ -195,6 +199,18 @@ def _not_iso(q: str) -> str:
     )
 
 
+def _sub_second(t: str) -> str:
+    """ISO text ``t`` has a non-zero digit after the seconds (SQLite's own parsers keep three at most)."""
+    return f"substr({t}, 20, 1) IN ('.', ',') AND ltrim(substr({t}, 21), '0') GLOB '[1-9]*'"
+
+
+def _time_of_day(t: str) -> str:
+    """ISO text ``t`` (already not ``NOT_DATE``) is more than a day: a time other than midnight, or an
+    offset that moves midnight to another moment. ``julianday`` applies the offset; digits past the
+    seconds are checked as text."""
+    return f"length({t}) > 10 AND (julianday({t}) IS NOT julianday(substr({t}, 1, 10)) OR {_sub_second(t)})"
+
+
 def _canonical(function: str, q: str) -> str:
     """``q`` is the canonical text of a real date (or whole-second naive datetime). SQLite's ``date()``
     keeps a day 29-31 that the month lacks (``2026-02-30``); only a modifier normalizes it, at twice the
@@ -250,7 +266,11 @@ def _classifier(column: ColumnSpec, calendar: set[str], lim: ValueLimits) -> _Cl
         low, high = _text(lim["date_min"]), _text(lim["date_max"])
         return _Classifier(
             column,
-            ((NOT_DATE, _not_iso(q)), (OUT_OF_RANGE, f"substr({t}, 1, 10) NOT BETWEEN '{low}' AND '{high}'")),
+            (
+                (NOT_DATE, _not_iso(q)),
+                (TIME_IN_DATE, _time_of_day(t)),
+                (OUT_OF_RANGE, f"substr({t}, 1, 10) NOT BETWEEN '{low}' AND '{high}'"),
+            ),
             fast_ok=_canonical("date", q),
             fast_branches=((OUT_OF_RANGE, f"{q} NOT BETWEEN '{low}' AND '{high}'"),),
             bounds_text=(low, high),
@@ -260,7 +280,7 @@ def _classifier(column: ColumnSpec, calendar: set[str], lim: ValueLimits) -> _Cl
         branches = [
             (NOT_DATETIME, _not_iso(q)),
             (OUT_OF_RANGE, f"datetime({t}) NOT BETWEEN '{low}' AND '{high}'"),
-            (SUB_SECOND, f"substr({t}, 20, 1) IN ('.', ',') AND ltrim(substr({t}, 21), '0') GLOB '[1-9]*'"),
+            (SUB_SECOND, _sub_second(t)),
         ]
         if column.name in calendar:
             # the day predicate compares the text's local date; the value is stored at its UTC instant
