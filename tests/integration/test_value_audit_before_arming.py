@@ -163,6 +163,12 @@ BAD_VALUES = {
     "datetime before 1970": ("ts", "'1969-12-31 23:59:59'", "outside the range"),
     "datetime past 2106-02-07 06:28:15": ("ts", "'2106-02-07 06:28:16'", "outside the range"),
     "datetime with sub-second digits": ("ts", "'2026-11-30 10:00:00.250'", "sub-second"),
+    "datetime at hour 24 (SQLite reads it, the converters do not)": (
+        "ts",
+        "'2026-11-30 24:00:00'",
+        "ISO datetimes",
+    ),
+    "datetime with a lowercase z": ("ts", "'2026-11-30 10:00:00z'", "ISO datetimes"),
     "date with a time of day": ("d", "'2026-01-01 10:30:00'", "time of day"),
     "date at midnight with an offset": ("d", "'2026-01-01 00:00:00-05:00'", "time of day"),
     "date a fraction past midnight": ("d", "'2026-01-01 00:00:00.5'", "time of day"),

@@ -108,6 +108,25 @@ def _one_date(value: object) -> date | None:
     raise _BadValue(f"a {type(value).__name__} is not a date")
 
 
+def iso_parses(text: str, *, date_only: bool) -> bool:
+    """Whether the converters' parser reads ``text`` (stripped) as an ISO date (``date_only``: a date or a
+    datetime, as :func:`dates` tries them) or an ISO datetime. The value audit asks this of every date or
+    datetime text SQLite's functions accept but do not prove canonical, so the two never disagree on
+    whether a text parses (what ``fromisoformat`` accepts grows with the Python version)."""
+    text = text.strip()
+    if date_only:
+        try:
+            date.fromisoformat(text)
+            return True
+        except ValueError:
+            pass
+    try:
+        datetime.fromisoformat(text)
+    except ValueError:
+        return False
+    return True
+
+
 def dates(column: ColumnSpec) -> Converter:
     def convert(values: Column) -> Column:
         first = _first(values)

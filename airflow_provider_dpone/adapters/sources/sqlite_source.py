@@ -131,7 +131,7 @@ class SqliteSource:
         try:
             connection = sqlite3.connect(uri, uri=True, check_same_thread=False)
             try:
-                value_audit.register_utf8_check(connection)
+                value_audit.register_functions(connection)
                 connection.execute("SELECT count(*) FROM sqlite_master").fetchone()
             except BaseException:
                 connection.close()

@@ -21,7 +21,10 @@ What is checked, per column of the read (only types whose values can be refused)
   (partitioned by the local date, stored as UTC: ``replace_partition`` would miss rows); text that is not
   valid UTF-8 in a String column (both reads refuse it; SQLite never checks what it stores). Only text
   with a byte outside printable ASCII reaches the UTF-8 check (``UTF8_FUNCTION``, a Python function every
-  audit connection registers with :func:`register_utf8_check`).
+  audit connection registers with :func:`register_functions`). Date and datetime text that SQLite's own
+  functions accept but that is not canonical (``2026-11-30T10:00:00Z``, ``2026-11-30 24:00:00``) is also
+  asked of the converters' own parser (``PARSES_FUNCTION``), so the audit never passes a text the read
+  would refuse, whatever the Python version's ``fromisoformat`` accepts.
 * SQL Server (typed: only what the mapping can refuse): MIN/MAX of date and datetime columns against the
   target's range, sub-second digits of datetime columns, decimals of a coarse description wider than its
   scale; a ``datetimeoffset`` day/month partition column is refused by its type.
@@ -189,14 +192,17 @@ def _sqlite_decimal(q: str, precision: int, scale: int) -> str:
     )
 
 
-def _not_iso(q: str) -> str:
-    """``q`` is not text starting with a real calendar date followed by a time that parses (or nothing)."""
+def _not_iso(q: str, kind: str) -> str:
+    """``q`` is not text starting with a real calendar date followed by a time that parses (or nothing), for
+    SQLite and for the converters' parser of ``kind`` (``PARSES_FUNCTION``, asked only of the text SQLite
+    accepts)."""
     t = f"trim({q})"
-    return (
-        f"NOT (typeof({q}) = 'text' AND {t} GLOB '{lite.ISO_DATE_GLOB}' "
+    sqlite_reads = (
+        f"typeof({q}) = 'text' AND {t} GLOB '{lite.ISO_DATE_GLOB}' "
         f"AND date(substr({t}, 1, 10), '+0 days') IS substr({t}, 1, 10) "
-        f"AND (length({t}) = 10 OR datetime({t}) IS NOT NULL))"
+        f"AND (length({t}) = 10 OR datetime({t}) IS NOT NULL)"
     )
+    return f"(CASE WHEN NOT ({sqlite_reads}) THEN 1 WHEN {PARSES_FUNCTION}(CAST({q} AS BLOB), '{kind}') THEN 0 ELSE 1 END)"
 
 
 def _sub_second(t: str) -> str:
@@ -218,8 +224,9 @@ def _canonical(function: str, q: str) -> str:
     return f"({function}({q}) IS {q} AND (substr({q}, 9, 2) <= '28' OR {function}({q}, '+0 days') IS {q}))"
 
 
-#: The SQL name of the UTF-8 check the audit's connections register (:func:`register_utf8_check`).
+#: The SQL names of the Python functions the audit's connections register (:func:`register_functions`).
 UTF8_FUNCTION = "dpone_is_utf8"
+PARSES_FUNCTION = "dpone_parses_as"
 
 
 def _is_utf8(value: bytes | None) -> int:
@@ -230,10 +237,21 @@ def _is_utf8(value: bytes | None) -> int:
     return 1
 
 
-def register_utf8_check(connection: sqlite3.Connection) -> None:
-    """Make ``UTF8_FUNCTION`` callable on ``connection``: 1 when its argument (a blob: the text's bytes,
-    so Python never decodes them on the way in) is valid UTF-8 as Python's strict decoder reads it."""
+def _parses_as(value: bytes | None, kind: str) -> int:
+    try:
+        text = (value or b"").decode("utf-8")
+    except UnicodeDecodeError:
+        return 0
+    return int(column_values.iso_parses(text, date_only=kind == "date"))
+
+
+def register_functions(connection: sqlite3.Connection) -> None:
+    """Make the audit's Python functions callable on ``connection``. Both take the value as a blob (the
+    text's bytes), so Python never decodes it on the way in: ``UTF8_FUNCTION(b)`` is 1 when ``b`` is valid
+    UTF-8 as Python's strict decoder reads it; ``PARSES_FUNCTION(b, 'date' | 'datetime')`` is 1 when the
+    converters' own parser reads it as that kind."""
     connection.create_function(UTF8_FUNCTION, 1, _is_utf8, deterministic=True)
+    connection.create_function(PARSES_FUNCTION, 2, _parses_as, deterministic=True)
 
 
 def _not_utf8(q: str) -> str:
@@ -267,7 +285,7 @@ def _classifier(column: ColumnSpec, calendar: set[str], lim: ValueLimits) -> _Cl
         return _Classifier(
             column,
             (
-                (NOT_DATE, _not_iso(q)),
+                (NOT_DATE, _not_iso(q, "date")),
                 (TIME_IN_DATE, _time_of_day(t)),
                 (OUT_OF_RANGE, f"substr({t}, 1, 10) NOT BETWEEN '{low}' AND '{high}'"),
             ),
@@ -278,7 +296,7 @@ def _classifier(column: ColumnSpec, calendar: set[str], lim: ValueLimits) -> _Cl
     if kind == "DateTime":
         low, high = _text(lim["datetime_min"]), _text(lim["datetime_max"])
         branches = [
-            (NOT_DATETIME, _not_iso(q)),
+            (NOT_DATETIME, _not_iso(q, "datetime")),
             (OUT_OF_RANGE, f"datetime({t}) NOT BETWEEN '{low}' AND '{high}'"),
             (SUB_SECOND, _sub_second(t)),
         ]
