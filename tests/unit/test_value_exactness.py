@@ -163,6 +163,19 @@ _AUDIT_CASES: dict[str, list[object]] = {
         0.1 + 0.2,
         "99999999999999.9999",
         "100000000000000",
+        "12\x00",  # SQLite's text functions stop at the NUL; the converter does not
+        12345678901234.5,  # 14 + 4 digits: SQLite's round() is not exact that wide
+    ],
+    "DECIMAL(38,10)": [
+        123456789012.34,
+        "123456789012.34",
+        12345678901234.5,
+        0.1 + 0.2,
+        1e-10,
+        1.5e-11,
+        1e27,
+        1e28,
+        -987654321.0123456,
     ],
     "DATE": [
         "2026-11-30",
@@ -279,7 +292,7 @@ def test_the_audit_refuses_exactly_what_the_converter_refuses(declared: str, val
 @given(st.decimals(min_value=-(10**12), max_value=10**12, places=4, allow_nan=False, allow_infinity=False))
 def test_the_decimal_audit_agrees_with_the_converter_on_any_float_or_text(value: Decimal) -> None:
     for stored in (float(value), str(value)):
-        for declared in ("NUMERIC(12,2)", "DECIMAL(18,3)"):
+        for declared in ("NUMERIC(12,2)", "DECIMAL(18,3)", "DECIMAL(20,6)", "DECIMAL(38,10)"):
             assert _audit_refuses(declared, stored) == _converter_refuses(declared, stored), (
                 declared,
                 stored,

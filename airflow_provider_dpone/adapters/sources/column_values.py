@@ -230,6 +230,20 @@ def decimal_fits(value: decimal.Decimal, precision: int, scale: int) -> bool:
     return abs(value) < _DECIMAL_CONTEXT.power(10, precision - scale)
 
 
+def _float_decimal(value: float) -> decimal.Decimal | None:
+    """The float's shortest decimal form when it has at most 15 significant digits, else ``None``."""
+    parsed = decimal.Decimal(repr(value))
+    return None if len(parsed.as_tuple().digits) > _FLOAT_EXACT_DIGITS else parsed
+
+
+def float_fits(value: float, precision: int, scale: int) -> bool:
+    """Whether :func:`decimals` takes the float ``value`` into ``Decimal(precision, scale)``. The value
+    audit asks this of SQLite REALs of a decimal wider than 15 digits, where SQLite's ``round`` is not
+    exact enough to decide."""
+    parsed = _float_decimal(value)
+    return parsed is not None and decimal_fits(parsed, precision, scale)
+
+
 def decimals(column: ColumnSpec, precision: int, scale: int) -> Converter:
     """Decimals carried exactly or refused: a value with more digits than ``Decimal(p, s)`` holds (past
     the scale, or before the point) stops the read naming the column. Floats (SQLite REAL, the TDS
@@ -244,8 +258,8 @@ def decimals(column: ColumnSpec, precision: int, scale: int) -> Converter:
         if isinstance(value, bool):
             raise _BadValue("a boolean is not a decimal")
         if isinstance(value, float):
-            parsed = Decimal(repr(value))
-            if len(parsed.as_tuple().digits) > _FLOAT_EXACT_DIGITS:
+            parsed = _float_decimal(value)
+            if parsed is None:
                 raise _BadValue("a binary float that is not exactly a decimal of 15 digits or fewer")
         elif isinstance(value, (int, Decimal)):
             parsed = Decimal(value)

@@ -172,18 +172,23 @@ def _sqlite_decimal(q: str, precision: int, scale: int) -> str:
     limit = 10**whole
     integer_bad = f"({q} >= {limit} OR {q} <= -{limit})" if limit < 2**63 else "0"
     # at precision <= 15 the rounding at the scale has <= 15 digits, and two such decimals never share a
-    # double: round() giving the value back proves it exact (the converters' fast path); beyond, the
-    # shortest form must have <= 15 digits, which a 15-digit printf that reads back as the value proves
-    shortest = f"CAST(printf('%.15g', {q}) AS REAL) = {q} AND " if precision > 15 else ""
-    real_bad = f"NOT ({shortest}round({q}, {min(scale, 30)}) = {q} AND {q} < 1e{whole} AND {q} > -1e{whole})"
+    # double: round() giving the value back proves it exact (the converters' fast path); beyond, SQLite's
+    # round() keeps about 16 digits (round(123456789012.34, 10) is 123456789012.3399), so the converters'
+    # own rule decides (``REAL_FITS_FUNCTION``)
+    if precision > 15:
+        real_bad = f"NOT {REAL_FITS_FUNCTION}({q}, {precision}, {scale})"
+    else:
+        real_bad = f"NOT (round({q}, {scale}) = {q} AND {q} < 1e{whole} AND {q} > -1e{whole})"
     unsigned = (
         f"(CASE WHEN substr(trim({q}), 1, 1) IN ('+', '-') THEN substr(trim({q}), 2) ELSE trim({q}) END)"
     )
     point = f"instr({unsigned}, '.')"
     integer_part = f"(CASE WHEN {point} > 0 THEN substr({unsigned}, 1, {point} - 1) ELSE {unsigned} END)"
     fraction = f"(CASE WHEN {point} > 0 THEN substr({unsigned}, {point} + 1) ELSE '' END)"
+    # SQLite's text functions stop at a NUL: the byte length must be the character length (digits only)
     text_ok = (
-        f"({unsigned} GLOB '*[0-9]*' AND {unsigned} NOT GLOB '*[^0-9.]*' AND {unsigned} NOT GLOB '*.*.*' "
+        f"(length({q}) = length(CAST({q} AS BLOB)) "
+        f"AND {unsigned} GLOB '*[0-9]*' AND {unsigned} NOT GLOB '*[^0-9.]*' AND {unsigned} NOT GLOB '*.*.*' "
         f"AND length(ltrim({integer_part}, '0')) <= {whole} AND length(rtrim({fraction}, '0')) <= {scale})"
     )
     return (
@@ -211,10 +216,15 @@ def _sub_second(t: str) -> str:
 
 
 def _time_of_day(t: str) -> str:
-    """ISO text ``t`` (already not ``NOT_DATE``) is more than a day: a time other than midnight, or an
-    offset that moves midnight to another moment. ``julianday`` applies the offset; digits past the
-    seconds are checked as text."""
-    return f"length({t}) > 10 AND (julianday({t}) IS NOT julianday(substr({t}, 1, 10)) OR {_sub_second(t)})"
+    """ISO text ``t`` (already not ``NOT_DATE``) is more than a day: a local time other than midnight, or
+    an offset other than zero (its moment is not the day's UTC midnight; ``julianday`` applies it). Digits
+    past the seconds are checked as text."""
+    midnight = f"julianday(substr({t}, 1, 10))"
+    local = f"julianday(substr({t}, 1, 19))"
+    return (
+        f"length({t}) > 10 AND (julianday({t}) IS NOT {midnight} OR {local} IS NOT {midnight} "
+        f"OR {_sub_second(t)})"
+    )
 
 
 def _canonical(function: str, q: str) -> str:
@@ -227,6 +237,7 @@ def _canonical(function: str, q: str) -> str:
 #: The SQL names of the Python functions the audit's connections register (:func:`register_functions`).
 UTF8_FUNCTION = "dpone_is_utf8"
 PARSES_FUNCTION = "dpone_parses_as"
+REAL_FITS_FUNCTION = "dpone_real_fits"
 
 
 def _is_utf8(value: bytes | None) -> int:
@@ -249,9 +260,11 @@ def register_functions(connection: sqlite3.Connection) -> None:
     """Make the audit's Python functions callable on ``connection``. Both take the value as a blob (the
     text's bytes), so Python never decodes it on the way in: ``UTF8_FUNCTION(b)`` is 1 when ``b`` is valid
     UTF-8 as Python's strict decoder reads it; ``PARSES_FUNCTION(b, 'date' | 'datetime')`` is 1 when the
-    converters' own parser reads it as that kind."""
+    converters' own parser reads it as that kind; ``REAL_FITS_FUNCTION(r, p, s)`` is 1 when the converters
+    take the REAL ``r`` into ``Decimal(p, s)``."""
     connection.create_function(UTF8_FUNCTION, 1, _is_utf8, deterministic=True)
     connection.create_function(PARSES_FUNCTION, 2, _parses_as, deterministic=True)
+    connection.create_function(REAL_FITS_FUNCTION, 3, column_values.float_fits, deterministic=True)
 
 
 def _not_utf8(q: str) -> str:
