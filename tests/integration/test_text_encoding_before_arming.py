@@ -1,4 +1,4 @@
-"""Text that is not valid UTF-8 stops the run before arming, on every path (black-box ``dpone run`` into chDB).
+"""Text that is not valid UTF-8 stops the run before arming, on every path (black-box `dpone run`, chDB).
 
 SQLite stores whatever bytes it is given as TEXT; both reads refuse such text (the row read cannot decode
 it, the Arrow read validates it). Before this check the value audit never looked at text, so on the

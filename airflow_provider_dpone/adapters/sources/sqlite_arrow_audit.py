@@ -17,8 +17,8 @@ A column is proven by the same facts the Arrow read and the converters rely on:
 * ``Date`` / ``DateTime``: typed ``string`` behind ``''``, no blob among them (counted in the statement),
   every batch accepted by ``arrow_values``' text converters (ISO shape, real calendar days, whole
   seconds, no offset) and within the target's own range (``ValueLimits``);
-* text columns of TEXT affinity: valid UTF-8 and no blob. Any other audited kind (flags, floats, wider decimals, coerced
-  text) leaves the whole audit to SQL.
+* text columns of TEXT affinity: valid UTF-8 and no blob. Any other audited kind (flags, floats, wider
+  decimals, coerced text) leaves the whole audit to SQL.
 
 A clean proof also gives the Arrow read its storage facts: every count is zero.
 """

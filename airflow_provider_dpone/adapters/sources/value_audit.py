@@ -15,16 +15,17 @@ What is checked, per column of the read (only types whose values can be refused)
 
 * SQLite (dynamically typed: the declared type is the contract): integers and flags of another storage
   class or value, floats held as text or integers past 2**53, decimals with more digits than
-  ``Decimal(p, s)`` holds (integers and REALs by range, ``round`` and a 15-digit ``printf`` round trip;
-  text by its digits), dates and datetimes that are not ISO text, outside the target's range or (datetimes)
-  with sub-second digits; dates whose text carries a time of day other than midnight (or an offset); a day/month partition column of type DateTime whose values carry a UTC offset
-  (partitioned by the local date, stored as UTC: ``replace_partition`` would miss rows); text that is not
-  valid UTF-8 in a String column (both reads refuse it; SQLite never checks what it stores). Only text
-  with a byte outside printable ASCII reaches the UTF-8 check (``UTF8_FUNCTION``, a Python function every
-  audit connection registers with :func:`register_functions`). Date and datetime text that SQLite's own
-  functions accept but that is not canonical (``2026-11-30T10:00:00Z``, ``2026-11-30 24:00:00``) is also
-  asked of the converters' own parser (``PARSES_FUNCTION``), so the audit never passes a text the read
-  would refuse, whatever the Python version's ``fromisoformat`` accepts.
+  ``Decimal(p, s)`` holds (integers by range, REALs by range and ``round`` up to 15 digits and by the
+  converters' own rule beyond (``REAL_FITS_FUNCTION``), text by its digits), dates and datetimes that are
+  not ISO text, outside the target's range or (datetimes) with sub-second digits; dates whose text carries
+  a time of day other than midnight (or an offset); a day/month partition column of type DateTime whose
+  values carry a UTC offset (partitioned by the local date, stored as UTC: ``replace_partition`` would miss
+  rows); text that is not valid UTF-8 in a String column (both reads refuse it; SQLite never checks what
+  it stores). Only text with a byte outside printable ASCII reaches the UTF-8 check (``UTF8_FUNCTION``, a
+  Python function every audit connection registers with :func:`register_functions`). Date and datetime
+  text that SQLite's own functions accept but that is not canonical (``2026-11-30T10:00:00Z``,
+  ``2026-11-30 24:00:00``) is also asked of the converters' own parser (``PARSES_FUNCTION``), so the audit
+  never passes a text the read would refuse, whatever the Python version's ``fromisoformat`` accepts.
 * SQL Server (typed: only what the mapping can refuse): MIN/MAX of date and datetime columns against the
   target's range, sub-second digits of datetime columns, decimals of a coarse description wider than its
   scale; a ``datetimeoffset`` day/month partition column is refused by its type.
@@ -207,7 +208,8 @@ def _not_iso(q: str, kind: str) -> str:
         f"AND date(substr({t}, 1, 10), '+0 days') IS substr({t}, 1, 10) "
         f"AND (length({t}) = 10 OR datetime({t}) IS NOT NULL)"
     )
-    return f"(CASE WHEN NOT ({sqlite_reads}) THEN 1 WHEN {PARSES_FUNCTION}(CAST({q} AS BLOB), '{kind}') THEN 0 ELSE 1 END)"
+    converter_reads = f"{PARSES_FUNCTION}(CAST({q} AS BLOB), '{kind}')"
+    return f"(CASE WHEN NOT ({sqlite_reads}) THEN 1 WHEN {converter_reads} THEN 0 ELSE 1 END)"
 
 
 def _sub_second(t: str) -> str:
