@@ -305,16 +305,25 @@ def test_the_switch_keeps_every_read_on_the_row_path(tmp_path: Path, monkeypatch
     assert not _proven_by_default(path)
 
 
-def test_invalid_utf8_text_fails_the_read_on_both_paths(tmp_path: Path) -> None:
+def test_invalid_utf8_text_is_refused_by_the_audit_and_by_the_read_itself(tmp_path: Path) -> None:
     path = tmp_path / "s.sqlite"
     _write(path, [(i, _day(0), 1, 1.5, 2.25, "2026-10-01 00:00:00", "x") for i in range(1, 9)])
     with sqlite3.connect(path) as conn:
         conn.execute("UPDATE t SET note = CAST(x'41ff42' AS TEXT) WHERE id = 5")
     conn.close()
-    for arrow in (True, False):
+    for arrow in (True, False):  # before arming: the audit names the column
         with pytest.raises(DponeError) as caught:
             _read(path, arrow=arrow)
+        assert caught.value.code is ErrorCode.MANIFEST_INVALID
+        assert (caught.value.details["column"], caught.value.details["reason"]) == ("note", "not_utf8_text")
+    source = SqliteSource(path, _spec(), arrow_read=True)  # the read, unaudited, is the last line
+    try:
+        bound = source.plan_partitions()[0]
+        with pytest.raises(DponeError) as caught:
+            list(source.read("p", bound, 5))
         assert caught.value.code is ErrorCode.SOURCE_READ_FAILED
+    finally:
+        source.close()
 
 
 def _plan() -> sqlite_arrow.ArrowPlan:
