@@ -48,6 +48,12 @@ _SCHEME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0
 #: What ends a URI's userinfo candidate after ``://``.
 _USERINFO_END = re.compile(r"[/?#@\s]")
 _PASSWORD_PARAM = re.compile(r"[?&;](?:password|passwd|pwd)=", re.IGNORECASE)
+#: A connection name: the characters Airflow admits in a connection ID (letters, digits, ``_``, and
+#: ``# ! ( ) - . : / \``), at most 250 of them. Anything else in a connection field (JSON, spaces, quotes)
+#: is refused before it can be echoed: it is no name, and it may hold a secret.
+_CONNECTION_NAME = re.compile(r"[\w#!()\-.:/\\]{1,250}")
+#: A JSON connection's secret-bearing key.
+_JSON_SECRET_KEY = re.compile(r"[\"'](?:password|passwd|pwd|secret|token)[\"']\s*:", re.IGNORECASE)
 
 
 class LoadedManifest(BaseModel):
@@ -248,7 +254,25 @@ def _secret_problems(
                 visit(item, (*path, index))
         elif isinstance(value, str):
             line = positions.get(path, (None, None))[0]
-            if path in connection_paths and is_inline(value):
+            if path in connection_paths and not is_inline(value) and not _CONNECTION_NAME.fullmatch(value):
+                secret = _JSON_SECRET_KEY.search(value) is not None
+                problems.append(
+                    ManifestProblem(
+                        kind=ProblemKind.FORBIDDEN_SECRET if secret else ProblemKind.INVALID_CONNECTION,
+                        path=format_path(path),
+                        message=(
+                            "a manifest must not contain a password; move this connection to an "
+                            "AIRFLOW_CONN_<NAME> variable"
+                            if secret
+                            else "not a connection name, which holds only letters, digits and the characters "
+                            "_ - . : / # ! ( ) and backslash; an inline connection is a credential-free "
+                            "sqlite:/// or chdb:/// URI, anything else belongs in an AIRFLOW_CONN_<NAME> "
+                            "variable"
+                        ),
+                        line=line,
+                    )
+                )
+            elif path in connection_paths and is_inline(value):
                 try:
                     parse_inline(value)
                 except InlineUriError as exc:

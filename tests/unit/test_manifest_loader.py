@@ -229,6 +229,41 @@ def test_inline_uris_are_limited_to_credential_free_paths(tmp_path: Path, value:
     assert [(p["path"], p["kind"]) for p in problems] == [("checkpoints.connection", "invalid_connection")]
 
 
+@pytest.mark.parametrize(
+    ("value", "kind"),
+    [
+        ('{"conn_type": "dpone_clickhouse", "password": "hunter2"}', "forbidden_secret"),
+        ("{'conn_type': 'mssql', 'PWD': 'hunter2'}", "forbidden_secret"),
+        ('{"conn_type": "x", "extra": {"token": "hunter2"}}', "forbidden_secret"),
+        ('{"conn_type": "x", "secret" : "hunter2"}', "forbidden_secret"),
+        ('{"conn_type": "dpone_clickhouse", "host": "hunter2"}', "invalid_connection"),
+        ("my hunter2 target", "invalid_connection"),
+        ("hunter2@db", "invalid_connection"),
+        ("x" * 251, "invalid_connection"),
+    ],
+)
+def test_a_connection_field_that_is_no_name_is_refused_without_echoing_it(
+    tmp_path: Path, value: str, kind: str
+) -> None:
+    """JSON written inline (or any text that is no connection ID) used to reach the lookup, whose error
+    repeated it, a password included, as the name of an AIRFLOW_CONN_ variable to set."""
+    text = VALID.replace("connection: analytics_clickhouse", f"connection: {value!r}")
+    with pytest.raises(DponeError) as info:
+        load_manifest(write(tmp_path, text))
+
+    problems = info.value.details["problems"]
+    assert [(p["path"], p["kind"]) for p in problems] == [("sink.connection", kind)]
+    shown = info.value.render() + repr(info.value.details) + "".join(info.value.hint_lines)
+    assert "hunter2" not in shown and "x" * 251 not in shown
+
+
+@pytest.mark.parametrize("name", ["analytics_clickhouse", "ch.prod-1", "team:ch/prod", "a#b!(c)", "x" * 250])
+def test_connection_names_take_every_character_airflow_admits_in_a_connection_id(
+    tmp_path: Path, name: str
+) -> None:
+    load_manifest(write(tmp_path, VALID.replace("connection: analytics_clickhouse", f"connection: {name!r}")))
+
+
 def test_a_password_anywhere_else_in_the_manifest_is_refused(tmp_path: Path) -> None:
     text = VALID.replace("table: dbo.orders", "table: dbo.orders\n  query: 'x mssql://u:hunter2@h/db'")
     found = by_path(problems_of(write(tmp_path, text)))
