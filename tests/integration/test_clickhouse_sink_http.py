@@ -284,7 +284,22 @@ def test_refused_credentials_are_target_unreachable_and_name_no_secret(
         sink.close()
 
     assert refused.value.code is ErrorCode.TARGET_UNREACHABLE
+    assert "refused the login" in str(refused.value) and refused.value.details["cause"] == "login_refused"
     assert_no_secret(refused.value, SECRET, "Wrong password", "DB::Exception")
+
+
+def test_an_unknown_user_is_a_refused_login_too(clickhouse_http: EndpointDescriptor) -> None:
+    endpoint = clickhouse_http.model_copy(update={"user": "nobody_here", "password": SecretStr(SECRET)})
+    sink = ClickHouseSink(endpoint)
+    try:
+        with pytest.raises(DponeError) as refused:
+            sink.table_exists("analytics.orders")
+    finally:
+        sink.close()
+
+    assert refused.value.code is ErrorCode.TARGET_UNREACHABLE
+    assert refused.value.details["cause"] == "login_refused"
+    assert_no_secret(refused.value, SECRET, "nobody_here", "Unknown user", "DB::Exception")
 
 
 def _wait_until_refused(port: int, timeout_s: float = 10.0) -> None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import importlib
 import logging
 import os
+import re
 import ssl
 from collections.abc import Mapping
 from typing import Any
@@ -142,6 +143,16 @@ def _open_http(endpoint: EndpointDescriptor, *, readonly: bool = False) -> Clien
                 "(install its CA where the client trusts it; verify: false only for a server you trust)",
                 details=failure_details(endpoint, exc),
             ) from exc
+        if login_refused(exc):  # still retryable: the connection may be corrected before the next try
+            raise DponeError(
+                ErrorCode.TARGET_UNREACHABLE,
+                f"could not connect to the ClickHouse server of {endpoint.describe()}: the server refused "
+                "the login (an unknown user or a wrong password)",
+                details={**failure_details(endpoint, exc), "cause": "login_refused"},
+                hint_lines=(
+                    "check the user and password the connection holds; every try meets the same login",
+                ),
+            ) from exc
         raise DponeError(
             ErrorCode.TARGET_UNREACHABLE,
             f"could not connect to the ClickHouse server of {endpoint.describe()}",
@@ -243,6 +254,22 @@ def tls_unverified(exc: BaseException) -> bool:
             return True
         todo += [item.__cause__, item.__context__, getattr(item, "reason", None), *item.args]
     return False
+
+
+#: Server codes of a refused login: UNKNOWN_USER and WRONG_PASSWORD (18.16), AUTHENTICATION_FAILED (later).
+_LOGIN_REFUSED_CODES = frozenset({192, 193, 516})
+_SERVER_CODE = re.compile(r"\bCode: (\d+)")
+
+
+def login_refused(exc: BaseException) -> bool:
+    """Whether the server refused the connection's login. Only a code number and the HTTP status are read
+    from the driver's message; nothing of it is repeated."""
+    text = str(exc)
+    code = getattr(exc, "code", None)
+    if not isinstance(code, int):
+        found = _SERVER_CODE.search(text)
+        code = int(found.group(1)) if found else None
+    return code in _LOGIN_REFUSED_CODES or "HTTP status 401" in text
 
 
 def failure_details(endpoint: EndpointDescriptor, exc: BaseException) -> dict[str, Any]:
