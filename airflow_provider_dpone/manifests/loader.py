@@ -255,23 +255,7 @@ def _secret_problems(
         elif isinstance(value, str):
             line = positions.get(path, (None, None))[0]
             if path in connection_paths and not is_inline(value) and not _CONNECTION_NAME.fullmatch(value):
-                secret = _JSON_SECRET_KEY.search(value) is not None
-                problems.append(
-                    ManifestProblem(
-                        kind=ProblemKind.FORBIDDEN_SECRET if secret else ProblemKind.INVALID_CONNECTION,
-                        path=format_path(path),
-                        message=(
-                            "a manifest must not contain a password; move this connection to an "
-                            "AIRFLOW_CONN_<NAME> variable"
-                            if secret
-                            else "not a connection name, which holds only letters, digits and the characters "
-                            "_ - . : / # ! ( ) and backslash; an inline connection is a credential-free "
-                            "sqlite:/// or chdb:/// URI, anything else belongs in an AIRFLOW_CONN_<NAME> "
-                            "variable"
-                        ),
-                        line=line,
-                    )
-                )
+                problems.append(_not_a_connection_name(value, format_path(path), line))
             elif path in connection_paths and is_inline(value):
                 try:
                     parse_inline(value)
@@ -300,6 +284,23 @@ def _secret_problems(
 
     visit(data, ())
     return problems
+
+
+def _not_a_connection_name(value: str, path: str, line: int | None) -> ManifestProblem:
+    """The problem of a connection field holding neither a name nor an inline URI; never repeats it."""
+    if _JSON_SECRET_KEY.search(value):
+        kind = ProblemKind.FORBIDDEN_SECRET
+        message = (
+            "a manifest must not contain a password; move this connection to an AIRFLOW_CONN_<NAME> variable"
+        )
+    else:
+        kind = ProblemKind.INVALID_CONNECTION
+        message = (
+            "not a connection name, which holds only letters, digits and the characters _ - . : / # ! ( ) and "
+            "backslash; an inline connection is a credential-free sqlite:/// or chdb:/// URI, anything else "
+            "belongs in an AIRFLOW_CONN_<NAME> variable"
+        )
+    return ManifestProblem(kind=kind, path=path, message=message, line=line)
 
 
 def has_uri_password(value: str) -> bool:
