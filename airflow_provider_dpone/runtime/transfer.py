@@ -141,20 +141,18 @@ class _Preparation:
     quiet: bool = False
 
     def prepare_target(self) -> None:
-        try:
-            self.prepare()
-        except BaseException:
-            self.quiet = True
-            raise
+        self._quietly(self.prepare)
         self.prepared = True
 
     def decide(self) -> None:
         """The deferred audit, now: it refuses the value (``quiet``), or the reads go on without proving."""
         audit, self.audit = self.audit, None
-        if audit is None:
-            return
+        if audit is not None:
+            self._quietly(audit)
+
+    def _quietly(self, step: Callable[[], None]) -> None:
         try:
-            audit()
+            step()
         except BaseException:
             self.quiet = True
             raise

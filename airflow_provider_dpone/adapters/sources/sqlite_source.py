@@ -500,7 +500,7 @@ class SqliteSource:
         schema = self.describe()
         audit = sqlite_arrow_audit.audit_read(schema, self._rowid_alias(schema), sqlite_types.needs_coercion)
         plan = sqlite_arrow.arrow_plan(schema, sqlite_types.needs_coercion, _clean_facts(schema))
-        held = value_audit.WIDEST if limits is None else limits
+        held = value_audit.held_limits(limits)
         proving = sqlite_arrow_proving.proving_read(plan, audit, held)
         if plan is None or proving is None:
             return False
@@ -532,7 +532,7 @@ class SqliteSource:
             self._statement(functools.partial(read.statement, self._source_sql, run), run)
             for run in value_audit.audit_runs(bounds, self._audit_connections)
         ]
-        held = value_audit.WIDEST if limits is None else limits
+        held = value_audit.held_limits(limits)
 
         def proven(statement: tuple[str, tuple[object, ...]]) -> bool:
             connection = sqlite_arrow_driver.connect(self._path)

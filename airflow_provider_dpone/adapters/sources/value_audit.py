@@ -123,7 +123,8 @@ def _calendar_partition_columns(bounds: Sequence[PartitionBounds]) -> set[str]:
     }
 
 
-def _limits(limits: ValueLimits | None) -> ValueLimits:
+def held_limits(limits: ValueLimits | None) -> ValueLimits:
+    """The range values are held to: the target's, or the converters' own when it reports none."""
     return WIDEST if limits is None else limits
 
 
@@ -456,7 +457,7 @@ def sqlite_plan(
     """The audit of a read of ``schema``; ``None`` when no column can hold a refused value. ``exempt``:
     columns SQLite itself keeps exact (the rowid alias holds only integers). ``with_facts``: also count
     the :func:`storage_facts` (for the Arrow read)."""
-    lim = _limits(limits)
+    lim = held_limits(limits)
     calendar = _calendar_partition_columns(bounds)
     audited = [col for col in schema.columns if col.name not in exempt]
     classifiers = [c for c in (_classifier(col, calendar, lim) for col in audited) if c is not None]
@@ -514,7 +515,7 @@ def mssql_offset_partition(schema: TableSchema, bounds: Sequence[PartitionBounds
 
 def mssql_checks(schema: TableSchema, limits: ValueLimits | None) -> list[Check]:
     """MIN/MAX of calendar columns against the target's range, sub-second digits, coarse decimal scale."""
-    lim = _limits(limits)
+    lim = held_limits(limits)
     checks: list[Check] = []
     for column in schema.columns:
         q = tsql.quote_ident(column.name)
