@@ -1,8 +1,11 @@
-"""Builders shared by tests: partition bounds and target permits as the product's own code makes them."""
+"""Builders shared by tests: partition bounds and target permits as the product's own code makes them, and
+the day-partitioned SQLite manifest several black-box suites run."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
+from pathlib import Path
 
 from airflow_provider_dpone.contracts.partition import BoundsKind, PartitionBounds
 from airflow_provider_dpone.contracts.permit import TargetPermit
@@ -40,3 +43,46 @@ def permit_for(
     if open_:
         permit._open_window()
     return permit
+
+
+def sqlite_day_manifest(
+    base: Path,
+    table: str,
+    *,
+    state: str,
+    sink: str = "chdb:///clickhouse",
+    target: str | None = None,
+    export: str = "lazy_plan",
+    load: str = "direct",
+    strategy: str = "replace_partition",
+    order_by: str = "id",
+    query: str = "",
+) -> Path:
+    """A new manifest file in ``base`` moving ``table`` of ``base/source.sqlite`` (or ``query`` over it),
+    partitioned by day on its ``day`` column, into ``target`` (``demo.<table>``) over ``sink``, with its
+    checkpoints in connection ``state``."""
+    path = base / f"{table}-{uuid.uuid4().hex[:6]}.yaml"
+    query_line = f'\n  query: "{query}"' if query else ""
+    path.write_text(
+        f"""
+kind: native_transfer
+name: {table}_by_day
+source:
+  type: sqlite
+  connection: sqlite:///source.sqlite
+  table: {table}{query_line}
+  partitioning: {{kind: day, column: day}}
+  export: {export}
+sink:
+  type: clickhouse
+  connection: {sink}
+  table: {target or f"demo.{table}"}
+  strategy: {strategy}
+  load: {load}
+  order_by: [{order_by}]
+checkpoints:
+  connection: {state}
+""",
+        encoding="utf-8",
+    )
+    return path

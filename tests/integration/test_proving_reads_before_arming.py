@@ -10,7 +10,6 @@ target or staging table) or proves a good one for the row read, and the reads ru
 from __future__ import annotations
 
 import sqlite3
-import uuid
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_dpone.adapters.sources.sqlite_source import SqliteSource
+from tests.builders import sqlite_day_manifest
 from tests.integration.test_route_spelling import dpone
 from tests.integration.test_user_errors_before_arming import chdb_query, checkpoint_rows
 
@@ -43,30 +43,9 @@ PATHS = [("file_artifact", "direct"), ("file_artifact", "staged"), ("lazy_plan",
 
 
 def manifest(base: Path, export: str = "file_artifact", load: str = "direct", order_by: str = "id") -> Path:
-    path = base / f"vals-{uuid.uuid4().hex[:6]}.yaml"
-    path.write_text(
-        f"""
-kind: native_transfer
-name: proving_export
-source:
-  type: sqlite
-  connection: sqlite:///source.sqlite
-  table: vals
-  partitioning: {{kind: day, column: day}}
-  export: {export}
-sink:
-  type: clickhouse
-  connection: chdb:///clickhouse
-  table: demo.vals
-  strategy: replace_partition
-  load: {load}
-  order_by: [{order_by}]
-checkpoints:
-  connection: proving_state
-""",
-        encoding="utf-8",
+    return sqlite_day_manifest(
+        base, "vals", state="proving_state", export=export, load=load, order_by=order_by
     )
-    return path
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ from airflow_provider_dpone.adapters.sources.sqlite_source import SqliteSource
 from airflow_provider_dpone.contracts.chunk import ColumnChunk
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.ports.source import ValueLimits, ValuesUnproven
-from tests.integration.test_sqlite_arrow_read import _spec
+from tests.integration.test_sqlite_arrow_read import _same_chunks, _spec
 from tests.integration.test_sqlite_arrow_read import rows_strategy as arrow_read_rows
 
 FIRST = date(2026, 10, 1)
@@ -83,20 +83,11 @@ def _proving_read(path: Path, limits: ValueLimits = WIDE) -> list[ColumnChunk]:
         source.close()
 
 
-def _same_values(proving: list[ColumnChunk], rows: list[ColumnChunk]) -> None:
-    assert [c.row_count for c in proving] == [c.row_count for c in rows]
-    for a, r in zip(proving, rows, strict=True):
-        assert a.names == r.names and a.partition_id == r.partition_id
-        for name, left, right in zip(a.names, a.columns, r.columns, strict=True):
-            assert list(left) == list(right), name
-            assert [type(v) for v in left] == [type(v) for v in right], name
-
-
 def test_a_clean_table_reads_the_row_reads_values_through_the_proving_read(tmp_path: Path) -> None:
     path = tmp_path / "s.sqlite"
     _write(path, _clean())
     proving = _proving_read(path)
-    _same_values(proving, _row_read(path))
+    _same_chunks(proving, _row_read(path))
     assert any(isinstance(column, ArrowColumn) for chunk in proving for column in chunk.columns)
 
 
@@ -111,7 +102,7 @@ def test_any_clean_values_arrive_as_the_row_read_gives_them(
 ) -> None:
     path = tmp_path / "h.sqlite"
     _write(path, [(i, _day(i), *row) for i, row in enumerate(rows, start=1)])
-    _same_values(_proving_read(path), _row_read(path))
+    _same_chunks(_proving_read(path), _row_read(path))
 
 
 # column, SQL literal the audit's Arrow proof would not prove, whether the SQL audit then refuses it (if not,
@@ -171,7 +162,7 @@ def test_a_moment_outside_the_targets_range_stops_the_proving_read(tmp_path: Pat
     narrow: ValueLimits = {**WIDE, "datetime_max": datetime(2026, 10, 2, 10, 0, 4)}
     with pytest.raises(ValuesUnproven):
         _proving_read(path, narrow)
-    _same_values(
+    _same_chunks(
         _proving_read(path, {**narrow, "datetime_max": datetime(2026, 10, 3, 10, 0, 12)}), _row_read(path)
     )
 

@@ -13,12 +13,12 @@ bytes as they are.
 from __future__ import annotations
 
 import sqlite3
-import uuid
 from pathlib import Path
 
 import pytest
 
 from airflow_provider_dpone.adapters.sources import value_audit
+from tests.builders import sqlite_day_manifest
 from tests.integration.test_route_spelling import dpone
 from tests.integration.test_user_errors_before_arming import chdb_query, checkpoint_rows
 
@@ -57,31 +57,9 @@ def set_note(base: Path, table: str, hex_bytes: str, row_id: int) -> None:
 def manifest(
     base: Path, table: str, *, export: str = "lazy_plan", load: str = "direct", query: str = ""
 ) -> Path:
-    path = base / f"{table}-{uuid.uuid4().hex[:6]}.yaml"
-    query_line = f'\n  query: "{query}"' if query else ""
-    path.write_text(
-        f"""
-kind: native_transfer
-name: text_encoding
-source:
-  type: sqlite
-  connection: sqlite:///source.sqlite
-  table: {table}{query_line}
-  partitioning: {{kind: day, column: day}}
-  export: {export}
-sink:
-  type: clickhouse
-  connection: chdb:///clickhouse
-  table: demo.{table}
-  strategy: replace_partition
-  load: {load}
-  order_by: [id]
-checkpoints:
-  connection: text_encoding_state
-""",
-        encoding="utf-8",
+    return sqlite_day_manifest(
+        base, table, state="text_encoding_state", export=export, load=load, query=query
     )
-    return path
 
 
 @pytest.fixture

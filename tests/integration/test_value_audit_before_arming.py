@@ -22,6 +22,7 @@ import pytest
 
 from airflow_provider_dpone.adapters.clickhouse.client import open_client
 from airflow_provider_dpone.contracts.endpoints import EndpointDescriptor
+from tests.builders import sqlite_day_manifest
 from tests.integration.test_route_spelling import dpone
 from tests.integration.test_user_errors_before_arming import chdb_query, checkpoint_rows
 
@@ -86,30 +87,16 @@ def manifest(
     load: str = "direct",
     strategy: str = "replace_partition",
 ) -> Path:
-    path = base / f"vals-{uuid.uuid4().hex[:6]}.yaml"
-    path.write_text(
-        f"""
-kind: native_transfer
-name: value_audit
-source:
-  type: sqlite
-  connection: sqlite:///source.sqlite
-  table: vals
-  partitioning: {{kind: day, column: day}}
-  export: {export}
-sink:
-  type: clickhouse
-  connection: {sink}
-  table: {table}
-  strategy: {strategy}
-  load: {load}
-  order_by: [id]
-checkpoints:
-  connection: value_audit_state
-""",
-        encoding="utf-8",
+    return sqlite_day_manifest(
+        base,
+        "vals",
+        state="value_audit_state",
+        sink=sink,
+        target=table,
+        export=export,
+        load=load,
+        strategy=strategy,
     )
-    return path
 
 
 @pytest.fixture
