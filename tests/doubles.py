@@ -267,7 +267,9 @@ class RecordingSink:
             raise InjectedFault("injected target failure after mutation")
         return len(rows)
 
-    def begin_staging(self, table: str, schema: TableSchema, operation_id: str) -> str:
+    def begin_staging(
+        self, table: str, schema: TableSchema, operation_id: str, order_by: tuple[str, ...] = ()
+    ) -> str:
         self.events.append("sink.begin_staging")
         name = f"{table}__stage"
         self.tables[name] = []

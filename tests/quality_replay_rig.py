@@ -139,7 +139,9 @@ class MemoryTarget:
         self.tables.setdefault(table, []).extend(rows)
         return len(rows)
 
-    def begin_staging(self, table: str, schema: TableSchema, operation_id: str) -> str:
+    def begin_staging(
+        self, table: str, schema: TableSchema, operation_id: str, order_by: tuple[str, ...] = ()
+    ) -> str:
         name = f"{table}__stage"
         self.tables[name] = []
         return name

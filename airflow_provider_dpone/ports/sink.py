@@ -39,8 +39,11 @@ class CheckingSink(Sink, Protocol):
 
 @runtime_checkable
 class StagedSink(Sink, Protocol):
-    def begin_staging(self, table: str, schema: TableSchema, operation_id: str) -> str:
-        """Create an empty staging table for one operation; returns its name. Not a target mutation."""
+    def begin_staging(
+        self, table: str, schema: TableSchema, operation_id: str, order_by: tuple[str, ...] = ()
+    ) -> str:
+        """Create an empty staging table for one operation, keyed as the target (``order_by``); returns
+        its name. Not a target mutation."""
 
     def stage(self, staging_table: str, schema: TableSchema, chunks: Iterable[ColumnChunk]) -> int:
         """Insert chunks into the staging table. Returns rows staged."""

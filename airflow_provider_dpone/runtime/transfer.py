@@ -712,7 +712,9 @@ class TransferEngine:
 
                     def stage_all() -> int:
                         nonlocal staging
-                        staging = staged_sink.begin_staging(table, schema, lifecycle.batch_id)
+                        staging = staged_sink.begin_staging(
+                            table, schema, lifecycle.batch_id, self._order_by(schema)
+                        )
                         with contextlib.closing(self._chunks(active, artifacts, tally)) as chunks:
                             return staged_sink.stage(staging, schema, chunks)
 

@@ -37,6 +37,7 @@ from airflow_provider_dpone.adapters.clickhouse.quoting import (
     quote_identifier,
     quote_string,
 )
+from airflow_provider_dpone.adapters.clickhouse.staged_publish import attach_statement, attachable_partitions
 from airflow_provider_dpone.adapters.clickhouse.table_schema import (
     TargetColumn,
     column_list,
@@ -178,14 +179,14 @@ class ClickHouseSink:
             client = self._client()
             client.command(f"CREATE DATABASE IF NOT EXISTS {quote_identifier(name.database)}")
             if not self._exists(client, name):
-                nullable_key = any(schema.column(c).nullable for c in order_by)
-                statement = create_table_sql(
-                    name,
-                    schema,
-                    order_by,
-                    nullable_key_setting=nullable_key and self._has_nullable_key_setting(client),
+                client.command(
+                    create_table_sql(
+                        name,
+                        schema,
+                        order_by,
+                        nullable_key_setting=self._nullable_key(client, schema, order_by),
+                    )
                 )
-                client.command(statement)
                 log.info("created target table %s", name)
             target = self._describe(client, name)
         # compared even right after creation: another writer may have created it first
@@ -226,16 +227,26 @@ class ClickHouseSink:
 
     # -- staged load -------------------------------------------------------------------------------
 
-    def begin_staging(self, table: str, schema: TableSchema, operation_id: str) -> str:
-        """A fresh staging table for one operation (a leftover of the same name is dropped first)."""
-        name = self._name(table)
+    def begin_staging(
+        self, table: str, schema: TableSchema, operation_id: str, order_by: tuple[str, ...] = ()
+    ) -> str:
+        """A fresh staging table for one operation (a leftover of the same name is dropped first),
+        defined as :meth:`prepare_target` defines the target, so its parts can be attached to it."""
+        name = self._refusals_before_statements(table, schema, order_by)
         digest = hashlib.sha256(f"{name}|{operation_id}".encode()).hexdigest()[:16]
         staging = TableName(name.database, STAGING_PREFIX + digest)
         with self._failures("create the staging table", staging, step="begin_staging"):
             client = self._client()
             client.command(f"CREATE DATABASE IF NOT EXISTS {quote_identifier(name.database)}")
             client.command(f"DROP TABLE IF EXISTS {staging.sql()}")
-            client.command(create_staging_sql(staging, schema))
+            client.command(
+                create_staging_sql(
+                    staging,
+                    schema,
+                    order_by,
+                    nullable_key_setting=self._nullable_key(client, schema, order_by),
+                )
+            )
         return str(staging)
 
     def stage(self, staging_table: str, schema: TableSchema, chunks: Iterable[ColumnChunk]) -> int:
@@ -247,8 +258,9 @@ class ClickHouseSink:
         return self._insert_all(client, staging, schema, types, chunks)
 
     def finalize_staged_load(self, permit: TargetPermit, staging_table: str, table: str) -> int:
-        """Strategy scope, ``INSERT INTO target SELECT ... FROM staging``, drop staging. Returns rows
-        published."""
+        """Strategy scope, then the staging table's parts attached to the target where both are defined
+        alike (``staged_publish``), else ``INSERT INTO target SELECT ... FROM staging``; drop staging.
+        Returns rows published."""
         permit.require_open(table)
         name = self._name(table)
         staging = self._staging_name(staging_table)
@@ -270,12 +282,18 @@ class ClickHouseSink:
             staged = self._describe(client, staging)
             target = self._describe(client, name)
             rows = int(client.query(f"SELECT count() FROM {staging.sql()}").result_rows[0][0])
+            partitions = attachable_partitions(client, staging, name)
         self._require_staging_fits(name, staged, target)
         self._apply_scope(client, name, scope, target)
         columns = column_list(list(staged))
         with self._failures("publish the staging table into the target", name, step="publish", code=_LOAD):
-            client.command(f"INSERT INTO {name.sql()} ({columns}) SELECT {columns} FROM {staging.sql()}")
-        log.info("published %d staged rows into %s", rows, name)
+            if partitions is None:
+                client.command(f"INSERT INTO {name.sql()} ({columns}) SELECT {columns} FROM {staging.sql()}")
+            else:
+                for partition_id in partitions:
+                    client.command(attach_statement(name, partition_id, staging))
+        how = "rows copied" if partitions is None else "parts attached"
+        log.info("published %d staged rows into %s (%s)", rows, name, how)
         self._drop_staging(staging)
         return rows
 
@@ -458,6 +476,10 @@ class ClickHouseSink:
     def _describe(client: Client, name: TableName) -> dict[str, TargetColumn]:
         rows = client.query(f"DESCRIBE TABLE {name.sql()}").result_rows
         return {str(r[0]): TargetColumn(str(r[0]), str(r[1]), str(r[2] or "")) for r in rows}
+
+    def _nullable_key(self, client: Client, schema: TableSchema, order_by: tuple[str, ...]) -> bool:
+        """Whether a table of ``schema`` keyed by ``order_by`` is created with ``allow_nullable_key``."""
+        return any(schema.column(c).nullable for c in order_by) and self._has_nullable_key_setting(client)
 
     @staticmethod
     def _has_nullable_key_setting(client: Client) -> bool:

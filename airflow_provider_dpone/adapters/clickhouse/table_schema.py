@@ -84,8 +84,9 @@ def create_table_sql(
     order_by: Sequence[str],
     *,
     nullable_key_setting: bool,
+    if_not_exists: bool = True,
 ) -> str:
-    """``CREATE TABLE IF NOT EXISTS`` with MergeTree.
+    """``CREATE TABLE IF NOT EXISTS`` with MergeTree (``CREATE TABLE`` with ``if_not_exists=False``).
 
     Nullable columns cannot be sorting-key columns on 18.16 (nor on current engines without
     ``allow_nullable_key``). Where the engine has that setting it is enabled, so the key stays usable for
@@ -102,10 +103,16 @@ def create_table_sql(
             keys.append(quote_identifier(name))
     key = f"({', '.join(keys)})" if keys else "tuple()"
     settings = " SETTINGS allow_nullable_key = 1" if nullable_keys and nullable_key_setting else ""
-    return f"CREATE TABLE IF NOT EXISTS {table.sql()} ({columns}) ENGINE = MergeTree ORDER BY {key}{settings}"
+    create = "CREATE TABLE IF NOT EXISTS" if if_not_exists else "CREATE TABLE"
+    return f"{create} {table.sql()} ({columns}) ENGINE = MergeTree ORDER BY {key}{settings}"
 
 
-def create_staging_sql(table: TableName, schema: TableSchema) -> str:
-    """Staging tables are plain MergeTree without a key: written once, read once, dropped."""
-    columns = ", ".join(f"{quote_identifier(c.name)} {c.full_type()}" for c in schema.columns)
-    return f"CREATE TABLE {table.sql()} ({columns}) ENGINE = MergeTree ORDER BY tuple()"
+def create_staging_sql(
+    table: TableName, schema: TableSchema, order_by: Sequence[str], *, nullable_key_setting: bool
+) -> str:
+    """A staging table is created exactly as :func:`create_table_sql` creates its target (same columns,
+    key and settings), so that publishing can attach its parts instead of copying its rows
+    (``staged_publish``); a target of any other definition is published by copying, as before."""
+    return create_table_sql(
+        table, schema, order_by, nullable_key_setting=nullable_key_setting, if_not_exists=False
+    )

@@ -1,0 +1,250 @@
+"""Publishing a staging table by attaching its parts, and copying where attaching would differ.
+
+A staging table is created as its target is (same columns, key and settings), so a staged load's
+publish attaches the staged parts to the target instead of reading and writing every row again
+(``adapters/clickhouse/staged_publish.py``). Each test compares the target's values with what was
+staged, on chDB and on the ClickHouse 18.16 server; the copy path is kept wherever attaching parts
+would not be what an insert does: another table definition, a materialized view on the target.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Iterator, Sequence
+from datetime import date, datetime
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from airflow_provider_dpone.adapters.clickhouse.quoting import TableName
+from airflow_provider_dpone.adapters.clickhouse.sink import ClickHouseSink
+from airflow_provider_dpone.adapters.clickhouse.staged_publish import attachable_partitions, definition_of
+from airflow_provider_dpone.adapters.sources.demo_data import create_demo_source
+from airflow_provider_dpone.compose import open_runtime
+from airflow_provider_dpone.contracts.chunk import ColumnChunk
+from airflow_provider_dpone.contracts.endpoints import ClickHouseInterface, EndpointDescriptor, EndpointKind
+from airflow_provider_dpone.contracts.route import Strategy
+from airflow_provider_dpone.contracts.schema import ColumnSpec, TableSchema
+from airflow_provider_dpone.manifests.loader import load_manifest
+from tests.builders import BATCH, permit_for
+
+SINK_LOG = "airflow_provider_dpone.adapters.clickhouse.sink"
+ORDER_BY = ("order_date", "id")
+SCHEMA = TableSchema(
+    columns=(
+        ColumnSpec(name="id", clickhouse_type="Int64", nullable=False),
+        ColumnSpec(name="order_date", clickhouse_type="Date", nullable=False),
+        ColumnSpec(name="customer", clickhouse_type="String", nullable=True),
+        ColumnSpec(name="amount", clickhouse_type="Decimal(12,2)", nullable=False),
+        ColumnSpec(name="updated_at", clickhouse_type="DateTime", nullable=False),
+    )
+)
+D1, D2 = date(2026, 11, 29), date(2026, 11, 30)
+
+
+def chunk(ids: Sequence[int], day: date) -> ColumnChunk:
+    n = len(ids)
+    return ColumnChunk(
+        partition_id="p",
+        names=SCHEMA.names,
+        columns=(
+            list(ids),
+            [day] * n,
+            [None if i % 3 == 0 else f"c{i}" for i in ids],
+            [Decimal(i) / 100 for i in ids],
+            [datetime(day.year, day.month, day.day, 8, i % 60) for i in ids],
+        ),
+        row_count=n,
+    )
+
+
+def expected(chunks: Sequence[ColumnChunk]) -> list[tuple[object, ...]]:
+    return sorted(tuple(row) for c in chunks for row in zip(*c.columns, strict=True))
+
+
+def target_rows(sink: ClickHouseSink, table: str) -> list[tuple[object, ...]]:
+    rows = sink._client().query(f"SELECT {', '.join(SCHEMA.names)} FROM {table} ORDER BY id").result_rows
+    return sorted(tuple(r) for r in rows)
+
+
+def publish(sink: ClickHouseSink, table: str, staged: Sequence[ColumnChunk], order_by: Sequence[str]) -> str:
+    """Stage ``staged`` in inserts of their own (several parts) and publish them; returns the staging name."""
+    staging = sink.begin_staging(table, SCHEMA, BATCH, tuple(order_by))
+    for one in staged:
+        sink.stage(staging, SCHEMA, [one])
+    assert sink.finalize_staged_load(permit_for(table, Strategy.INCREMENTAL_APPEND), staging, table) == sum(
+        c.row_count for c in staged
+    )
+    return staging
+
+
+@pytest.fixture
+def chdb_sink(chdb_dir: Path) -> Iterator[ClickHouseSink]:
+    sink = ClickHouseSink(
+        EndpointDescriptor(
+            name="t", kind=EndpointKind.CLICKHOUSE, interface=ClickHouseInterface.CHDB, path=str(chdb_dir)
+        )
+    )
+    try:
+        yield sink
+    finally:
+        sink.close()
+
+
+@pytest.fixture
+def chdb_target(chdb_sink: ClickHouseSink) -> tuple[ClickHouseSink, str]:
+    return chdb_sink, "demo.orders"
+
+
+@pytest.fixture
+def server_target(clickhouse_http: EndpointDescriptor) -> Iterator[tuple[ClickHouseSink, str]]:
+    """``<unique db>.orders`` on the shared 18.16 server; the database is dropped afterwards."""
+    sink = ClickHouseSink(clickhouse_http)
+    database = f"dpone_publish_{uuid.uuid4().hex[:10]}"
+    try:
+        yield sink, f"{database}.orders"
+    finally:
+        sink._client().command(f"DROP DATABASE IF EXISTS {database}")
+        sink.close()
+
+
+@pytest.mark.parametrize("where", ["chdb", "server"])
+def test_a_staging_table_defined_as_its_target_is_published_by_attaching_its_parts(
+    where: str, request: pytest.FixtureRequest, caplog: pytest.LogCaptureFixture
+) -> None:
+    sink, table = request.getfixturevalue(f"{where}_target")
+    sink.prepare_target(table, SCHEMA, ORDER_BY)
+    before = [chunk([1, 2, 3], D1)]
+    sink.load(permit_for(table, Strategy.INCREMENTAL_APPEND), table, SCHEMA, before)
+    staged = [chunk([10, 11, 12], D2), chunk([13, 14], D1), chunk([15], D2)]
+
+    staging = sink.begin_staging(table, SCHEMA, BATCH, ORDER_BY)
+    for one in staged:
+        sink.stage(staging, SCHEMA, [one])
+    assert attachable_partitions(sink._client(), TableName.parse(staging), TableName.parse(table)) == ["all"]
+    with caplog.at_level(logging.INFO, logger=SINK_LOG):
+        published = sink.finalize_staged_load(permit_for(table, Strategy.INCREMENTAL_APPEND), staging, table)
+
+    assert published == 6
+    assert target_rows(sink, table) == expected(before + staged)  # every value, nothing twice
+    assert "(parts attached)" in caplog.text
+    assert not sink.table_exists(staging)
+
+
+def test_a_staged_run_stages_keyed_as_its_target_and_attaches(
+    tmp_path: Path, chdb_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The runtime hands the target's key to the staging table: without it the publish copies."""
+    create_demo_source(tmp_path / "source.sqlite", 2_000, days=4)
+    manifest = tmp_path / "manifest.yaml"
+    manifest.write_text(
+        """
+kind: native_transfer
+name: staged_attach
+source:
+  type: sqlite
+  connection: sqlite:///source.sqlite
+  table: orders
+  partitioning: {kind: day, column: order_date}
+sink:
+  type: clickhouse
+  connection: chdb:///chdb
+  table: demo.orders
+  strategy: incremental_append
+  load: staged
+  order_by: [order_date, id]
+checkpoints:
+  connection: sqlite:///state.sqlite
+""",
+        encoding="utf-8",
+    )
+    with caplog.at_level(logging.INFO, logger=SINK_LOG), open_runtime(load_manifest(manifest)) as runtime:
+        report = runtime.run("run-1")
+    assert report.rows_committed == 2_000
+    assert "published 2000 staged rows into demo.orders (parts attached)" in caplog.text
+
+
+@pytest.mark.parametrize(
+    "definition",
+    [
+        "ENGINE = MergeTree PARTITION BY toYYYYMM(order_date) ORDER BY (order_date, id)",
+        "ENGINE = MergeTree ORDER BY id",
+        "ENGINE = ReplacingMergeTree ORDER BY (order_date, id)",
+        "ENGINE = MergeTree ORDER BY (order_date, id) SETTINGS index_granularity = 1024",
+    ],
+    ids=["partitioned", "other_key", "replacing", "other_settings"],
+)
+def test_a_target_defined_otherwise_gets_the_staged_rows_copied(
+    definition: str, chdb_sink: ClickHouseSink, caplog: pytest.LogCaptureFixture
+) -> None:
+    columns = (
+        "id Int64, order_date Date, customer Nullable(String), amount Decimal(12,2), updated_at DateTime"
+    )
+    chdb_sink._client().command("CREATE DATABASE IF NOT EXISTS demo")
+    chdb_sink._client().command(f"CREATE TABLE demo.orders ({columns}) {definition}")
+    staged = [chunk([10, 11], D2), chunk([12], D1)]
+
+    with caplog.at_level(logging.INFO, logger=SINK_LOG):
+        publish(chdb_sink, "demo.orders", staged, ORDER_BY)
+
+    assert "(rows copied)" in caplog.text
+    assert target_rows(chdb_sink, "demo.orders") == expected(staged)
+
+
+def test_a_materialized_view_on_the_target_still_receives_the_staged_rows(
+    chdb_sink: ClickHouseSink, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An insert feeds a materialized view; attaching parts would not, so such a target is copied into."""
+    chdb_sink.prepare_target("demo.orders", SCHEMA, ORDER_BY)
+    chdb_sink._client().command(
+        "CREATE MATERIALIZED VIEW demo.daily ENGINE = SummingMergeTree ORDER BY order_date "
+        "AS SELECT order_date, count() AS orders FROM demo.orders GROUP BY order_date"
+    )
+    staged = [chunk([10, 11, 12], D2), chunk([13], D1)]
+
+    with caplog.at_level(logging.INFO, logger=SINK_LOG):
+        publish(chdb_sink, "demo.orders", staged, ORDER_BY)
+
+    assert "(rows copied)" in caplog.text
+    assert target_rows(chdb_sink, "demo.orders") == expected(staged)
+    daily = chdb_sink._client().query("SELECT order_date, sum(orders) FROM demo.daily GROUP BY order_date")
+    assert sorted(tuple(r) for r in daily.result_rows) == [(D1, 1), (D2, 3)]
+
+
+def test_a_nothing_staged_publish_attaches_nothing_and_keeps_the_target(chdb_sink: ClickHouseSink) -> None:
+    chdb_sink.prepare_target("demo.orders", SCHEMA, ORDER_BY)
+    before = [chunk([1, 2], D1)]
+    chdb_sink.load(permit_for("demo.orders", Strategy.INCREMENTAL_APPEND), "demo.orders", SCHEMA, before)
+    staging = chdb_sink.begin_staging("demo.orders", SCHEMA, BATCH, ORDER_BY)
+    assert chdb_sink.finalize_staged_load(permit_for("demo.orders"), staging, "demo.orders") == 0
+    assert target_rows(chdb_sink, "demo.orders") == expected(before)
+
+
+@pytest.mark.parametrize(
+    ("staging", "target"),
+    [
+        (
+            "CREATE TABLE d._dpone_stage_ab (`id` Int64) ENGINE = MergeTree ORDER BY id",
+            "CREATE TABLE d.t (`id` Int32) ENGINE = MergeTree ORDER BY id",
+        ),
+        (
+            "CREATE TABLE d._dpone_stage_ab ( id Int64) ENGINE = MergeTree ORDER BY id",
+            "CREATE TABLE d.`t (x)` ( id Int64) ENGINE = MergeTree ORDER BY id",
+        ),
+        (
+            "CREATE TABLE d._dpone_stage_ab (`id` Int64) ENGINE = MergeTree ORDER BY id",
+            "CREATE VIEW d.t (`id` Int64) AS SELECT 1",
+        ),
+    ],
+    ids=["other_type", "name_with_parenthesis", "not_a_table"],
+)
+def test_definitions_compare_unequal_whenever_they_might_differ(staging: str, target: str) -> None:
+    assert definition_of(staging) != definition_of(target)
+
+
+def test_definitions_compare_equal_apart_from_the_table_name() -> None:
+    assert definition_of("CREATE TABLE d.s (`id` Int64) ENGINE = MergeTree ORDER BY id") == definition_of(
+        "CREATE TABLE `my db`.orders (`id` Int64) ENGINE = MergeTree ORDER BY id"
+    )
