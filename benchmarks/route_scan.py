@@ -67,9 +67,12 @@ def run_route_scan(spec: dict[str, Any]) -> dict[str, Any]:
     from airflow_provider_dpone.runtime.route_family import latest_by_partition, load_family
 
     history_rows = int(spec["history_rows"])
+    suffix = uuid.uuid4().hex[:8]
+    # a target of its own: a kept store (--keep) holds earlier runs' histories, and the scan reads every
+    # route of the target, so a shared target would make each run scan all earlier ones too
     route = RouteIdentity(
-        source_table=f"bench.scan_{uuid.uuid4().hex[:8]}",
-        target_table="bench.scan_target",
+        source_table=f"bench.scan_{suffix}",
+        target_table=f"bench.scan_target_{suffix}",
         strategy=Strategy.INCREMENTAL_APPEND,
     )
     active = _partitions(history_rows // 2, route)
