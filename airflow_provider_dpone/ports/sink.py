@@ -42,8 +42,9 @@ class StagedSink(Sink, Protocol):
     def begin_staging(
         self, table: str, schema: TableSchema, operation_id: str, order_by: tuple[str, ...] = ()
     ) -> str:
-        """Create an empty staging table for one operation, keyed as the target (``order_by``); returns
-        its name. Not a target mutation."""
+        """Create an empty staging table for ``operation_id``, keyed as the target (``order_by``), first
+        dropping a leftover of the same operation; returns its name. Not a target mutation. The runtime
+        passes the route's key, so every attempt of a route reuses one staging table."""
 
     def stage(self, staging_table: str, schema: TableSchema, chunks: Iterable[ColumnChunk]) -> int:
         """Insert chunks into the staging table. Returns rows staged."""

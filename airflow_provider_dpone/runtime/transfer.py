@@ -712,8 +712,10 @@ class TransferEngine:
 
                     def stage_all() -> int:
                         nonlocal staging
+                        # named for the route, not the attempt: the next attempt of the route drops
+                        # what a killed one left (the route's guard scan has passed by now)
                         staging = staged_sink.begin_staging(
-                            table, schema, lifecycle.batch_id, self._order_by(schema)
+                            table, schema, self._route.key(), self._order_by(schema)
                         )
                         with contextlib.closing(self._chunks(active, artifacts, tally)) as chunks:
                             return staged_sink.stage(staging, schema, chunks)

@@ -53,6 +53,20 @@ def target_counts(chdb_path: Path) -> tuple[int, int]:
         client.close()
 
 
+def leftover_staging(chdb_path: Path) -> list[str]:
+    """Staging tables still in the target's database (each attempt of a route reuses one name)."""
+    import clickhouse_connect
+
+    client = clickhouse_connect.get_client(interface="chdb", path=str(chdb_path))
+    try:
+        rows = client.query(
+            "SELECT name FROM system.tables WHERE database = 'demo' AND startsWith(name, '_dpone_stage_')"
+        ).result_rows
+        return [str(r[0]) for r in rows]
+    finally:
+        client.close()
+
+
 def delete_partial_rows(chdb_path: Path, lower: str, upper: str) -> None:
     import clickhouse_connect
 
@@ -204,12 +218,16 @@ def kill_at_random_moments(
         count, unique = target_counts(chdb_path)
         assert count == unique, f"trial {trial}: duplicate rows after the kill"
 
-        again = dpone("run", str(manifest), "--run-id", f"trial-{trial}")
+        # a new run ID, as a re-run from the command line or a new DAG run gets (an Airflow retry keeps it)
+        again = dpone("run", str(manifest), "--run-id", f"trial-{trial}-again")
         assert again.returncode in (0, 3), f"trial {trial}: exit {again.returncode}: {again.stderr[-500:]}"
         count, unique = target_counts(chdb_path)
         assert count == unique, f"trial {trial}: duplicate rows after the re-run"
         if again.returncode == 0:
             assert count == ROWS
+            assert leftover_staging(chdb_path) == [], (
+                f"trial {trial}: a killed attempt's staging table is left"
+            )
             outcomes.append("complete" if killed else "finished-before-kill")
             continue
 
@@ -225,6 +243,7 @@ def kill_at_random_moments(
         final = dpone("run", str(manifest))
         assert final.returncode == 0, final.stderr
         assert target_counts(chdb_path) == (ROWS, ROWS)
+        assert leftover_staging(chdb_path) == [], f"trial {trial}: a killed attempt's staging table is left"
         outcomes.append("blocked-then-resolved")
 
     print(
