@@ -67,7 +67,9 @@ def test_server_killed_mid_insert_records_unknown_outcome_and_the_retry_stops_be
         while "armed" not in guard_phases(tmp_path / "state.sqlite") and time.monotonic() < deadline:
             assert proc.poll() is None, proc.communicate()
             time.sleep(0.01)
-        time.sleep(0.3)  # well inside the insert of 300k rows in 2k-row chunks
+        # inside the target call: its insert of 300k rows takes ~0.4 s on a fast machine (0.3 s after
+        # arming once landed after the commit), so the kill follows the armed batch at once
+        time.sleep(0.05)
         assert server.pid is not None
         os.kill(server.pid, signal.SIGKILL)
         out, _ = proc.communicate(timeout=120)
