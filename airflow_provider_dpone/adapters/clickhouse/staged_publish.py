@@ -5,8 +5,7 @@ tenth of a staged 1M-row run, and a second full write of the data on a large loa
 staging table exactly as it creates the target (``table_schema.create_staging_sql``). When the two
 definitions are the same, ``ALTER TABLE target ATTACH PARTITION ID ... FROM staging`` adds the staging
 table's parts to the target as they are (hard links; no row is read or written again). A table without a
-partition key, as dpone creates them, has one partition, so the publish is one statement, and the
-engine commits all its parts at once where the copy committed block by block.
+partition key, as dpone creates them, has one partition, so the publish is one statement.
 
 Parts are attached only when every one of these holds, else the rows are copied as before:
 
