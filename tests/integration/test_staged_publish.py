@@ -22,6 +22,7 @@ from airflow_provider_dpone.adapters.clickhouse.quoting import TableName
 from airflow_provider_dpone.adapters.clickhouse.sink import ClickHouseSink
 from airflow_provider_dpone.adapters.clickhouse.staged_publish import attachable_partitions, definition_of
 from airflow_provider_dpone.adapters.sources.demo_data import create_demo_source
+from airflow_provider_dpone.cli.demo_cmd import DEMO_MANIFEST
 from airflow_provider_dpone.compose import open_runtime
 from airflow_provider_dpone.contracts.chunk import ColumnChunk
 from airflow_provider_dpone.contracts.endpoints import ClickHouseInterface, EndpointDescriptor, EndpointKind
@@ -139,27 +140,11 @@ def test_a_staged_run_stages_keyed_as_its_target_and_attaches(
     """The runtime hands the target's key to the staging table: without it the publish copies."""
     create_demo_source(tmp_path / "source.sqlite", 2_000, days=4)
     manifest = tmp_path / "manifest.yaml"
-    manifest.write_text(
-        """
-kind: native_transfer
-name: staged_attach
-source:
-  type: sqlite
-  connection: sqlite:///source.sqlite
-  table: orders
-  partitioning: {kind: day, column: order_date}
-sink:
-  type: clickhouse
-  connection: chdb:///chdb
-  table: demo.orders
-  strategy: incremental_append
-  load: staged
-  order_by: [order_date, id]
-checkpoints:
-  connection: sqlite:///state.sqlite
-""",
-        encoding="utf-8",
+    staged = DEMO_MANIFEST.replace("load: direct", "load: staged").replace(
+        "chdb:///clickhouse", "chdb:///chdb"
     )
+    assert "load: staged" in staged and "order_by: [order_date, id]" in staged
+    manifest.write_text(staged, encoding="utf-8")
     with caplog.at_level(logging.INFO, logger=SINK_LOG), open_runtime(load_manifest(manifest)) as runtime:
         report = runtime.run("run-1")
     assert report.rows_committed == 2_000
