@@ -17,10 +17,12 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from airflow_provider_dpone.adapters.clickhouse.quoting import TableName
+from airflow_provider_dpone.adapters.clickhouse.quoting import TableName, quote_identifier
 from airflow_provider_dpone.adapters.clickhouse.sink import ClickHouseSink
-from airflow_provider_dpone.adapters.clickhouse.staged_publish import attachable_partitions, definition_of
+from airflow_provider_dpone.adapters.clickhouse.staged_publish import attachable_partitions, same_definition
 from airflow_provider_dpone.adapters.sources.demo_data import create_demo_source
 from airflow_provider_dpone.cli.demo_cmd import DEMO_MANIFEST
 from airflow_provider_dpone.compose import open_runtime
@@ -207,29 +209,42 @@ def test_a_nothing_staged_publish_attaches_nothing_and_keeps_the_target(chdb_sin
     assert target_rows(chdb_sink, "demo.orders") == expected(before)
 
 
+STAGING = TableName("d", "_dpone_stage_0123456789abcdef")
+DEFINITION = " (`id` Int64) ENGINE = MergeTree ORDER BY id SETTINGS index_granularity = 8192"
+
+
 @pytest.mark.parametrize(
-    ("staging", "target"),
+    "target_query",
     [
-        (
-            "CREATE TABLE d._dpone_stage_ab (`id` Int64) ENGINE = MergeTree ORDER BY id",
-            "CREATE TABLE d.t (`id` Int32) ENGINE = MergeTree ORDER BY id",
-        ),
-        (
-            "CREATE TABLE d._dpone_stage_ab ( id Int64) ENGINE = MergeTree ORDER BY id",
-            "CREATE TABLE d.`t (x)` ( id Int64) ENGINE = MergeTree ORDER BY id",
-        ),
-        (
-            "CREATE TABLE d._dpone_stage_ab (`id` Int64) ENGINE = MergeTree ORDER BY id",
-            "CREATE VIEW d.t (`id` Int64) AS SELECT 1",
-        ),
+        "CREATE TABLE d.t (`id` Int32) ENGINE = MergeTree ORDER BY id SETTINGS index_granularity = 8192",
+        "CREATE TABLE d.`t (x)`" + DEFINITION,
+        "CREATE TABLE e.t" + DEFINITION,
+        "CREATE VIEW d.t" + DEFINITION,
+        "CREATE TABLE d.t" + DEFINITION + " COMMENT 'x'",
     ],
-    ids=["other_type", "name_with_parenthesis", "not_a_table"],
+    ids=["other_type", "other_name", "other_database", "not_a_table", "more_after"],
 )
-def test_definitions_compare_unequal_whenever_they_might_differ(staging: str, target: str) -> None:
-    assert definition_of(staging) != definition_of(target)
+def test_definitions_differing_in_anything_but_the_name_compare_unequal(target_query: str) -> None:
+    staging_query = f"CREATE TABLE d.{STAGING.table}{DEFINITION}"
+    assert not same_definition(staging_query, STAGING, target_query, TableName("d", "t"))
 
 
-def test_definitions_compare_equal_apart_from_the_table_name() -> None:
-    assert definition_of("CREATE TABLE d.s (`id` Int64) ENGINE = MergeTree ORDER BY id") == definition_of(
-        "CREATE TABLE `my db`.orders (`id` Int64) ENGINE = MergeTree ORDER BY id"
+@given(
+    database=st.text(min_size=1, max_size=8),
+    table=st.text(min_size=1, max_size=8),
+    quoted=st.booleans(),
+    staged=st.text(max_size=12),
+    published=st.text(max_size=12),
+)
+def test_two_definitions_compare_equal_exactly_when_they_are_the_same_but_for_the_names(
+    database: str, table: str, quoted: bool, staged: str, published: str
+) -> None:
+    """Whatever the names hold (parentheses, quotes, the staging name itself), the comparison never
+    takes two different definitions for one: it can only err towards copying."""
+    printed = quote_identifier(table) if quoted else table
+    staging = TableName(database, STAGING.table)
+    staging_query = f"CREATE TABLE {database}.{staging.table} ({staged}"
+    target_query = f"CREATE TABLE {database}.{printed} ({published}"
+    assert same_definition(staging_query, staging, target_query, TableName(database, table)) == (
+        staged == published
     )

@@ -10,9 +10,9 @@ partition key, as dpone creates them, has one partition, so the publish is one s
 Parts are attached only when every one of these holds, else the rows are copied as before:
 
 * both tables are plain ``MergeTree`` (not replicated, replacing or a view);
-* their ``CREATE TABLE`` text is the same after the table's name: columns, types, defaults, codecs, key,
-  partitioning, TTL, indexes and settings (a target created by hand another way is converted by the
-  copy, which attaching could not do);
+* their ``CREATE TABLE`` texts are the same but for the two tables' own names: columns, types, defaults,
+  codecs, key, partitioning, TTL, indexes and settings (a target created by hand another way is converted
+  by the copy, which attaching could not do);
 * no materialized view reads from the target: an insert feeds such a view, attaching parts does not.
 """
 
@@ -20,9 +20,7 @@ from __future__ import annotations
 
 from clickhouse_connect.driver.client import Client
 
-from airflow_provider_dpone.adapters.clickhouse.quoting import TableName, quote_string
-
-_CREATE = "CREATE TABLE "
+from airflow_provider_dpone.adapters.clickhouse.quoting import TableName, quote_identifier, quote_string
 
 
 def attachable_partitions(client: Client, staging: TableName, target: TableName) -> list[str] | None:
@@ -38,8 +36,7 @@ def attachable_partitions(client: Client, staging: TableName, target: TableName)
         return None
     if staged[1] != "MergeTree" or published[1] != "MergeTree" or list(published[3]):
         return None
-    definition = definition_of(str(staged[2]))
-    if definition is None or definition != definition_of(str(published[2])):
+    if not same_definition(str(staged[2]), staging, str(published[2]), target):
         return None
     parts = client.query(
         "SELECT DISTINCT partition_id FROM system.parts"
@@ -49,15 +46,24 @@ def attachable_partitions(client: Client, staging: TableName, target: TableName)
     return [str(row[0]) for row in parts]
 
 
-def definition_of(create_query: str) -> str | None:
-    """A ``CREATE TABLE`` text from the first `` (`` after the name on (``None``: not such a text).
+def same_definition(staging_query: str, staging: TableName, target_query: str, target: TableName) -> bool:
+    """Whether two ``CREATE TABLE`` texts of one database are the same but for the tables' own names.
 
-    A name holding `` (`` cuts it early, so the two texts differ and the rows are copied: the comparison
-    can only err towards copying."""
-    if not create_query.startswith(_CREATE):
-        return None
-    _name, opening, rest = create_query[len(_CREATE) :].partition(" (")
-    return rest if opening else None
+    The staging table's name (``_dpone_stage_`` and hex) is never quoted, so its text splits exactly into
+    ``CREATE TABLE <database>.`` + name + definition. The target's text must start with the same
+    ``CREATE TABLE <database>.`` and its name as the server prints it (bare or back-quoted), and end with
+    the same definition: nothing but the names is left out of the comparison, so a text the server prints
+    any other way compares unequal and the rows are copied."""
+    marker = "." + staging.table + " ("
+    cut = staging_query.find(marker)
+    if not staging_query.startswith("CREATE TABLE ") or cut < 0:
+        return False
+    prefix = staging_query[: cut + 1]
+    definition = staging_query[cut + len(marker) - 2 :]
+    if not target_query.startswith(prefix):
+        return False
+    named = target_query[len(prefix) :]
+    return any(named == printed + definition for printed in (target.table, quote_identifier(target.table)))
 
 
 def attach_statement(target: TableName, partition_id: str, staging: TableName) -> str:
