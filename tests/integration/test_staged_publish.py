@@ -17,6 +17,7 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
+from clickhouse_connect.driver.exceptions import DatabaseError, OperationalError
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -210,6 +211,29 @@ def test_a_nothing_staged_publish_attaches_nothing_and_keeps_the_target(chdb_sin
 
 
 STAGING = TableName("d", "_dpone_stage_0123456789abcdef")
+
+
+class _RefusingClient:
+    """A client whose every query fails as ``error`` does (a server without the system columns read)."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    def query(self, _sql: str) -> object:
+        raise self.error
+
+
+def test_a_server_refusing_the_system_table_reads_is_published_into_by_copying() -> None:
+    refused = _RefusingClient(DatabaseError("Code: 47. Unknown identifier"))
+    assert attachable_partitions(refused, STAGING, TableName("d", "t")) is None  # type: ignore[arg-type]
+
+
+def test_a_server_that_cannot_be_reached_fails_the_publish_rather_than_copying() -> None:
+    unreachable = _RefusingClient(OperationalError("connection refused"))
+    with pytest.raises(OperationalError):
+        attachable_partitions(unreachable, STAGING, TableName("d", "t"))  # type: ignore[arg-type]
+
+
 DEFINITION = " (`id` Int64) ENGINE = MergeTree ORDER BY id SETTINGS index_granularity = 8192"
 
 

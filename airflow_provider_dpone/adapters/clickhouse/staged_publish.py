@@ -19,12 +19,25 @@ Parts are attached only when every one of these holds, else the rows are copied 
 from __future__ import annotations
 
 from clickhouse_connect.driver.client import Client
+from clickhouse_connect.driver.exceptions import DatabaseError, OperationalError
 
 from airflow_provider_dpone.adapters.clickhouse.quoting import TableName, quote_identifier, quote_string
 
 
 def attachable_partitions(client: Client, staging: TableName, target: TableName) -> list[str] | None:
-    """The staging table's partition IDs to attach to ``target``, or ``None``: publish by copying."""
+    """The staging table's partition IDs to attach to ``target``, or ``None``: publish by copying.
+
+    A server that refuses these reads of its system tables (one without a column they name) is published
+    into by copying, as before; a failure to reach it is raised (the copy could not run either)."""
+    try:
+        return _attachable(client, staging, target)
+    except OperationalError:
+        raise
+    except DatabaseError:
+        return None
+
+
+def _attachable(client: Client, staging: TableName, target: TableName) -> list[str] | None:
     tables = client.query(
         "SELECT name, engine, create_table_query, dependencies_table FROM system.tables"
         f" WHERE database = {quote_string(target.database)}"
