@@ -26,7 +26,6 @@ from __future__ import annotations
 import importlib
 import logging
 import os
-import re
 import ssl
 from collections.abc import Mapping
 from typing import Any
@@ -36,7 +35,7 @@ from clickhouse_connect.driver.client import Client
 from clickhouse_connect.driver.exceptions import ProgrammingError
 from clickhouse_connect.driver.httputil import get_pool_manager_options
 
-from airflow_provider_dpone.adapters.clickhouse.driver_versions import version_mismatch
+from airflow_provider_dpone.adapters.clickhouse.driver_versions import server_code, version_mismatch
 from airflow_provider_dpone.adapters.clickhouse.readonly_pool import ReadOnlyPoolManager
 from airflow_provider_dpone.contracts.endpoints import (
     MAX_TIMEOUT_S,
@@ -258,18 +257,12 @@ def tls_unverified(exc: BaseException) -> bool:
 
 #: Server codes of a refused login: UNKNOWN_USER and WRONG_PASSWORD (18.16), AUTHENTICATION_FAILED (later).
 _LOGIN_REFUSED_CODES = frozenset({192, 193, 516})
-_SERVER_CODE = re.compile(r"\bCode: (\d+)")
 
 
 def login_refused(exc: BaseException) -> bool:
     """Whether the server refused the connection's login. Only a code number and the HTTP status are read
     from the driver's message; nothing of it is repeated."""
-    text = str(exc)
-    code = getattr(exc, "code", None)
-    if not isinstance(code, int):
-        found = _SERVER_CODE.search(text)
-        code = int(found.group(1)) if found else None
-    return code in _LOGIN_REFUSED_CODES or "HTTP status 401" in text
+    return server_code(exc) in _LOGIN_REFUSED_CODES or "HTTP status 401" in str(exc)
 
 
 def failure_details(endpoint: EndpointDescriptor, exc: BaseException) -> dict[str, Any]:

@@ -59,7 +59,7 @@ def spec(bounds: Range) -> str:
     return f"{name}>={'.'.join(map(str, low))},<{'.'.join(map(str, high))}"
 
 
-def _server_code(exc: BaseException) -> int | None:
+def server_code(exc: BaseException) -> int | None:
     """The server's numeric error code (read from the driver's error, which is not shown)."""
     code = getattr(exc, "code", None)
     if isinstance(code, int):
@@ -100,7 +100,7 @@ def version_mismatch(endpoint: EndpointDescriptor, exc: BaseException) -> DponeE
                 f"compatibility table: {COMPATIBILITY_DOC}",
             ),
         )
-    if _server_code(exc) != _UNKNOWN_IDENTIFIER:
+    if server_code(exc) != _UNKNOWN_IDENTIFIER:
         return None  # refused, timed out, wrong password...: not a version question
     port = endpoint.port if endpoint.port is not None else (8443 if endpoint.secure else 8123)
     address = f"{endpoint.host or 'localhost'}:{port}"
