@@ -28,6 +28,10 @@ from airflow_provider_dpone.adapters.clickhouse.column_encoders import (
     value_limits,
 )
 from airflow_provider_dpone.adapters.clickhouse.insert_context import insert_context, release_block
+from airflow_provider_dpone.adapters.clickhouse.insert_settings import (
+    plain_insert_settings,
+    require_plain_inserts,
+)
 from airflow_provider_dpone.adapters.clickhouse.mutations import MutationTimeout, delete_where
 from airflow_provider_dpone.adapters.clickhouse.native_body import native_body
 from airflow_provider_dpone.adapters.clickhouse.predicates import BoundsError, any_of, where_clause
@@ -169,6 +173,7 @@ class ClickHouseSink:
         name = self._refusals_before_statements(table, schema, order_by)
         with self._failures("read the target table", name, step="prepare"):
             client = self._client()
+            require_plain_inserts(client, self._endpoint, str(name))
             target = self._describe(client, name) if self._exists(client, name) else None
         if target is not None:
             self._require_compatible(name, schema, target)
@@ -177,6 +182,7 @@ class ClickHouseSink:
         name = self._refusals_before_statements(table, schema, order_by)
         with self._failures("prepare the target table", name, step="prepare"):
             client = self._client()
+            require_plain_inserts(client, self._endpoint, str(name))
             client.command(f"CREATE DATABASE IF NOT EXISTS {quote_identifier(name.database)}")
             if not self._exists(client, name):
                 client.command(
@@ -237,6 +243,7 @@ class ClickHouseSink:
         staging = TableName(name.database, STAGING_PREFIX + digest)
         with self._failures("create the staging table", staging, step="begin_staging"):
             client = self._client()
+            require_plain_inserts(client, self._endpoint, str(name))
             client.command(f"CREATE DATABASE IF NOT EXISTS {quote_identifier(name.database)}")
             client.command(f"DROP TABLE IF EXISTS {staging.sql()}")
             client.command(
@@ -288,7 +295,10 @@ class ClickHouseSink:
         columns = column_list(list(staged))
         with self._failures("publish the staging table into the target", name, step="publish", code=_LOAD):
             if partitions is None:
-                client.command(f"INSERT INTO {name.sql()} ({columns}) SELECT {columns} FROM {staging.sql()}")
+                client.command(
+                    f"INSERT INTO {name.sql()} ({columns}) SELECT {columns} FROM {staging.sql()}",
+                    settings=plain_insert_settings(client),
+                )
             else:
                 for partition_id in partitions:
                     client.command(attach_statement(name, partition_id, staging))
@@ -423,17 +433,26 @@ class ClickHouseSink:
         row_count = sum(chunk.row_count for _, chunk in block)
         try:
             type_names = [types[n] for n in names]
+            settings = plain_insert_settings(client)  # never deduplicated, never deferred
             table = arrow_table(names, type_names, data)
             if table is not None and self._arrow_inserts():
-                client.insert_arrow(name.sql(), table)
+                client.insert_arrow(name.sql(), table, settings=settings)
                 return row_count
             if names not in encoders:  # one context per column order and load (see insert_context.py)
-                encoders[names] = insert_context(client, name.sql(), names, column_types(type_names))
+                encoders[names] = insert_context(
+                    client, name.sql(), names, column_types(type_names), settings
+                )
             context = encoders[names]
             wire_names = [column_type.insert_name for column_type in context.column_types]
             body = None if table is None else native_body(table, type_names, wire_names)
             if body is not None:  # the same bytes clickhouse-connect's encoder writes (native_body.py)
-                client.raw_insert(name.sql(), column_names=list(names), insert_block=body, fmt="Native")
+                client.raw_insert(
+                    name.sql(),
+                    column_names=list(names),
+                    insert_block=body,
+                    fmt="Native",
+                    settings=settings,
+                )
                 return row_count
             try:
                 client.insert(data=insert_columns(type_names, data, context.column_types), context=context)
