@@ -1,0 +1,204 @@
+"""A target that deduplicates inserted blocks never drops a row dpone writes.
+
+ClickHouse discards an inserted block whose content hash matches a recent block of the table
+(``Replicated*MergeTree`` always; ``MergeTree`` with ``non_replicated_deduplication_window``). Found
+trying it as a user would: ``replace_partition`` with a ``lookback`` deletes the last days and inserts
+them again; unchanged days are the very blocks of the previous run, the engine dropped them and the run
+reported them loaded (exit 0, the days gone). Every insert dpone sends now turns deduplication and
+asynchronous inserts off (``adapters/clickhouse/insert_settings.py``); a server that will not let the user
+change those settings stops the run before arming.
+
+Each test compares every target value with the source, on chDB (its engine has the non-replicated
+window and the current ``deduplicate_insert*`` settings) and on the ClickHouse 18.16 server (which knows
+only ``insert_deduplicate``: the settings must be accepted there too).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator
+from datetime import date
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+from clickhouse_connect.driver.models import SettingDef
+
+from airflow_provider_dpone.adapters.clickhouse.client import open_client
+from airflow_provider_dpone.adapters.clickhouse.insert_settings import plain_insert_settings
+from airflow_provider_dpone.adapters.clickhouse.sink import ClickHouseSink
+from airflow_provider_dpone.adapters.sources.demo_data import create_demo_source
+from airflow_provider_dpone.cli.demo_cmd import DEMO_MANIFEST
+from airflow_provider_dpone.compose import open_runtime
+from airflow_provider_dpone.contracts.endpoints import ClickHouseInterface, EndpointDescriptor, EndpointKind
+from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
+from airflow_provider_dpone.contracts.route import Strategy
+from airflow_provider_dpone.manifests.loader import load_manifest
+from tests.builders import permit_for
+from tests.integration.test_staged_publish import SCHEMA, chunk, expected, target_rows
+
+COLUMNS = "id, order_date, customer, amount, updated_at"
+DEDUPLICATING = "ALTER TABLE demo.orders MODIFY SETTING non_replicated_deduplication_window = 1000"
+
+
+def deduplicating_connection(root: Path) -> dict[str, Any]:
+    """A chDB connection whose profile asks the engine to deduplicate every insert."""
+    return {
+        "conn_type": "clickhouse",
+        "extra": {
+            "interface": "chdb",
+            "path": str(root / "clickhouse"),
+            "session_settings": {
+                "insert_deduplicate": 1,
+                "deduplicate_insert": "enable",
+                "deduplicate_insert_select": "enable_even_for_bad_queries",
+            },
+        },
+    }
+
+
+def write_manifest(
+    root: Path, *, load: str, export: str = "lazy_plan", connection: str = "chdb:///clickhouse"
+) -> Path:
+    text = (
+        DEMO_MANIFEST.replace("connection: chdb:///clickhouse", f"connection: {connection}")
+        .replace("strategy: incremental_append", "strategy: replace_partition")
+        .replace("    column: order_date\n", "    column: order_date\n    lookback: 2\n")
+        .replace("load: direct", f"load: {load}")
+        .replace("export: lazy_plan", f"export: {export}")
+    )
+    assert "lookback: 2" in text and f"load: {load}" in text and "replace_partition" in text
+    path = root / "manifest.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def chdb_endpoint(root: Path) -> EndpointDescriptor:
+    return EndpointDescriptor(
+        name="t",
+        kind=EndpointKind.CLICKHOUSE,
+        interface=ClickHouseInterface.CHDB,
+        path=str(root / "clickhouse"),
+    )
+
+
+def target_values(root: Path, *commands: str) -> list[tuple[Any, ...]]:
+    """Run ``commands``, then every row of the target, as text (closes its client: one chDB per process)."""
+    client = open_client(chdb_endpoint(root))
+    try:
+        for command in commands:
+            client.command(command)
+        result = client.query(
+            "SELECT id, toString(order_date), customer, amount, toString(updated_at) "
+            "FROM demo.orders ORDER BY id"
+        )
+        return [tuple(r) for r in result.result_rows]
+    finally:
+        client.close()
+
+
+def source_values(root: Path) -> list[tuple[Any, ...]]:
+    with sqlite3.connect(root / "source.sqlite") as db:
+        rows = db.execute(f"SELECT {COLUMNS} FROM orders ORDER BY id").fetchall()
+    return [(i, d, c, Decimal(f"{a:.2f}"), u) for i, d, c, a, u in rows]
+
+
+def run(manifest: Path, run_id: str) -> Any:
+    with open_runtime(load_manifest(manifest)) as runtime:
+        return runtime.run(run_id)
+
+
+@pytest.mark.parametrize(
+    ("load", "export"), [("direct", "lazy_plan"), ("staged", "lazy_plan"), ("direct", "file_artifact")]
+)
+def test_a_lookback_rerun_into_a_deduplicating_target_keeps_the_unchanged_days(
+    tmp_path: Path, load: str, export: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Red without the settings: the second lookback run's unchanged days were dropped (2 days short).
+
+    The connection's profile asks for deduplication of every insert, ``INSERT ... SELECT`` included (the
+    staged path's copy into a target defined unlike its staging table): dpone's own settings win."""
+    create_demo_source(tmp_path / "source.sqlite", 2_000, days=5)
+    monkeypatch.setenv("AIRFLOW_CONN_DEDUPLICATING", json.dumps(deduplicating_connection(tmp_path)))
+    manifest = write_manifest(tmp_path, load=load, export=export, connection="deduplicating")
+    assert run(manifest, "run-1").rows_committed == 2_000
+    expected_rows = source_values(tmp_path)
+    assert target_values(tmp_path, DEDUPLICATING) == expected_rows  # from now on the target deduplicates
+    for attempt in ("run-2", "run-3", "run-4"):
+        report = run(manifest, attempt)
+        assert report.rows_committed == 800  # the two most recent days, reloaded every run
+        assert target_values(tmp_path) == expected_rows, attempt
+
+
+@pytest.fixture
+def chdb_sink(chdb_dir: Path) -> Iterator[ClickHouseSink]:
+    sink = ClickHouseSink(
+        EndpointDescriptor(
+            name="t", kind=EndpointKind.CLICKHOUSE, interface=ClickHouseInterface.CHDB, path=str(chdb_dir)
+        )
+    )
+    try:
+        yield sink
+    finally:
+        sink.close()
+
+
+def test_identical_chunks_of_one_load_all_arrive_in_a_deduplicating_target(chdb_sink: ClickHouseSink) -> None:
+    """Two byte-identical chunks (rows that repeat, as an event table's may) are two blocks, not one."""
+    chdb_sink.prepare_target("demo.orders", SCHEMA, ("order_date", "id"))
+    chdb_sink._client().command(DEDUPLICATING)
+    same = chunk(range(1, 60_001), date(2026, 11, 30))  # a full insert block each: never merged
+    permit = permit_for("demo.orders", Strategy.INCREMENTAL_APPEND)
+    assert chdb_sink.load(permit, "demo.orders", SCHEMA, [same, same]) == 120_000
+    assert target_rows(chdb_sink, "demo.orders") == expected([same, same])
+
+
+def test_the_settings_each_engine_knows_are_sent(
+    chdb_sink: ClickHouseSink, clickhouse_http: EndpointDescriptor
+) -> None:
+    """chDB (current engine) gets all four; 18.16 only ``insert_deduplicate`` (the others are unknown)."""
+    assert plain_insert_settings(chdb_sink._client()) == {
+        "insert_deduplicate": 0,
+        "deduplicate_insert": "disable",
+        "deduplicate_insert_select": "disable",
+        "async_insert": 0,
+    }
+    server = ClickHouseSink(clickhouse_http)
+    try:
+        assert plain_insert_settings(server._client()) == {"insert_deduplicate": 0}
+    finally:
+        server.close()
+
+
+def test_a_user_who_may_not_turn_deduplication_off_is_refused_before_arming(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A settings-profile constraint (the driver reads it as a read-only setting) stops the run before
+    any checkpoint is armed: the route stays clear and runs once the profile allows the setting."""
+    import airflow_provider_dpone.adapters.clickhouse.sink as sink_module
+
+    create_demo_source(tmp_path / "source.sqlite", 1_000, days=2)
+    manifest = write_manifest(tmp_path, load="direct")
+    real_open = sink_module.open_client  # type: ignore[attr-defined]
+
+    def constrained(endpoint: EndpointDescriptor) -> Any:
+        client = real_open(endpoint)
+        client.server_settings = {
+            **client.server_settings,
+            "insert_deduplicate": SettingDef(name="insert_deduplicate", value="1", readonly=1),
+        }
+        return client
+
+    monkeypatch.setattr(sink_module, "open_client", constrained)
+    with pytest.raises(DponeError) as refused:
+        run(manifest, "run-1")
+    assert refused.value.code is ErrorCode.TARGET_INCOMPATIBLE
+    assert "insert_deduplicate" in str(refused.value)
+    with sqlite3.connect(tmp_path / "state.sqlite") as db:
+        payloads = [p for (p,) in db.execute("SELECT payload_text FROM dpone_partition_checkpoints")]
+    assert not any('"phase":"armed"' in p or '"target_outcome_unknown"' in p for p in payloads)
+    monkeypatch.setattr(sink_module, "open_client", real_open)
+    assert run(manifest, "run-2").rows_committed == 1_000
+    assert target_values(tmp_path) == source_values(tmp_path)
