@@ -1,16 +1,17 @@
 """A target that deduplicates inserted blocks never drops a row dpone writes.
 
 ClickHouse discards an inserted block whose content hash matches a recent block of the table
-(``Replicated*MergeTree`` always; ``MergeTree`` with ``non_replicated_deduplication_window``). Found
+(``Replicated*MergeTree`` by default; ``MergeTree`` with ``non_replicated_deduplication_window``). Found
 trying it as a user would: ``replace_partition`` with a ``lookback`` deletes the last days and inserts
 them again; unchanged days are the very blocks of the previous run, the engine dropped them and the run
-reported them loaded (exit 0, the days gone). Every insert dpone sends now turns deduplication and
-asynchronous inserts off (``adapters/clickhouse/insert_settings.py``); a server that will not let the user
-change those settings stops the run before arming.
+reported them loaded (exit 0, the days gone). Every insert request dpone sends now carries a
+deduplication token of its own (engines without tokens: deduplication off) and turns asynchronous inserts
+off (``adapters/clickhouse/insert_settings.py``, ADR 0077); a server that will not let the user set those
+stops the run before arming.
 
-Each test compares every target value with the source, on chDB (its engine has the non-replicated
-window and the current ``deduplicate_insert*`` settings) and on the ClickHouse 18.16 server (which knows
-only ``insert_deduplicate``: the settings must be accepted there too).
+The runs compare every target value with the source, on chDB (its engine has the non-replicated window,
+tokens and the current ``deduplicate_insert*`` settings); the settings sent to the ClickHouse 18.16 server
+(no tokens) are checked there too.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Any
 import pytest
 from clickhouse_connect.driver.models import SettingDef
 
+from airflow_provider_dpone.adapters.clickhouse.arrow_insert import arrow_table
 from airflow_provider_dpone.adapters.clickhouse.client import open_client
 from airflow_provider_dpone.adapters.clickhouse.insert_settings import plain_insert_settings
 from airflow_provider_dpone.adapters.clickhouse.sink import ClickHouseSink
@@ -155,16 +157,16 @@ def test_identical_chunks_of_one_load_all_arrive_in_a_deduplicating_target(chdb_
     assert target_rows(chdb_sink, "demo.orders") == expected([same, same])
 
 
-def test_the_settings_each_engine_knows_are_sent(
+def test_each_insert_request_carries_a_token_of_its_own_where_the_engine_has_tokens(
     chdb_sink: ClickHouseSink, clickhouse_http: EndpointDescriptor
 ) -> None:
-    """chDB (current engine) gets all four; 18.16 only ``insert_deduplicate`` (the others are unknown)."""
-    assert plain_insert_settings(chdb_sink._client()) == {
-        "insert_deduplicate": 0,
-        "deduplicate_insert": "disable",
-        "deduplicate_insert_select": "disable",
-        "async_insert": 0,
-    }
+    """chDB (a current engine): a fresh ``insert_deduplication_token`` per request and ``async_insert = 0``;
+    18.16 (no tokens, no asynchronous inserts): ``insert_deduplicate = 0`` alone."""
+    client = chdb_sink._client()
+    first, second = plain_insert_settings(client), plain_insert_settings(client)
+    assert set(first) == {"insert_deduplication_token", "async_insert"} and first["async_insert"] == 0
+    assert first["insert_deduplication_token"].startswith("dpone-")
+    assert first["insert_deduplication_token"] != second["insert_deduplication_token"]
     server = ClickHouseSink(clickhouse_http)
     try:
         assert plain_insert_settings(server._client()) == {"insert_deduplicate": 0}
@@ -172,11 +174,32 @@ def test_the_settings_each_engine_knows_are_sent(
         server.close()
 
 
-def test_a_user_who_may_not_turn_deduplication_off_is_refused_before_arming(
+def test_a_request_sent_twice_is_absorbed_and_a_new_request_of_the_same_rows_is_not(
+    chdb_sink: ClickHouseSink,
+) -> None:
+    """What the token is for: the driver re-sends a request whose connection the server closed (the
+    same settings, so the same token); the engine keeps one copy. A later insert of the same rows (a new
+    request, a new token) is kept."""
+    chdb_sink.prepare_target("demo.orders", SCHEMA, ("order_date", "id"))
+    client = chdb_sink._client()
+    client.command(DEDUPLICATING)
+    rows = chunk(range(1, 101), date(2026, 11, 30))
+    table = arrow_table(rows.names, [c.full_type() for c in SCHEMA.columns], rows.columns)
+    assert table is not None
+    request = plain_insert_settings(client)
+    client.insert_arrow("demo.orders", table, settings=request)
+    client.insert_arrow("demo.orders", table, settings=request)  # the driver's re-send
+    assert target_rows(chdb_sink, "demo.orders") == expected([rows])
+    client.insert_arrow("demo.orders", table, settings=plain_insert_settings(client))  # a new request
+    assert target_rows(chdb_sink, "demo.orders") == expected([rows, rows])
+
+
+def test_a_user_who_may_not_set_the_insert_settings_is_refused_before_arming(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A settings-profile constraint (the driver reads it as a read-only setting) stops the run before
-    any checkpoint is armed: the route stays clear and runs once the profile allows the setting."""
+    """A profile that forces asynchronous inserts (a constraint: the driver reads it as a read-only
+    setting) stops the run before any checkpoint is armed: the route stays clear and runs once the
+    profile allows the setting. Red without the probe: the first insert fails inside the guarded call."""
     import airflow_provider_dpone.adapters.clickhouse.sink as sink_module
 
     create_demo_source(tmp_path / "source.sqlite", 1_000, days=2)
@@ -187,7 +210,7 @@ def test_a_user_who_may_not_turn_deduplication_off_is_refused_before_arming(
         client = real_open(endpoint)
         client.server_settings = {
             **client.server_settings,
-            "insert_deduplicate": SettingDef(name="insert_deduplicate", value="1", readonly=1),
+            "async_insert": SettingDef(name="async_insert", value="1", readonly=1),
         }
         return client
 
@@ -195,7 +218,7 @@ def test_a_user_who_may_not_turn_deduplication_off_is_refused_before_arming(
     with pytest.raises(DponeError) as refused:
         run(manifest, "run-1")
     assert refused.value.code is ErrorCode.TARGET_INCOMPATIBLE
-    assert "insert_deduplicate" in str(refused.value)
+    assert "async_insert" in str(refused.value)
     with sqlite3.connect(tmp_path / "state.sqlite") as db:
         payloads = [p for (p,) in db.execute("SELECT payload_text FROM dpone_partition_checkpoints")]
     assert not any('"phase":"armed"' in p or '"target_outcome_unknown"' in p for p in payloads)

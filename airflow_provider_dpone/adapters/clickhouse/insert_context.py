@@ -10,7 +10,7 @@ whole load and drops the sent block from it after each insert, success or failur
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from clickhouse_connect.driver.client import Client
@@ -22,19 +22,11 @@ _BLOCK_ATTRIBUTES = ("_block_columns", "_block_rows", "_data", "_raw_data")
 
 
 def insert_context(
-    client: Client,
-    table_sql: str,
-    names: Sequence[str],
-    types: Sequence[Any],
-    settings: Mapping[str, Any] | None = None,
+    client: Client, table_sql: str, names: Sequence[str], types: Sequence[Any]
 ) -> InsertContext:
     """A column-oriented context with explicit types (no ``DESCRIBE``), for repeated inserts."""
     return client.create_insert_context(
-        table_sql,
-        column_names=list(names),
-        column_types=list(types),
-        column_oriented=True,
-        settings=dict(settings or {}),
+        table_sql, column_names=list(names), column_types=list(types), column_oriented=True
     )
 
 

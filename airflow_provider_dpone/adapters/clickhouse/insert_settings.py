@@ -1,23 +1,28 @@
-"""Inserts the engine must not drop: block deduplication and asynchronous inserts off for dpone's writes.
+"""Inserts the engine must not drop: a deduplication token of their own, asynchronous inserts off.
 
-ClickHouse drops an inserted block whose content hash matches a recent block of the table: always for
-``Replicated*MergeTree`` (``replicated_deduplication_window``), and for a plain ``MergeTree`` created with
-``non_replicated_deduplication_window``. dpone's guard already keeps a partition from being written twice;
-the engine's deduplication can only drop rows dpone means to write. Seen: ``replace_partition`` with a
-``lookback`` deletes the last days and inserts them again; when they did not change, the blocks are the
-very blocks of the previous run, the engine discards them, and the days are gone while the run reports
-them loaded (exit 0). An asynchronous insert (``async_insert`` without waiting) returns before the rows are
-written, so a checkpoint would be committed for rows that may never arrive.
+ClickHouse drops an inserted block whose content hash matches a recent block of the table: by default for
+``Replicated*MergeTree``, and for a plain ``MergeTree`` created with ``non_replicated_deduplication_window``.
+dpone's guard already keeps a partition from being written twice, so deduplication by content could only
+drop rows dpone means to write. Seen: ``replace_partition`` with a ``lookback`` deletes the last days and
+inserts them again; when they did not change, the blocks are the very blocks of the previous run, the
+engine discarded them, and the days were gone while the run reported them loaded (exit 0).
 
-So every insert dpone sends (direct, staging, the staging -> target copy) carries the settings below that
-the engine knows: ``insert_deduplicate`` (every release), ``deduplicate_insert`` and
-``deduplicate_insert_select`` (current releases, where they supersede it), ``async_insert`` (20.x on). A
-server that does not let the connection's user change them (a settings-profile constraint) is found before
-arming by :func:`require_plain_inserts`, never by an insert inside the guarded call.
+Deduplication still has one use: the driver re-sends an insert whose connection the server closed
+(clickhouse-connect rebuilds the body and retries once), and a request the server had applied must not
+land twice. So each insert request carries an ``insert_deduplication_token`` of its own (a fresh random
+value): the engine then deduplicates by that token only — a re-sent request is absorbed, a later insert
+of the same rows never is. An engine without tokens (before 22.2; the 18.16 server) gets
+``insert_deduplicate = 0`` instead: nothing is dropped, and a re-sent request is not absorbed there.
+
+An asynchronous insert (``async_insert`` without waiting) returns before the rows are written, so a
+checkpoint would be committed for rows that may never arrive: ``async_insert = 0`` where the engine knows
+it. A server that does not let the connection's user set these is found before arming by
+:func:`require_plain_inserts`, never by an insert inside the guarded call.
 """
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from clickhouse_connect.driver.client import Client
@@ -26,19 +31,21 @@ from clickhouse_connect.driver.exceptions import OperationalError
 from airflow_provider_dpone.contracts.endpoints import EndpointDescriptor
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 
-#: (setting, value) in the order they are sent; a setting the engine does not know is not sent.
-PLAIN_INSERT_SETTINGS: tuple[tuple[str, Any], ...] = (
-    ("insert_deduplicate", 0),
-    ("deduplicate_insert", "disable"),
-    ("deduplicate_insert_select", "disable"),
-    ("async_insert", 0),
-)
+TOKEN = "insert_deduplication_token"
+TOKEN_PREFIX = "dpone-"
 
 
 def plain_insert_settings(client: Client) -> dict[str, Any]:
-    """The settings of :data:`PLAIN_INSERT_SETTINGS` this client's engine knows."""
+    """The settings of one insert request: call once per request (the token must not be reused)."""
     known = client.server_settings
-    return {name: value for name, value in PLAIN_INSERT_SETTINGS if name in known}
+    settings: dict[str, Any] = {}
+    if TOKEN in known:
+        settings[TOKEN] = TOKEN_PREFIX + uuid.uuid4().hex
+    else:
+        settings["insert_deduplicate"] = 0
+    if "async_insert" in known:
+        settings["async_insert"] = 0
+    return settings
 
 
 def require_plain_inserts(client: Client, endpoint: EndpointDescriptor, table: str) -> None:
@@ -48,13 +55,14 @@ def require_plain_inserts(client: Client, endpoint: EndpointDescriptor, table: s
     read-only setting) is refused here, so it stops the run before any checkpoint or target write.
     """
     settings = plain_insert_settings(client)
-    if "insert_deduplicate" not in settings:
-        # every ClickHouse release since 2017 has it: a server without it is not one dpone can trust
+    if TOKEN not in settings and "insert_deduplicate" not in client.server_settings:
+        # every ClickHouse release since 2017 has one or the other: an engine without either is not one
+        # dpone can keep from deduplicating its inserts
         raise DponeError(
             ErrorCode.TARGET_INCOMPATIBLE,
-            f"{endpoint.describe()} does not report the setting insert_deduplicate: dpone cannot turn off "
-            "the engine's insert deduplication, which may drop rows it writes",
-            details={"table": table, "step": "prepare", "setting": "insert_deduplicate"},
+            f"{endpoint.describe()} reports neither {TOKEN} nor insert_deduplicate: dpone cannot keep "
+            "the engine from dropping inserted rows it takes for repeats",
+            details={"table": table, "step": "prepare", "settings": [TOKEN, "insert_deduplicate"]},
         )
     try:
         client.command("SELECT 1", settings=settings)
@@ -64,8 +72,8 @@ def require_plain_inserts(client: Client, endpoint: EndpointDescriptor, table: s
         names = ", ".join(settings)
         raise DponeError(
             ErrorCode.TARGET_INCOMPATIBLE,
-            f"the ClickHouse user of {endpoint.describe()} may not change the settings dpone sends with "
-            f"every insert ({names}): without them the engine may drop or defer rows dpone writes. Allow "
-            "them in the user's settings profile (no constraint or readonly on them), then run again",
+            f"the ClickHouse user of {endpoint.describe()} may not set what dpone sends with every insert "
+            f"({names}): without it the engine may drop or defer rows dpone writes. Allow these settings in "
+            "the user's settings profile (no constraint, not read-only), then run again",
             details={"table": table, "step": "prepare", "settings": list(settings)},
         ) from exc

@@ -433,16 +433,15 @@ class ClickHouseSink:
         row_count = sum(chunk.row_count for _, chunk in block)
         try:
             type_names = [types[n] for n in names]
-            settings = plain_insert_settings(client)  # never deduplicated, never deferred
+            settings = plain_insert_settings(client)  # this request's own token (insert_settings.py)
             table = arrow_table(names, type_names, data)
             if table is not None and self._arrow_inserts():
                 client.insert_arrow(name.sql(), table, settings=settings)
                 return row_count
             if names not in encoders:  # one context per column order and load (see insert_context.py)
-                encoders[names] = insert_context(
-                    client, name.sql(), names, column_types(type_names), settings
-                )
+                encoders[names] = insert_context(client, name.sql(), names, column_types(type_names))
             context = encoders[names]
+            context.settings = settings  # a reused context: every insert a token of its own
             wire_names = [column_type.insert_name for column_type in context.column_types]
             body = None if table is None else native_body(table, type_names, wire_names)
             if body is not None:  # the same bytes clickhouse-connect's encoder writes (native_body.py)
