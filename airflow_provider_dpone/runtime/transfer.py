@@ -83,6 +83,7 @@ from airflow_provider_dpone.runtime.route_identity import (
     find_overlaps,
     require_unchanged_identity,
 )
+from airflow_provider_dpone.runtime.shared_target import other_sources_in_scope
 
 _log = logging.getLogger(__name__)
 #: Chunks a reading thread may hold ready per partition while the target takes one (``runtime.read_ahead``).
@@ -299,6 +300,7 @@ class TransferEngine:
         active = [ActivePartition(d.partition) for d in decisions if d.action is Action.RUN]
         self._progress.plan_ready(len(active), sum(1 for d in decisions if d.reason is Reason.COMMITTED))
         self._require_unchanged_identity(family, decisions)
+        self._require_scope_spares_other_sources(family, [a.planned for a in active])
         unverified = self._unverified(decisions, matched)
         if not active:
             self._require_target_holds_committed(decisions, matched)
@@ -515,6 +517,45 @@ class TransferEngine:
             f"the {changed_summary(overlaps)} of route {self._route.describe()} changed: {len(overlaps)} "
             f"partition(s) overlap partitions committed under the old definition; "
             f"{self._route.strategy.value} replaces what it writes, so they are moved again"
+        )
+
+    def _require_scope_spares_other_sources(
+        self, family: RouteFamily, active: Sequence[PlannedPartition]
+    ) -> None:
+        """``full_refresh`` / ``replace_partition`` stop before any target I/O when their scope would
+        delete rows another source table's route committed into the target (``shared_target``)."""
+        hits = other_sources_in_scope(self._route, active, family.target_wide, self._ports.naming)
+        if not hits:
+            return
+        table = self._manifest.sink.table
+        routes = sorted({c.route.describe() for c in hits})
+        strategy = self._route.strategy.value
+        if self._allow_nonempty_target:
+            self._notice(
+                f"{strategy} deletes rows in {table} that {len(hits)} committed partition(s) of "
+                f"{len(routes)} other route(s) loaded ({'; '.join(routes)}); going on (allow_nonempty_target): "
+                "those routes' checkpoints still say COMMITTED and they will not load the rows again"
+            )
+            return
+        raise DponeError(
+            ErrorCode.TARGET_NOT_EMPTY,
+            f"{strategy} on route {self._route.describe()} would delete rows of the target table {table} "
+            f"that {len(hits)} committed partition(s) of {len(routes)} route(s) of other source tables "
+            "loaded; their checkpoints would still say COMMITTED, so those rows would never be loaded again",
+            details={
+                "route": self._route.describe(),
+                "target_table": table,
+                "other_routes": routes,
+                "other_committed_partitions": len(hits),
+            },
+            hint_lines=(
+                "nothing was written to the target or the checkpoint store",
+                *(f"committed into the same target: {r}" for r in routes[:5]),
+                "give each source table its own target table, or use incremental_append (it deletes nothing)",
+                "if the other source is retired and its rows are to be replaced: "
+                f"dpone run {self._manifest_ref} --allow-nonempty-target",
+                "see `dpone runbook guard`, 'Another source's rows in the target'",
+            ),
         )
 
     def _require_target_empty_for_new_route(self, family: RouteFamily, sink: Sink) -> None:

@@ -1,0 +1,109 @@
+"""Two source tables into one target: a destructive strategy never deletes the other source's rows.
+
+Found trying a fan-in as a user would: ``shard_a`` appends into ``demo.orders``; ``shard_b`` is pointed at
+the same table with ``replace_partition`` (or ``full_refresh``). Its delete of each day removed
+``shard_a``'s rows of that day, ``shard_a``'s checkpoints still said COMMITTED, and its next run skipped
+every partition (exit 0): the rows were gone for good. The run now stops before any target I/O with
+``native_transfer_target_not_empty`` unless ``allow_nonempty_target`` says the other source's rows are to
+go. Real SQLite source and checkpoint store, real chDB target; every target value compared.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_provider_dpone.adapters.clickhouse.client import open_client
+from airflow_provider_dpone.compose import open_runtime
+from airflow_provider_dpone.contracts.endpoints import ClickHouseInterface, EndpointDescriptor, EndpointKind
+from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
+from airflow_provider_dpone.manifests.loader import load_manifest
+from tests.builders import sqlite_day_manifest
+
+DAYS = ("2026-11-28", "2026-11-29", "2026-11-30")
+
+
+@pytest.fixture
+def base(tmp_path: Path) -> Iterator[Path]:
+    """``shard_a`` and ``shard_b``: the same days, ids apart (rows of two sources never coincide)."""
+    with sqlite3.connect(tmp_path / "source.sqlite") as db:
+        for table, first_id in (("shard_a", 1), ("shard_b", 1_000)):
+            db.execute(f"CREATE TABLE {table} (id INTEGER PRIMARY KEY, day DATE NOT NULL, amount INTEGER)")
+            db.executemany(
+                f"INSERT INTO {table} VALUES (?, ?, ?)",
+                [(first_id + i, DAYS[i % 3], i * 7) for i in range(30)],
+            )
+    yield tmp_path
+
+
+def manifest(base: Path, table: str, strategy: str) -> Path:
+    return sqlite_day_manifest(
+        base, table, state="sqlite:///state.sqlite", target="demo.orders", strategy=strategy
+    )
+
+
+def run(path: Path, run_id: str, **options: Any) -> Any:
+    with open_runtime(load_manifest(path)) as runtime:
+        return runtime.run(run_id, **options)
+
+
+def source(base: Path, *tables: str) -> list[tuple[Any, ...]]:
+    with sqlite3.connect(base / "source.sqlite") as db:
+        rows = [r for t in tables for r in db.execute(f"SELECT id, day, amount FROM {t}").fetchall()]
+    return sorted(rows)
+
+
+def target(base: Path) -> list[tuple[Any, ...]]:
+    endpoint = EndpointDescriptor(
+        name="t",
+        kind=EndpointKind.CLICKHOUSE,
+        interface=ClickHouseInterface.CHDB,
+        path=str(base / "clickhouse"),
+    )
+    client = open_client(endpoint)
+    try:
+        rows = client.query("SELECT id, toString(day), amount FROM demo.orders").result_rows
+        return sorted(tuple(r) for r in rows)
+    finally:
+        client.close()
+
+
+@pytest.mark.parametrize("strategy", ["replace_partition", "full_refresh"])
+def test_a_second_source_that_would_delete_the_first_sources_rows_stops_before_the_target(
+    base: Path, strategy: str
+) -> None:
+    assert run(manifest(base, "shard_a", "incremental_append"), "a-1").rows_committed == 30
+    with pytest.raises(DponeError) as stopped:
+        run(manifest(base, "shard_b", strategy), "b-1")
+    assert stopped.value.code is ErrorCode.TARGET_NOT_EMPTY
+    assert stopped.value.details["other_routes"] == ["main.shard_a -> demo.orders (incremental_append)"]
+    assert "--allow-nonempty-target" in "\n".join(stopped.value.hint_lines)
+    assert target(base) == source(base, "shard_a")  # untouched
+
+
+def test_appending_a_second_source_beside_the_first_keeps_both(base: Path) -> None:
+    """The fan-in that is safe (append deletes nothing), once the non-empty target is allowed."""
+    run(manifest(base, "shard_a", "incremental_append"), "a-1")
+    run(manifest(base, "shard_b", "incremental_append"), "b-1", allow_nonempty_target=True)
+    assert target(base) == source(base, "shard_a", "shard_b")
+    run(manifest(base, "shard_a", "incremental_append"), "a-2")  # the first source's next run
+    assert target(base) == source(base, "shard_a", "shard_b")
+
+
+def test_allowed_deliberately_the_second_source_replaces_the_first_and_says_so(base: Path) -> None:
+    run(manifest(base, "shard_a", "incremental_append"), "a-1")
+    report = run(manifest(base, "shard_b", "full_refresh"), "b-1", allow_nonempty_target=True)
+    assert report.rows_committed == 30
+    assert any("allow_nonempty_target" in n and "main.shard_a" in n for n in report.notices)
+    assert target(base) == source(base, "shard_b")
+
+
+def test_a_full_refresh_of_the_same_source_replaces_its_own_append_routes_rows(base: Path) -> None:
+    """Another strategy of the same source table is not another source: nothing stops it."""
+    run(manifest(base, "shard_a", "incremental_append"), "a-1")
+    assert run(manifest(base, "shard_a", "full_refresh"), "a-2").rows_committed == 30
+    assert target(base) == source(base, "shard_a")
