@@ -176,8 +176,9 @@ def _report_interrupt(manifest: str, as_json: bool, signal_name: str = "SIGINT")
     "--allow-nonempty-target",
     is_flag=True,
     default=False,
-    help="Append although an incremental_append route has no checkpoint and its target table holds rows "
-    "(another writer's rows; see the runbook before using it).",
+    help="Write although the target table holds rows this route did not load: append when an "
+    "incremental_append route has no checkpoint, or let full_refresh / replace_partition delete rows another "
+    "source table's route committed (see the runbook before using it).",
 )
 @click.pass_context
 def run_command(

@@ -91,7 +91,8 @@ class NativeTransferOperator(BaseOperator):
         self.source_conn_id = source_conn_id
         self.sink_conn_id = sink_conn_id
         self.checkpoints_conn_id = checkpoints_conn_id
-        #: append although the route has no checkpoint and its target holds rows (``--allow-nonempty-target``)
+        #: write although the target holds rows this route did not load (``--allow-nonempty-target``): append
+        #: with no checkpoint, or let full_refresh / replace_partition delete another source's committed rows
         self.allow_nonempty_target = allow_nonempty_target
 
     def execute(self, context: Any) -> dict[str, Any]:
