@@ -50,6 +50,7 @@ from airflow_provider_dpone.adapters.clickhouse.table_schema import (
     create_table_sql,
     types_compatible,
 )
+from airflow_provider_dpone.adapters.clickhouse.target_engine import require_row_keeping_engine
 from airflow_provider_dpone.adapters.sources.arrow_column import join_columns
 from airflow_provider_dpone.contracts.chunk import ColumnChunk
 from airflow_provider_dpone.contracts.endpoints import ClickHouseInterface, EndpointDescriptor
@@ -175,6 +176,8 @@ class ClickHouseSink:
             client = self._client()
             require_plain_inserts(client, self._endpoint, str(name))
             target = self._describe(client, name) if self._exists(client, name) else None
+            if target is not None:
+                require_row_keeping_engine(client, name)
         if target is not None:
             self._require_compatible(name, schema, target)
 
@@ -195,6 +198,7 @@ class ClickHouseSink:
                 )
                 log.info("created target table %s", name)
             target = self._describe(client, name)
+            require_row_keeping_engine(client, name)  # another writer may have created it first
         # compared even right after creation: another writer may have created it first
         self._require_compatible(name, schema, target)
 

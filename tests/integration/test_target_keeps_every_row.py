@@ -1,4 +1,4 @@
-"""A target that deduplicates inserted blocks never drops a row dpone writes.
+"""The target keeps every row dpone inserts: no deduplication by content, no engine that drops rows.
 
 ClickHouse discards an inserted block whose content hash matches a recent block of the table
 (``Replicated*MergeTree`` by default; ``MergeTree`` with ``non_replicated_deduplication_window``). Found
@@ -8,6 +8,9 @@ reported them loaded (exit 0, the days gone). Every insert request dpone sends n
 deduplication token of its own (engines without tokens: deduplication off) and turns asynchronous inserts
 off (``adapters/clickhouse/insert_settings.py``, ADR 0077); a server that will not let the user set those
 stops the run before arming.
+
+A target created by hand with an engine that merges rows away (Replacing, Summing, Collapsing), or keeps
+nothing durable (Memory, Null, Log), is refused before arming (``target_engine.py``).
 
 The runs compare every target value with the source, on chDB (its engine has the non-replicated window,
 tokens and the current ``deduplicate_insert*`` settings); the settings sent to the ClickHouse 18.16 server
@@ -223,5 +226,50 @@ def test_a_user_who_may_not_set_the_insert_settings_is_refused_before_arming(
         payloads = [p for (p,) in db.execute("SELECT payload_text FROM dpone_partition_checkpoints")]
     assert not any('"phase":"armed"' in p or '"target_outcome_unknown"' in p for p in payloads)
     monkeypatch.setattr(sink_module, "open_client", real_open)
+    assert run(manifest, "run-2").rows_committed == 1_000
+    assert target_values(tmp_path) == source_values(tmp_path)
+
+
+ENGINES_THAT_DO_NOT_KEEP_ROWS = {
+    "ReplacingMergeTree": "ReplacingMergeTree ORDER BY (order_date)",
+    "SummingMergeTree": "SummingMergeTree ORDER BY (order_date)",
+    "CollapsingMergeTree": "CollapsingMergeTree(sign) ORDER BY (order_date)",
+    "Memory": "Memory",
+    "Null": "Null",
+    "TinyLog": "TinyLog",
+}
+
+
+@pytest.mark.parametrize("engine", sorted(ENGINES_THAT_DO_NOT_KEEP_ROWS))
+def test_a_target_whose_engine_does_not_keep_the_inserted_rows_is_refused_before_arming(
+    tmp_path: Path, engine: str
+) -> None:
+    """A hand-made target that would merge rows away, sum them or keep nothing durable: refused before
+    any checkpoint is armed, naming the engine; a plain MergeTree of the same columns is accepted."""
+    create_demo_source(tmp_path / "source.sqlite", 1_000, days=2)
+    manifest = write_manifest(tmp_path, load="direct")
+    sign = ", sign Int8 DEFAULT 1" if engine == "CollapsingMergeTree" else ""
+    columns = (
+        "id Int64, order_date Date, customer Nullable(String), amount Decimal(12, 2), updated_at DateTime"
+        + sign
+    )
+    target_values(
+        tmp_path,
+        "CREATE DATABASE IF NOT EXISTS demo",
+        f"CREATE TABLE demo.orders ({columns}) ENGINE = {ENGINES_THAT_DO_NOT_KEEP_ROWS[engine]}",
+    )
+    with pytest.raises(DponeError) as refused:
+        run(manifest, "run-1")
+    assert refused.value.code is ErrorCode.TARGET_INCOMPATIBLE
+    assert refused.value.details["engine"] == engine
+    with sqlite3.connect(tmp_path / "state.sqlite") as db:
+        payloads = [p for (p,) in db.execute("SELECT payload_text FROM dpone_partition_checkpoints")]
+    assert not any('"phase":"armed"' in p for p in payloads)
+    assert target_values(tmp_path) == []
+    target_values(
+        tmp_path,
+        "DROP TABLE demo.orders",
+        f"CREATE TABLE demo.orders ({columns}) ENGINE = MergeTree PARTITION BY toYYYYMM(order_date) ORDER BY id",
+    )
     assert run(manifest, "run-2").rows_committed == 1_000
     assert target_values(tmp_path) == source_values(tmp_path)
