@@ -302,8 +302,8 @@ class TransferEngine:
         self._require_unchanged_identity(family, decisions)
         self._require_scope_spares_other_sources(family, [a.planned for a in active])
         unverified = self._unverified(decisions, matched)
+        self._require_target_holds_committed(decisions, matched, moving=bool(active))
         if not active:
-            self._require_target_holds_committed(decisions, matched)
             return self._report(run_id, decisions, None, {}, started, self._summary(None, None, unverified))
 
         quality = self._prepare_quality(run_id, schema, active, stored_core=resumed)
@@ -603,13 +603,17 @@ class TransferEngine:
         self._notices.append(line)
 
     def _require_target_holds_committed(
-        self, decisions: Sequence[ResumeDecision], matched: dict[str, PartitionCheckpoint]
+        self, decisions: Sequence[ResumeDecision], matched: dict[str, PartitionCheckpoint], *, moving: bool
     ) -> None:
-        """Nothing to run: the target must still hold at least the rows the committed partitions loaded.
+        """Before any target I/O: the target must still hold the rows the skipped committed partitions
+        loaded.
 
         A dropped target (or a manifest pointed at a new chDB directory or server) would otherwise be
-        reported as "nothing to do" with no table at all. Rows only ever grow on this route's own runs,
-        so fewer rows than committed means someone else removed them: stop, never reload on a guess."""
+        reported as "nothing to do" with no table at all, or, when partitions are due, be created anew and
+        hold only them: the history is gone, the run says it succeeded. Nothing to run (``moving`` false):
+        rows only ever grow on this route's own runs, so fewer rows than committed means someone else
+        removed them. Partitions to move: only a missing or empty table stops the run, so a table that
+        shrinks by design (retention) still takes new partitions. Stop, never reload on a guess."""
         committed_rows = 0
         for decision in decisions:
             checkpoint = matched.get(decision.partition.partition_id)
@@ -621,16 +625,17 @@ class TransferEngine:
         table = self._manifest.sink.table
         sink = self._ports.open_sink()
         try:
-            target_rows = sink.count_rows(table, None)
+            target_rows = sink.count_rows(table, None)  # 0 when the table does not exist
         finally:
             sink.close()
-        if target_rows >= committed_rows:
+        if target_rows >= committed_rows or (moving and target_rows > 0):
             return
+        which = "the skipped partitions" if moving else "every partition"
         raise DponeError(
             ErrorCode.TARGET_LOST_COMMITTED_ROWS,
-            f"every partition of route {self._route.describe()} is committed, but the target table {table} "
-            f"holds {target_rows} rows, fewer than the {committed_rows} its committed partitions loaded "
-            "(dropped, truncated, or a new target)",
+            f"{which} of route {self._route.describe()} {'are' if moving else 'is'} committed, but the "
+            f"target table {table} holds {target_rows} rows, fewer than the {committed_rows} its committed "
+            "partitions loaded (dropped, truncated, or a new target)",
             details={
                 "route": self._route.describe(),
                 "target_table": table,

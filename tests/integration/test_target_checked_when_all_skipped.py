@@ -1,13 +1,16 @@
-"""When every partition is committed, the target is checked, not assumed.
+"""When partitions are committed, the target is checked, not assumed.
 
 A dropped or truncated target (or a manifest pointed at a fresh chDB directory) used to print "nothing to
-do" and exit 0 with no table. Black-box: ``dpone run`` on a SQLite source into chDB, each checkpoint store.
+do" and exit 0 with no table; with a new partition to move, the target was created anew holding only it
+(the history gone, exit 0). Black-box: ``dpone run`` on a SQLite source into chDB, each checkpoint store.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import shutil
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -84,3 +87,81 @@ def test_an_intact_target_still_skips_every_committed_partition(
 
     assert result.exit_code == 0, result.output
     assert target_rows(base) == source_rows(base)
+
+
+def _rows_if_exists(base: Path) -> list[object] | None:
+    """The target's rows, or None when the table does not exist."""
+    client = open_client(
+        EndpointDescriptor(
+            name="t",
+            kind=EndpointKind.CLICKHOUSE,
+            interface=ClickHouseInterface.CHDB,
+            path=str(base / "clickhouse"),
+        )
+    )
+    try:
+        if not int(client.query(f"EXISTS TABLE {TARGET}").result_rows[0][0]):
+            return None
+        return list(client.query(f"SELECT id FROM {TARGET}").result_rows)
+    finally:
+        client.close()
+
+
+def _add_a_new_day(base: Path) -> None:
+    """The source gains rows of a day after the last committed one (the next run has a partition to move)."""
+    with sqlite3.connect(base / "source.sqlite") as db:
+        last_day, last_id = db.execute("SELECT max(order_date), max(id) FROM orders").fetchone()
+        next_day = (dt.date.fromisoformat(last_day) + dt.timedelta(days=1)).isoformat()
+        db.execute(
+            "INSERT INTO orders SELECT id + ?, ?, customer, amount, ? || substr(updated_at, 11) FROM orders "
+            "WHERE order_date = ?",
+            (last_id, next_day, next_day, last_day),
+        )
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize(
+    "loss",
+    [
+        pytest.param(lambda b: _command(b, f"DROP TABLE {TARGET}"), id="dropped"),
+        pytest.param(lambda b: _command(b, f"TRUNCATE TABLE {TARGET}"), id="truncated"),
+        pytest.param(lambda b: shutil.rmtree(b / "clickhouse"), id="new-chdb-directory"),
+    ],
+)
+def test_a_lost_target_stops_the_run_even_with_a_new_partition_to_move(
+    base: Path,  # noqa: F811
+    store_url: str,  # noqa: F811
+    strategy: str,
+    loss: object,
+) -> None:
+    """Red before: the target was created anew holding the new day only, the history gone, exit 0."""
+    manifest = write_manifest(base, "orders", store_url, strategy=strategy)
+    assert dpone("run", str(manifest)).exit_code == 0
+    committed = len(source_rows(base))
+    loss(base)  # type: ignore[operator]
+    _add_a_new_day(base)
+
+    result = dpone("run", "--json", str(manifest))
+
+    assert result.exit_code == 3, result.output
+    error = json.loads(result.output)
+    assert error["error"] == "native_transfer_target_lost_committed_rows"
+    assert error["details"]["committed_rows"] == committed
+    assert error["details"]["target_rows"] == 0
+    assert _rows_if_exists(base) in (None, [])  # nothing was written, nothing created
+
+
+def test_a_target_that_shrank_by_retention_still_takes_new_partitions(
+    base: Path,  # noqa: F811
+    store_url: str,  # noqa: F811
+) -> None:
+    """Rows removed on purpose (an older day deleted): the run with a new day goes on and loads it."""
+    manifest = write_manifest(base, "orders", store_url)
+    assert dpone("run", str(manifest)).exit_code == 0
+    oldest = min(r[1] for r in source_rows(base))
+    _command(base, f"ALTER TABLE {TARGET} DELETE WHERE order_date = '{oldest}' SETTINGS mutations_sync = 2")
+    _add_a_new_day(base)
+
+    assert dpone("run", str(manifest)).exit_code == 0
+
+    assert target_rows(base) == [r for r in source_rows(base) if r[1] != oldest]
