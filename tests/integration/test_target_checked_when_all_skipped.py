@@ -107,9 +107,9 @@ def _rows_if_exists(base: Path) -> list[object] | None:
         client.close()
 
 
-def _add_a_new_day(base: Path) -> None:
+def _add_a_new_day(root: Path) -> None:
     """The source gains rows of a day after the last committed one (the next run has a partition to move)."""
-    with sqlite3.connect(base / "source.sqlite") as db:
+    with sqlite3.connect(root / "source.sqlite") as db:
         last_day, last_id = db.execute("SELECT max(order_date), max(id) FROM orders").fetchone()
         next_day = (dt.date.fromisoformat(last_day) + dt.timedelta(days=1)).isoformat()
         db.execute(
