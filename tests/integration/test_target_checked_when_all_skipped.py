@@ -89,14 +89,14 @@ def test_an_intact_target_still_skips_every_committed_partition(
     assert target_rows(base) == source_rows(base)
 
 
-def _rows_if_exists(base: Path) -> list[object] | None:
+def _rows_if_exists(root: Path) -> list[object] | None:
     """The target's rows, or None when the table does not exist."""
     client = open_client(
         EndpointDescriptor(
             name="t",
             kind=EndpointKind.CLICKHOUSE,
             interface=ClickHouseInterface.CHDB,
-            path=str(base / "clickhouse"),
+            path=str(root / "clickhouse"),
         )
     )
     try:
