@@ -250,13 +250,16 @@ def test_lookback_partitions_are_armed_and_promoted_like_any_active_partition() 
 def test_a_lookback_reload_that_fails_after_the_target_mutation_blocks_every_later_run() -> None:
     store = InMemoryCheckpointStore()
     clock = FixedClock(dt.datetime(2026, 12, 5, 6, 0, tzinfo=UTC))
-    _engine(store, RecordingSink(), clock, lookback=1).run("run-1")
+    first = RecordingSink()
+    _engine(store, first, clock, lookback=1).run("run-1")
     failing = RecordingSink(fail_after_mutation=True)
+    failing.tables = first.tables  # one target table across the runs
     with pytest.raises(InjectedFault):
         _engine(store, failing, clock, lookback=1).run("run-2")
     reloaded = [c for c in store.list_latest(ROUTE_OF_ENGINE) if c.bounds.label == "order_date=2026-11-30"]
     assert [phase_of(c) for c in reloaded] == ["target_outcome_unknown"]
     later = RecordingSink()
+    later.tables = first.tables
     with pytest.raises(DponeError) as caught:
         _engine(store, later, clock, lookback=1).run("run-3")
     assert caught.value.code is ErrorCode.MANUAL_RECONCILIATION_REQUIRED
