@@ -7,6 +7,7 @@ import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
+from airflow_provider_dpone.contracts.endpoints import ClickHouseInterface, EndpointDescriptor, EndpointKind
 from airflow_provider_dpone.contracts.partition import BoundsKind, PartitionBounds
 from airflow_provider_dpone.contracts.permit import TargetPermit
 from airflow_provider_dpone.contracts.route import RouteIdentity, Strategy
@@ -23,6 +24,13 @@ def day(lower: str, upper: str, column: str = "order_date", *, label: str | None
         upper=upper,
         value_type="date",
         label=label or lower,
+    )
+
+
+def chdb_endpoint(path: Path) -> EndpointDescriptor:
+    """An embedded chDB target at ``path`` (a test's own directory)."""
+    return EndpointDescriptor(
+        name="t", kind=EndpointKind.CLICKHOUSE, interface=ClickHouseInterface.CHDB, path=str(path)
     )
 
 

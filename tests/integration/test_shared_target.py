@@ -19,10 +19,9 @@ import pytest
 
 from airflow_provider_dpone.adapters.clickhouse.client import open_client
 from airflow_provider_dpone.compose import open_runtime
-from airflow_provider_dpone.contracts.endpoints import ClickHouseInterface, EndpointDescriptor, EndpointKind
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.manifests.loader import load_manifest
-from tests.builders import sqlite_day_manifest
+from tests.builders import chdb_endpoint, sqlite_day_manifest
 
 DAYS = ("2026-11-28", "2026-11-29", "2026-11-30")
 
@@ -58,13 +57,7 @@ def source(base: Path, *tables: str) -> list[tuple[Any, ...]]:
 
 
 def target(base: Path) -> list[tuple[Any, ...]]:
-    endpoint = EndpointDescriptor(
-        name="t",
-        kind=EndpointKind.CLICKHOUSE,
-        interface=ClickHouseInterface.CHDB,
-        path=str(base / "clickhouse"),
-    )
-    client = open_client(endpoint)
+    client = open_client(chdb_endpoint(base / "clickhouse"))
     try:
         rows = client.query("SELECT id, toString(day), amount FROM demo.orders").result_rows
         return sorted(tuple(r) for r in rows)

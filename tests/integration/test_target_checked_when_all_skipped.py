@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from airflow_provider_dpone.adapters.clickhouse.client import open_client
-from airflow_provider_dpone.contracts.endpoints import ClickHouseInterface, EndpointDescriptor, EndpointKind
+from tests.builders import chdb_endpoint
 from tests.integration.test_route_spelling import (  # noqa: F401  (fixtures)
     TARGET,
     base,
@@ -31,47 +31,19 @@ STRATEGIES = ["incremental_append", "replace_partition"]
 
 
 def _command(root: Path, statement: str) -> None:
-    client = open_client(
-        EndpointDescriptor(
-            name="t",
-            kind=EndpointKind.CLICKHOUSE,
-            interface=ClickHouseInterface.CHDB,
-            path=str(root / "clickhouse"),
-        )
-    )
+    client = open_client(chdb_endpoint(root / "clickhouse"))
     try:
         client.command(statement)
     finally:
         client.close()
 
 
-@pytest.mark.parametrize("strategy", STRATEGIES)
-@pytest.mark.parametrize(
-    "loss",
-    [
-        pytest.param(lambda b: _command(b, f"DROP TABLE {TARGET}"), id="dropped"),
-        pytest.param(lambda b: _command(b, f"TRUNCATE TABLE {TARGET}"), id="truncated"),
-        pytest.param(lambda b: shutil.rmtree(b / "clickhouse"), id="new-chdb-directory"),
-    ],
-)
-def test_a_target_that_lost_committed_rows_stops_the_run_with_exit_3(
-    base: Path,  # noqa: F811
-    store_url: str,  # noqa: F811
-    strategy: str,
-    loss: object,
-) -> None:
-    manifest = write_manifest(base, "orders", store_url, strategy=strategy)
-    assert dpone("run", str(manifest)).exit_code == 0
-    loss(base)  # type: ignore[operator]
-
-    result = dpone("run", "--json", str(manifest))
-
-    assert result.exit_code == 3, result.output
-    error = json.loads(result.output)
-    assert error["error"] == "native_transfer_target_lost_committed_rows"
-    assert error["details"]["committed_rows"] == len(source_rows(base))
-    assert error["details"]["target_rows"] == 0
-    assert "nothing to do" not in result.output
+#: Ways a target loses what the route committed: dropped, truncated, or a manifest at a fresh chDB folder.
+LOSSES = [
+    pytest.param(lambda b: _command(b, f"DROP TABLE {TARGET}"), id="dropped"),
+    pytest.param(lambda b: _command(b, f"TRUNCATE TABLE {TARGET}"), id="truncated"),
+    pytest.param(lambda b: shutil.rmtree(b / "clickhouse"), id="new-chdb-directory"),
+]
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
@@ -91,14 +63,7 @@ def test_an_intact_target_still_skips_every_committed_partition(
 
 def _rows_if_exists(root: Path) -> list[object] | None:
     """The target's rows, or None when the table does not exist."""
-    client = open_client(
-        EndpointDescriptor(
-            name="t",
-            kind=EndpointKind.CLICKHOUSE,
-            interface=ClickHouseInterface.CHDB,
-            path=str(root / "clickhouse"),
-        )
-    )
+    client = open_client(chdb_endpoint(root / "clickhouse"))
     try:
         if not int(client.query(f"EXISTS TABLE {TARGET}").result_rows[0][0]):
             return None
@@ -120,26 +85,22 @@ def _add_a_new_day(root: Path) -> None:
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
-@pytest.mark.parametrize(
-    "loss",
-    [
-        pytest.param(lambda b: _command(b, f"DROP TABLE {TARGET}"), id="dropped"),
-        pytest.param(lambda b: _command(b, f"TRUNCATE TABLE {TARGET}"), id="truncated"),
-        pytest.param(lambda b: shutil.rmtree(b / "clickhouse"), id="new-chdb-directory"),
-    ],
-)
-def test_a_lost_target_stops_the_run_even_with_a_new_partition_to_move(
+@pytest.mark.parametrize("loss", LOSSES)
+@pytest.mark.parametrize("new_day", [False, True], ids=["nothing-due", "a-new-day-due"])
+def test_a_target_that_lost_committed_rows_stops_the_run_with_exit_3(
     base: Path,  # noqa: F811
     store_url: str,  # noqa: F811
     strategy: str,
     loss: object,
+    new_day: bool,
 ) -> None:
-    """Red before: the target was created anew holding the new day only, the history gone, exit 0."""
+    """With a new day due, red before: the target was created anew holding that day alone (exit 0)."""
     manifest = write_manifest(base, "orders", store_url, strategy=strategy)
     assert dpone("run", str(manifest)).exit_code == 0
     committed = len(source_rows(base))
     loss(base)  # type: ignore[operator]
-    _add_a_new_day(base)
+    if new_day:
+        _add_a_new_day(base)
 
     result = dpone("run", "--json", str(manifest))
 
@@ -148,6 +109,7 @@ def test_a_lost_target_stops_the_run_even_with_a_new_partition_to_move(
     assert error["error"] == "native_transfer_target_lost_committed_rows"
     assert error["details"]["committed_rows"] == committed
     assert error["details"]["target_rows"] == 0
+    assert "nothing to do" not in result.output
     assert _rows_if_exists(base) in (None, [])  # nothing was written, nothing created
 
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator
 from datetime import date
 from decimal import Decimal
 from pathlib import Path
@@ -37,12 +36,18 @@ from airflow_provider_dpone.adapters.clickhouse.sink import ClickHouseSink
 from airflow_provider_dpone.adapters.sources.demo_data import create_demo_source
 from airflow_provider_dpone.cli.demo_cmd import DEMO_MANIFEST
 from airflow_provider_dpone.compose import open_runtime
-from airflow_provider_dpone.contracts.endpoints import ClickHouseInterface, EndpointDescriptor, EndpointKind
+from airflow_provider_dpone.contracts.endpoints import EndpointDescriptor
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.route import Strategy
 from airflow_provider_dpone.manifests.loader import load_manifest
-from tests.builders import permit_for
-from tests.integration.test_staged_publish import SCHEMA, chunk, expected, target_rows
+from tests.builders import chdb_endpoint, permit_for
+from tests.integration.test_staged_publish import (  # noqa: F401  (chdb_sink: a fixture)
+    SCHEMA,
+    chdb_sink,
+    chunk,
+    expected,
+    target_rows,
+)
 
 COLUMNS = "id, order_date, customer, amount, updated_at"
 DEDUPLICATING = "ALTER TABLE demo.orders MODIFY SETTING non_replicated_deduplication_window = 1000"
@@ -80,18 +85,9 @@ def write_manifest(
     return path
 
 
-def chdb_endpoint(root: Path) -> EndpointDescriptor:
-    return EndpointDescriptor(
-        name="t",
-        kind=EndpointKind.CLICKHOUSE,
-        interface=ClickHouseInterface.CHDB,
-        path=str(root / "clickhouse"),
-    )
-
-
 def target_values(root: Path, *commands: str) -> list[tuple[Any, ...]]:
     """Run ``commands``, then every row of the target, as text (closes its client: one chDB per process)."""
-    client = open_client(chdb_endpoint(root))
+    client = open_client(chdb_endpoint(root / "clickhouse"))
     try:
         for command in commands:
             client.command(command)
@@ -137,20 +133,9 @@ def test_a_lookback_rerun_into_a_deduplicating_target_keeps_the_unchanged_days(
         assert target_values(tmp_path) == expected_rows, attempt
 
 
-@pytest.fixture
-def chdb_sink(chdb_dir: Path) -> Iterator[ClickHouseSink]:
-    sink = ClickHouseSink(
-        EndpointDescriptor(
-            name="t", kind=EndpointKind.CLICKHOUSE, interface=ClickHouseInterface.CHDB, path=str(chdb_dir)
-        )
-    )
-    try:
-        yield sink
-    finally:
-        sink.close()
-
-
-def test_identical_chunks_of_one_load_all_arrive_in_a_deduplicating_target(chdb_sink: ClickHouseSink) -> None:
+def test_identical_chunks_of_one_load_all_arrive_in_a_deduplicating_target(
+    chdb_sink: ClickHouseSink,  # noqa: F811
+) -> None:
     """Two byte-identical chunks (rows that repeat, as an event table's may) are two blocks, not one."""
     chdb_sink.prepare_target("demo.orders", SCHEMA, ("order_date", "id"))
     chdb_sink._client().command(DEDUPLICATING)
@@ -161,7 +146,8 @@ def test_identical_chunks_of_one_load_all_arrive_in_a_deduplicating_target(chdb_
 
 
 def test_each_insert_request_carries_a_token_of_its_own_where_the_engine_has_tokens(
-    chdb_sink: ClickHouseSink, clickhouse_http: EndpointDescriptor
+    chdb_sink: ClickHouseSink,  # noqa: F811
+    clickhouse_http: EndpointDescriptor,
 ) -> None:
     """chDB (a current engine): a fresh ``insert_deduplication_token`` per request and ``async_insert = 0``;
     18.16 (no tokens, no asynchronous inserts): ``insert_deduplicate = 0`` alone."""
@@ -178,7 +164,7 @@ def test_each_insert_request_carries_a_token_of_its_own_where_the_engine_has_tok
 
 
 def test_a_request_sent_twice_is_absorbed_and_a_new_request_of_the_same_rows_is_not(
-    chdb_sink: ClickHouseSink,
+    chdb_sink: ClickHouseSink,  # noqa: F811
 ) -> None:
     """What the token is for: the driver re-sends a request whose connection the server closed (the
     same settings, so the same token); the engine keeps one copy. A later insert of the same rows (a new
