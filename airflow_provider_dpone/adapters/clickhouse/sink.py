@@ -198,7 +198,7 @@ class ClickHouseSink:
                 )
                 log.info("created target table %s", name)
             target = self._describe(client, name)
-            require_row_keeping_engine(client, name)  # another writer may have created it first
+            require_row_keeping_engine(client, name)
         # compared even right after creation: another writer may have created it first
         self._require_compatible(name, schema, target)
 

@@ -2,8 +2,9 @@
 
 Every choice here must load into both the 18.16 server (no ``Bool``, no ``DateTime64``) and chDB:
 - ``bit`` -> ``UInt8`` (values 0/1), because 18.16 has no ``Bool``;
-- ``datetime``/``datetime2``/``smalldatetime`` -> ``DateTime``: whole seconds, sub-second digits are
-  dropped (18.16 has no ``DateTime64``); ``datetimeoffset`` is converted to UTC first;
+- ``datetime``/``datetime2``/``smalldatetime`` -> ``DateTime``: whole seconds (18.16 has no
+  ``DateTime64``); a value with sub-second digits is refused by the value audit before arming, naming the
+  column; ``datetimeoffset`` is converted to UTC first;
 - ``time`` -> ``String`` (``HH:MM:SS[.ffffff]``), binary types -> ``String`` holding the raw bytes.
 Types with no faithful ClickHouse column (``xml``, spatial types, ``sql_variant``, ...) are refused with
 ``unsupported_column_type`` naming the column, before any row is read.
