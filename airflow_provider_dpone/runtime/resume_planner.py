@@ -20,7 +20,7 @@ from typing import NamedTuple
 from airflow_provider_dpone.contracts.checkpoint import CheckpointStatus, PartitionCheckpoint
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.guard import GuardPhase, read_guard
-from airflow_provider_dpone.contracts.manifest import Partitioning
+from airflow_provider_dpone.contracts.manifest import Partitioning, PartitionKind
 from airflow_provider_dpone.contracts.partition import BoundsKind, PartitionBounds, PlannedPartition
 from airflow_provider_dpone.contracts.route import Strategy
 
@@ -188,3 +188,49 @@ def _refuse_late_row_keys(partitioning: Partitioning | None, strategy: Strategy)
             f"source.partitioning settle/lookback do not apply to sink.strategy {strategy.value}",
             details={"strategy": strategy.value},
         )
+
+
+def still_filling(
+    decisions: Sequence[ResumeDecision],
+    strategy: Strategy,
+    partitioning: Partitioning | None,
+    now: datetime,
+) -> list[PlannedPartition]:
+    """Partitions this run moves that may still receive rows, which no later run of the route moves again.
+
+    ``incremental_append`` (and ``replace_partition`` without ``lookback``) skip a committed partition for
+    good, so rows that reach the source later within its bounds are never moved. Two partitions are known
+    to be in that state when they are committed: a day or month whose upper bound is still in the future
+    (today's day, unless ``settle`` holds it back), and the newest ``integer_range`` range (an id sequence
+    keeps filling it). The run says so (a notice) rather than committing them without a word.
+    """
+    if partitioning is None or strategy is Strategy.FULL_REFRESH:
+        return []
+    if strategy is Strategy.REPLACE_PARTITION and partitioning.lookback:
+        return []  # the lookback moves the newest committed partitions again
+    running = [d.partition for d in decisions if d.action is Action.RUN]
+    if not running:
+        return []
+    if partitioning.kind in (PartitionKind.DAY, PartitionKind.MONTH):
+        instant = now.astimezone(timezone.utc)
+        return [p for p in running if (upper := upper_instant(p.bounds)) is not None and upper > instant]
+    if partitioning.kind is PartitionKind.INTEGER_RANGE:
+        ranges = [
+            (lower, d.partition)
+            for d in decisions
+            if (lower := _integer_lower(d.partition.bounds)) is not None
+        ]
+        if not ranges:
+            return []
+        newest = max(ranges, key=lambda pair: pair[0])[1]
+        return [newest] if any(p.partition_id == newest.partition_id for p in running) else []
+    return []
+
+
+def _integer_lower(bounds: PartitionBounds) -> int | None:
+    if bounds.kind is not BoundsKind.RANGE or bounds.value_type != "integer" or bounds.lower is None:
+        return None
+    try:
+        return int(bounds.lower)
+    except ValueError:
+        return None

@@ -31,7 +31,7 @@ from airflow_provider_dpone.contracts.capsule import ProbeScope, SealedCore
 from airflow_provider_dpone.contracts.checkpoint import CheckpointStatus, PartitionCheckpoint
 from airflow_provider_dpone.contracts.chunk import ColumnChunk
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
-from airflow_provider_dpone.contracts.manifest import ExportPath, LoadPath, Manifest
+from airflow_provider_dpone.contracts.manifest import ExportPath, LoadPath, Manifest, PartitionKind
 from airflow_provider_dpone.contracts.partition import PartitionBounds, PlannedPartition, partition_id_for
 from airflow_provider_dpone.contracts.permit import TargetPermit
 from airflow_provider_dpone.contracts.report import PartitionOutcome, QualitySummary, RunReport
@@ -69,7 +69,13 @@ from airflow_provider_dpone.runtime.replay.scan import (
     require_clear_capsules,
     scan_capsules,
 )
-from airflow_provider_dpone.runtime.resume_planner import Action, Reason, ResumeDecision, plan_resume
+from airflow_provider_dpone.runtime.resume_planner import (
+    Action,
+    Reason,
+    ResumeDecision,
+    plan_resume,
+    still_filling,
+)
 from airflow_provider_dpone.runtime.route_family import (
     RouteFamily,
     latest_by_partition,
@@ -306,6 +312,7 @@ class TransferEngine:
         if not active:
             return self._report(run_id, decisions, None, {}, started, self._summary(None, None, unverified))
 
+        self._say_what_may_still_fill(decisions)
         quality = self._prepare_quality(run_id, schema, active, stored_core=resumed)
         lifecycle, tally = self._publish(run_id, family, schema, active, quality)
         self._advance_source_state(run_id, lifecycle, tally)
@@ -517,6 +524,24 @@ class TransferEngine:
             f"the {changed_summary(overlaps)} of route {self._route.describe()} changed: {len(overlaps)} "
             f"partition(s) overlap partitions committed under the old definition; "
             f"{self._route.strategy.value} replaces what it writes, so they are moved again"
+        )
+
+    def _say_what_may_still_fill(self, decisions: Sequence[ResumeDecision]) -> None:
+        """A notice for partitions this run commits while rows may still arrive in them (``still_filling``)."""
+        partitioning = self._manifest.source.partitioning
+        filling = still_filling(decisions, self._route.strategy, partitioning, self._ports.clock.now())
+        if not filling:
+            return
+        labels = ", ".join(p.bounds.label for p in filling[:3]) + (", ..." if len(filling) > 3 else "")
+        remedy = (
+            "set source.partitioning.settle to hold a day back until it is complete"
+            if partitioning.kind in (PartitionKind.DAY, PartitionKind.MONTH)
+            else "for a table whose ids keep growing use replace_partition with lookback: 1"
+        )
+        self._notice(
+            f"{len(filling)} partition(s) this run commits may still be filling ({labels}): rows that reach "
+            f"the source later within their bounds will not be moved by {self._route.strategy.value}; "
+            f"{remedy} (`dpone checkpoints {self._manifest_ref} --verify` shows what a partition missed)"
         )
 
     def _require_scope_spares_other_sources(

@@ -1,0 +1,78 @@
+"""A run that commits a partition rows may still reach says so (a notice), rather than without a word.
+
+``incremental_append`` (and ``replace_partition`` without ``lookback``) never move a committed partition
+again, so today's day (no ``settle``) or the newest ``integer_range`` range committed while it fills
+misses every row that arrives later. Found trying an id-ranged table as a user would: ids 1-150 with
+``size: 100``, then ids 151-250: the second run moved 200-250 and skipped ``[100,200)``; 49 rows never
+arrived, exit 0. Behaviour is unchanged (``settle``/``lookback`` are the tools); the run now tells.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from airflow_provider_dpone.contracts.manifest import Partitioning, PartitionKind
+from airflow_provider_dpone.contracts.partition import BoundsKind, PartitionBounds, PlannedPartition
+from airflow_provider_dpone.contracts.route import Strategy
+from airflow_provider_dpone.runtime.resume_planner import Action, Reason, ResumeDecision, still_filling
+from tests.doubles import FixedClock, InMemoryCheckpointStore, RecordingSink
+from tests.unit.test_late_rows_planning import _engine
+
+UTC = dt.timezone.utc
+HASH = "sha256:" + "d" * 64
+
+
+def integer_range(lower: int, size: int = 100) -> PlannedPartition:
+    bounds = PartitionBounds(
+        kind=BoundsKind.RANGE,
+        column="id",
+        lower=str(lower),
+        upper=str(lower + size),
+        value_type="integer",
+        label=f"id=[{lower},{lower + size})",
+    )
+    return PlannedPartition(
+        partition_id=f"sha256:{lower:064x}", bounds=bounds, query_hash=HASH, schema_hash=HASH
+    )
+
+
+RANGES = Partitioning(kind=PartitionKind.INTEGER_RANGE, column="id", size=100)
+NOW = dt.datetime(2026, 12, 5, tzinfo=UTC)
+
+
+def decisions(*pairs: tuple[int, Action]) -> list[ResumeDecision]:
+    reason = {Action.RUN: Reason.MISSING_CHECKPOINT, Action.SKIP: Reason.COMMITTED}
+    return [ResumeDecision(integer_range(lower), action, reason[action]) for lower, action in pairs]
+
+
+def test_the_newest_integer_range_moved_by_an_append_run_may_still_fill() -> None:
+    plan = decisions((0, Action.RUN), (200, Action.RUN), (100, Action.RUN))
+    filling = still_filling(plan, Strategy.INCREMENTAL_APPEND, RANGES, NOW)
+    assert [p.bounds.label for p in filling] == ["id=[200,300)"]  # by value, not by position
+
+
+def test_no_integer_range_is_named_when_the_newest_is_not_moved_or_is_moved_again_later() -> None:
+    committed_newest = decisions((0, Action.RUN), (100, Action.SKIP))
+    assert still_filling(committed_newest, Strategy.INCREMENTAL_APPEND, RANGES, NOW) == []
+    plan = decisions((0, Action.RUN), (100, Action.RUN))
+    assert still_filling(plan, Strategy.FULL_REFRESH, RANGES, NOW) == []
+    with_lookback = RANGES.model_copy(update={"lookback": 1})
+    assert still_filling(plan, Strategy.REPLACE_PARTITION, with_lookback, NOW) == []
+    assert still_filling(plan, Strategy.REPLACE_PARTITION, RANGES, NOW)  # without lookback: it says so
+
+
+def test_an_append_run_that_commits_todays_day_says_it_may_still_fill() -> None:
+    """Red without the notice: the run committed 11-30 at 23:00 on 11-30 without a word."""
+    clock = FixedClock(dt.datetime(2026, 11, 30, 23, 0, tzinfo=UTC))
+    report = _engine(InMemoryCheckpointStore(), RecordingSink(), clock).run("run-1")
+    notes = [n for n in report.notices if "may still be filling" in n]
+    assert len(notes) == 1 and "order_date=2026-11-30" in notes[0] and "settle" in notes[0]
+
+
+def test_no_notice_when_settle_holds_the_day_back_or_every_day_is_over() -> None:
+    late = FixedClock(dt.datetime(2026, 11, 30, 23, 0, tzinfo=UTC))
+    held = _engine(InMemoryCheckpointStore(), RecordingSink(), late, settle="2h").run("run-1")
+    assert not any("may still be filling" in n for n in held.notices)
+    later = FixedClock(dt.datetime(2026, 12, 5, 6, 0, tzinfo=UTC))
+    over = _engine(InMemoryCheckpointStore(), RecordingSink(), later).run("run-1")
+    assert not any("may still be filling" in n for n in over.notices)
