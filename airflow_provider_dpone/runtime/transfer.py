@@ -90,6 +90,7 @@ from airflow_provider_dpone.runtime.route_identity import (
     require_unchanged_identity,
 )
 from airflow_provider_dpone.runtime.shared_target import other_sources_in_scope
+from airflow_provider_dpone.runtime.superseded import rerun_superseded
 
 _log = logging.getLogger(__name__)
 #: Chunks a reading thread may hold ready per partition while the target takes one (``runtime.read_ahead``).
@@ -290,6 +291,9 @@ class TransferEngine:
                 partitioning=self._manifest.source.partitioning,
                 now=self._ports.clock.now(),
             )
+            if self._route.strategy is Strategy.REPLACE_PARTITION:
+                others = other_identity_committed(family, planned, self._ports.naming)
+                decisions = rerun_superseded(decisions, matched, others)
         return schema, decisions, matched
 
     # -- one run -----------------------------------------------------------------------------------

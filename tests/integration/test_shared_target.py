@@ -100,3 +100,33 @@ def test_a_full_refresh_of_the_same_source_replaces_its_own_append_routes_rows(b
     run(manifest(base, "shard_a", "incremental_append"), "a-1")
     assert run(manifest(base, "shard_a", "full_refresh"), "a-2").rows_committed == 30
     assert target(base) == source(base, "shard_a")
+
+
+def test_two_definitions_of_one_replace_route_never_leave_the_target_short(base: Path) -> None:
+    """Two manifests of one route (``source.query`` filters differ), or one edited back: each run leaves the
+    target holding what its own definition selects. Red before: the first definition's second run skipped
+    every day the other had replaced (exit 0), leaving the other's rows only."""
+    even = sqlite_day_manifest(
+        base,
+        "shard_a",
+        state="sqlite:///state.sqlite",
+        target="demo.orders",
+        query="SELECT * FROM shard_a WHERE id % 2 = 0",
+    )
+    odd = sqlite_day_manifest(
+        base,
+        "shard_a",
+        state="sqlite:///state.sqlite",
+        target="demo.orders",
+        query="SELECT * FROM shard_a WHERE id % 2 = 1",
+    )
+    evens = [r for r in source(base, "shard_a") if r[0] % 2 == 0]
+    odds = [r for r in source(base, "shard_a") if r[0] % 2 == 1]
+    run(even, "even-1")
+    assert target(base) == evens
+    run(odd, "odd-1")
+    assert target(base) == odds
+    again = run(even, "even-2")
+    assert again.rows_committed == len(evens)
+    assert target(base) == evens
+    assert run(even, "even-3").rows_committed == 0  # nothing replaced it since: skipped as committed

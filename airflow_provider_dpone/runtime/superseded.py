@@ -1,0 +1,57 @@
+"""``replace_partition``: a committed partition another definition of the route replaced since runs again.
+
+A route's partitions are identified by its definition (query, schema, partitioning). A ``replace_partition``
+run of one definition deletes every row within its bounds, whatever definition wrote them, and stores its
+checkpoints under its own partition IDs; the other definition's checkpoints keep saying COMMITTED. When that
+other definition runs again (a manifest edited back, or two manifests of one route with different
+``source.query`` filters), it skipped partitions whose rows were gone. Seen: an ``id % 2 = 0`` manifest
+committed 2,000 rows, an ``id % 2 = 1`` manifest of the same route replaced every day, and the first
+manifest's next run skipped all 60 days (exit 0): the target held only the other half.
+
+So, before resume decisions are final, a COMMITTED partition of this definition is run again when a
+COMMITTED checkpoint of another definition of the route is later and may overlap its bounds
+(``bounds_coverage.may_overlap``, erring toward overlap). The run's notice then says the definition changed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+
+from airflow_provider_dpone.contracts.checkpoint import PartitionCheckpoint
+from airflow_provider_dpone.runtime.bounds_coverage import may_overlap
+from airflow_provider_dpone.runtime.resume_planner import Action, Reason, ResumeDecision
+
+
+def _moment(checkpoint: PartitionCheckpoint) -> datetime:
+    return checkpoint.completed_at or checkpoint.started_at
+
+
+def rerun_superseded(
+    decisions: Sequence[ResumeDecision],
+    matched: Mapping[str, PartitionCheckpoint],
+    other_committed: Sequence[PartitionCheckpoint],
+) -> list[ResumeDecision]:
+    """Skipped committed partitions that a later commit of another definition replaced run again.
+
+    Only partitions committed before the newest other-definition commit are compared, so a route long past
+    a manifest edit (every current commit newer than every old one) costs one pass."""
+    if not other_committed:
+        return list(decisions)
+    newest_other = max(_moment(c) for c in other_committed)
+    rerun: list[ResumeDecision] = []
+    for decision in decisions:
+        checkpoint = matched.get(decision.partition.partition_id)
+        if (
+            decision.action is Action.SKIP
+            and decision.reason is Reason.COMMITTED
+            and checkpoint is not None
+            and _moment(checkpoint) < newest_other
+            and any(
+                _moment(other) > _moment(checkpoint) and may_overlap(other.bounds, decision.partition.bounds)
+                for other in other_committed
+            )
+        ):
+            decision = ResumeDecision(decision.partition, Action.RUN, Reason.QUERY_OR_SCHEMA_CHANGED)
+        rerun.append(decision)
+    return rerun
