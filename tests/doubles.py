@@ -239,6 +239,8 @@ class RecordingSink:
     ) -> None:
         self.events = events if events is not None else []
         self.tables: dict[str, list[tuple[object, ...]]] = {}
+        #: each table's column names, as its rows were written (``count_rows`` within bounds reads them)
+        self.names: dict[str, tuple[str, ...]] = {}
         self.fail_after_mutation = fail_after_mutation
         self.fail_before_mutation = fail_before_mutation
         self.mutations = 0
@@ -247,9 +249,11 @@ class RecordingSink:
         self.events.append("sink.prepare_target")
         self.tables.setdefault(table, [])
 
-    def _rows(self, chunks: Iterable[ColumnChunk]) -> list[tuple[object, ...]]:
+    def _rows(self, chunks: Iterable[ColumnChunk], table: str | None = None) -> list[tuple[object, ...]]:
         out: list[tuple[object, ...]] = []
         for chunk in chunks:
+            if table is not None:
+                self.names[table] = tuple(chunk.names)
             out.extend(zip(*chunk.columns, strict=True))
         return out
 
@@ -260,7 +264,7 @@ class RecordingSink:
         self.events.append("sink.load")
         if self.fail_before_mutation:
             raise InjectedFault("injected target failure before mutation")
-        rows = self._rows(chunks)
+        rows = self._rows(chunks, table)
         self.tables.setdefault(table, []).extend(rows)
         self.mutations += 1
         if self.fail_after_mutation:
@@ -277,7 +281,7 @@ class RecordingSink:
 
     def stage(self, staging_table: str, schema: TableSchema, chunks: Iterable[ColumnChunk]) -> int:
         self.events.append("sink.stage")
-        rows = self._rows(chunks)
+        rows = self._rows(chunks, staging_table)
         self.tables[staging_table].extend(rows)
         return len(rows)
 
@@ -287,6 +291,8 @@ class RecordingSink:
         if self.fail_before_mutation:
             raise InjectedFault("injected target failure before mutation")
         rows = self.tables.pop(staging_table)
+        if staging_table in self.names:
+            self.names[table] = self.names.pop(staging_table)
         self.tables.setdefault(table, []).extend(rows)
         self.mutations += 1
         if self.fail_after_mutation:
@@ -298,7 +304,14 @@ class RecordingSink:
         self.tables.pop(staging_table, None)
 
     def count_rows(self, table: str, bounds: PartitionBounds | None) -> int:
-        return len(self.tables.get(table, []))
+        rows = self.tables.get(table, [])
+        if bounds is None or bounds.kind is BoundsKind.ALL or bounds.column is None:
+            return len(rows)
+        names = self.names.get(table, ())
+        if bounds.column not in names:
+            return len(rows)  # unknown layout: every row may be within (errs toward "holds rows")
+        index = names.index(bounds.column)
+        return sum(1 for row in rows if within_bounds(row[index], bounds))
 
     def close(self) -> None:
         return None
@@ -381,3 +394,18 @@ class MemoryArtifactStore:
     def remove(self, ref) -> None:  # type: ignore[no-untyped-def]
         self.removed.append(ref.partition_id)
         self.files.pop(ref.partition_id, None)
+
+
+def within_bounds(value: object, bounds: PartitionBounds) -> bool:
+    """``value`` inside ``bounds`` (ISO text compares in order; integers as integers)."""
+    if value is None:
+        return False
+    if bounds.value_type == "integer":
+        key: object = int(str(value))
+        lower = None if bounds.lower is None else int(bounds.lower)
+        upper = None if bounds.upper is None else int(bounds.upper)
+    else:
+        key, lower, upper = str(value), bounds.lower, bounds.upper
+    if bounds.kind is BoundsKind.VALUES:
+        return str(value) in (bounds.values or ())
+    return (lower is None or lower <= key) and (upper is None or key < upper)  # type: ignore[operator]

@@ -37,7 +37,7 @@ from airflow_provider_dpone.ports.source import ColumnProfile
 from airflow_provider_dpone.runtime.replay.durable import ReplayPorts
 from airflow_provider_dpone.runtime.replay.scan import CapsuleStores
 from airflow_provider_dpone.runtime.transfer import TransferEngine, TransferPorts
-from tests.doubles import FixedClock, InMemoryCheckpointStore, MemorySource, manifest_dict
+from tests.doubles import FixedClock, InMemoryCheckpointStore, MemorySource, manifest_dict, within_bounds
 
 NAMES = ("id", "order_date", "amount")
 TARGET = EndpointDescriptor(
@@ -123,10 +123,10 @@ class MemoryTarget:
     def prepare_target(self, table: str, schema: TableSchema, order_by: tuple[str, ...]) -> None:
         self.tables.setdefault(table, [])
 
-    @staticmethod
-    def _rows(chunks: Iterable[ColumnChunk]) -> list[Row]:
+    def _rows(self, chunks: Iterable[ColumnChunk]) -> list[Row]:
         out: list[Row] = []
         for chunk in chunks:
+            self.names = tuple(chunk.names)  # one layout for every table of the rig
             out.extend(zip(*chunk.columns, strict=True))  # type: ignore[arg-type]
         return out
 
@@ -162,7 +162,12 @@ class MemoryTarget:
         self.tables.pop(staging_table, None)
 
     def count_rows(self, table: str, bounds: PartitionBounds | None) -> int:
-        return len(self.tables.get(table, []))
+        rows = self.tables.get(table, [])
+        names: tuple[str, ...] = getattr(self, "names", ())
+        if bounds is None or bounds.kind is BoundsKind.ALL or bounds.column not in names:
+            return len(rows)
+        index = names.index(bounds.column)
+        return sum(1 for row in rows if within_bounds(row[index], bounds))
 
     def column_summary(
         self, table: str, bounds: PartitionBounds | None, columns: Sequence[str]

@@ -44,6 +44,7 @@ from airflow_provider_dpone.ports.clock import Clock
 from airflow_provider_dpone.ports.route_naming import RawRouteNaming, RouteNaming
 from airflow_provider_dpone.ports.sink import Sink, StagedSink
 from airflow_provider_dpone.ports.source import Source, ValuesUnproven
+from airflow_provider_dpone.runtime.bounds_coverage import may_overlap
 from airflow_provider_dpone.runtime.cancellation import CancellationToken
 from airflow_provider_dpone.runtime.chunk_stream import StreamTally, in_flight_from
 from airflow_provider_dpone.runtime.collector import collector_paused
@@ -316,6 +317,7 @@ class TransferEngine:
         if not active:
             return self._report(run_id, decisions, None, {}, started, self._summary(None, None, unverified))
 
+        self._require_no_rows_where_appending(family, decisions)
         self._say_what_may_still_fill(decisions)
         quality = self._prepare_quality(run_id, schema, active, stored_core=resumed)
         lifecycle, tally = self._publish(run_id, family, schema, active, quality)
@@ -528,6 +530,73 @@ class TransferEngine:
             f"the {changed_summary(overlaps)} of route {self._route.describe()} changed: {len(overlaps)} "
             f"partition(s) overlap partitions committed under the old definition; "
             f"{self._route.strategy.value} replaces what it writes, so they are moved again"
+        )
+
+    def _require_no_rows_where_appending(
+        self, family: RouteFamily, decisions: Sequence[ResumeDecision]
+    ) -> None:
+        """Before any target I/O: an append partition with no checkpoint finds no rows in its bounds.
+
+        A route whose store lacks its newest checkpoints (restored from an older backup, pointed at a copy)
+        plans the partitions committed since as new and appends them again. Seen: the demo's store restored
+        from before a day was committed: the next run appended the day's 333 rows a second time (exit 0).
+        Rows another route of the target committed within the same bounds (a fan-in) cannot be told apart
+        from a lost checkpoint's: such partitions are not counted. The route's first run is
+        ``_require_target_empty_for_new_route``'s (it counts the whole table)."""
+        if self._route.strategy is not Strategy.INCREMENTAL_APPEND or not family.own:
+            return
+        fresh = [
+            d.partition for d in decisions if d.action is Action.RUN and d.reason is Reason.MISSING_CHECKPOINT
+        ]
+        if not fresh:
+            return
+        naming = self._ports.naming
+        others = [
+            c
+            for c in family.target_wide
+            if c.status is CheckpointStatus.COMMITTED and naming.canonical(c.route) != self._route
+        ]
+        countable = [p for p in fresh if not any(may_overlap(o.bounds, p.bounds) for o in others)]
+        if not countable:
+            return
+        table = self._manifest.sink.table
+        sink = self._ports.open_sink()
+        try:
+            if sink.count_rows(table, None) == 0:
+                return  # an empty or missing table holds nothing to duplicate
+            held = [(p, rows) for p in countable if (rows := sink.count_rows(table, p.bounds)) > 0]
+        finally:
+            sink.close()
+        if not held:
+            return
+        labels = ", ".join(p.bounds.label for p, _ in held[:3]) + (", ..." if len(held) > 3 else "")
+        rows = sum(n for _, n in held)
+        if self._allow_nonempty_target:
+            self._notice(
+                f"the target table {table} already held {rows} row(s) within {len(held)} partition(s) of "
+                f"route {self._route.describe()} that have no checkpoint ({labels}); appending anyway "
+                "(allow_nonempty_target)"
+            )
+            return
+        raise DponeError(
+            ErrorCode.TARGET_NOT_EMPTY,
+            f"route {self._route.describe()} has no checkpoint for {len(held)} partition(s) ({labels}), but "
+            f"the target table {table} already holds {rows} row(s) within their bounds: appending them would "
+            "duplicate what it holds",
+            details={
+                "route": self._route.describe(),
+                "target_table": table,
+                "target_rows": rows,
+                "partitions": [p.bounds.label for p, _ in held[:20]],
+            },
+            hint_lines=(
+                "nothing was written to the target or the checkpoint store",
+                "was the checkpoint store restored from an older backup, or replaced by a copy? point the "
+                "manifest at the store that holds the route's newest checkpoints",
+                "if the rows are another writer's and appending beside them is right: "
+                f"dpone run {self._manifest_ref} --allow-nonempty-target",
+                "see `dpone runbook guard`, 'An empty checkpoint store in front of a non-empty target'",
+            ),
         )
 
     def _say_what_may_still_fill(self, decisions: Sequence[ResumeDecision]) -> None:

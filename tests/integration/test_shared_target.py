@@ -85,6 +85,13 @@ def test_appending_a_second_source_beside_the_first_keeps_both(base: Path) -> No
     assert target(base) == source(base, "shard_a", "shard_b")
     run(manifest(base, "shard_a", "incremental_append"), "a-2")  # the first source's next run
     assert target(base) == source(base, "shard_a", "shard_b")
+    with sqlite3.connect(base / "source.sqlite") as db:  # a new day in both sources
+        db.execute("INSERT INTO shard_a VALUES (500, '2026-12-01', 1)")
+        db.execute("INSERT INTO shard_b VALUES (1500, '2026-12-01', 2)")
+    # each finds the other's rows of the new day in the target: another route's, never taken for its own
+    run(manifest(base, "shard_b", "incremental_append"), "b-2")
+    run(manifest(base, "shard_a", "incremental_append"), "a-3")
+    assert target(base) == source(base, "shard_a", "shard_b")
 
 
 def test_allowed_deliberately_the_second_source_replaces_the_first_and_says_so(base: Path) -> None:

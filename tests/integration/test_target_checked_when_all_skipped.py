@@ -14,6 +14,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 
 from airflow_provider_dpone.adapters.clickhouse.client import open_client
 from tests.builders import chdb_endpoint
@@ -127,3 +128,29 @@ def test_a_target_that_shrank_by_retention_still_takes_new_partitions(
     assert dpone("run", str(manifest)).exit_code == 0
 
     assert target_rows(base) == [r for r in source_rows(base) if r[1] != oldest]
+
+
+def test_a_store_restored_from_before_a_commit_never_appends_the_committed_rows_again(
+    base: Path,  # noqa: F811
+    store_url: str,  # noqa: F811
+) -> None:
+    """The store loses its newest checkpoints (restored from an older backup): red before, the next run
+    appended the day committed since a second time (exit 0). Now it stops before any target I/O."""
+    manifest = write_manifest(base, "orders", store_url)
+    assert dpone("run", str(manifest)).exit_code == 0
+    engine = sa.create_engine(store_url)
+    with engine.connect() as conn:
+        restore_point = conn.execute(sa.text("SELECT max(id) FROM dpone_partition_checkpoints")).scalar_one()
+    _add_a_new_day(base)
+    assert dpone("run", str(manifest)).exit_code == 0  # the new day, committed
+    with engine.begin() as conn:  # the backup taken before it
+        conn.execute(sa.text("DELETE FROM dpone_partition_checkpoints WHERE id > :id"), {"id": restore_point})
+    engine.dispose()
+
+    result = dpone("run", "--json", str(manifest))
+
+    assert result.exit_code == 3, result.output
+    error = json.loads(result.output)
+    assert error["error"] == "native_transfer_target_not_empty"
+    assert len(error["details"]["partitions"]) == 1
+    assert target_rows(base) == source_rows(base)  # once each
