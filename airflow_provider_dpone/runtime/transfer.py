@@ -593,6 +593,8 @@ class TransferEngine:
                 "nothing was written to the target or the checkpoint store",
                 "was the checkpoint store restored from an older backup, or replaced by a copy? point the "
                 "manifest at the store that holds the route's newest checkpoints",
+                "if they are gone for good: point checkpoints.connection at a new, empty store, then "
+                f"dpone guard rebaseline {self._manifest_ref} --adopt-target --reason '<what you checked>'",
                 "if the rows are another writer's and appending beside them is right: "
                 f"dpone run {self._manifest_ref} --allow-nonempty-target",
                 "see `dpone runbook guard`, 'An empty checkpoint store in front of a non-empty target'",
