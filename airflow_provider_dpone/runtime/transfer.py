@@ -315,6 +315,7 @@ class TransferEngine:
         unverified = self._unverified(decisions, matched)
         self._require_target_holds_committed(decisions, matched, moving=bool(active))
         if not active:
+            self._drop_leftover_staging()
             return self._report(run_id, decisions, None, {}, started, self._summary(None, None, unverified))
 
         self._require_no_rows_where_appending(family, decisions)
@@ -600,6 +601,28 @@ class TransferEngine:
                 "see `dpone runbook guard`, 'An empty checkpoint store in front of a non-empty target'",
             ),
         )
+
+    def _drop_leftover_staging(self) -> None:
+        """A staged route with nothing to move still drops the staging table a killed attempt left.
+
+        Staging tables are named for the route, so the next attempt that stages drops a leftover first; an
+        attempt whose partitions an operator then resolved as committed has nothing to stage, and would
+        leave it for good. The guard scan has passed, so no attempt of the route is inside its publish."""
+        if self._manifest.sink.load is not LoadPath.STAGED:
+            return
+        try:
+            sink = self._ports.open_sink()
+        except DponeError:
+            _log.warning(
+                "could not open the target to drop a leftover staging table; the next staged run does"
+            )
+            return
+        try:
+            drop = getattr(sink, "drop_leftover_staging", None)
+            if callable(drop):
+                drop(self._manifest.sink.table, self._route.key())  # never raises
+        finally:
+            sink.close()
 
     def _say_what_may_still_fill(self, decisions: Sequence[ResumeDecision]) -> None:
         """A notice for partitions this run commits while rows may still arrive in them (``still_filling``)."""

@@ -25,6 +25,7 @@ from airflow_provider_dpone.adapters.clickhouse.quoting import TableName, quote_
 from airflow_provider_dpone.adapters.clickhouse.sink import ClickHouseSink
 from airflow_provider_dpone.adapters.clickhouse.staged_publish import attachable_partitions, same_definition
 from airflow_provider_dpone.adapters.sources.demo_data import create_demo_source
+from airflow_provider_dpone.adapters.sources.route_naming import SourceRouteNaming
 from airflow_provider_dpone.cli.demo_cmd import DEMO_MANIFEST
 from airflow_provider_dpone.compose import open_runtime
 from airflow_provider_dpone.contracts.chunk import ColumnChunk
@@ -32,7 +33,7 @@ from airflow_provider_dpone.contracts.endpoints import ClickHouseInterface, Endp
 from airflow_provider_dpone.contracts.route import Strategy
 from airflow_provider_dpone.contracts.schema import ColumnSpec, TableSchema
 from airflow_provider_dpone.manifests.loader import load_manifest
-from tests.builders import BATCH, permit_for
+from tests.builders import BATCH, chdb_endpoint, permit_for
 
 SINK_LOG = "airflow_provider_dpone.adapters.clickhouse.sink"
 ORDER_BY = ("order_date", "id")
@@ -152,6 +153,43 @@ def test_a_staged_run_stages_keyed_as_its_target_and_attaches(
         report = runtime.run("run-1")
     assert report.rows_committed == 2_000
     assert "published 2000 staged rows into demo.orders (parts attached)" in caplog.text
+
+
+def test_a_staged_run_with_nothing_to_move_drops_the_staging_table_a_killed_attempt_left(
+    tmp_path: Path, chdb_dir: Path
+) -> None:
+    """A killed attempt whose partitions the operator then resolved as committed leaves its staging table,
+    and the next attempt has nothing to stage. Red before (seen in the SIGKILL chaos suite): it stayed."""
+    create_demo_source(tmp_path / "source.sqlite", 2_000, days=4)
+    manifest = tmp_path / "manifest.yaml"
+    staged = DEMO_MANIFEST.replace("load: direct", "load: staged").replace(
+        "chdb:///clickhouse", "chdb:///chdb"
+    )
+    manifest.write_text(staged, encoding="utf-8")
+    loaded = load_manifest(manifest)
+    with open_runtime(loaded) as runtime:
+        assert runtime.run("run-1").rows_committed == 2_000
+    route_key = SourceRouteNaming(loaded.manifest.source).canonical(loaded.route).key()
+
+    def staging_tables() -> list[str]:
+        sink = ClickHouseSink(chdb_endpoint(chdb_dir))
+        try:
+            query = (
+                "SELECT name FROM system.tables WHERE database = 'demo' AND startsWith(name, '_dpone_stage_')"
+            )
+            return [str(r[0]) for r in sink._client().query(query).result_rows]
+        finally:
+            sink.close()
+
+    sink = ClickHouseSink(chdb_endpoint(chdb_dir))
+    try:
+        left = sink.begin_staging("demo.orders", SCHEMA, route_key, ORDER_BY)  # what the killed attempt made
+    finally:
+        sink.close()
+    assert staging_tables() == [left.split(".", 1)[1]]
+    with open_runtime(loaded) as runtime:
+        assert runtime.run("run-2").rows_committed == 0
+    assert staging_tables() == []
 
 
 @pytest.mark.parametrize(

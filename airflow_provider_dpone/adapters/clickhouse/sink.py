@@ -243,8 +243,7 @@ class ClickHouseSink:
         """A fresh staging table for one operation (a leftover of the same name is dropped first),
         defined as :meth:`prepare_target` defines the target, so its parts can be attached to it."""
         name = self._refusals_before_statements(table, schema, order_by)
-        digest = hashlib.sha256(f"{name}|{operation_id}".encode()).hexdigest()[:16]
-        staging = TableName(name.database, STAGING_PREFIX + digest)
+        staging = _staging_of(name, operation_id)
         with self._failures("create the staging table", staging, step="begin_staging"):
             client = self._client()
             require_plain_inserts(client, self._endpoint, str(name))
@@ -310,6 +309,11 @@ class ClickHouseSink:
         log.info("published %d staged rows into %s (%s)", rows, name, how)
         self._drop_staging(staging)
         return rows
+
+    def drop_leftover_staging(self, table: str, operation_id: str) -> None:
+        """Drop the staging table :meth:`begin_staging` names for this operation, if an attempt that was
+        killed left it; never raises (a run with nothing to move calls it, and its outcome stands)."""
+        self._drop_staging(_staging_of(self._name(table), operation_id))
 
     def abort_staged_load(self, staging_table: str) -> None:
         """Drop the staging table; idempotent and never raises (it runs in ``finally`` blocks)."""
@@ -592,6 +596,12 @@ class ClickHouseSink:
 
 
 _LOAD = ErrorCode.TARGET_LOAD_FAILED
+
+
+def _staging_of(target: TableName, operation_id: str) -> TableName:
+    """The staging table of one operation on ``target``: beside it, named by a digest of both."""
+    digest = hashlib.sha256(f"{target}|{operation_id}".encode()).hexdigest()[:16]
+    return TableName(target.database, STAGING_PREFIX + digest)
 
 
 def _refuse_driver_misquoted(schema: TableSchema) -> None:
