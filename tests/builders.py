@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from datetime import datetime
 from pathlib import Path
 
+from airflow_provider_dpone.contracts.checkpoint import CheckpointStatus, PartitionCheckpoint
 from airflow_provider_dpone.contracts.endpoints import ClickHouseInterface, EndpointDescriptor, EndpointKind
-from airflow_provider_dpone.contracts.partition import BoundsKind, PartitionBounds
+from airflow_provider_dpone.contracts.partition import BoundsKind, PartitionBounds, sha256_tag
 from airflow_provider_dpone.contracts.permit import TargetPermit
 from airflow_provider_dpone.contracts.route import RouteIdentity, Strategy
 
@@ -24,6 +26,31 @@ def day(lower: str, upper: str, column: str = "order_date", *, label: str | None
         upper=upper,
         value_type="date",
         label=label or lower,
+    )
+
+
+def stored_checkpoint(
+    route: RouteIdentity,
+    bounds: PartitionBounds,
+    at: datetime,
+    *,
+    query_hash: str = "sha256:" + "c" * 64,
+    status: CheckpointStatus = CheckpointStatus.COMMITTED,
+    rows: int = 10,
+) -> PartitionCheckpoint:
+    """A checkpoint as a store returns it (one moment, as the guard's transitions write it); its partition
+    ID is a digest of the route, the query hash and the bounds, so distinct inputs never collide."""
+    return PartitionCheckpoint(
+        partition_id=sha256_tag(f"{route.key()}|{query_hash}|{bounds.label}"),
+        route=route,
+        run_id="earlier",
+        status=status,
+        started_at=at,
+        completed_at=at,
+        rows=rows,
+        query_hash=query_hash,
+        schema_hash=query_hash,
+        bounds=bounds,
     )
 
 

@@ -19,11 +19,10 @@ from airflow_provider_dpone.contracts.partition import (
     BoundsKind,
     PartitionBounds,
     PlannedPartition,
-    sha256_tag,
 )
 from airflow_provider_dpone.contracts.route import RouteIdentity, Strategy
 from airflow_provider_dpone.runtime.shared_target import other_sources_in_scope
-from tests.builders import day
+from tests.builders import day, stored_checkpoint
 
 TARGET = "demo.orders"
 NAMING = SourceRouteNaming(SourceSpec(type=SourceType.SQLITE, connection="sqlite:///x", table="orders"))
@@ -41,18 +40,7 @@ def committed(
     strategy: Strategy = Strategy.INCREMENTAL_APPEND,
     status: CheckpointStatus = CheckpointStatus.COMMITTED,
 ) -> PartitionCheckpoint:
-    return PartitionCheckpoint(
-        partition_id=sha256_tag(f"{source}|{bounds.label}|{strategy.value}"),
-        route=route(source, strategy),
-        run_id="earlier",
-        status=status,
-        started_at=AT,
-        completed_at=AT,
-        rows=10,
-        query_hash=HASH,
-        schema_hash=HASH,
-        bounds=bounds,
-    )
+    return stored_checkpoint(route(source, strategy), bounds, AT, query_hash=HASH, status=status)
 
 
 def planned(*bounds: PartitionBounds) -> list[PlannedPartition]:

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from airflow_provider_dpone.contracts.checkpoint import CheckpointStatus, PartitionCheckpoint
-from airflow_provider_dpone.contracts.partition import PartitionBounds, PlannedPartition, sha256_tag
+from airflow_provider_dpone.contracts.checkpoint import PartitionCheckpoint
+from airflow_provider_dpone.contracts.partition import PartitionBounds, PlannedPartition
 from airflow_provider_dpone.contracts.route import RouteIdentity, Strategy
 from airflow_provider_dpone.runtime.resume_planner import Action, Reason, ResumeDecision
 from airflow_provider_dpone.runtime.superseded import rerun_superseded
-from tests.builders import day
+from tests.builders import day, stored_checkpoint
 
 ROUTE = RouteIdentity(
     source_table="main.orders", target_table="demo.orders", strategy=Strategy.REPLACE_PARTITION
@@ -23,18 +23,7 @@ NOV_29, NOV_30 = day("2026-11-29", "2026-11-30"), day("2026-11-30", "2026-12-01"
 
 
 def checkpoint(query_hash: str, bounds: PartitionBounds, at: datetime) -> PartitionCheckpoint:
-    return PartitionCheckpoint(
-        partition_id=sha256_tag(f"{query_hash}|{bounds.label}"),
-        route=ROUTE,
-        run_id="r",
-        status=CheckpointStatus.COMMITTED,
-        started_at=at,
-        completed_at=at,
-        rows=1,
-        query_hash=query_hash,
-        schema_hash=MINE,
-        bounds=bounds,
-    )
+    return stored_checkpoint(ROUTE, bounds, at, query_hash=query_hash)
 
 
 def skipped(mine: PartitionCheckpoint) -> ResumeDecision:
