@@ -316,6 +316,13 @@ class TransferEngine:
         self._require_target_holds_committed(decisions, matched, moving=bool(active))
         if not active:
             self._drop_leftover_staging()
+            if self._route.strategy is Strategy.FULL_REFRESH and decisions:
+                # plan_resume skips a full refresh only when this very run ID committed every partition
+                self._notice(
+                    f"every partition of route {self._route.describe()} was committed by run {run_id}: a "
+                    "full refresh run again under the same run ID changes nothing; give each new refresh "
+                    "a new run ID (the default of `dpone run`; each Airflow DAG run has its own)"
+                )
             return self._report(run_id, decisions, None, {}, started, self._summary(None, None, unverified))
 
         self._require_no_rows_where_appending(family, decisions)
