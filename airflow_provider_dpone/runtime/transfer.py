@@ -313,7 +313,7 @@ class TransferEngine:
         self._require_unchanged_identity(family, decisions)
         self._require_scope_spares_other_sources(family, [a.planned for a in active])
         unverified = self._unverified(decisions, matched)
-        self._require_target_holds_committed(decisions, matched, moving=bool(active))
+        target_rows = self._require_target_holds_committed(decisions, matched, moving=bool(active))
         if not active:
             self._drop_leftover_staging()
             if self._route.strategy is Strategy.FULL_REFRESH and decisions:
@@ -325,7 +325,7 @@ class TransferEngine:
                 )
             return self._report(run_id, decisions, None, {}, started, self._summary(None, None, unverified))
 
-        self._require_no_rows_where_appending(family, decisions)
+        self._require_no_rows_where_appending(family, decisions, target_rows)
         self._say_what_may_still_fill(decisions)
         quality = self._prepare_quality(run_id, schema, active, stored_core=resumed)
         lifecycle, tally = self._publish(run_id, family, schema, active, quality)
@@ -541,7 +541,7 @@ class TransferEngine:
         )
 
     def _require_no_rows_where_appending(
-        self, family: RouteFamily, decisions: Sequence[ResumeDecision]
+        self, family: RouteFamily, decisions: Sequence[ResumeDecision], target_rows: int | None
     ) -> None:
         """Before any target I/O: an append partition with no checkpoint finds no rows in its bounds.
 
@@ -550,7 +550,8 @@ class TransferEngine:
         from before a day was committed: the next run appended the day's 333 rows a second time (exit 0).
         Rows another route of the target committed within the same bounds (a fan-in) cannot be told apart
         from a lost checkpoint's: such partitions are not counted. The route's first run is
-        ``_require_target_empty_for_new_route``'s (it counts the whole table)."""
+        ``_require_target_empty_for_new_route``'s (it counts the whole table). ``target_rows``: the
+        table's rows if this run already counted them (``_require_target_holds_committed``)."""
         if self._route.strategy is not Strategy.INCREMENTAL_APPEND or not family.own:
             return
         fresh = [
@@ -558,26 +559,28 @@ class TransferEngine:
         ]
         if not fresh:
             return
-        naming = self._ports.naming
+        own_routes = {family.route, *family.legacy_routes()}  # every stored spelling of this route
         others = [
             c
             for c in family.target_wide
-            if c.status is CheckpointStatus.COMMITTED and naming.canonical(c.route) != self._route
+            if c.status is CheckpointStatus.COMMITTED and c.route not in own_routes
         ]
         countable = [p for p in fresh if not any(may_overlap(o.bounds, p.bounds) for o in others)]
         if not countable:
             return
+        if target_rows == 0:
+            return  # an empty or missing table holds nothing to duplicate
         table = self._manifest.sink.table
         sink = self._ports.open_sink()
         try:
-            if sink.count_rows(table, None) == 0:
-                return  # an empty or missing table holds nothing to duplicate
+            if target_rows is None and sink.count_rows(table, None) == 0:
+                return
             held = [(p, rows) for p in countable if (rows := sink.count_rows(table, p.bounds)) > 0]
         finally:
             sink.close()
         if not held:
             return
-        labels = ", ".join(p.bounds.label for p, _ in held[:3]) + (", ..." if len(held) > 3 else "")
+        labels = _some_labels([p for p, _ in held])
         rows = sum(n for _, n in held)
         if self._allow_nonempty_target:
             self._notice(
@@ -637,7 +640,7 @@ class TransferEngine:
         filling = still_filling(decisions, self._route.strategy, partitioning, self._ports.clock.now())
         if not filling:
             return
-        labels = ", ".join(p.bounds.label for p in filling[:3]) + (", ..." if len(filling) > 3 else "")
+        labels = _some_labels(filling)
         remedy = (
             "set source.partitioning.settle to hold a day back until it is complete"
             if partitioning.kind in (PartitionKind.DAY, PartitionKind.MONTH)
@@ -734,7 +737,7 @@ class TransferEngine:
 
     def _require_target_holds_committed(
         self, decisions: Sequence[ResumeDecision], matched: dict[str, PartitionCheckpoint], *, moving: bool
-    ) -> None:
+    ) -> int | None:
         """Before any target I/O: the target must still hold the rows the skipped committed partitions
         loaded.
 
@@ -743,7 +746,8 @@ class TransferEngine:
         hold only them: the history is gone, the run says it succeeded. Nothing to run (``moving`` false):
         rows only ever grow on this route's own runs, so fewer rows than committed means someone else
         removed them. Partitions to move: only a missing or empty table stops the run, so a table that
-        shrinks by design (retention) still takes new partitions. Stop, never reload on a guess."""
+        shrinks by design (retention) still takes new partitions. Stop, never reload on a guess. Returns the
+        table's rows when it counted them (None: no committed rows to check, nothing read)."""
         committed_rows = 0
         for decision in decisions:
             checkpoint = matched.get(decision.partition.partition_id)
@@ -751,7 +755,7 @@ class TransferEngine:
             if decision.action is Action.SKIP and committed and checkpoint is not None and checkpoint.rows:
                 committed_rows += checkpoint.rows
         if committed_rows == 0:
-            return
+            return None
         table = self._manifest.sink.table
         sink = self._ports.open_sink()
         try:
@@ -759,7 +763,7 @@ class TransferEngine:
         finally:
             sink.close()
         if target_rows >= committed_rows or (moving and target_rows > 0):
-            return
+            return target_rows
         which = "the skipped partitions" if moving else "every partition"
         raise DponeError(
             ErrorCode.TARGET_LOST_COMMITTED_ROWS,
@@ -1154,6 +1158,11 @@ class TransferEngine:
             quality=quality,
             notices=tuple(self._notices),
         )
+
+
+def _some_labels(partitions: Sequence[PlannedPartition]) -> str:
+    """The first three partitions' labels, for a message that names them (``, ...`` when there are more)."""
+    return ", ".join(p.bounds.label for p in partitions[:3]) + (", ..." if len(partitions) > 3 else "")
 
 
 def _skipped_status(decision: ResumeDecision) -> str:
