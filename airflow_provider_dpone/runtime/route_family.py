@@ -158,3 +158,26 @@ def other_identity_committed(
         for c in family.own
         if c.status is CheckpointStatus.COMMITTED and (c.route, c.partition_id) not in same
     ]
+
+
+def sibling_committed(family: RouteFamily, naming: RouteNaming) -> list[PartitionCheckpoint]:
+    """COMMITTED checkpoints of the same source table's routes under another strategy (its siblings).
+
+    A route is (source, target, strategy), so switching a manifest between strategies starts another route
+    over the same target. The rows a sibling committed are this source table's rows: an append route that
+    plans their bounds as new would append them a second time. Seen: ``replace_partition`` committed a
+    new day, the manifest went back to ``incremental_append``, whose next run appended the day again
+    (333 duplicates, exit 0). Another source table's routes (a fan-in) are not siblings.
+    """
+    own_routes = {family.route, *family.legacy_routes()}
+    canonical: dict[RouteIdentity, RouteIdentity] = {}
+    found: list[PartitionCheckpoint] = []
+    for checkpoint in family.target_wide:
+        if checkpoint.status is not CheckpointStatus.COMMITTED or checkpoint.route in own_routes:
+            continue
+        route = canonical.get(checkpoint.route)
+        if route is None:
+            route = canonical[checkpoint.route] = naming.canonical(checkpoint.route)
+        if route.source_table == family.route.source_table and route.strategy is not family.route.strategy:
+            found.append(checkpoint)
+    return found

@@ -3,7 +3,8 @@
 A partition ID is a digest over the route, the query hash, the schema hash and the bounds, so pinning
 ``source.columns``, editing ``source.query`` or changing the partitioning gives every partition a new ID,
 and no checkpoint finds the rows the old IDs committed. On ``incremental_append`` a run would append them
-again. This module finds the new partitions that overlap partitions committed under another identity, so
+again. A strategy switched back to ``incremental_append`` is the same case: the rows the same source table's
+route under the other strategy committed meanwhile have no checkpoint of the append route. This module finds the new partitions that overlap partitions committed under another identity, so
 the engine stops before any target I/O (``native_transfer_route_identity_changed``), and records the
 operator's deliberate ``dpone guard rebaseline``: new partitions fully covered by old committed ones are
 recorded as committed, with an audit that names the old partitions; partially covered ones stay blocking.
@@ -21,7 +22,7 @@ from airflow_provider_dpone.contracts.checkpoint import CheckpointStatus, Partit
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.guard import GUARD_KEY, GuardPhase, TargetCommitGuard
 from airflow_provider_dpone.contracts.partition import PartitionBounds, PlannedPartition
-from airflow_provider_dpone.contracts.route import RouteIdentity
+from airflow_provider_dpone.contracts.route import RouteIdentity, Strategy
 from airflow_provider_dpone.ports.clock import Clock
 from airflow_provider_dpone.runtime.bounds_coverage import fully_covered, may_overlap
 from airflow_provider_dpone.runtime.guard.batch_id import checkpoint_batch_id
@@ -39,11 +40,15 @@ class IdentityOverlap:
     partition: PlannedPartition
     committed: tuple[PartitionCheckpoint, ...]
     covered: bool
+    #: the strategy of the route planning ``partition`` (None: not compared)
+    strategy: Strategy | None = None
 
     @property
     def changed(self) -> tuple[str, ...]:
         """What differs between the new partition and the old committed ones, in manifest words."""
         found: list[str] = []
+        if self.strategy is not None and any(c.route.strategy is not self.strategy for c in self.committed):
+            found.append("strategy")  # sink.strategy: the same source table's route under another one
         if any(c.query_hash != self.partition.query_hash for c in self.committed):
             found.append("query")  # source.query, source.columns or the table read
         if any(c.schema_hash != self.partition.schema_hash for c in self.committed):
@@ -66,15 +71,19 @@ class IdentityOverlap:
 
 
 def find_overlaps(
-    active: Sequence[PlannedPartition], other_committed: Sequence[PartitionCheckpoint]
+    active: Sequence[PlannedPartition],
+    other_committed: Sequence[PartitionCheckpoint],
+    strategy: Strategy | None = None,
 ) -> list[IdentityOverlap]:
-    """Each active partition that may select rows of a partition committed under another identity."""
+    """Each active partition that may select rows of a partition committed under another identity.
+
+    ``strategy``: the planning route's, so a sibling route's commit reads as a changed strategy."""
     found: list[IdentityOverlap] = []
     for part in active:
         hits = tuple(c for c in other_committed if may_overlap(part.bounds, c.bounds))
         if hits:
             covered = fully_covered(part.bounds, [c.bounds for c in hits])
-            found.append(IdentityOverlap(partition=part, committed=hits, covered=covered))
+            found.append(IdentityOverlap(partition=part, committed=hits, covered=covered, strategy=strategy))
     return found
 
 
@@ -114,6 +123,14 @@ def require_unchanged_identity(
         hint_lines=(
             "nothing was read from the target or written to it",
             *lines,
+            *(
+                (
+                    "a route of the same source table under another sink.strategy committed them: their rows "
+                    "are in the target already",
+                )
+                if any("strategy" in o.changed for o in overlaps)
+                else ()
+            ),
             "revert the manifest change, or record the new definition over the old one deliberately:",
             f"  dpone guard rebaseline {manifest_ref} --reason '<what changed and why>'",
             "partially covered partitions stay blocking after a rebaseline; see `dpone runbook guard`, "

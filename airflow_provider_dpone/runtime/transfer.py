@@ -82,6 +82,7 @@ from airflow_provider_dpone.runtime.route_family import (
     latest_by_partition,
     load_family,
     other_identity_committed,
+    sibling_committed,
 )
 from airflow_provider_dpone.runtime.route_identity import (
     AdoptionCount,
@@ -219,7 +220,7 @@ class TransferEngine:
         _, decisions, _ = self._plan_from(family, run_id)
         planned = [d.partition for d in decisions]
         active = [d.partition for d in decisions if d.action is Action.RUN]
-        return find_overlaps(active, other_identity_committed(family, planned, self._ports.naming))
+        return find_overlaps(active, self._committed_elsewhere(family, planned), self._route.strategy)
 
     def count_source(self, bounds: PartitionBounds) -> int:
         """Rows the source holds now within ``bounds`` (read-only)."""
@@ -521,6 +522,17 @@ class TransferEngine:
             return quality.gate.verdict(sum(tally.rows().values())), None
         return quality.before_publication[-1], None
 
+    def _committed_elsewhere(
+        self, family: RouteFamily, planned: Sequence[PlannedPartition]
+    ) -> list[PartitionCheckpoint]:
+        """COMMITTED checkpoints whose rows the planned partitions' IDs never find: the route's own under
+        another definition and, for an append route, its siblings' (the same source table under another
+        strategy). A replacing route rewrites what it moves, so its siblings need no word on every run."""
+        others = other_identity_committed(family, planned, self._ports.naming)
+        if self._route.strategy is Strategy.INCREMENTAL_APPEND:
+            others.extend(sibling_committed(family, self._ports.naming))
+        return others
+
     def _require_unchanged_identity(self, family: RouteFamily, decisions: Sequence[ResumeDecision]) -> None:
         """An append route stops when a partition to move overlaps one committed under another identity.
 
@@ -529,7 +541,7 @@ class TransferEngine:
         active = [d.partition for d in decisions if d.action is Action.RUN]
         if not active:
             return
-        overlaps = find_overlaps(active, other_identity_committed(family, planned, self._ports.naming))
+        overlaps = find_overlaps(active, self._committed_elsewhere(family, planned), self._route.strategy)
         if not overlaps:
             return
         if self._route.strategy is Strategy.INCREMENTAL_APPEND:
@@ -548,7 +560,7 @@ class TransferEngine:
         A route whose store lacks its newest checkpoints (restored from an older backup, pointed at a copy)
         plans the partitions committed since as new and appends them again. Seen: the demo's store restored
         from before a day was committed: the next run appended the day's 333 rows a second time (exit 0).
-        Rows another route of the target committed within the same bounds (a fan-in) cannot be told apart
+        Rows another source table's route committed within the same bounds (a fan-in) cannot be told apart
         from a lost checkpoint's: such partitions are not counted. The route's first run is
         ``_require_target_empty_for_new_route``'s (it counts the whole table). ``target_rows``: the
         table's rows if this run already counted them (``_require_target_holds_committed``)."""
@@ -559,11 +571,12 @@ class TransferEngine:
         ]
         if not fresh:
             return
+        siblings = {id(c) for c in sibling_committed(family, self._ports.naming)}
         own_routes = {family.route, *family.legacy_routes()}  # every stored spelling of this route
-        others = [
+        others = [  # other source tables' commits; a sibling's rows are this source's (never skipped)
             c
             for c in family.target_wide
-            if c.status is CheckpointStatus.COMMITTED and c.route not in own_routes
+            if c.status is CheckpointStatus.COMMITTED and c.route not in own_routes and id(c) not in siblings
         ]
         countable = [p for p in fresh if not any(may_overlap(o.bounds, p.bounds) for o in others)]
         if not countable:

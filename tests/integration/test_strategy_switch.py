@@ -1,0 +1,110 @@
+"""Switching a manifest's strategy back to ``incremental_append`` never appends what the other one loaded.
+
+A route is (source, target, strategy): a ``replace_partition`` or ``full_refresh`` manifest of the same
+source table is another route over the same target, and the days it commits have no checkpoint of the
+append route. Seen before the fix: the demo switched to ``replace_partition``, a new day arrived and was
+replaced in, the manifest went back to ``incremental_append``, and its next run appended the day's 333
+rows a second time (exit 0). Black-box ``dpone`` runs, SQLite source into chDB, checkpoints in SQLite and
+PostgreSQL; every target is compared with the source value by value.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.integration.test_route_identity_changed import add_source_rows, manifest_at
+from tests.integration.test_route_spelling import (  # noqa: F401  (fixtures)
+    base,
+    dpone,
+    source_rows,
+    store_url,
+    target_rows,
+)
+
+SIBLINGS = ["replace_partition", "full_refresh"]
+
+
+def _appended_then_switched(root: Path, sibling: str) -> Path:
+    """The append route loads the source; the sibling strategy's route then loads one new day."""
+    append = manifest_at(root)
+    assert dpone("run", str(append)).exit_code == 0
+    add_source_rows(root, [(900_001, "2026-12-01"), (900_002, "2026-12-01")])
+    switched = dpone("run", "--json", str(manifest_at(root, strategy=sibling)))
+    assert switched.exit_code == 0, switched.output
+    assert target_rows(root) == source_rows(root)
+    return manifest_at(root)  # back to incremental_append
+
+
+@pytest.mark.parametrize("sibling", SIBLINGS)
+def test_back_to_append_stops_before_the_target_where_the_other_strategy_committed(
+    base: Path,  # noqa: F811
+    store_url: str,  # noqa: F811
+    sibling: str,
+) -> None:
+    append = _appended_then_switched(base, sibling)
+
+    result = dpone("run", "--json", str(append))
+
+    assert result.exit_code == 3, result.output
+    error = json.loads(result.output)
+    assert error["error"] == "native_transfer_route_identity_changed"
+    assert error["details"]["changed"] == ["strategy"]
+    assert [o["bounds"] for o in error["details"]["overlaps"]] == ["order_date=2026-12-01"]
+    assert target_rows(base) == source_rows(base)  # the new day is there once
+
+
+@pytest.mark.parametrize("sibling", SIBLINGS)
+def test_a_rebaseline_takes_over_the_other_strategys_days_and_the_next_run_moves_only_new_rows(
+    base: Path,  # noqa: F811
+    store_url: str,  # noqa: F811
+    sibling: str,
+) -> None:
+    append = _appended_then_switched(base, sibling)
+    assert dpone("run", str(append)).exit_code == 3
+
+    rebased = dpone("guard", "rebaseline", str(append), "--reason", "back to append", "--json")
+
+    assert rebased.exit_code == 0, rebased.output
+    recorded = json.loads(rebased.output)["recorded"]
+    assert [r["bounds"]["label"] for r in recorded] == ["order_date=2026-12-01"]
+    assert recorded[0]["diagnostics"]["rebaseline"]["changed"] == ["strategy"]
+    add_source_rows(base, [(900_003, "2026-12-02")])
+
+    after = dpone("run", "--json", str(append))
+
+    assert after.exit_code == 0, after.output
+    assert json.loads(after.output)["rows_committed"] == 1
+    assert target_rows(base) == source_rows(base)
+
+
+def test_an_append_route_with_no_checkpoint_after_another_strategy_stops_too(
+    base: Path,  # noqa: F811
+    store_url: str,  # noqa: F811
+) -> None:
+    assert dpone("run", str(manifest_at(base, strategy="replace_partition"))).exit_code == 0
+
+    result = dpone("run", "--json", str(manifest_at(base)))
+
+    assert result.exit_code == 3, result.output
+    assert json.loads(result.output)["error"] == "native_transfer_route_identity_changed"
+    assert dpone("guard", "rebaseline", str(manifest_at(base)), "--reason", "to append").exit_code == 0
+    add_source_rows(base, [(900_001, "2026-12-01")])
+    assert dpone("run", str(manifest_at(base))).exit_code == 0
+    assert target_rows(base) == source_rows(base)
+
+
+def test_a_replacing_route_after_the_append_route_goes_on_without_a_word_on_strategy(
+    base: Path,  # noqa: F811
+    store_url: str,  # noqa: F811
+) -> None:
+    assert dpone("run", str(manifest_at(base))).exit_code == 0
+    add_source_rows(base, [(900_001, "2026-12-01")])
+
+    result = dpone("run", "--json", str(manifest_at(base, strategy="replace_partition")))
+
+    assert result.exit_code == 0, result.output
+    assert not any("strategy" in n for n in json.loads(result.output).get("notices", []))
+    assert target_rows(base) == source_rows(base)
