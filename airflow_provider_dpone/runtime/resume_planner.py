@@ -23,6 +23,7 @@ from airflow_provider_dpone.contracts.guard import GuardPhase, read_guard
 from airflow_provider_dpone.contracts.manifest import Partitioning, PartitionKind
 from airflow_provider_dpone.contracts.partition import BoundsKind, PartitionBounds, PlannedPartition
 from airflow_provider_dpone.contracts.route import Strategy
+from airflow_provider_dpone.runtime.vanished import bounds_order
 
 
 class Action(str, Enum):
@@ -84,8 +85,12 @@ def plan_resume(
     *,
     partitioning: Partitioning | None = None,
     now: datetime | None = None,
+    vanished: Sequence[PlannedPartition] = (),
 ) -> list[ResumeDecision]:
     """Skip committed partitions; run the rest; then hold back open partitions and add the lookback.
+
+    ``vanished``: committed partitions the source no longer plans (``runtime/vanished.py``); they compete
+    for the lookback in bounds order and, when chosen, run (their bounds are emptied in the target).
 
     ``full_refresh`` rewrites the whole table, so it is all-or-nothing: a retry of the same run skips only
     when every partition was committed by that run; a new run refreshes everything. The manifest refuses
@@ -117,7 +122,7 @@ def plan_resume(
     if partitioning.lookback is not None:
         if strategy is not Strategy.REPLACE_PARTITION:
             _refuse_late_row_keys(partitioning, strategy)
-        decisions = _look_back(decisions, partitioning.lookback, settled_before)
+        decisions = _look_back(decisions, partitioning.lookback, settled_before, vanished)
     return decisions
 
 
@@ -158,21 +163,36 @@ def _hold_open(decisions: list[ResumeDecision], settled_before: datetime) -> lis
 
 
 def _look_back(
-    decisions: list[ResumeDecision], count: int, settled_before: datetime | None
+    decisions: list[ResumeDecision],
+    count: int,
+    settled_before: datetime | None,
+    vanished: Sequence[PlannedPartition] = (),
 ) -> list[ResumeDecision]:
-    """The last ``count`` settled committed partitions in bounds order (the planner's order) run again."""
+    """The last ``count`` settled committed partitions in bounds order (the planner's order) run again,
+    vanished ones among them."""
+
+    def settled(bounds: PartitionBounds) -> bool:
+        return settled_before is None or not is_open(bounds, settled_before)
+
     committed = [
-        i
+        (i, d.partition)
         for i, d in enumerate(decisions)
-        if d.action is Action.SKIP
-        and d.reason is Reason.COMMITTED
-        and (settled_before is None or not is_open(d.partition.bounds, settled_before))
+        if d.action is Action.SKIP and d.reason is Reason.COMMITTED and settled(d.partition.bounds)
     ]
-    again = set(committed[-count:])
-    return [
+    gone = [(None, p) for p in vanished if settled(p.bounds)]
+    candidates = (
+        sorted([*committed, *gone], key=lambda pair: bounds_order(pair[1].bounds)) if gone else committed
+    )
+    chosen = candidates[-count:]
+    again = {i for i, _ in chosen if i is not None}
+    looked_back = [
         ResumeDecision(d.partition, Action.RUN, Reason.LOOKBACK) if i in again else d
         for i, d in enumerate(decisions)
     ]
+    emptied = [ResumeDecision(p, Action.RUN, Reason.LOOKBACK) for i, p in chosen if i is None]
+    if not emptied:
+        return looked_back
+    return sorted([*looked_back, *emptied], key=lambda d: bounds_order(d.partition.bounds))
 
 
 def _refuse_late_row_keys(partitioning: Partitioning | None, strategy: Strategy) -> None:

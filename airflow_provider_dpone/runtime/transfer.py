@@ -93,6 +93,7 @@ from airflow_provider_dpone.runtime.route_identity import (
 )
 from airflow_provider_dpone.runtime.shared_target import other_sources_in_scope
 from airflow_provider_dpone.runtime.superseded import rerun_superseded
+from airflow_provider_dpone.runtime.vanished import vanished_committed
 
 _log = logging.getLogger(__name__)
 #: Chunks a reading thread may hold ready per partition while the target takes one (``runtime.read_ahead``).
@@ -283,18 +284,26 @@ class TransferEngine:
             )
             for bounds in source.plan_partitions()
         ]
+        partitioning = self._manifest.source.partitioning
+        vanished: list[PlannedPartition] = []
+        if self._route.strategy is Strategy.REPLACE_PARTITION and partitioning.lookback is not None:
+            canonical = family.canonical_checkpoints()
+            vanished = vanished_committed(
+                self._route, canonical, planned, query_hash, schema_hash, partitioning
+            )
         with collector_paused():
-            matched = latest_by_partition(family, planned, self._ports.naming)
+            matched = latest_by_partition(family, [*planned, *vanished], self._ports.naming)
             decisions = plan_resume(
                 planned,
                 matched,
                 self._route.strategy,
                 run_id,
-                partitioning=self._manifest.source.partitioning,
+                partitioning=partitioning,
                 now=self._ports.clock.now(),
+                vanished=vanished,
             )
             if self._route.strategy is Strategy.REPLACE_PARTITION:
-                others = other_identity_committed(family, planned, self._ports.naming)
+                others = other_identity_committed(family, [*planned, *vanished], self._ports.naming)
                 decisions = rerun_superseded(decisions, matched, others)
         return schema, decisions, matched
 

@@ -409,3 +409,48 @@ def test_lookback_reloads_the_most_recent_committed_day_and_the_target_matches_t
     assert [p["bounds"] for p in listing["partitions"] if p["drifted"]] == [f"order_date={older}"]
     history = [p for p in listing["partitions"] if p["bounds"] == f"order_date={recent}"]
     assert history[0]["run_id"] == "r2" and history[0]["guard_phase"] == "checkpoint_committed"
+
+
+@pytest.mark.parametrize(
+    ("export", "load"),
+    [
+        ("lazy_plan", "direct"),
+        ("lazy_plan", "staged"),
+        ("file_artifact", "direct"),
+        ("file_artifact", "staged"),
+    ],
+)
+def test_lookback_empties_a_day_the_source_deleted_whole_and_the_target_matches_the_source_again(
+    tmp_path: Path, relative_days: list[dt.date], export: str, load: str
+) -> None:
+    """A day whose rows were all deleted is no partition the source plans any more; before, the lookback
+    moved older days and the deleted day's rows stayed in the target for good (exit 0)."""
+    partitioning = "{kind: day, column: order_date, settle: 1d, lookback: 2}"
+    manifest = _write_manifest(tmp_path, strategy="replace_partition", partitioning=partitioning)
+    text = manifest.read_text(encoding="utf-8")
+    manifest.write_text(
+        text.replace("  incremental:", f"  export: {export}\n  incremental:").replace(
+            "  order_by:", f"  load: {load}\n  order_by:"
+        ),
+        encoding="utf-8",
+    )
+    today = relative_days[-1].isoformat()
+    oldest, middle, recent = (d.isoformat() for d in relative_days[:3])
+    _json(dpone("run", str(manifest), "--run-id", "r1", "--json", cwd=tmp_path))
+    with sqlite3.connect(tmp_path / "source.sqlite") as db:
+        db.execute("DELETE FROM orders WHERE order_date = ?", (recent,))
+
+    second = _json(dpone("run", str(manifest), "--run-id", "r2", "--json", cwd=tmp_path))
+
+    reasons = {p["label"]: (p["decision"], p["reason"]) for p in _find_partitions(second)}
+    assert reasons[f"order_date={recent}"] == ("run", "lookback")  # the emptied day, among the 2 newest
+    assert reasons[f"order_date={middle}"] == ("run", "lookback")
+    assert reasons[f"order_date={oldest}"] == ("skip", "committed")
+    source = [r for r in _source_rows(tmp_path) if r[1] != today]
+    assert _target_rows(tmp_path) == source  # every value; the deleted day's rows are gone
+    third = _json(dpone("run", str(manifest), "--run-id", "r3", "--json", cwd=tmp_path))
+    assert {p["label"]: p["rows"] for p in _find_partitions(third) if p["decision"] == "run"} == {
+        f"order_date={middle}": sum(1 for r in source if r[1] == middle),
+        f"order_date={recent}": 0,
+    }
+    assert _target_rows(tmp_path) == source

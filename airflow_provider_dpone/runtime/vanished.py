@@ -1,0 +1,117 @@
+"""Committed partitions the source no longer holds any row of, for ``replace_partition``'s lookback.
+
+The source plans partitions from the values it holds, so a day whose rows were all deleted is no partition
+any more. ``lookback`` promises that deleted rows of the N most recent committed partitions are picked up,
+but a wholly emptied day was never among them: its rows stayed in the target for good while the lookback
+moved older days instead (seen: the demo's last day deleted in the source, 33 rows left in the target,
+exit 0). Such a partition is one of the route's own COMMITTED checkpoints under the current definition
+(same query and schema hash, bounds of the current partitioning's shape) that no planned partition is; it
+competes for the lookback like any committed partition, and when chosen is replaced by what the source
+holds within its bounds: nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import date, timedelta
+
+from airflow_provider_dpone.contracts.checkpoint import CheckpointStatus, PartitionCheckpoint
+from airflow_provider_dpone.contracts.manifest import Partitioning, PartitionKind
+from airflow_provider_dpone.contracts.partition import (
+    BoundsKind,
+    PartitionBounds,
+    PlannedPartition,
+    partition_id_for,
+)
+from airflow_provider_dpone.contracts.route import RouteIdentity
+
+
+def vanished_committed(
+    route: RouteIdentity,
+    checkpoints: Sequence[PartitionCheckpoint],
+    planned: Sequence[PlannedPartition],
+    query_hash: str,
+    schema_hash: str,
+    partitioning: Partitioning,
+) -> list[PlannedPartition]:
+    """The route's COMMITTED partitions of the current definition that the source no longer plans.
+
+    ``checkpoints``: the route's latest checkpoints under its canonical spelling. A checkpoint qualifies
+    only when its ID is the one the current definition gives its bounds and the bounds are what the
+    current partitioning makes (a day, a month, an aligned range of ``size``): a partition of an older
+    partitioning never comes back this way."""
+    if partitioning.lookback is None or partitioning.column is None:
+        return []
+    planned_ids = {p.partition_id for p in planned}
+    found: list[PlannedPartition] = []
+    for checkpoint in checkpoints:
+        if (
+            checkpoint.status is not CheckpointStatus.COMMITTED
+            or checkpoint.partition_id in planned_ids
+            or checkpoint.query_hash != query_hash
+            or checkpoint.schema_hash != schema_hash
+            or not shaped_by(checkpoint.bounds, partitioning)
+            or partition_id_for(route, query_hash, schema_hash, checkpoint.bounds) != checkpoint.partition_id
+        ):
+            continue
+        found.append(
+            PlannedPartition(
+                partition_id=checkpoint.partition_id,
+                bounds=checkpoint.bounds,
+                query_hash=query_hash,
+                schema_hash=schema_hash,
+            )
+        )
+    return found
+
+
+def shaped_by(bounds: PartitionBounds, partitioning: Partitioning) -> bool:
+    """Whether the partitioning would plan exactly these bounds for a value within them."""
+    column = partitioning.column
+    if bounds.kind is not BoundsKind.RANGE or column is None or bounds.column is None:
+        return False
+    if bounds.column.casefold() != column.casefold() or bounds.lower is None or bounds.upper is None:
+        return False
+    try:
+        if partitioning.kind is PartitionKind.DAY:
+            lower = date.fromisoformat(bounds.lower)
+            return (
+                bounds.value_type == "date"
+                and bounds.upper == (lower + timedelta(days=1)).isoformat()
+                and bounds.lower == lower.isoformat()
+                and bounds.label == f"{bounds.column}={bounds.lower}"
+            )
+        if partitioning.kind is PartitionKind.MONTH:
+            lower = date.fromisoformat(bounds.lower)
+            following = (
+                date(lower.year + 1, 1, 1) if lower.month == 12 else date(lower.year, lower.month + 1, 1)
+            )
+            return (
+                bounds.value_type == "date"
+                and lower.day == 1
+                and bounds.lower == lower.isoformat()
+                and bounds.upper == following.isoformat()
+                and bounds.label == f"{bounds.column}={lower.year:04d}-{lower.month:02d}"
+            )
+        if partitioning.kind is PartitionKind.INTEGER_RANGE and partitioning.size is not None:
+            start, size = int(bounds.lower), partitioning.size
+            return (
+                bounds.value_type == "integer"
+                and start % size == 0
+                and bounds.lower == str(start)
+                and bounds.upper == str(start + size)
+                and bounds.label == f"{bounds.column}=[{start},{start + size})"
+            )
+    except ValueError:
+        return False
+    return False
+
+
+def bounds_order(bounds: PartitionBounds) -> tuple[int, str]:
+    """The planner's order of range bounds of one partitioning: integers by value, ISO dates as text."""
+    if bounds.value_type == "integer" and bounds.lower is not None:
+        try:
+            return (int(bounds.lower), "")
+        except ValueError:
+            pass
+    return (0, bounds.lower or "")

@@ -1,0 +1,127 @@
+"""A committed partition the source no longer plans (every row deleted) still takes part in the lookback.
+
+Pure: ``vanished_committed`` picks the route's own committed partitions of the current definition that no
+planned partition is; ``shaped_by`` accepts exactly the bounds the source planners make for the current
+partitioning (checked against the planners themselves with hypothesis); ``plan_resume`` lets them compete
+for the lookback in bounds order. The black-box proof on every path is in
+``tests/integration/test_late_rows.py``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from airflow_provider_dpone.adapters.sources.partition_planning import (
+    day_partitions,
+    integer_range_partitions,
+    month_partitions,
+)
+from airflow_provider_dpone.contracts.manifest import Partitioning, PartitionKind
+from airflow_provider_dpone.contracts.partition import PlannedPartition, partition_id_for
+from airflow_provider_dpone.contracts.route import Strategy
+from airflow_provider_dpone.runtime.resume_planner import plan_resume
+from airflow_provider_dpone.runtime.vanished import shaped_by, vanished_committed
+from tests.unit.test_late_rows_planning import ROUTE, _committed, _planned, _summary
+
+DAY = Partitioning(kind=PartitionKind.DAY, column="order_date", lookback=2)
+MONTH = Partitioning(kind=PartitionKind.MONTH, column="order_date", lookback=2)
+NOW = dt.datetime(2026, 12, 3, 6, 0, tzinfo=dt.timezone.utc)
+dates = st.dates(min_value=dt.date(1900, 1, 1), max_value=dt.date(2199, 12, 31))
+
+
+@given(dates)
+def test_bounds_the_day_and_month_planners_make_are_shaped_by_their_partitioning_only(day: dt.date) -> None:
+    (by_day,) = day_partitions("order_date", [day])
+    (by_month,) = month_partitions("order_date", [(day.year, day.month)])
+    assert shaped_by(by_day, DAY) and not shaped_by(by_day, MONTH)
+    assert shaped_by(by_month, MONTH)
+    assert not shaped_by(by_month, DAY)
+
+
+@given(st.integers(min_value=-(10**12), max_value=10**12), st.integers(min_value=1, max_value=10**6))
+def test_ranges_the_integer_planner_makes_are_shaped_by_their_size_only(start: int, size: int) -> None:
+    (bounds,) = integer_range_partitions("id", [start], size)
+    assert shaped_by(
+        bounds, Partitioning(kind=PartitionKind.INTEGER_RANGE, column="id", size=size, lookback=1)
+    )
+    other = size + 1
+    assert not shaped_by(bounds, Partitioning(kind=PartitionKind.INTEGER_RANGE, column="id", size=other))
+    assert not shaped_by(bounds, Partitioning(kind=PartitionKind.INTEGER_RANGE, column="other", size=size))
+
+
+def test_only_committed_partitions_of_the_current_definition_and_shape_vanish() -> None:
+    planned = _planned()  # 11-28 .. 12-01
+    kept, gone = planned[:3], planned[3]
+    (month,) = month_partitions("order_date", [(2026, 11)])
+    of_months = PlannedPartition(
+        partition_id=partition_id_for(ROUTE, "sha256:q", "sha256:s", month),
+        bounds=month,
+        query_hash="sha256:q",
+        schema_hash="sha256:s",
+    )
+    other_query = gone.model_copy(update={"query_hash": "sha256:older"})
+    stored = [_committed(p) for p in [*kept, gone, of_months]] + [_committed(other_query)]
+
+    found = vanished_committed(ROUTE, stored, kept, "sha256:q", "sha256:s", DAY)
+
+    assert [p.partition_id for p in found] == [gone.partition_id]
+    assert (
+        vanished_committed(
+            ROUTE, stored, kept, "sha256:q", "sha256:s", DAY.model_copy(update={"lookback": None})
+        )
+        == []
+    )
+
+
+def test_a_vanished_day_among_the_newest_runs_in_the_lookback_in_bounds_order() -> None:
+    planned = _planned()
+    latest = {p.partition_id: _committed(p) for p in planned}
+    kept = [planned[0], planned[1], planned[3]]  # 11-30 deleted whole in the source
+
+    decisions = plan_resume(
+        kept, latest, Strategy.REPLACE_PARTITION, "r", partitioning=DAY, now=NOW, vanished=[planned[2]]
+    )
+
+    assert _summary(decisions) == [
+        ("2026-11-28", "skip", "committed"),
+        ("2026-11-29", "skip", "committed"),
+        ("2026-11-30", "run", "lookback"),
+        ("2026-12-01", "run", "lookback"),
+    ]
+
+
+def test_a_vanished_day_older_than_the_lookback_is_left_out_of_the_plan() -> None:
+    planned = _planned()
+    latest = {p.partition_id: _committed(p) for p in planned}
+
+    decisions = plan_resume(
+        planned[1:], latest, Strategy.REPLACE_PARTITION, "r", partitioning=DAY, now=NOW, vanished=[planned[0]]
+    )
+
+    assert _summary(decisions) == [
+        ("2026-11-29", "skip", "committed"),
+        ("2026-11-30", "run", "lookback"),
+        ("2026-12-01", "run", "lookback"),
+    ]
+
+
+def test_a_vanished_day_still_open_under_settle_is_not_emptied() -> None:
+    planned = _planned()
+    latest = {p.partition_id: _committed(p) for p in planned}
+    settled = DAY.model_copy(update={"settle": "1d"})
+    now = dt.datetime(2026, 12, 2, 6, 0, tzinfo=dt.timezone.utc)  # 12-01 ended 6 h ago: open
+
+    decisions = plan_resume(
+        planned[:3],
+        latest,
+        Strategy.REPLACE_PARTITION,
+        "r",
+        partitioning=settled,
+        now=now,
+        vanished=[planned[3]],
+    )
+
+    assert ("2026-12-01", "run", "lookback") not in _summary(decisions)
