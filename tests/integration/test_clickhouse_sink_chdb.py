@@ -184,6 +184,43 @@ def test_prepare_target_refuses_a_retyped_column_by_name_and_load_writes_nothing
     assert ids_in(sink) == [7]
 
 
+@pytest.mark.parametrize(
+    ("extra", "accepted"),
+    [
+        ("note String", False),  # would read '' in every new row
+        ("score UInt32", False),  # would read 0
+        ("note Nullable(String)", True),  # reads NULL: no value
+        ("note String DEFAULT 'n/a'", True),  # the table's owner said how
+        ("note String MATERIALIZED customer", True),
+    ],
+)
+def test_a_target_column_the_route_does_not_write_needs_a_default_or_null(
+    sink: ClickHouseSink, extra: str, accepted: bool
+) -> None:
+    client = sink._client()
+    client.command("CREATE DATABASE demo")
+    client.command(
+        "CREATE TABLE demo.orders (id Int64, order_date Nullable(Date), customer Nullable(String), "
+        f"amount Nullable(Decimal(12, 2)), updated_at Nullable(DateTime), {extra}) ENGINE = MergeTree ORDER BY id"
+    )
+
+    if accepted:
+        sink.prepare_target(TABLE, SCHEMA, ("id",))
+        assert sink.load(permit_for(Strategy.INCREMENTAL_APPEND), TABLE, SCHEMA, [rows_chunk([1], D1)]) == 1
+        return
+    with pytest.raises(DponeError) as refused:
+        sink.prepare_target(TABLE, SCHEMA, ("id",))
+    name = extra.split()[0]
+    assert refused.value.code is ErrorCode.TARGET_INCOMPATIBLE
+    assert refused.value.details["column"] == name
+    assert f"'{name}'" in refused.value.safe_message and "no DEFAULT" in refused.value.safe_message
+    assert any("source.columns" in line for line in refused.value.hint_lines)
+    with pytest.raises(DponeError) as load_refused:
+        sink.load(permit_for(Strategy.INCREMENTAL_APPEND), TABLE, SCHEMA, [rows_chunk([1], D1)])
+    assert load_refused.value.code is ErrorCode.TARGET_INCOMPATIBLE
+    assert ids_in(sink) == []
+
+
 def test_prepare_target_refuses_a_missing_column(sink: ClickHouseSink) -> None:
     client = sink._client()
     client.command("CREATE DATABASE demo")

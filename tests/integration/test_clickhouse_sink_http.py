@@ -147,6 +147,32 @@ def test_incompatible_table_is_refused_by_name_and_nothing_is_written(
     assert ids_in(sink, table) == [42]
 
 
+def test_a_target_column_the_route_does_not_write_without_a_default_is_refused_on_the_server(
+    sink: ClickHouseSink, table: str
+) -> None:
+    database = table.split(".")[0]
+    client = sink._client()
+    client.command(f"CREATE DATABASE {database}")
+    client.command(
+        f"CREATE TABLE {table} (id Int64, order_date Nullable(Date), customer Nullable(String), "
+        "amount Nullable(Decimal(12, 2)), updated_at Nullable(DateTime), region String, noted Nullable(String), "
+        "loaded DateTime DEFAULT now()) "
+        "ENGINE = MergeTree ORDER BY id"
+    )
+
+    with pytest.raises(DponeError) as refused:
+        sink.prepare_target(table, SCHEMA, ("id",))
+
+    assert refused.value.code is ErrorCode.TARGET_INCOMPATIBLE
+    assert [p["column"] for p in refused.value.details["problems"]] == ["region"]  # not noted, not loaded
+    client.command(f"ALTER TABLE {table} MODIFY COLUMN region String DEFAULT 'unknown'")
+    sink.prepare_target(table, SCHEMA, ("id",))
+    assert (
+        sink.load(permit_for(table, Strategy.INCREMENTAL_APPEND), table, SCHEMA, [rows_chunk([1], D1)]) == 1
+    )
+    assert client.query(f"SELECT region, noted FROM {table}").result_rows == [("unknown", None)]
+
+
 # -- strategies on the server ---------------------------------------------------------------------------
 
 

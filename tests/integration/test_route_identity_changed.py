@@ -280,3 +280,27 @@ def test_release_partial_refuses_while_the_target_holds_rows_then_loads_the_part
     assert after.exit_code == 0, after.output
     assert json.loads(after.output)["rows_committed"] == len(source_rows(routed))
     assert target_rows(routed) == source_rows(routed)
+
+
+def test_pinned_columns_that_leave_out_a_target_column_stop_before_arming_instead_of_filling_it(
+    routed: Path,
+    store_url: str,  # noqa: F811
+) -> None:
+    """Before: after the rebaseline, every new row read ``customer = ''`` (its type's zero value) beside
+    source rows whose customer was set, exit 0."""
+    manifest = manifest_at(routed, extra="  columns: [id, order_date, amount, updated_at]\n")
+    assert dpone("run", str(manifest)).exit_code == 3
+    assert dpone("guard", "rebaseline", str(manifest), "--reason", "customer is not needed").exit_code == 0
+    add_source_rows(routed, [(900_001, "2026-12-01")])
+    before = target_rows(routed)
+
+    result = dpone("run", "--json", str(manifest))
+
+    assert result.exit_code == 1, result.output
+    error = json.loads(result.output)
+    assert error["error"] == "target_table_incompatible"
+    assert error["details"]["column"] == "customer"
+    assert target_rows(routed) == before  # nothing written
+    with SqlCheckpointStore(store_url) as store:  # the route stays clear: nothing armed
+        latest = store.list_latest(load_manifest(manifest).route)
+    assert latest and all(c.status is CheckpointStatus.COMMITTED for c in latest)

@@ -539,9 +539,20 @@ class ClickHouseSink:
                         for p in problems
                     ],
                 },
-                hint_lines=tuple(
-                    f"column {p.column} is {p.reason} (expected {p.expected_type}, found {p.found_type or 'none'})"
-                    for p in problems
+                hint_lines=(
+                    *(
+                        f"column {p.column} is {p.reason} (expected {p.expected_type}, found {p.found_type or 'none'})"
+                        for p in problems
+                    ),
+                    *(
+                        (
+                            "a column the route does not write: add it to source.columns, or declare how new rows "
+                            "fill it (ALTER TABLE ... MODIFY COLUMN <column> <type> DEFAULT <expression>, or a "
+                            "Nullable type), or drop it from the target",
+                        )
+                        if any(p.column not in schema.names for p in problems)
+                        else ()
+                    ),
                 ),
             )
         return {c.name: target[c.name].type_name for c in schema.columns}

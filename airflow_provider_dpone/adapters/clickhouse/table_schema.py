@@ -3,8 +3,15 @@
 Compatibility (checked before any row is written): every source column must exist in the target with the
 same type, after normalizing how ClickHouse spells types (``Decimal(12,2)`` vs ``Decimal(12, 2)``,
 ``Decimal32(2)`` vs ``Decimal(9, 2)``). One widening is accepted: a non-nullable source column may land in
-a ``Nullable`` target column of the same type. Extra target columns are allowed (they take their defaults);
-``MATERIALIZED`` and ``ALIAS`` columns cannot be inserted, so they never satisfy a source column.
+a ``Nullable`` target column of the same type. ``MATERIALIZED`` and ``ALIAS`` columns cannot be inserted,
+so they never satisfy a source column.
+
+A target column the route does not write is filled in every new row by the engine. It is accepted when
+its owner said how (a ``DEFAULT``, ``MATERIALIZED``, ``ALIAS`` or ``EPHEMERAL`` expression) or when it is
+``Nullable`` (the row reads NULL: no value). A non-nullable column without an expression would take its
+type's zero value (``''``, ``0``, ``1970-01-01``), indistinguishable from a real one: refused. Seen: the
+demo's manifest pinned ``source.columns`` without ``customer``, and every new row read ``customer = ''``
+beside rows whose customer was 'Acme GmbH' in the source (exit 0).
 """
 
 from __future__ import annotations
@@ -59,6 +66,18 @@ def compatibility_problems(schema: TableSchema, target: Mapping[str, TargetColum
             continue
         if not types_compatible(expected, found.type_name):
             problems.append(Incompatibility(column.name, "of a different type", expected, found.type_name))
+    written = {column.name for column in schema.columns}
+    for name, extra in target.items():
+        if name in written or extra.default_kind or _NULLABLE.match(normalize_type(extra.type_name)):
+            continue
+        problems.append(
+            Incompatibility(
+                name,
+                "not written by the route and has no DEFAULT: new rows would hold its type's zero value",
+                "a source column, a DEFAULT expression or Nullable",
+                extra.type_name,
+            )
+        )
     return problems
 
 
