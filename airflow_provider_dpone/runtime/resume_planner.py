@@ -219,10 +219,12 @@ def still_filling(
     """Partitions this run moves that may still receive rows, which no later run of the route moves again.
 
     ``incremental_append`` (and ``replace_partition`` without ``lookback``) skip a committed partition for
-    good, so rows that reach the source later within its bounds are never moved. Two partitions are known
-    to be in that state when they are committed: a day or month whose upper bound is still in the future
-    (today's day, unless ``settle`` holds it back), and the newest ``integer_range`` range (an id sequence
-    keeps filling it). The run says so (a notice) rather than committing them without a word.
+    good, so rows that reach the source later within its bounds are never moved. Three kinds of partition
+    are known to be in that state when they are committed: a day or month whose upper bound is still in
+    the future (today's day, unless ``settle`` holds it back), the newest ``integer_range`` range (an id
+    sequence keeps filling it), and every ``list`` value (a value has no end: a region or a status keeps
+    receiving rows, and a listed value with no rows yet is committed empty). The run says so (a notice)
+    rather than committing them without a word.
     """
     if partitioning is None or strategy is Strategy.FULL_REFRESH:
         return []
@@ -244,6 +246,8 @@ def still_filling(
             return []
         newest = max(ranges, key=lambda pair: pair[0])[1]
         return [newest] if any(p.partition_id == newest.partition_id for p in running) else []
+    if partitioning.kind is PartitionKind.LIST:
+        return running
     return []
 
 

@@ -663,11 +663,15 @@ class TransferEngine:
         if not filling:
             return
         labels = _some_labels(filling)
-        remedy = (
-            "set source.partitioning.settle to hold a day back until it is complete"
-            if partitioning.kind in (PartitionKind.DAY, PartitionKind.MONTH)
-            else "for a table whose ids keep growing use replace_partition with lookback: 1"
-        )
+        if partitioning.kind in (PartitionKind.DAY, PartitionKind.MONTH):
+            remedy = "set source.partitioning.settle to hold a day back until it is complete"
+        elif partitioning.kind is PartitionKind.LIST:
+            remedy = (
+                "unless the table is static, use replace_partition with a lookback of the number of values, "
+                "which moves every value again each run"
+            )
+        else:
+            remedy = "for a table whose ids keep growing use replace_partition with lookback: 1"
         self._notice(
             f"{len(filling)} partition(s) this run commits may still be filling ({labels}): rows that reach "
             f"the source later within their bounds will not be moved by {self._route.strategy.value}; "

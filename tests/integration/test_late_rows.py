@@ -454,3 +454,21 @@ def test_lookback_empties_a_day_the_source_deleted_whole_and_the_target_matches_
         f"order_date={recent}": 0,
     }
     assert _target_rows(tmp_path) == source
+
+
+def test_an_append_run_that_commits_list_values_says_rows_arriving_later_are_not_moved(
+    tmp_path: Path,
+) -> None:
+    """A listed value with no rows yet was committed empty without a word; rows arriving for it later
+    are never moved by ``incremental_append`` (its committed partitions never run again)."""
+    _sqlite_orders(tmp_path / "source.sqlite", DAYS)
+    partitioning = "{kind: list, column: customer, values: [c0, c9]}"
+    manifest = _write_manifest(tmp_path, strategy="incremental_append", partitioning=partitioning)
+
+    report = _json(dpone("run", str(manifest), "--json", cwd=tmp_path))
+
+    notes = [n for n in report["notices"] if "may still be filling" in n]
+    assert len(notes) == 1 and "customer=c0" in notes[0] and "customer=c9" in notes[0], report["notices"]
+    assert "lookback" in notes[0]
+    assert {p["label"]: p["rows"] for p in _find_partitions(report)}["customer=c9"] == 0
+    assert _target_rows(tmp_path) == [r for r in _source_rows(tmp_path) if r[2] == "c0"]

@@ -76,3 +76,24 @@ def test_no_notice_when_settle_holds_the_day_back_or_every_day_is_over() -> None
     later = FixedClock(dt.datetime(2026, 12, 5, 6, 0, tzinfo=UTC))
     over = _engine(InMemoryCheckpointStore(), RecordingSink(), later).run("run-1")
     assert not any("may still be filling" in n for n in over.notices)
+
+
+def test_every_list_value_an_append_run_commits_may_still_fill_an_empty_one_too() -> None:
+    values = [
+        PlannedPartition(
+            partition_id=f"sha256:{n:064x}",
+            bounds=PartitionBounds(kind=BoundsKind.VALUES, column="region", values=(v,), label=f"region={v}"),
+            query_hash=HASH,
+            schema_hash=HASH,
+        )
+        for n, v in enumerate(["EU", "APAC"])
+    ]
+    listed = Partitioning(kind=PartitionKind.LIST, column="region", values=("EU", "APAC"))
+    plan = [
+        ResumeDecision(values[0], Action.SKIP, Reason.COMMITTED),
+        ResumeDecision(values[1], Action.RUN, Reason.MISSING_CHECKPOINT),
+    ]
+    assert still_filling(plan, Strategy.INCREMENTAL_APPEND, listed, NOW) == [values[1]]
+    assert still_filling(plan, Strategy.REPLACE_PARTITION, listed, NOW) == [values[1]]
+    with_lookback = listed.model_copy(update={"lookback": 2})
+    assert still_filling(plan, Strategy.REPLACE_PARTITION, with_lookback, NOW) == []
