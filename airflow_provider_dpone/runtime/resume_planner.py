@@ -223,8 +223,9 @@ def still_filling(
     are known to be in that state when they are committed: a day or month whose upper bound is still in
     the future (today's day, unless ``settle`` holds it back), the newest ``integer_range`` range (an id
     sequence keeps filling it), and every ``list`` value (a value has no end: a region or a status keeps
-    receiving rows, and a listed value with no rows yet is committed empty). The run says so (a notice)
-    rather than committing them without a word.
+    receiving rows, and a listed value with no rows yet is committed empty); and the one partition of a
+    route without partitioning (the whole table, moved once). The run says so (a notice) rather than
+    committing them without a word.
     """
     if partitioning is None or strategy is Strategy.FULL_REFRESH:
         return []
@@ -246,8 +247,8 @@ def still_filling(
             return []
         newest = max(ranges, key=lambda pair: pair[0])[1]
         return [newest] if any(p.partition_id == newest.partition_id for p in running) else []
-    if partitioning.kind is PartitionKind.LIST:
-        return running
+    if partitioning.kind in (PartitionKind.LIST, PartitionKind.NONE):
+        return running  # a value has no end; without partitioning the whole table is one partition
     return []
 
 

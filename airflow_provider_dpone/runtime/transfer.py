@@ -326,6 +326,7 @@ class TransferEngine:
         target_rows = self._require_target_holds_committed(decisions, matched, moving=bool(active))
         if not active:
             self._drop_leftover_staging()
+            self._say_the_whole_table_moved_once(decisions)
             if self._route.strategy is Strategy.FULL_REFRESH and decisions:
                 # plan_resume skips a full refresh only when this very run ID committed every partition
                 self._notice(
@@ -665,6 +666,11 @@ class TransferEngine:
         labels = _some_labels(filling)
         if partitioning.kind in (PartitionKind.DAY, PartitionKind.MONTH):
             remedy = "set source.partitioning.settle to hold a day back until it is complete"
+        elif partitioning.kind is PartitionKind.NONE:
+            remedy = (
+                "without source.partitioning the whole table is one partition, moved once; partition the route "
+                "(day, month, integer_range) so new rows land in new partitions, or use full_refresh"
+            )
         elif partitioning.kind is PartitionKind.LIST:
             remedy = (
                 "unless the table is static, use replace_partition with a lookback of the number of values, "
@@ -676,6 +682,23 @@ class TransferEngine:
             f"{len(filling)} partition(s) this run commits may still be filling ({labels}): rows that reach "
             f"the source later within their bounds will not be moved by {self._route.strategy.value}; "
             f"{remedy} (`dpone checkpoints {self._manifest_ref} --verify` shows what a partition missed)"
+        )
+
+    def _say_the_whole_table_moved_once(self, decisions: Sequence[ResumeDecision]) -> None:
+        """A route without partitioning committed its one partition: every later run has nothing to do,
+        whatever reached the source since. Each such run says so, not only the one that committed it."""
+        if self._manifest.source.partitioning.kind is not PartitionKind.NONE or self._route.strategy not in (
+            Strategy.INCREMENTAL_APPEND,
+            Strategy.REPLACE_PARTITION,
+        ):
+            return
+        if not any(d.reason is Reason.COMMITTED for d in decisions):
+            return
+        self._notice(
+            f"route {self._route.describe()} has no source.partitioning: its whole table is one partition, "
+            f"committed once; {self._route.strategy.value} never moves rows that reached the source since. "
+            "Partition the route (day, month, integer_range) or use full_refresh "
+            f"(`dpone checkpoints {self._manifest_ref} --verify` shows what the target missed)"
         )
 
     def _require_scope_spares_other_sources(

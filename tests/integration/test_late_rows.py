@@ -472,3 +472,24 @@ def test_an_append_run_that_commits_list_values_says_rows_arriving_later_are_not
     assert "lookback" in notes[0]
     assert {p["label"]: p["rows"] for p in _find_partitions(report)}["customer=c9"] == 0
     assert _target_rows(tmp_path) == [r for r in _source_rows(tmp_path) if r[2] == "c0"]
+
+
+def test_a_route_without_partitioning_says_on_every_run_that_it_moved_the_table_once(tmp_path: Path) -> None:
+    """Before: the first run committed the whole table, and every later run said "nothing to do", exit 0,
+    while the source grew; no word that ``incremental_append`` never moves those rows."""
+    _sqlite_orders(tmp_path / "source.sqlite", DAYS)
+    manifest = _write_manifest(tmp_path, strategy="incremental_append", partitioning="{kind: none}")
+
+    first = _json(dpone("run", str(manifest), "--json", cwd=tmp_path))
+
+    assert any("may still be filling" in n and "full_refresh" in n for n in first["notices"]), first[
+        "notices"
+    ]
+    with sqlite3.connect(tmp_path / "source.sqlite") as db:
+        db.execute("INSERT INTO orders VALUES (900, '2026-11-04', 'late', 1, '2026-11-04 09:00:00')")
+    second = _json(dpone("run", str(manifest), "--json", cwd=tmp_path))
+    assert second["rows_committed"] == 0
+    assert any("no source.partitioning" in n for n in second["notices"]), second["notices"]
+    assert _target_rows(tmp_path) == [r for r in _source_rows(tmp_path) if r[0] != 900]
+    listing = _json(dpone("checkpoints", str(manifest), "--verify", "--json", cwd=tmp_path))
+    assert [p["drifted"] for p in listing["partitions"]] == [True]

@@ -97,3 +97,16 @@ def test_every_list_value_an_append_run_commits_may_still_fill_an_empty_one_too(
     assert still_filling(plan, Strategy.REPLACE_PARTITION, listed, NOW) == [values[1]]
     with_lookback = listed.model_copy(update={"lookback": 2})
     assert still_filling(plan, Strategy.REPLACE_PARTITION, with_lookback, NOW) == []
+
+
+def test_the_one_partition_of_a_route_without_partitioning_may_still_fill() -> None:
+    whole = PlannedPartition(
+        partition_id="sha256:" + "a" * 64,
+        bounds=PartitionBounds(kind=BoundsKind.ALL, label="all"),
+        query_hash=HASH,
+        schema_hash=HASH,
+    )
+    plan = [ResumeDecision(whole, Action.RUN, Reason.MISSING_CHECKPOINT)]
+    none = Partitioning(kind=PartitionKind.NONE)
+    assert still_filling(plan, Strategy.INCREMENTAL_APPEND, none, NOW) == [whole]
+    assert still_filling(plan, Strategy.FULL_REFRESH, none, NOW) == []
