@@ -169,15 +169,16 @@ def sibling_committed(family: RouteFamily, naming: RouteNaming) -> list[Partitio
     new day, the manifest went back to ``incremental_append``, whose next run appended the day again
     (333 duplicates, exit 0). Another source table's routes (a fan-in) are not siblings.
     """
-    own_routes = {family.route, *family.legacy_routes()}
-    canonical: dict[RouteIdentity, RouteIdentity] = {}
+    strategy, source = family.route.strategy, family.route.source_table
+    canonical: dict[RouteIdentity, str] = {}
     found: list[PartitionCheckpoint] = []
     for checkpoint in family.target_wide:
-        if checkpoint.status is not CheckpointStatus.COMMITTED or checkpoint.route in own_routes:
+        # the route's own checkpoints (every spelling) share its strategy: skipped before any hashing
+        if checkpoint.route.strategy is strategy or checkpoint.status is not CheckpointStatus.COMMITTED:
             continue
-        route = canonical.get(checkpoint.route)
-        if route is None:
-            route = canonical[checkpoint.route] = naming.canonical(checkpoint.route)
-        if route.source_table == family.route.source_table and route.strategy is not family.route.strategy:
+        other = canonical.get(checkpoint.route)
+        if other is None:
+            other = canonical[checkpoint.route] = naming.canonical(checkpoint.route).source_table
+        if other == source:
             found.append(checkpoint)
     return found
