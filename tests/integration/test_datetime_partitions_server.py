@@ -216,3 +216,30 @@ def test_the_durable_replay_reader_counts_datetime_partitions_on_the_18_16_serve
     measured = {key: value for check in quality["checks"] for key, value in check["values"].items()}
     assert measured.get("target.row_count") == rows, measured
     assert target_rows(client, table) == source_rows(tmp_path)
+
+
+@pytest.mark.parametrize(("export", "load"), PATHS)
+def test_a_day_the_source_deleted_whole_is_emptied_by_the_lookback_on_the_18_16_server(
+    tmp_path: Path,
+    server: tuple[Any, str],
+    monkeypatch: pytest.MonkeyPatch,
+    export: str,
+    load: str,
+) -> None:
+    """The newest day's rows all deleted in the source: no partition plans it any more, and before, the
+    lookback moved older days while its rows stayed in the target (exit 0)."""
+    client, database = server
+    monkeypatch.setenv("AIRFLOW_CONN_DT_STATE", f"sqlite:///{tmp_path / 'state.sqlite'}")
+    make_source(tmp_path)
+    table = f"{database}.events"
+    manifest = write_manifest(tmp_path, table, "day", "replace_partition", export, load)
+    assert dpone("run", str(manifest), "--run-id", "run-1").exit_code == 0
+    with sqlite3.connect(tmp_path / "source.sqlite") as db:
+        db.execute("DELETE FROM events WHERE at >= '2028-03-31'")
+
+    result = dpone("run", str(manifest), "--run-id", "run-2", "--json")
+
+    assert result.exit_code == 0, result.output
+    moved = {p["label"]: p["rows"] for p in json.loads(result.output)["partitions"] if p["decision"] == "run"}
+    assert moved == {"at=2028-03-15": 3, "at=2028-03-31": 0}
+    assert target_rows(client, table) == source_rows(tmp_path)
