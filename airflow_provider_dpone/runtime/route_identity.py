@@ -3,11 +3,12 @@
 A partition ID is a digest over the route, the query hash, the schema hash and the bounds, so pinning
 ``source.columns``, editing ``source.query`` or changing the partitioning gives every partition a new ID,
 and no checkpoint finds the rows the old IDs committed. On ``incremental_append`` a run would append them
-again. A strategy switched back to ``incremental_append`` is the same case: the rows the same source table's
-route under the other strategy committed meanwhile have no checkpoint of the append route. This module finds the new partitions that overlap partitions committed under another identity, so
-the engine stops before any target I/O (``native_transfer_route_identity_changed``), and records the
-operator's deliberate ``dpone guard rebaseline``: new partitions fully covered by old committed ones are
-recorded as committed, with an audit that names the old partitions; partially covered ones stay blocking.
+again. A strategy switched back to ``incremental_append`` is the same case: the rows the same source
+table's route under the other strategy committed meanwhile have no checkpoint of the append route. This
+module finds the new partitions that overlap partitions committed under another identity, so the engine
+stops before any target I/O (``native_transfer_route_identity_changed``), and records the operator's
+deliberate ``dpone guard rebaseline``: new partitions fully covered by old committed ones are recorded as
+committed, with an audit that names the old partitions; partially covered ones stay blocking.
 """
 
 from __future__ import annotations
