@@ -243,3 +243,34 @@ def test_a_day_the_source_deleted_whole_is_emptied_by_the_lookback_on_the_18_16_
     moved = {p["label"]: p["rows"] for p in json.loads(result.output)["partitions"] if p["decision"] == "run"}
     assert moved == {"at=2028-03-15": 3, "at=2028-03-31": 0}
     assert target_rows(client, table) == source_rows(tmp_path)
+
+
+def test_an_emptied_day_passes_the_durable_quality_replay_with_the_target_counted_on_the_server(
+    tmp_path: Path, server: tuple[Any, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The emptied partition is measured like any other: 0 rows in the source, 0 in the target after."""
+    client, database = server
+    monkeypatch.setenv("AIRFLOW_CONN_DT_STATE", f"sqlite:///{tmp_path / 'state.sqlite'}")
+    make_source(tmp_path)
+    table = f"{database}.events"
+    manifest = write_manifest(tmp_path, table, "day", "replace_partition", "lazy_plan", "staged")
+    text = manifest.read_text(encoding="utf-8")
+    manifest.write_text(
+        text.replace("  order_by: [id]\n", "  order_by: [id]\n  options: {durable_quality_replay: true}\n")
+        + "quality:\n  checks:\n    - type: row_count\n    - type: not_null\n      columns: [id, at]\n",
+        encoding="utf-8",
+    )
+    assert dpone("run", str(manifest), "--run-id", "replay-1").exit_code == 0
+    with sqlite3.connect(tmp_path / "source.sqlite") as db:
+        db.execute("DELETE FROM events WHERE at >= '2028-03-31'")
+
+    result = dpone("run", "--json", str(manifest), "--run-id", "replay-2")
+
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert (report["quality"]["verdict"], report["quality"]["capsule_state"]) == ("passed", "complete")
+    assert {p["label"]: p["rows"] for p in report["partitions"] if p["decision"] == "run"} == {
+        "at=2028-03-15": 3,
+        "at=2028-03-31": 0,
+    }
+    assert target_rows(client, table) == source_rows(tmp_path)
