@@ -140,10 +140,11 @@ def rebaseline_command(
 ) -> None:
     """Record the new definition of a route over what its old one (or the target) already holds.
 
-    After a manifest edit (source.columns, source.query, partitioning) gave the partitions new IDs, the new
-    partitions fully covered by partitions committed under the old definition are recorded as committed,
-    with an audit naming the old ones; partially covered ones are listed and stay blocking. Never writes
-    the target.
+    After a manifest edit of an incremental_append route (source.columns, source.query, partitioning, or
+    its strategy switched back) gave the partitions new IDs, the new partitions fully covered by partitions
+    committed under the old definition are recorded as committed, with an audit naming the old ones;
+    partially covered ones are listed and stay blocking. Never writes the target. A replacing route needs
+    none (refused).
     """
     from airflow_provider_dpone.compose import open_runtime
     from airflow_provider_dpone.contracts.errors import ErrorCode

@@ -216,7 +216,18 @@ class TransferEngine:
     def identity_overlaps(self, run_id: str) -> list[IdentityOverlap]:
         """For ``dpone guard rebaseline``: partitions to move that overlap ones of another identity.
 
-        The same guard scan and plan as a run (read-only: source schema and partitions, checkpoints)."""
+        The same guard scan and plan as a run (read-only: source schema and partitions, checkpoints). Only
+        an append route is recorded this way: a replacing route moves its new partitions itself, and
+        recording them as committed would keep the old definition's rows in their bounds for good."""
+        if self._route.strategy is not Strategy.INCREMENTAL_APPEND:
+            raise DponeError(
+                ErrorCode.USAGE,
+                f"route {self._route.describe()} is {self._route.strategy.value}: it replaces what it writes, so "
+                "a changed definition needs no rebaseline (its next run moves the new partitions and says so); "
+                "recording them as committed could keep the old definition's rows in the target. Run "
+                f"`dpone run {self._manifest_ref}` instead",
+                details={"route": self._route.describe(), "strategy": self._route.strategy.value},
+            )
         family = self._scan_route()
         _, decisions, _ = self._plan_from(family, run_id)
         planned = [d.partition for d in decisions]

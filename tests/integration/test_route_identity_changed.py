@@ -164,6 +164,26 @@ def test_a_replacing_route_goes_on_after_an_edit_and_says_its_identity_changed(
     assert target_rows(base) == source_rows(base)
 
 
+@pytest.mark.parametrize("strategy", ["replace_partition", "full_refresh"])
+def test_a_rebaseline_of_a_replacing_route_is_refused_and_its_next_run_loads_the_new_definition(
+    base: Path,  # noqa: F811
+    store_url: str,  # noqa: F811
+    strategy: str,
+) -> None:
+    """Before: the rebaseline recorded the edited query's partitions as committed, so the replacing route
+    skipped them and the target kept the old query's rows (here: none of the rows the edit adds)."""
+    narrow = "  query: SELECT id, order_date, customer, amount, updated_at FROM orders WHERE id % 2 = 0\n"
+    assert dpone("run", str(manifest_at(base, strategy=strategy, extra=narrow))).exit_code == 0
+    widened = manifest_at(base, strategy=strategy, extra=EDITS["query-edited"])
+
+    refused = dpone("guard", "rebaseline", str(widened), "--reason", "widened the query", "--json")
+
+    assert refused.exit_code == 2, refused.output
+    assert json.loads(refused.output)["error"] == "usage_error"
+    assert dpone("run", str(widened)).exit_code == 0
+    assert target_rows(base) == source_rows(base)
+
+
 def test_an_unchanged_route_is_not_reported_as_changed(routed: Path) -> None:
     manifest = manifest_at(routed)  # the same definition the first run used
     add_source_rows(routed, [(900_001, "2026-12-01")])
