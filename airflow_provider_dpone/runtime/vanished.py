@@ -8,6 +8,11 @@ exit 0). Such a partition is one of the route's own COMMITTED checkpoints under 
 (same query and schema hash, bounds of the current partitioning's shape) that no planned partition is; it
 competes for the lookback like any committed partition, and when chosen is replaced by what the source
 holds within its bounds: nothing.
+
+Only a partition not older than the oldest one the source still plans counts as deleted. One older than all
+of them has rolled out of a source that keeps a window (a staging table cleared each night, a retention
+job): emptying it in the target would delete history the target is meant to keep, so it is left alone, as
+is everything when the source plans nothing at all (an empty source is as likely a reload in progress).
 """
 
 from __future__ import annotations
@@ -40,8 +45,9 @@ def vanished_committed(
     only when its ID is the one the current definition gives its bounds and the bounds are what the
     current partitioning makes (a day, a month, an aligned range of ``size``): a partition of an older
     partitioning never comes back this way."""
-    if partitioning.lookback is None or partitioning.column is None:
+    if partitioning.lookback is None or partitioning.column is None or not planned:
         return []
+    oldest = min(bounds_order(p.bounds) for p in planned)
     planned_ids = {p.partition_id for p in planned}
     found: list[PlannedPartition] = []
     for checkpoint in checkpoints:
@@ -51,6 +57,7 @@ def vanished_committed(
             or checkpoint.query_hash != query_hash
             or checkpoint.schema_hash != schema_hash
             or not shaped_by(checkpoint.bounds, partitioning)
+            or bounds_order(checkpoint.bounds) < oldest  # rolled out of a windowed source: kept
             or partition_id_for(route, query_hash, schema_hash, checkpoint.bounds) != checkpoint.partition_id
         ):
             continue

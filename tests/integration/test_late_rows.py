@@ -493,3 +493,28 @@ def test_a_route_without_partitioning_says_on_every_run_that_it_moved_the_table_
     assert _target_rows(tmp_path) == [r for r in _source_rows(tmp_path) if r[0] != 900]
     listing = _json(dpone("checkpoints", str(manifest), "--verify", "--json", cwd=tmp_path))
     assert [p["drifted"] for p in listing["partitions"]] == [True]
+
+
+def test_days_that_rolled_out_of_a_windowed_source_stay_in_the_target(
+    tmp_path: Path, relative_days: list[dt.date]
+) -> None:
+    """A source that keeps a window (a retention job, a staging table cleared each night) no longer holds
+    its oldest days: they are not deletions, and the lookback never empties them."""
+    partitioning = "{kind: day, column: order_date, settle: 1d, lookback: 3}"
+    manifest = _write_manifest(tmp_path, strategy="replace_partition", partitioning=partitioning)
+    today = relative_days[-1].isoformat()
+    oldest, middle = relative_days[0].isoformat(), relative_days[1].isoformat()
+    _json(dpone("run", str(manifest), "--run-id", "r1", "--json", cwd=tmp_path))
+    kept = [r for r in _target_rows(tmp_path) if r[1] in (oldest, middle)]
+    assert kept
+    with sqlite3.connect(tmp_path / "source.sqlite") as db:
+        db.execute("DELETE FROM orders WHERE order_date IN (?, ?)", (oldest, middle))
+
+    second = _json(dpone("run", str(manifest), "--run-id", "r2", "--json", cwd=tmp_path))
+
+    assert all(p["rows"] > 0 for p in _find_partitions(second) if p["decision"] == "run")
+    target = _target_rows(tmp_path)
+    assert [r for r in target if r[1] in (oldest, middle)] == kept
+    assert [r for r in target if r[1] not in (oldest, middle)] == [
+        r for r in _source_rows(tmp_path) if r[1] != today
+    ]

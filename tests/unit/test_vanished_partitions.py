@@ -125,3 +125,17 @@ def test_a_vanished_day_still_open_under_settle_is_not_emptied() -> None:
     )
 
     assert ("2026-12-01", "run", "lookback") not in _summary(decisions)
+
+
+def test_a_day_older_than_everything_the_source_holds_rolled_out_and_is_kept() -> None:
+    """A source that keeps a window (cleared each night) no longer holds yesterday: that is retention, not a
+    deletion, and emptying yesterday in the target would lose it."""
+    planned = _planned()  # 11-28 .. 12-01
+    stored = [_committed(p) for p in planned]
+    today_only = [planned[3]]
+
+    assert vanished_committed(ROUTE, stored, today_only, "sha256:q", "sha256:s", DAY) == []
+    assert vanished_committed(ROUTE, stored, [], "sha256:q", "sha256:s", DAY) == []  # an empty source
+    inside = [planned[0], planned[3]]  # 11-29 and 11-30 deleted between days the source still holds
+    found = vanished_committed(ROUTE, stored, inside, "sha256:q", "sha256:s", DAY)
+    assert [p.bounds.lower for p in found] == ["2026-11-29", "2026-11-30"]
