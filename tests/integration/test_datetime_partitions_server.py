@@ -126,6 +126,16 @@ checkpoints:
     return path
 
 
+def with_durable_replay(manifest: Path) -> None:
+    """The manifest with durable quality replay on and two checks measured on both sides."""
+    text = manifest.read_text(encoding="utf-8")
+    manifest.write_text(
+        text.replace("  order_by: [id]\n", "  order_by: [id]\n  options: {durable_quality_replay: true}\n")
+        + "quality:\n  checks:\n    - type: row_count\n    - type: not_null\n      columns: [id, at]\n",
+        encoding="utf-8",
+    )
+
+
 def target_rows(client: Any, table: str) -> list[tuple[Any, ...]]:
     rows = client.query(
         f"SELECT id, toUnixTimestamp(at), toString(amount), note FROM {table} ORDER BY id"
@@ -200,12 +210,7 @@ def test_the_durable_replay_reader_counts_datetime_partitions_on_the_18_16_serve
     make_source(tmp_path)
     table = f"{database}.events"
     manifest = write_manifest(tmp_path, table, kind, "replace_partition", "lazy_plan", "staged")
-    text = manifest.read_text(encoding="utf-8")
-    manifest.write_text(
-        text.replace("  order_by: [id]\n", "  order_by: [id]\n  options: {durable_quality_replay: true}\n")
-        + "quality:\n  checks:\n    - type: row_count\n    - type: not_null\n      columns: [id, at]\n",
-        encoding="utf-8",
-    )
+    with_durable_replay(manifest)
 
     result = dpone("run", "--json", str(manifest), "--run-id", "replay-1")
 
@@ -254,12 +259,7 @@ def test_an_emptied_day_passes_the_durable_quality_replay_with_the_target_counte
     make_source(tmp_path)
     table = f"{database}.events"
     manifest = write_manifest(tmp_path, table, "day", "replace_partition", "lazy_plan", "staged")
-    text = manifest.read_text(encoding="utf-8")
-    manifest.write_text(
-        text.replace("  order_by: [id]\n", "  order_by: [id]\n  options: {durable_quality_replay: true}\n")
-        + "quality:\n  checks:\n    - type: row_count\n    - type: not_null\n      columns: [id, at]\n",
-        encoding="utf-8",
-    )
+    with_durable_replay(manifest)
     assert dpone("run", str(manifest), "--run-id", "replay-1").exit_code == 0
     with sqlite3.connect(tmp_path / "source.sqlite") as db:
         db.execute("DELETE FROM events WHERE at >= '2028-03-31'")

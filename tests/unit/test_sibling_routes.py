@@ -9,21 +9,14 @@ from __future__ import annotations
 
 import datetime as dt
 
+from airflow_provider_dpone.adapters.sources.partition_planning import day_partitions
 from airflow_provider_dpone.contracts.checkpoint import CheckpointStatus
-from airflow_provider_dpone.contracts.partition import BoundsKind, PartitionBounds
 from airflow_provider_dpone.contracts.route import RouteIdentity, Strategy
 from airflow_provider_dpone.runtime.route_family import RouteFamily, sibling_committed
 from tests.builders import stored_checkpoint
 
 AT = dt.datetime(2026, 12, 1, tzinfo=dt.timezone.utc)
-DAY = PartitionBounds(
-    kind=BoundsKind.RANGE,
-    column="order_date",
-    lower="2026-11-30",
-    upper="2026-12-01",
-    value_type="date",
-    label="order_date=2026-11-30",
-)
+(DAY,) = day_partitions("order_date", [dt.date(2026, 11, 30)])
 
 
 def route(source: str, strategy: Strategy) -> RouteIdentity:
