@@ -205,7 +205,13 @@ class Runtime:
             else:
                 overlaps = engine.identity_overlaps(run_id)
                 result = rebaseline(
-                    overlaps, engine.route, run_id, self.clock, request, count_source=engine.count_source
+                    overlaps,
+                    engine.route,
+                    run_id,
+                    self.clock,
+                    request,
+                    count_source=engine.count_source,
+                    count_target=engine.count_target,
                 )
                 if release_partial and result.partial:
                     result = release_partly_covered(result, run_id, self.clock, request, engine.count_target)

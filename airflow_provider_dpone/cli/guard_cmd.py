@@ -191,7 +191,8 @@ def rebaseline_command(
     for overlap in result.partial:
         click.echo(
             f"still blocking {overlap.partition.bounds.label}  id={overlap.partition.partition_id}: only partly "
-            f"covered by {len(overlap.committed)} old partition(s); see `dpone runbook guard` (--release-partial)",
+            f"covered by {len(overlap.committed)} old partition(s): delete the target's rows within it, then run "
+            "(it loads whole); see `dpone runbook guard`",
             err=True,
         )
     if result.partial:

@@ -6,9 +6,16 @@ and no checkpoint finds the rows the old IDs committed. On ``incremental_append`
 again. A strategy switched back to ``incremental_append`` is the same case: the rows the same source
 table's route under the other strategy committed meanwhile have no checkpoint of the append route. This
 module finds the new partitions that overlap partitions committed under another identity, so the engine
-stops before any target I/O (``native_transfer_route_identity_changed``), and records the operator's
-deliberate ``dpone guard rebaseline``: new partitions fully covered by old committed ones are recorded as
-committed, with an audit that names the old partitions; partially covered ones stay blocking.
+stops before it writes (``native_transfer_route_identity_changed``), and records the operator's deliberate
+``dpone guard rebaseline``: new partitions the old committed ones hold are recorded as committed, with an
+audit that names the old partitions; partially covered ones stay blocking.
+
+Bounds alone prove what an old partition held only when they are the new partition's own bounds. An old
+partition *wider* than the new one (the whole table, a month over a day) was committed at one moment:
+days that reached the source after it are within its bounds and were never moved. So a new partition whose
+bounds hold no row in the target is no overlap at all (the engine drops it before stopping: appending it
+duplicates nothing), and one covered only by wider old partitions is recorded when the target holds
+exactly the source's rows within its bounds (read-only counts), else it stays blocking.
 """
 
 from __future__ import annotations
@@ -96,7 +103,7 @@ def changed_summary(overlaps: Sequence[IdentityOverlap]) -> str:
 def require_unchanged_identity(
     route: RouteIdentity, overlaps: Sequence[IdentityOverlap], manifest_ref: str
 ) -> None:
-    """Stop an append route before any target I/O when a new partition may re-append committed rows."""
+    """Stop an append route before it writes when a new partition may re-append committed rows."""
     if not overlaps:
         return
     lines = [
@@ -122,7 +129,7 @@ def require_unchanged_identity(
             "partially_covered": len(overlaps) - covered,
         },
         hint_lines=(
-            "nothing was read from the target or written to it",
+            "nothing was written to the target (its rows within these partitions were counted, read-only)",
             *lines,
             *(
                 (
@@ -192,6 +199,8 @@ def _committed_record(
 
 #: Rows the source holds now within some bounds (read-only).
 SourceCounter = Callable[[PartitionBounds], int]
+#: Rows the target holds now within some bounds (read-only).
+TargetCounter = Callable[[PartitionBounds], int]
 
 
 def _old_rows_inside(overlap: IdentityOverlap) -> int | None:
@@ -211,6 +220,7 @@ def rebaseline(
     clock: Clock,
     request: RebaselineRequest,
     count_source: SourceCounter | None = None,
+    count_target: TargetCounter | None = None,
 ) -> RebaselineResult:
     """COMMITTED records for the new partitions the old committed partitions hold. Writes nothing.
 
@@ -225,8 +235,15 @@ def rebaseline(
     partial: list[IdentityOverlap] = []
     for overlap in overlaps:
         inside_rows = _old_rows_inside(overlap)
-        if overlap.covered:
+        if overlap.covered and all(c.bounds == overlap.partition.bounds for c in overlap.committed):
             held.append((overlap, inside_rows, "bounds"))
+        elif overlap.covered:  # only wider old partitions: rows may have arrived after they were committed
+            target_rows = count_target(overlap.partition.bounds) if count_target is not None else None
+            source_rows = count_source(overlap.partition.bounds) if count_source is not None else None
+            if target_rows is not None and target_rows > 0 and target_rows == source_rows:
+                held.append((overlap, target_rows, "target_count"))
+            else:
+                partial.append(overlap)
         elif inside_rows is not None and count_source is not None:
             if count_source(overlap.partition.bounds) == inside_rows:
                 held.append((overlap, inside_rows, "source_count"))
@@ -249,10 +266,6 @@ def rebaseline(
         }
         records.append(_committed_record(overlap.partition, route, run_id, at, batch, rows, audit))
     return RebaselineResult(recorded=tuple(records), partial=tuple(partial))
-
-
-#: Rows the target holds now within some bounds (read-only).
-TargetCounter = Callable[[PartitionBounds], int]
 
 
 def release_partly_covered(

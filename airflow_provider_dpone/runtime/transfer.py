@@ -230,9 +230,7 @@ class TransferEngine:
             )
         family = self._scan_route()
         _, decisions, _ = self._plan_from(family, run_id)
-        planned = [d.partition for d in decisions]
-        active = [d.partition for d in decisions if d.action is Action.RUN]
-        return find_overlaps(active, self._committed_elsewhere(family, planned), self._route.strategy)
+        return self._append_overlaps(family, decisions)
 
     def count_source(self, bounds: PartitionBounds) -> int:
         """Rows the source holds now within ``bounds`` (read-only)."""
@@ -543,30 +541,49 @@ class TransferEngine:
             return quality.gate.verdict(sum(tally.rows().values())), None
         return quality.before_publication[-1], None
 
-    def _committed_elsewhere(
-        self, family: RouteFamily, planned: Sequence[PlannedPartition]
-    ) -> list[PartitionCheckpoint]:
-        """COMMITTED checkpoints whose rows the planned partitions' IDs never find: the route's own under
-        another definition and, for an append route, its siblings' (the same source table under another
-        strategy). A replacing route rewrites what it moves, so its siblings need no word on every run."""
-        others = other_identity_committed(family, planned, self._ports.naming)
-        if self._route.strategy is Strategy.INCREMENTAL_APPEND:
-            others.extend(sibling_committed(family, self._ports.naming))
-        return others
+    def _append_overlaps(
+        self, family: RouteFamily, decisions: Sequence[ResumeDecision]
+    ) -> list[IdentityOverlap]:
+        """An append route's partitions to move that overlap rows committed elsewhere and whose bounds the
+        target holds rows in.
+
+        Elsewhere: the route's own partitions under another definition, and its siblings' (the same source
+        table under another strategy: a manifest switched to ``replace_partition`` and back). A partition
+        whose bounds hold no row in the target duplicates nothing when appended (counted read-only, before
+        arming): an old partition wider than it (the whole table, a month) was committed before its rows
+        arrived, and stopping it would block every new day for good."""
+        planned = [d.partition for d in decisions]
+        active = [d.partition for d in decisions if d.action is Action.RUN]
+        if not active:
+            return []
+        elsewhere = other_identity_committed(family, planned, self._ports.naming)
+        elsewhere.extend(sibling_committed(family, self._ports.naming))
+        overlaps = find_overlaps(active, elsewhere, self._route.strategy)
+        if not overlaps:
+            return []
+        table = self._manifest.sink.table
+        sink = self._ports.open_sink()
+        try:
+            return [o for o in overlaps if sink.count_rows(table, o.partition.bounds) > 0]
+        finally:
+            sink.close()
 
     def _require_unchanged_identity(self, family: RouteFamily, decisions: Sequence[ResumeDecision]) -> None:
-        """An append route stops when a partition to move overlaps one committed under another identity.
+        """An append route stops when a partition to move overlaps rows committed under another identity.
 
         ``replace_partition`` and ``full_refresh`` replace what they write, so they go on and say so."""
+        if self._route.strategy is Strategy.INCREMENTAL_APPEND:
+            require_unchanged_identity(
+                self._route, self._append_overlaps(family, decisions), self._manifest_ref
+            )
+            return
         planned = [d.partition for d in decisions]
         active = [d.partition for d in decisions if d.action is Action.RUN]
         if not active:
             return
-        overlaps = find_overlaps(active, self._committed_elsewhere(family, planned), self._route.strategy)
+        overlaps = find_overlaps(active, other_identity_committed(family, planned, self._ports.naming))
         if not overlaps:
             return
-        if self._route.strategy is Strategy.INCREMENTAL_APPEND:
-            require_unchanged_identity(self._route, overlaps, self._manifest_ref)
         self._notice(
             f"the {changed_summary(overlaps)} of route {self._route.describe()} changed: {len(overlaps)} "
             f"partition(s) overlap partitions committed under the old definition; "

@@ -108,3 +108,66 @@ def test_a_replacing_route_after_the_append_route_goes_on_without_a_word_on_stra
     assert result.exit_code == 0, result.output
     assert not any("strategy" in n for n in json.loads(result.output).get("notices", []))
     assert target_rows(base) == source_rows(base)
+
+
+def test_from_a_whole_table_refresh_to_daily_appends_no_day_is_lost_or_doubled(
+    base: Path,  # noqa: F811
+    store_url: str,  # noqa: F811
+) -> None:
+    """A `full_refresh` without partitioning committed one partition, the whole table, at one moment: a day
+    that reached the source after it lies within its bounds but was never loaded. Recording it as covered
+    would lose it; stopping on it would block every new day for good."""
+    whole = base / "whole.yaml"
+    whole.write_text(
+        manifest_at(base, strategy="full_refresh")
+        .read_text(encoding="utf-8")
+        .replace("  partitioning: {kind: day, column: order_date}\n", ""),
+        encoding="utf-8",
+    )
+    assert dpone("run", str(whole)).exit_code == 0
+    add_source_rows(base, [(900_001, "2026-12-01"), (900_002, "2026-12-01")])  # after the refresh
+    append = manifest_at(base)
+
+    stopped = dpone("run", "--json", str(append))
+
+    assert stopped.exit_code == 3, stopped.output  # the days the refresh loaded are in the target
+    overlaps = json.loads(stopped.output)["details"]["overlaps"]
+    assert "order_date=2026-12-01" not in [o["bounds"] for o in overlaps]  # the target holds none of it
+    rebased = dpone("guard", "rebaseline", str(append), "--reason", "refresh -> daily append", "--json")
+    assert rebased.exit_code == 0, rebased.output
+    recorded = json.loads(rebased.output)["recorded"]
+    assert {r["diagnostics"]["rebaseline"]["covered_by"] for r in recorded} == {"target_count"}
+    assert "order_date=2026-12-01" not in [r["bounds"]["label"] for r in recorded]
+
+    after = dpone("run", "--json", str(append))
+
+    assert after.exit_code == 0, after.output
+    assert json.loads(after.output)["rows_committed"] == 2
+    assert target_rows(base) == source_rows(base)
+
+
+def test_a_route_without_partitioning_partitioned_by_day_later_moves_the_days_it_never_had(
+    base: Path,  # noqa: F811
+    store_url: str,  # noqa: F811
+) -> None:
+    """The notice of a route without partitioning says to partition it; the day that arrived after its one
+    commit must then be moved, not recorded as covered by the whole-table partition."""
+    whole = base / "whole.yaml"
+    text = manifest_at(base).read_text(encoding="utf-8")
+    # the same route without partitioning: one commit of the whole table
+    unpartitioned = text.replace("  partitioning: {kind: day, column: order_date}\n", "").replace(
+        "demo.orders", "demo.orders_whole"
+    )
+    whole.write_text(unpartitioned, encoding="utf-8")
+    assert dpone("run", str(whole)).exit_code == 0
+    add_source_rows(base, [(900_001, "2026-12-01")])
+    by_day = base / "by_day.yaml"
+    by_day.write_text(text.replace("demo.orders", "demo.orders_whole"), encoding="utf-8")
+
+    assert dpone("run", str(by_day)).exit_code == 3  # the days the whole-table commit loaded
+    assert dpone("guard", "rebaseline", str(by_day), "--reason", "partitioned by day").exit_code == 0
+    after = dpone("run", "--json", str(by_day))
+
+    assert after.exit_code == 0, after.output
+    assert json.loads(after.output)["rows_committed"] == 1
+    assert target_rows(base, "demo.orders_whole") == source_rows(base)
