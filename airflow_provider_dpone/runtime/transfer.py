@@ -564,9 +564,19 @@ class TransferEngine:
         table = self._manifest.sink.table
         sink = self._ports.open_sink()
         try:
-            return [o for o in overlaps if sink.count_rows(table, o.partition.bounds) > 0]
+            held = [o for o in overlaps if sink.count_rows(table, o.partition.bounds) > 0]
         finally:
             sink.close()
+        if len(held) < len(overlaps):
+            kept = {id(o) for o in held}
+            empty = [o.partition for o in overlaps if id(o) not in kept]
+            self._notice(
+                f"{len(empty)} partition(s) of route {self._route.describe()} ({_some_labels(empty)}) lie within "
+                f"partitions committed under another definition or strategy, but the target table {table} holds "
+                "no row within their bounds (rows that arrived after a wider partition was committed, or that "
+                "retention removed): they are moved as new"
+            )
+        return held
 
     def _require_unchanged_identity(self, family: RouteFamily, decisions: Sequence[ResumeDecision]) -> None:
         """An append route stops when a partition to move overlaps rows committed under another identity.

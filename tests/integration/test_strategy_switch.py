@@ -142,7 +142,9 @@ def test_from_a_whole_table_refresh_to_daily_appends_no_day_is_lost_or_doubled(
     after = dpone("run", "--json", str(append))
 
     assert after.exit_code == 0, after.output
-    assert json.loads(after.output)["rows_committed"] == 2
+    report = json.loads(after.output)
+    assert report["rows_committed"] == 2
+    assert any("order_date=2026-12-01" in n and "moved as new" in n for n in report["notices"]), report
     assert target_rows(base) == source_rows(base)
 
 
