@@ -131,8 +131,8 @@ def inspect_command(manifest: str, no_source: bool, as_json: bool) -> None:
 @click.option(
     "--release-partial",
     is_flag=True,
-    help="For partly covered partitions whose rows you deleted from the target: mark the old partitions inside "
-    "them as not loaded, so the next run loads each whole (refused while the target holds rows within them).",
+    help="Kept for scripts: refused while the target holds rows within a partly covered partition; once you "
+    "deleted them, the next run moves the partition whole by itself, so nothing is left to release.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
 def rebaseline_command(
