@@ -160,6 +160,26 @@ def other_identity_committed(
     ]
 
 
+def committed_by_source(
+    target_wide: Sequence[PartitionCheckpoint], source_table: str, naming: RouteNaming
+) -> tuple[list[PartitionCheckpoint], list[PartitionCheckpoint]]:
+    """A target's COMMITTED checkpoints split by the source table their route reads: ``source_table``
+    (canonical; any strategy or spelling) or another one (a fan-in). Each stored spelling is canonicalised
+    once: a long route's tens of thousands of checkpoints cost one dictionary lookup each."""
+    canonical: dict[str, str] = {}
+    same: list[PartitionCheckpoint] = []
+    other: list[PartitionCheckpoint] = []
+    for checkpoint in target_wide:
+        if checkpoint.status is not CheckpointStatus.COMMITTED:
+            continue
+        stored = checkpoint.route.source_table
+        name = canonical.get(stored)
+        if name is None:
+            name = canonical[stored] = naming.canonical(checkpoint.route).source_table
+        (same if name == source_table else other).append(checkpoint)
+    return same, other
+
+
 def sibling_committed(family: RouteFamily, naming: RouteNaming) -> list[PartitionCheckpoint]:
     """COMMITTED checkpoints of the same source table's routes under another strategy (its siblings).
 
@@ -169,16 +189,5 @@ def sibling_committed(family: RouteFamily, naming: RouteNaming) -> list[Partitio
     new day, the manifest went back to ``incremental_append``, whose next run appended the day again
     (333 duplicates, exit 0). Another source table's routes (a fan-in) are not siblings.
     """
-    strategy, source = family.route.strategy, family.route.source_table
-    canonical: dict[RouteIdentity, str] = {}
-    found: list[PartitionCheckpoint] = []
-    for checkpoint in family.target_wide:
-        # the route's own checkpoints (every spelling) share its strategy: skipped before any hashing
-        if checkpoint.route.strategy is strategy or checkpoint.status is not CheckpointStatus.COMMITTED:
-            continue
-        other = canonical.get(checkpoint.route)
-        if other is None:
-            other = canonical[checkpoint.route] = naming.canonical(checkpoint.route).source_table
-        if other == source:
-            found.append(checkpoint)
-    return found
+    same, _ = committed_by_source(family.target_wide, family.route.source_table, naming)
+    return [c for c in same if c.route.strategy is not family.route.strategy]

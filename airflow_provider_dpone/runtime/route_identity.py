@@ -238,9 +238,12 @@ def rebaseline(
         if overlap.covered and all(c.bounds == overlap.partition.bounds for c in overlap.committed):
             held.append((overlap, inside_rows, "bounds"))
         elif overlap.covered:  # only wider old partitions: rows may have arrived after they were committed
-            target_rows = count_target(overlap.partition.bounds) if count_target is not None else None
-            source_rows = count_source(overlap.partition.bounds) if count_source is not None else None
-            if target_rows is not None and target_rows > 0 and target_rows == source_rows:
+            target_rows = count_target(overlap.partition.bounds) if count_target is not None else 0
+            if (
+                target_rows > 0
+                and count_source is not None
+                and count_source(overlap.partition.bounds) == target_rows
+            ):
                 held.append((overlap, target_rows, "target_count"))
             else:
                 partial.append(overlap)

@@ -17,11 +17,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from airflow_provider_dpone.contracts.checkpoint import CheckpointStatus, PartitionCheckpoint
+from airflow_provider_dpone.contracts.checkpoint import PartitionCheckpoint
 from airflow_provider_dpone.contracts.partition import PlannedPartition
 from airflow_provider_dpone.contracts.route import RouteIdentity, Strategy
 from airflow_provider_dpone.ports.route_naming import RouteNaming
 from airflow_provider_dpone.runtime.bounds_coverage import may_overlap
+from airflow_provider_dpone.runtime.route_family import committed_by_source
 
 
 def other_sources_in_scope(
@@ -36,16 +37,7 @@ def other_sources_in_scope(
     deletes nothing) and whenever no other source writes the target (the common case costs one pass)."""
     if route.strategy is Strategy.INCREMENTAL_APPEND or not active:
         return []
-    canonical_source: dict[RouteIdentity, str] = {}
-    others: list[PartitionCheckpoint] = []
-    for checkpoint in target_wide:
-        if checkpoint.status is not CheckpointStatus.COMMITTED:
-            continue
-        source = canonical_source.get(checkpoint.route)
-        if source is None:
-            source = canonical_source[checkpoint.route] = naming.canonical(checkpoint.route).source_table
-        if source != route.source_table:
-            others.append(checkpoint)
+    _, others = committed_by_source(target_wide, route.source_table, naming)
     if route.strategy is Strategy.FULL_REFRESH:
         return others  # the truncate removes every row of the table
     return [c for c in others if any(may_overlap(p.bounds, c.bounds) for p in active)]

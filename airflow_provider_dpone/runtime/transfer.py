@@ -79,6 +79,7 @@ from airflow_provider_dpone.runtime.resume_planner import (
 )
 from airflow_provider_dpone.runtime.route_family import (
     RouteFamily,
+    committed_by_source,
     latest_by_partition,
     load_family,
     other_identity_committed,
@@ -619,13 +620,8 @@ class TransferEngine:
         ]
         if not fresh:
             return
-        siblings = {id(c) for c in sibling_committed(family, self._ports.naming)}
-        own_routes = {family.route, *family.legacy_routes()}  # every stored spelling of this route
-        others = [  # other source tables' commits; a sibling's rows are this source's (never skipped)
-            c
-            for c in family.target_wide
-            if c.status is CheckpointStatus.COMMITTED and c.route not in own_routes and id(c) not in siblings
-        ]
+        # other source tables' commits; the same source's (any strategy or spelling) are this source's rows
+        _, others = committed_by_source(family.target_wide, family.route.source_table, self._ports.naming)
         countable = [p for p in fresh if not any(may_overlap(o.bounds, p.bounds) for o in others)]
         if not countable:
             return
