@@ -188,6 +188,17 @@ class Runtime:
         lease = cast(RouteLease, store)  # the SQL store is also the lease (its own database holds it)
         return lease.lease(self.loaded.route.target_table)
 
+    def record_source_move(self, request: RebaselineRequest) -> PartitionCheckpoint:
+        """``dpone guard rebaseline --source-moved``: one audited record, under the target's lease, naming
+        this manifest's source connection as the route's (see ``runtime.source_binding``). Reads
+        checkpoints only; never the source's rows or the target."""
+        store = self.store()
+        run_id = "rebaseline__" + self.clock.now().strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        with self._target_lease(store):
+            record = self._engine(store).record_source_move(run_id, request)
+            store.write_batch([record])
+            return record
+
     def rebaseline(
         self, request: RebaselineRequest, *, adopt_target: bool = False, release_partial: bool = False
     ) -> RebaselineResult | AdoptionResult:
@@ -240,6 +251,7 @@ class Runtime:
             replay=self._replay_ports() if self.manifest.sink.options.durable_quality_replay else None,
             naming=self.naming(),
             cancellation=self.cancellation,
+            source_connection=self.resolve_endpoint(self.manifest.source.connection, "source").name,
         )
         return TransferEngine(
             self.manifest,

@@ -134,9 +134,15 @@ def inspect_command(manifest: str, no_source: bool, as_json: bool) -> None:
     help="Kept for scripts: refused while the target holds rows within a partly covered partition; once you "
     "deleted them, the next run moves the partition whole by itself, so nothing is left to release.",
 )
+@click.option(
+    "--source-moved",
+    is_flag=True,
+    help="The route's table moved to this manifest's source connection (a renamed connection, a moved file): "
+    "record it as the route's source. Never for another database holding a table of the same name.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
 def rebaseline_command(
-    manifest: str, reason: str, adopt_target: bool, release_partial: bool, as_json: bool
+    manifest: str, reason: str, adopt_target: bool, release_partial: bool, source_moved: bool, as_json: bool
 ) -> None:
     """Record the new definition of a route over what its old one (or the target) already holds.
 
@@ -144,7 +150,8 @@ def rebaseline_command(
     its strategy switched back) gave the partitions new IDs, the new partitions fully covered by partitions
     committed under the old definition are recorded as committed, with an audit naming the old ones;
     partially covered ones are listed and stay blocking. Never writes the target. A replacing route needs
-    none (refused).
+    none (refused). With --source-moved: the route's table is now read through this manifest's source
+    connection; one audited record names it, so runs from it are no longer stopped.
     """
     from airflow_provider_dpone.compose import open_runtime
     from airflow_provider_dpone.contracts.errors import ErrorCode
@@ -155,11 +162,28 @@ def rebaseline_command(
         loaded = load_manifest(manifest)
         request = RebaselineRequest(reason=reason, actor=operator_identity())
         with open_runtime(loaded, manifest_ref=manifest) as runtime:
-            if adopt_target and release_partial:
-                raise DponeError(ErrorCode.USAGE, "--adopt-target and --release-partial do not combine")
-            result = runtime.rebaseline(request, adopt_target=adopt_target, release_partial=release_partial)
+            if adopt_target + release_partial + source_moved > 1:
+                raise DponeError(
+                    ErrorCode.USAGE, "--adopt-target, --release-partial and --source-moved do not combine"
+                )
+            if source_moved:
+                moved = runtime.record_source_move(request)
+            else:
+                result = runtime.rebaseline(
+                    request, adopt_target=adopt_target, release_partial=release_partial
+                )
     except DponeError as err:
         fail(err, as_json)
+        return
+    if source_moved:
+        if as_json:
+            click.echo(json.dumps({"recorded": [moved.model_dump(mode="json")]}, sort_keys=True))
+            return
+        click.echo(
+            f"recorded {moved.bounds.label}  id={moved.partition_id}  as COMMITTED from this source connection "
+            "(a copy of the route's newest commit; nothing else changed)"
+        )
+        click.echo(f"next: dpone run {manifest}   (only what is new is moved, from this source connection)")
         return
     if isinstance(result, AdoptionResult):
         _print_adoption(result, manifest, as_json)

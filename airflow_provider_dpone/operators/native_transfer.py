@@ -62,7 +62,8 @@ class NativeTransferOperator(BaseOperator):
 
     :param manifest: path to a manifest YAML file (relative paths resolve against the DAG file's
         folder) or the manifest as a dict. Templated.
-    :param source_conn_id: Airflow connection ID that replaces the manifest's ``source.connection``.
+    :param source_conn_id: Airflow connection ID that replaces the manifest's ``source.connection``. The
+        route remembers it: a task of the same route through another source connection stops (ADR 0079).
     :param sink_conn_id: replaces ``sink.connection``.
     :param checkpoints_conn_id: replaces ``checkpoints.connection``.
 

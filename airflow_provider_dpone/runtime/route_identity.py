@@ -161,7 +161,7 @@ class RebaselineResult:
     released: tuple[PartitionCheckpoint, ...] = ()
 
 
-def _checked_reason(request: RebaselineRequest) -> str:
+def checked_reason(request: RebaselineRequest) -> str:
     reason = request.reason.strip()
     if not reason:
         raise DponeError(ErrorCode.USAGE, "--reason must say what changed and what you checked")
@@ -229,7 +229,7 @@ def rebaseline(
     rows were never partitions) when every old partition lies inside it and the source now holds exactly
     their committed rows within its bounds. Anything else is partially covered and stays blocking.
     """
-    reason = _checked_reason(request)
+    reason = checked_reason(request)
     at = clock.now()
     held: list[tuple[IdentityOverlap, int | None, str]] = []
     partial: list[IdentityOverlap] = []
@@ -283,7 +283,7 @@ def release_partly_covered(
     Only after the operator emptied the new partition's bounds in the target (counted here, read-only) and
     only when every old partition lies inside it: an old partition reaching outside would be loaded again
     over rows the target still holds if the manifest were reverted. All or nothing."""
-    reason = _checked_reason(request)
+    reason = checked_reason(request)
     problems: list[str] = []
     for overlap in result.partial:
         label = overlap.partition.bounds.label
@@ -371,7 +371,7 @@ def adopt(
     would both be wrong, so nothing is recorded and the mismatches are listed. Partitions the target holds
     no rows of are left for the next run to move.
     """
-    reason = _checked_reason(request)
+    reason = checked_reason(request)
     conflicts = [c for c in counts if c.conflicting]
     if conflicts:
         lines = tuple(

@@ -88,11 +88,18 @@ from airflow_provider_dpone.runtime.route_family import (
 from airflow_provider_dpone.runtime.route_identity import (
     AdoptionCount,
     IdentityOverlap,
+    RebaselineRequest,
     changed_summary,
     find_overlaps,
     require_unchanged_identity,
 )
 from airflow_provider_dpone.runtime.shared_target import other_sources_in_scope
+from airflow_provider_dpone.runtime.source_binding import (
+    SOURCE_KEY,
+    record_source_move,
+    require_same_source,
+    source_reference,
+)
 from airflow_provider_dpone.runtime.superseded import rerun_superseded
 from airflow_provider_dpone.runtime.vanished import vanished_committed
 
@@ -125,6 +132,9 @@ class TransferPorts:
     naming: RouteNaming = field(default_factory=RawRouteNaming)
     #: A stop request (Airflow's on_kill): honoured at the next chunk and before arming.
     cancellation: CancellationToken = field(default_factory=CancellationToken)
+    #: The source connection's name (or inline URI) the run reads; checkpoints record its digest and a
+    #: route last committed from another one stops (``runtime.source_binding``). None: not recorded.
+    source_connection: str | None = None
 
 
 @dataclass
@@ -275,7 +285,38 @@ class TransferEngine:
         with collector_paused():  # every latest checkpoint becomes a model: see runtime/collector.py
             family = load_family(self._ports.store, self._route, self._ports.naming)
             require_clear_route(self._route, family.target_wide, self._manifest_ref)
+        connection = self._ports.source_connection
+        if connection is not None:
+            require_same_source(
+                self._route,
+                family.canonical_checkpoints(),
+                source_reference(connection),
+                self._manifest_ref,
+                None if "://" in connection else connection,
+            )
         return family
+
+    def _source_evidence(self) -> dict[str, object]:
+        connection = self._ports.source_connection
+        return {} if connection is None else {SOURCE_KEY: source_reference(connection)}
+
+    def record_source_move(self, run_id: str, request: RebaselineRequest) -> PartitionCheckpoint:
+        """For ``dpone guard rebaseline --source-moved``: the audited record naming this run's source
+        connection (the guard scan first: a blocked route is resolved before anything is recorded)."""
+        connection = self._ports.source_connection
+        if connection is None:
+            raise DponeError(ErrorCode.USAGE, "this runtime records no source connection")
+        with collector_paused():
+            family = load_family(self._ports.store, self._route, self._ports.naming)
+            require_clear_route(self._route, family.target_wide, self._manifest_ref)
+        return record_source_move(
+            self._route,
+            family.canonical_checkpoints(),
+            source_reference(connection),
+            run_id,
+            self._ports.clock,
+            request,
+        )
 
     def _plan_from(
         self, family: RouteFamily, run_id: str
@@ -328,7 +369,10 @@ class TransferEngine:
         if isinstance(resumed, RunReport):
             return resumed
         schema, decisions, matched = self._plan_from(family, run_id)
-        active = [ActivePartition(d.partition) for d in decisions if d.action is Action.RUN]
+        evidence = self._source_evidence()
+        active = [
+            ActivePartition(d.partition, evidence=dict(evidence)) for d in decisions if d.action is Action.RUN
+        ]
         self._progress.plan_ready(len(active), sum(1 for d in decisions if d.reason is Reason.COMMITTED))
         self._require_unchanged_identity(family, decisions)
         self._require_scope_spares_other_sources(family, [a.planned for a in active])

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -163,6 +164,33 @@ with DAG("dpone_it_mapped", schedule=None, start_date=datetime(2026, 1, 1), defa
 """
 
 
+SHARDS_DAG = """\
+SHARDS = {
+    "kind": "native_transfer",
+    "name": "shards",
+    "source": {
+        "type": "sqlite",
+        "connection": "demo_source",
+        "table": "orders",
+        "partitioning": {"kind": "day", "column": "order_date"},
+    },
+    "sink": {
+        "type": "clickhouse",
+        "connection": "demo_clickhouse",
+        "table": "demo.shards",
+        "strategy": "incremental_append",
+        "order_by": ["order_date", "id"],
+    },
+    "checkpoints": {"connection": "sqlite:///manifests/shards_state.sqlite"},
+}
+
+with DAG("dpone_it_shards", schedule=None, start_date=datetime(2026, 1, 1), default_args=ARGS) as dag:
+    NativeTransferOperator.partial(task_id="transfer", manifest=SHARDS).expand(
+        source_conn_id=["demo_source", "demo_source_b"]
+    )
+"""
+
+
 class Scenario:
     def __init__(self, results: dict[str, Any], logs: dict[str, str]) -> None:
         self.results = results
@@ -188,9 +216,13 @@ def scenario(migrated_airflow_home: Path, tmp_path_factory: pytest.TempPathFacto
     (dags / "missing_connection_dag.py").write_text(DAG_HEADER + MISSING_CONNECTION_DAG)
     (dags / "fresh_store_dag.py").write_text(DAG_HEADER + FRESH_STORE_DAG)
     (dags / "mapped_dag.py").write_text(DAG_HEADER + MAPPED_DAG)
+    (dags / "shards_dag.py").write_text(DAG_HEADER + SHARDS_DAG)
     data = root / "data"
     data.mkdir()
     create_demo_source(data / "source.sqlite", ROWS, days=DAYS)
+    create_demo_source(data / "source_b.sqlite", ROWS, days=DAYS)
+    with sqlite3.connect(data / "source_b.sqlite") as shard_b:  # a second database: the same table, other ids
+        shard_b.execute("UPDATE orders SET id = id + 1000000")
     chdb_path = data / "clickhouse"
 
     def run(name: str, dag_id: str, dag_file: str) -> dict[str, str]:
@@ -222,6 +254,13 @@ def scenario(migrated_airflow_home: Path, tmp_path_factory: pytest.TempPathFacto
         run("mapped", "dpone_it_mapped", "mapped_dag.py"),
         {"name": "mapped_a", "action": "count_target", "chdb_path": str(chdb_path), "table": "demo.mapped_a"},
         {"name": "mapped_b", "action": "count_target", "chdb_path": str(chdb_path), "table": "demo.mapped_b"},
+        run("shards", "dpone_it_shards", "shards_dag.py"),
+        {
+            "name": "shards_rows",
+            "action": "count_target",
+            "chdb_path": str(chdb_path),
+            "table": "demo.shards",
+        },
     ]
     steps_file = root / "steps.json"
     steps_file.write_text(json.dumps(steps))
@@ -229,6 +268,7 @@ def scenario(migrated_airflow_home: Path, tmp_path_factory: pytest.TempPathFacto
         home,
         AIRFLOW__CORE__DAGS_FOLDER=str(dags),
         AIRFLOW_CONN_DEMO_SOURCE=f"sqlite:///{data / 'source.sqlite'}",
+        AIRFLOW_CONN_DEMO_SOURCE_B=f"sqlite:///{data / 'source_b.sqlite'}",
         AIRFLOW_CONN_DEMO_CLICKHOUSE=json.dumps(
             {"conn_type": "clickhouse", "extra": {"interface": "chdb", "path": str(chdb_path)}}
         ),
@@ -374,3 +414,21 @@ def test_a_mapped_task_runs_one_route_per_manifest(scenario: Scenario) -> None:
     assert (
         scenario.results["mapped_a"] == scenario.results["mapped_b"] == {"rows": ROWS, "distinct_ids": ROWS}
     )
+
+
+def test_a_task_mapped_over_source_connections_of_one_route_moves_one_and_stops_the_other(
+    scenario: Scenario,
+) -> None:
+    """``.expand(source_conn_id=[...])`` over one manifest: two databases with a table of the same name are
+    one route. The first instance to run commits its rows; the other stops before it reads, never skipping
+    rows it did not move as "already committed" (before: both succeeded, the second moving nothing)."""
+    tasks = scenario.results["shards"]["tasks"]
+    assert sorted(tasks) == ["transfer[0]", "transfer[1]"], tasks
+    states = sorted(instance["state"] for instance in tasks.values())
+    assert states == ["failed", "success"], scenario.logs["shards"][-4000:]
+    moved = next(instance for instance in tasks.values() if instance["state"] == "success")
+    assert moved["xcom"]["rows_committed"] == ROWS
+    log = scenario.logs["shards"]
+    assert "error: native_transfer_route_identity_changed: the source of route" in log, log[-4000:]
+    assert "--source-moved" in log
+    assert scenario.results["shards_rows"] == {"rows": ROWS, "distinct_ids": ROWS}

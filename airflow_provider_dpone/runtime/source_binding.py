@@ -1,0 +1,148 @@
+"""A route's commits hold one source connection's rows: a run from another connection must not skip them.
+
+A route is (source table, target table, strategy), and a source table is named without its database. So two
+databases whose tables share a name and feed one target (shards; an Airflow task mapped over source
+connections with one manifest) are one route: the second connection's run found every partition
+COMMITTED, skipped them all and exited 0 (seen: a second SQLite file of the demo's table into the demo's
+target, 60 partitions skipped, its 20,000 rows never moved). A ``replace_partition`` route would instead
+delete the first connection's rows within each day it replaced.
+
+Every checkpoint a run writes records which source connection it read (``SOURCE_KEY``: a digest of the
+connection's name, or of the inline URI as written, never the text itself). Before anything is read from
+the source, the newest COMMITTED checkpoint of the route that records one decides: another connection
+stops the run (``native_transfer_route_identity_changed``, ``changed == ["source"]``). A table that really
+moved (a renamed connection, a moved file) is recorded deliberately with ``dpone guard rebaseline
+--source-moved``: one audited COMMITTED record, a copy of that newest one naming this connection.
+
+Only the name is compared, not the host or database it resolves to: a host move, a failover or a rotated
+password keeps the connection's name, and is no change of source. Checkpoints written before this release
+record no connection, so a route's first commit under it records the one it ran from.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+
+from pydantic import JsonValue
+
+from airflow_provider_dpone.contracts.checkpoint import CheckpointStatus, PartitionCheckpoint
+from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
+from airflow_provider_dpone.contracts.guard import GUARD_KEY, GuardPhase, TargetCommitGuard
+from airflow_provider_dpone.contracts.route import RouteIdentity
+from airflow_provider_dpone.ports.clock import Clock
+from airflow_provider_dpone.runtime.guard.batch_id import checkpoint_batch_id
+from airflow_provider_dpone.runtime.route_identity import REBASELINE_KEY, RebaselineRequest, checked_reason
+
+#: The diagnostics key of a checkpoint naming the source connection its run read.
+SOURCE_KEY = "source_connection"
+
+
+def source_reference(connection: str) -> str:
+    """What a checkpoint records of a source connection: a digest of its name or inline URI."""
+    return "sha256:" + hashlib.sha256(connection.strip().encode("utf-8")).hexdigest()
+
+
+def recorded_source(canonical: Sequence[PartitionCheckpoint]) -> PartitionCheckpoint | None:
+    """The newest COMMITTED checkpoint that records a source connection (None: none does).
+
+    ``canonical`` is in append order, as ``CheckpointStore.list_latest`` returns it, so the walk from the
+    end stops at the first one; checkpoints of older releases record none and are passed over."""
+    for checkpoint in reversed(canonical):
+        if checkpoint.status is CheckpointStatus.COMMITTED and isinstance(
+            checkpoint.diagnostics.get(SOURCE_KEY), str
+        ):
+            return checkpoint
+    return None
+
+
+def require_same_source(
+    route: RouteIdentity,
+    canonical: Sequence[PartitionCheckpoint],
+    reference: str,
+    manifest_ref: str,
+    connection_shown: str | None,
+) -> None:
+    """Stop before the source is read when the route's newest commit came from another connection.
+
+    ``connection_shown``: this run's connection name for the message (None for an inline URI, whose
+    path is not printed)."""
+    newest = recorded_source(canonical)
+    if newest is None or newest.diagnostics.get(SOURCE_KEY) == reference:
+        return
+    this = (
+        f"source connection {connection_shown!r}" if connection_shown else "this manifest's inline source URI"
+    )
+    raise DponeError(
+        ErrorCode.ROUTE_IDENTITY_CHANGED,
+        f"the source of route {route.describe()} changed: its partitions were last committed from another "
+        f"source connection than {this}, and their checkpoints would make this run skip rows it never read",
+        details={
+            "route": route.describe(),
+            "changed": ["source"],
+            "recorded_source": newest.diagnostics.get(SOURCE_KEY),
+            "this_source": reference,
+            "newest_commit": {"partition_id": newest.partition_id, "bounds": newest.bounds.label},
+        },
+        hint_lines=(
+            "nothing was read from the source or written to the target",
+            "a route is (source table, target table, strategy); the source table's database is not part of it,",
+            "so two databases with a table of this name feeding one target are one route:",
+            "  another database (shards, one manifest mapped over connections): give each its own "
+            "sink.table and read them together through a ClickHouse view or Merge table",
+            "  the same table under a new connection name or at a moved file: record the move deliberately:",
+            f"  dpone guard rebaseline {manifest_ref} --source-moved --reason '<what moved and what you checked>'",
+            "see `dpone runbook guard`, 'The route's source changed'",
+        ),
+    )
+
+
+def record_source_move(
+    route: RouteIdentity,
+    canonical: Sequence[PartitionCheckpoint],
+    reference: str,
+    run_id: str,
+    clock: Clock,
+    request: RebaselineRequest,
+) -> PartitionCheckpoint:
+    """``dpone guard rebaseline --source-moved``: an audited copy of the route's newest commit naming this
+    connection, so the next run reads from it. Refused when there is nothing to record."""
+    reason = checked_reason(request)
+    newest = recorded_source(canonical)
+    if newest is None or newest.diagnostics.get(SOURCE_KEY) == reference:
+        raise DponeError(
+            ErrorCode.USAGE,
+            f"nothing to record for route {route.describe()}: "
+            + (
+                "no committed partition records a source connection yet"
+                if newest is None
+                else "its newest commit already came from this source connection"
+            ),
+            details={"route": route.describe()},
+        )
+    at = clock.now()
+    batch = checkpoint_batch_id(run_id, [newest.partition_id])
+    audit: dict[str, JsonValue] = {
+        "reason": reason,
+        "actor": request.actor,
+        "at": at.isoformat(),
+        "source_moved_from": newest.diagnostics.get(SOURCE_KEY),
+        "copied_from_run": newest.run_id,
+    }
+    guard: dict[str, JsonValue] = {
+        **TargetCommitGuard.for_phase(GuardPhase.CHECKPOINT_COMMITTED, batch).to_json()
+    }
+    return PartitionCheckpoint(
+        partition_id=newest.partition_id,
+        route=route,
+        run_id=run_id,
+        status=CheckpointStatus.COMMITTED,
+        started_at=at,
+        completed_at=at,
+        rows=newest.rows,
+        bytes=newest.bytes,
+        query_hash=newest.query_hash,
+        schema_hash=newest.schema_hash,
+        bounds=newest.bounds,
+        diagnostics={GUARD_KEY: guard, SOURCE_KEY: reference, REBASELINE_KEY: audit},
+    )

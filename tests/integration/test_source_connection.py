@@ -1,0 +1,180 @@
+"""A route's commits hold one source connection's rows: a run from another connection never skips them.
+
+Seen before the fix: a second SQLite file holding a table of the same name, run into the demo's target,
+skipped all 60 partitions as already committed and exited 0; its 20,000 rows never moved. Two databases
+whose tables share a name are one route (the name carries no database), so a run from another connection
+now stops before it reads, and a table that really moved is recorded once, deliberately. Black-box
+``dpone`` runs, SQLite sources into chDB, checkpoints in SQLite and PostgreSQL; every target is compared
+with its source value by value.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from airflow_provider_dpone.adapters.checkpoint_sql.tables import CHECKPOINT_TABLE
+from tests.integration.test_route_identity_changed import add_source_rows
+from tests.integration.test_route_spelling import (  # noqa: F401  (fixtures)
+    _cents,
+    base,
+    dpone,
+    source_rows,
+    store_url,
+    target_rows,
+)
+
+STRATEGIES = ["incremental_append", "replace_partition", "full_refresh"]
+
+
+def manifest(root: Path, name: str, connection: str, *, target: str = "demo.orders", strategy: str) -> Path:
+    path = root / f"{name}.yaml"
+    path.write_text(
+        f"""
+kind: native_transfer
+name: {name}
+source:
+  type: sqlite
+  connection: {connection}
+  table: orders
+  partitioning: {{kind: day, column: order_date{", lookback: 1" if strategy == "replace_partition" else ""}}}
+  chunk_rows: 500
+sink:
+  type: clickhouse
+  connection: chdb:///clickhouse
+  table: {target}
+  strategy: {strategy}
+  order_by: [order_date, id]
+checkpoints:
+  connection: spelling_state
+""",
+        encoding="utf-8",
+    )
+    return path
+
+
+def rows_of(path: Path) -> list[tuple[Any, ...]]:
+    with sqlite3.connect(path) as db:
+        rows = db.execute("SELECT id, order_date, customer, amount, updated_at FROM orders").fetchall()
+    return sorted((r[0], r[1], r[2], _cents(str(r[3])), r[4]) for r in rows)
+
+
+@pytest.fixture
+def shards(base: Path, monkeypatch: pytest.MonkeyPatch) -> Path:  # noqa: F811
+    """``shard_a`` is the example's source; ``shard_b`` another file with a table of the same name (other
+    ids, the same days), both Airflow-style named connections."""
+    shard_b = base / "shard_b.sqlite"
+    shutil.copy(base / "source.sqlite", shard_b)
+    with sqlite3.connect(shard_b) as db:
+        db.execute("UPDATE orders SET id = id + 1000000, customer = 'b-' || customer")
+    monkeypatch.setenv("AIRFLOW_CONN_SHARD_A", f"sqlite:///{base / 'source.sqlite'}")
+    monkeypatch.setenv("AIRFLOW_CONN_SHARD_B", f"sqlite:///{shard_b}")
+    return base
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_another_database_with_a_table_of_the_same_name_stops_before_it_reads_and_the_target_keeps_the_first(
+    shards: Path,
+    store_url: str,  # noqa: F811
+    strategy: str,
+) -> None:
+    assert dpone("run", str(manifest(shards, "a", "shard_a", strategy=strategy))).exit_code == 0
+
+    result = dpone("run", "--json", str(manifest(shards, "b", "shard_b", strategy=strategy)))
+
+    assert result.exit_code == 3, result.output
+    error = json.loads(result.output)
+    assert error["error"] == "native_transfer_route_identity_changed"
+    assert error["details"]["changed"] == ["source"]
+    assert "'shard_b'" in error["message"]
+    assert "--source-moved" in dpone("run", str(shards / "b.yaml")).output  # the text names the command
+    assert target_rows(shards) == source_rows(shards)  # shard A's rows, each once, none replaced
+
+
+def test_each_database_into_a_target_of_its_own_moves_both(shards: Path, store_url: str) -> None:  # noqa: F811
+    assert dpone("run", str(manifest(shards, "a", "shard_a", strategy="incremental_append"))).exit_code == 0
+
+    own = manifest(shards, "b", "shard_b", target="demo.orders_b", strategy="incremental_append")
+    result = dpone("run", "--json", str(own))
+
+    assert result.exit_code == 0, result.output
+    assert target_rows(shards) == source_rows(shards)
+    assert target_rows(shards, "demo.orders_b") == rows_of(shards / "shard_b.sqlite")
+
+
+def test_a_moved_file_is_recorded_once_deliberately_and_the_next_run_moves_only_new_rows(
+    base: Path,  # noqa: F811
+    store_url: str,  # noqa: F811
+) -> None:
+    before = manifest(base, "before", "sqlite:///source.sqlite", strategy="incremental_append")
+    assert dpone("run", str(before)).exit_code == 0
+    (base / "moved").mkdir()
+    (base / "source.sqlite").rename(base / "moved" / "source.sqlite")
+    after = manifest(base, "after", "sqlite:///moved/source.sqlite", strategy="incremental_append")
+
+    stopped = dpone("run", "--json", str(after))
+
+    assert stopped.exit_code == 3, stopped.output
+    assert "moved/source.sqlite" not in stopped.output  # an inline path is never printed
+    recorded = dpone("guard", "rebaseline", str(after), "--source-moved", "--reason", "file moved", "--json")
+    assert recorded.exit_code == 0, recorded.output
+    (record,) = json.loads(recorded.output)["recorded"]
+    assert record["status"] == "COMMITTED" and record["diagnostics"]["rebaseline"]["reason"] == "file moved"
+    add_source_rows(base / "moved", [(900_001, "2026-12-01"), (900_002, "2026-12-01")])
+
+    moved = dpone("run", "--json", str(after))
+
+    assert moved.exit_code == 0, moved.output
+    assert json.loads(moved.output)["rows_committed"] == 2
+    assert target_rows(base) == rows_of(base / "moved" / "source.sqlite")
+    assert dpone("run", str(after)).exit_code == 0  # nothing new: skipped, not stopped
+    (base / "source.sqlite").write_bytes((base / "moved" / "source.sqlite").read_bytes())
+    assert dpone("run", str(before)).exit_code == 3  # the old connection is now the other one
+
+
+def test_a_history_written_before_sources_were_recorded_runs_and_its_next_commit_records_one(
+    shards: Path,
+    store_url: str,  # noqa: F811
+) -> None:
+    a = manifest(shards, "a", "shard_a", strategy="incremental_append")
+    assert dpone("run", str(a)).exit_code == 0
+    _forget_recorded_sources(store_url)  # what an earlier release left
+    assert dpone("run", str(manifest(shards, "b", "shard_b", strategy="incremental_append"))).exit_code == 0
+    add_source_rows(shards, [(900_001, "2026-12-01")])
+
+    assert dpone("run", str(a)).exit_code == 0  # the first commit under this release records shard_a
+
+    assert target_rows(shards) == source_rows(shards)
+    result = dpone("run", "--json", str(manifest(shards, "b", "shard_b", strategy="incremental_append")))
+    assert result.exit_code == 3, result.output
+
+
+def test_a_source_move_with_nothing_to_record_is_a_usage_error(shards: Path, store_url: str) -> None:  # noqa: F811
+    a = manifest(shards, "a", "shard_a", strategy="incremental_append")
+    assert dpone("run", str(a)).exit_code == 0
+
+    result = dpone("guard", "rebaseline", str(a), "--source-moved", "--reason", "nothing moved")
+
+    assert result.exit_code == 2, result.output
+    assert "already came from this source connection" in result.output
+
+
+def _forget_recorded_sources(url: str) -> None:
+    engine = sa.create_engine(url)
+    table = sa.table(CHECKPOINT_TABLE, sa.column("id"), sa.column("payload_text"))
+    with engine.begin() as conn:
+        for row_id, text in conn.execute(sa.select(table.c.id, table.c.payload_text)).all():
+            payload = json.loads(text)
+            payload["diagnostics"].pop("source_connection", None)
+            conn.execute(
+                table.update()
+                .where(table.c.id == row_id)
+                .values(payload_text=json.dumps(payload, sort_keys=True, separators=(",", ":")))
+            )
+    engine.dispose()

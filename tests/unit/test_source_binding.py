@@ -1,0 +1,159 @@
+"""Which source connection a route's commits came from, and when another one is stopped.
+
+The newest COMMITTED checkpoint that records a connection decides; checkpoints of older releases record
+none. The black-box proof (two SQLite files, a moved file, an upgrade) is
+``tests/integration/test_source_connection.py``; the Airflow one maps a task over source connections.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from airflow_provider_dpone.adapters.sources.partition_planning import day_partitions
+from airflow_provider_dpone.contracts.checkpoint import CheckpointStatus, PartitionCheckpoint
+from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
+from airflow_provider_dpone.contracts.route import RouteIdentity, Strategy
+from airflow_provider_dpone.runtime.route_identity import RebaselineRequest
+from airflow_provider_dpone.runtime.source_binding import (
+    SOURCE_KEY,
+    record_source_move,
+    recorded_source,
+    require_same_source,
+    source_reference,
+)
+from tests.builders import stored_checkpoint
+
+AT = dt.datetime(2026, 12, 1, tzinfo=dt.timezone.utc)
+ROUTE = RouteIdentity(
+    source_table="main.orders", target_table="demo.orders", strategy=Strategy.INCREMENTAL_APPEND
+)
+DAYS = day_partitions("order_date", [dt.date(2026, 11, day) for day in range(1, 29)])
+SHARD_A, SHARD_B = source_reference("shard_a"), source_reference("shard_b")
+
+
+class FixedClock:
+    def now(self) -> dt.datetime:
+        return AT + dt.timedelta(days=1)
+
+    def monotonic(self) -> float:
+        return 0.0
+
+
+def checkpoint(
+    day: int, source: str | None, status: CheckpointStatus = CheckpointStatus.COMMITTED
+) -> PartitionCheckpoint:
+    stored = stored_checkpoint(ROUTE, DAYS[day], AT + dt.timedelta(minutes=day), status=status)
+    if source is None:
+        return stored  # written by a release before the source was recorded
+    return stored.model_copy(update={"diagnostics": {SOURCE_KEY: source}})
+
+
+def test_the_reference_is_a_digest_of_the_name_and_never_the_name() -> None:
+    reference = source_reference("sqlite:///secret/place/source.sqlite")
+    assert reference.startswith("sha256:") and "secret" not in reference
+    assert source_reference(" shard_a ") == SHARD_A  # edge whitespace is no other connection
+    assert SHARD_A != SHARD_B
+
+
+def test_a_run_from_another_connection_stops_naming_the_source_change_and_the_move_command() -> None:
+    history = [checkpoint(0, SHARD_A), checkpoint(1, SHARD_A)]
+
+    with pytest.raises(DponeError) as raised:
+        require_same_source(ROUTE, history, SHARD_B, "b.yaml", "shard_b")
+
+    error = raised.value
+    assert error.code is ErrorCode.ROUTE_IDENTITY_CHANGED
+    assert error.details["changed"] == ["source"]
+    assert error.details["recorded_source"] == SHARD_A and error.details["this_source"] == SHARD_B
+    assert "'shard_b'" in str(error)
+    assert any("--source-moved" in line for line in error.hint_lines)
+
+
+def test_an_inline_uri_is_not_printed() -> None:
+    inline = "sqlite:///data/private/source_b.sqlite"
+    with pytest.raises(DponeError) as raised:
+        require_same_source(ROUTE, [checkpoint(0, SHARD_A)], source_reference(inline), "b.yaml", None)
+    assert "private" not in str(raised.value) and "inline source URI" in str(raised.value)
+
+
+def test_the_same_connection_and_a_history_without_any_recorded_source_pass() -> None:
+    require_same_source(ROUTE, [checkpoint(0, SHARD_A)], SHARD_A, "a.yaml", "shard_a")
+    require_same_source(ROUTE, [checkpoint(0, None), checkpoint(1, None)], SHARD_B, "b.yaml", "shard_b")
+    require_same_source(ROUTE, [], SHARD_B, "b.yaml", "shard_b")
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from([SHARD_A, SHARD_B, None]),
+            st.sampled_from([CheckpointStatus.COMMITTED, CheckpointStatus.FAILED, CheckpointStatus.EXPORTED]),
+        ),
+        max_size=12,
+    ),
+    st.sampled_from([SHARD_A, SHARD_B]),
+)
+def test_the_newest_commit_that_records_a_connection_decides(
+    history: list[tuple[str | None, CheckpointStatus]], this: str
+) -> None:
+    stored = [checkpoint(i, source, status) for i, (source, status) in enumerate(history)]
+    deciding = [s for s, status in history if s is not None and status is CheckpointStatus.COMMITTED]
+
+    newest = recorded_source(stored)
+
+    assert (newest.diagnostics[SOURCE_KEY] if newest else None) == (deciding[-1] if deciding else None)
+    if deciding and deciding[-1] != this:
+        with pytest.raises(DponeError):
+            require_same_source(ROUTE, stored, this, "m.yaml", None)
+    else:
+        require_same_source(ROUTE, stored, this, "m.yaml", None)
+
+
+def test_a_recorded_move_is_an_audited_copy_of_the_newest_commit_naming_this_connection() -> None:
+    history = [checkpoint(0, SHARD_A), checkpoint(1, SHARD_A), checkpoint(2, None)]
+    request = RebaselineRequest(reason="the file moved to /data/new", actor="oncall")
+
+    record = record_source_move(ROUTE, history, SHARD_B, "rebaseline__x", FixedClock(), request)
+
+    newest = history[1]
+    assert (record.partition_id, record.bounds, record.rows) == (
+        newest.partition_id,
+        newest.bounds,
+        newest.rows,
+    )
+    assert (record.query_hash, record.schema_hash) == (newest.query_hash, newest.schema_hash)
+    assert record.status is CheckpointStatus.COMMITTED and record.run_id == "rebaseline__x"
+    assert record.diagnostics[SOURCE_KEY] == SHARD_B
+    audit = record.diagnostics["rebaseline"]
+    assert isinstance(audit, dict) and audit["source_moved_from"] == SHARD_A and audit["actor"] == "oncall"
+    require_same_source(ROUTE, [*history, record], SHARD_B, "b.yaml", "shard_b")  # the next run goes on
+    with pytest.raises(DponeError):
+        require_same_source(ROUTE, [*history, record], SHARD_A, "a.yaml", "shard_a")  # the old one stops
+
+
+@pytest.mark.parametrize(
+    "history",
+    [[checkpoint(0, SHARD_B)], [checkpoint(0, None)], []],
+    ids=["already-this-connection", "nothing-recorded", "no-checkpoint"],
+)
+def test_a_move_with_nothing_to_record_is_refused(history: list[PartitionCheckpoint]) -> None:
+    request = RebaselineRequest(reason="moved", actor="oncall")
+    with pytest.raises(DponeError) as raised:
+        record_source_move(ROUTE, history, SHARD_B, "rebaseline__x", FixedClock(), request)
+    assert raised.value.code is ErrorCode.USAGE
+
+
+def test_a_move_needs_a_reason() -> None:
+    with pytest.raises(DponeError) as raised:
+        record_source_move(
+            ROUTE,
+            [checkpoint(0, SHARD_A)],
+            SHARD_B,
+            "r",
+            FixedClock(),
+            RebaselineRequest(reason=" ", actor="x"),
+        )
+    assert raised.value.code is ErrorCode.USAGE
