@@ -283,9 +283,19 @@ class NativeTransferOperator(BaseOperator):
         loaded: LoadedManifest | None = getattr(self, "_loaded", None)
         if loaded is None or ref is None or code in NON_RETRYABLE_CODES:
             return
-        lines = outside_airflow_lines(self._connection_ids(loaded), ref)
+        lines = outside_airflow_lines(self._connection_ids(loaded), ref, self._replaced_connections(loaded))
         if lines:
             self.log.info("%s", "\n".join(lines))
+
+    def _replaced_connections(self, loaded: LoadedManifest) -> dict[str, str]:
+        """Role -> the connection ID an operator argument reads instead of the manifest's."""
+        manifest = loaded.manifest
+        pairs = {
+            "source": (self.source_conn_id, manifest.source.connection),
+            "sink": (self.sink_conn_id, manifest.sink.connection),
+            "checkpoints": (self.checkpoints_conn_id, manifest.checkpoints.connection),
+        }
+        return {role: given for role, (given, named) in pairs.items() if given and given != named}
 
     def _connection_ids(self, loaded: LoadedManifest) -> list[str]:
         """The Airflow connection IDs this task reads (inline URIs are not connections)."""

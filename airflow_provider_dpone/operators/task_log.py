@@ -91,8 +91,14 @@ def after_target_text(touched: TouchedTarget | None, manifest_ref: str) -> str:
     return "\n".join(lines)
 
 
-def outside_airflow_lines(connection_ids: list[str], manifest_ref: str) -> list[str]:
-    """How to run the ``dpone`` commands of this log outside Airflow, with this task's connections."""
+def outside_airflow_lines(
+    connection_ids: list[str], manifest_ref: str, replaced: dict[str, str] | None = None
+) -> list[str]:
+    """How to run the ``dpone`` commands of this log outside Airflow, with this task's connections.
+
+    ``replaced``: role -> the connection ID an operator argument put in place of the manifest's. ``dpone``
+    reads the manifest's names, so the commands need a copy naming these (a route remembers its source
+    connection's name: the manifest's own would be another source, ADR 0079)."""
     if not connection_ids:
         return []
     lines = [
@@ -104,6 +110,11 @@ def outside_airflow_lines(connection_ids: list[str], manifest_ref: str) -> list[
         f'{_URI_OF_JSON})"'
         for conn_id in connection_ids
     )
+    for role, conn_id in (replaced or {}).items():
+        lines.append(
+            f"  this task reads {role}.connection {conn_id!r} (operator argument {role}_conn_id), not the "
+            f"manifest's: give dpone a copy of the manifest with {role}.connection: {conn_id}"
+        )
     if manifest_ref.startswith("<"):
         lines.append(
             "  this task's manifest is a dict: save its rendered form (the task's Rendered Template view) "

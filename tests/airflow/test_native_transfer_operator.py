@@ -432,3 +432,7 @@ def test_a_task_mapped_over_source_connections_of_one_route_moves_one_and_stops_
     assert "error: native_transfer_route_identity_changed: the source of route" in log, log[-4000:]
     assert "--source-moved" in log
     assert scenario.results["shards_rows"] == {"rows": ROWS, "distinct_ids": ROWS}
+    # the instances run in index order: the one reading demo_source_b (an operator argument) is stopped, and
+    # its log says the dpone commands need a manifest naming that connection, not the manifest's own
+    assert tasks["transfer[1]"]["state"] == "failed"
+    assert "give dpone a copy of the manifest with source.connection: demo_source_b" in log, log[-4000:]
