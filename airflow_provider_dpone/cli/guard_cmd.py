@@ -183,6 +183,15 @@ def rebaseline_command(
             f"recorded {moved.bounds.label}  id={moved.partition_id}  as COMMITTED from this source connection "
             "(a copy of the route's newest commit; nothing else changed)"
         )
+        audit = moved.diagnostics.get("rebaseline")
+        now = audit.get("source_rows_now") if isinstance(audit, dict) else None
+        if now is not None and now != moved.rows:
+            click.echo(
+                f"warning: this source connection holds {now} row(s) within {moved.bounds.label}, the commit "
+                f"recorded {moved.rows}: if it reads another database's table, this was no move; see "
+                "`dpone runbook guard`, 'The route's source changed'",
+                err=True,
+            )
         click.echo(f"next: dpone run {manifest}   (only what is new is moved, from this source connection)")
         return
     if isinstance(result, AdoptionResult):

@@ -22,13 +22,14 @@ record no connection, so a route's first commit under it records the one it ran 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from pydantic import JsonValue
 
 from airflow_provider_dpone.contracts.checkpoint import CheckpointStatus, PartitionCheckpoint
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.guard import GUARD_KEY, GuardPhase, TargetCommitGuard
+from airflow_provider_dpone.contracts.partition import PartitionBounds
 from airflow_provider_dpone.contracts.route import RouteIdentity
 from airflow_provider_dpone.ports.clock import Clock
 from airflow_provider_dpone.runtime.guard.batch_id import checkpoint_batch_id
@@ -104,9 +105,14 @@ def record_source_move(
     run_id: str,
     clock: Clock,
     request: RebaselineRequest,
+    count_source: Callable[[PartitionBounds], int] | None = None,
 ) -> PartitionCheckpoint:
     """``dpone guard rebaseline --source-moved``: an audited copy of the route's newest commit naming this
-    connection, so the next run reads from it. Refused when there is nothing to record."""
+    connection, so the next run reads from it. Refused when there is nothing to record.
+
+    ``count_source``: the rows this connection holds now within the copied partition's bounds (read-only),
+    kept in the audit as ``source_rows_now`` beside the committed ``rows``; a different count is evidence,
+    for the operator, that the connection may read another table than the one that moved."""
     reason = checked_reason(request)
     newest = recorded_source(canonical)
     if newest is None or newest.diagnostics.get(SOURCE_KEY) == reference:
@@ -129,6 +135,8 @@ def record_source_move(
         "source_moved_from": newest.diagnostics.get(SOURCE_KEY),
         "copied_from_run": newest.run_id,
     }
+    if count_source is not None:
+        audit["source_rows_now"] = count_source(newest.bounds)
     guard: dict[str, JsonValue] = {
         **TargetCommitGuard.for_phase(GuardPhase.CHECKPOINT_COMMITTED, batch).to_json()
     }

@@ -302,7 +302,8 @@ class TransferEngine:
 
     def record_source_move(self, run_id: str, request: RebaselineRequest) -> PartitionCheckpoint:
         """For ``dpone guard rebaseline --source-moved``: the audited record naming this run's source
-        connection (the guard scan first: a blocked route is resolved before anything is recorded)."""
+        connection (the guard scan first: a blocked route is resolved before anything is recorded), with
+        the source's row count now within the copied partition (read-only)."""
         connection = self._ports.source_connection
         if connection is None:
             raise DponeError(ErrorCode.USAGE, "this runtime records no source connection")
@@ -316,6 +317,7 @@ class TransferEngine:
             run_id,
             self._ports.clock,
             request,
+            count_source=self._ports.source.count,
         )
 
     def _plan_from(

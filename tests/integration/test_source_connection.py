@@ -126,6 +126,7 @@ def test_a_moved_file_is_recorded_once_deliberately_and_the_next_run_moves_only_
     assert recorded.exit_code == 0, recorded.output
     (record,) = json.loads(recorded.output)["recorded"]
     assert record["status"] == "COMMITTED" and record["diagnostics"]["rebaseline"]["reason"] == "file moved"
+    assert record["diagnostics"]["rebaseline"]["source_rows_now"] == record["rows"]  # the same table
     add_source_rows(base / "moved", [(900_001, "2026-12-01"), (900_002, "2026-12-01")])
 
     moved = dpone("run", "--json", str(after))
@@ -153,6 +154,24 @@ def test_a_history_written_before_sources_were_recorded_runs_and_its_next_commit
     assert target_rows(shards) == source_rows(shards)
     result = dpone("run", "--json", str(manifest(shards, "b", "shard_b", strategy="incremental_append")))
     assert result.exit_code == 3, result.output
+
+
+def test_a_move_onto_a_connection_holding_other_counts_is_recorded_with_a_warning(
+    shards: Path,
+    store_url: str,  # noqa: F811
+) -> None:
+    """The operator's call, but not a silent one: another database's table seldom holds the committed
+    partition's count, and the output says so."""
+    assert dpone("run", str(manifest(shards, "a", "shard_a", strategy="incremental_append"))).exit_code == 0
+    with sqlite3.connect(shards / "shard_b.sqlite") as db:
+        db.execute("DELETE FROM orders WHERE id = (SELECT MAX(id) FROM orders)")  # in the newest day
+    b = manifest(shards, "b", "shard_b", strategy="incremental_append")
+
+    result = dpone("guard", "rebaseline", str(b), "--source-moved", "--reason", "said to be a move")
+
+    assert result.exit_code == 0, result.output
+    assert "warning: this source connection holds" in result.output
+    assert "this was no move" in result.output
 
 
 def test_a_source_move_with_nothing_to_record_is_a_usage_error(shards: Path, store_url: str) -> None:  # noqa: F811
