@@ -9,8 +9,9 @@ delete the first connection's rows within each day it replaced.
 
 Every checkpoint a run writes records which source connection it read (``SOURCE_KEY``: a digest of the
 connection's name, or of the inline URI as written, never the text itself). Before anything is read from
-the source, the newest COMMITTED checkpoint of the route that records one decides: another connection
-stops the run (``native_transfer_route_identity_changed``, ``changed == ["source"]``). A table that really
+the source, the newest COMMITTED checkpoint that records one decides, among the route's own and its
+siblings' (the same table under another strategy: a second database's ``replace_partition`` manifest
+replaced every row an append route had committed, seen on the demo): another connection stops the run (``native_transfer_route_identity_changed``, ``changed == ["source"]``). A table that really
 moved (a renamed connection, a moved file) is recorded deliberately with ``dpone guard rebaseline
 --source-moved``: one audited COMMITTED record, a copy of that newest one naming this connection.
 
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Sequence
+from datetime import datetime
 
 from pydantic import JsonValue
 
@@ -44,17 +46,33 @@ def source_reference(connection: str) -> str:
     return "sha256:" + hashlib.sha256(connection.strip().encode("utf-8")).hexdigest()
 
 
-def recorded_source(canonical: Sequence[PartitionCheckpoint]) -> PartitionCheckpoint | None:
+def recorded_source(
+    canonical: Sequence[PartitionCheckpoint], siblings: Sequence[PartitionCheckpoint] = ()
+) -> PartitionCheckpoint | None:
     """The newest COMMITTED checkpoint that records a source connection (None: none does).
 
-    ``canonical`` is in append order, as ``CheckpointStore.list_latest`` returns it, so the walk from the
-    end stops at the first one; checkpoints of older releases record none and are passed over."""
+    ``canonical``: the route's own, in append order as ``CheckpointStore.list_latest`` returns them, so
+    the walk from the end stops at the first one. ``siblings``: the COMMITTED checkpoints of the same
+    source table's routes under another strategy (``route_family.sibling_committed``; a strategy switch
+    writes the same target from the same table), compared by their commit time. Checkpoints of older
+    releases record none and are passed over."""
+    newest: PartitionCheckpoint | None = None
     for checkpoint in reversed(canonical):
         if checkpoint.status is CheckpointStatus.COMMITTED and isinstance(
             checkpoint.diagnostics.get(SOURCE_KEY), str
         ):
-            return checkpoint
-    return None
+            newest = checkpoint
+            break
+    for checkpoint in siblings:
+        if isinstance(checkpoint.diagnostics.get(SOURCE_KEY), str) and (
+            newest is None or _committed_at(checkpoint) > _committed_at(newest)
+        ):
+            newest = checkpoint
+    return newest
+
+
+def _committed_at(checkpoint: PartitionCheckpoint) -> datetime:
+    return checkpoint.completed_at or checkpoint.started_at
 
 
 def require_same_source(
@@ -63,12 +81,14 @@ def require_same_source(
     reference: str,
     manifest_ref: str,
     connection_shown: str | None,
+    siblings: Sequence[PartitionCheckpoint] = (),
 ) -> None:
-    """Stop before the source is read when the route's newest commit came from another connection.
+    """Stop before the source is read when the newest commit of the route (or of a sibling route: the
+    same table under another strategy) came from another connection.
 
     ``connection_shown``: this run's connection name for the message (None for an inline URI, whose
     path is not printed)."""
-    newest = recorded_source(canonical)
+    newest = recorded_source(canonical, siblings)
     if newest is None or newest.diagnostics.get(SOURCE_KEY) == reference:
         return
     this = (
@@ -76,14 +96,19 @@ def require_same_source(
     )
     raise DponeError(
         ErrorCode.ROUTE_IDENTITY_CHANGED,
-        f"the source of route {route.describe()} changed: its partitions were last committed from another "
-        f"source connection than {this}, and their checkpoints would make this run skip rows it never read",
+        f"the source of route {route.describe()} changed: its target's rows of this table were last committed "
+        f"from another source connection than {this}; this run would skip rows it never read, or replace "
+        "that connection's rows with its own",
         details={
             "route": route.describe(),
             "changed": ["source"],
             "recorded_source": newest.diagnostics.get(SOURCE_KEY),
             "this_source": reference,
-            "newest_commit": {"partition_id": newest.partition_id, "bounds": newest.bounds.label},
+            "newest_commit": {
+                "route": newest.route.describe(),
+                "partition_id": newest.partition_id,
+                "bounds": newest.bounds.label,
+            },
         },
         hint_lines=(
             "nothing was read from the source or written to the target",
@@ -106,15 +131,17 @@ def record_source_move(
     clock: Clock,
     request: RebaselineRequest,
     count_source: Callable[[PartitionBounds], int] | None = None,
+    siblings: Sequence[PartitionCheckpoint] = (),
 ) -> PartitionCheckpoint:
-    """``dpone guard rebaseline --source-moved``: an audited copy of the route's newest commit naming this
-    connection, so the next run reads from it. Refused when there is nothing to record.
+    """``dpone guard rebaseline --source-moved``: an audited copy of the newest commit (the route's, or a
+    sibling route's, under that route) naming this connection, so the next run reads from it. Refused
+    when there is nothing to record.
 
     ``count_source``: the rows this connection holds now within the copied partition's bounds (read-only),
     kept in the audit as ``source_rows_now`` beside the committed ``rows``; a different count is evidence,
     for the operator, that the connection may read another table than the one that moved."""
     reason = checked_reason(request)
-    newest = recorded_source(canonical)
+    newest = recorded_source(canonical, siblings)
     if newest is None or newest.diagnostics.get(SOURCE_KEY) == reference:
         raise DponeError(
             ErrorCode.USAGE,
@@ -142,7 +169,7 @@ def record_source_move(
     }
     return PartitionCheckpoint(
         partition_id=newest.partition_id,
-        route=route,
+        route=newest.route,
         run_id=run_id,
         status=CheckpointStatus.COMMITTED,
         started_at=at,

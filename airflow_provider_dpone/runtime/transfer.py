@@ -293,8 +293,16 @@ class TransferEngine:
                 source_reference(connection),
                 self._manifest_ref,
                 None if "://" in connection else connection,
+                siblings=self._siblings(family),
             )
         return family
+
+    def _siblings(self, family: RouteFamily) -> list[PartitionCheckpoint]:
+        """The same source table's commits under another strategy (none to look for when every
+        checkpoint of the target is the route's own: the common case costs one comparison)."""
+        if len(family.target_wide) == len(family.own):
+            return []
+        return sibling_committed(family, self._ports.naming)
 
     def _source_evidence(self) -> dict[str, object]:
         connection = self._ports.source_connection
@@ -318,6 +326,7 @@ class TransferEngine:
             self._ports.clock,
             request,
             count_source=self._ports.source.count,
+            siblings=self._siblings(family),
         )
 
     def _plan_from(

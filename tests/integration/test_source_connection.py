@@ -97,6 +97,39 @@ def test_another_database_with_a_table_of_the_same_name_stops_before_it_reads_an
     assert target_rows(shards) == source_rows(shards)  # shard A's rows, each once, none replaced
 
 
+@pytest.mark.parametrize("strategy", ["replace_partition", "full_refresh"])
+def test_another_database_under_another_strategy_stops_too_instead_of_replacing_the_first_ones_rows(
+    shards: Path,
+    store_url: str,  # noqa: F811
+    strategy: str,
+) -> None:
+    """Seen before: shard B's ``replace_partition`` manifest into the target shard A's append route had
+    loaded replaced all of A's rows (a route of the same table under another strategy counted as the same
+    source), and A's next run had nothing to do: exit 0 both times, A's rows gone."""
+    assert dpone("run", str(manifest(shards, "a", "shard_a", strategy="incremental_append"))).exit_code == 0
+
+    result = dpone("run", "--json", str(manifest(shards, "b", "shard_b", strategy=strategy)))
+
+    assert result.exit_code == 3, result.output
+    error = json.loads(result.output)
+    assert error["details"]["changed"] == ["source"]
+    assert error["details"]["newest_commit"]["route"].endswith("(incremental_append)")
+    assert target_rows(shards) == source_rows(shards)
+
+
+def test_a_strategy_switch_on_the_same_connection_is_no_change_of_source(
+    shards: Path,
+    store_url: str,  # noqa: F811
+) -> None:
+    assert dpone("run", str(manifest(shards, "a", "shard_a", strategy="incremental_append"))).exit_code == 0
+    add_source_rows(shards, [(900_001, "2026-12-01")])
+
+    result = dpone("run", "--json", str(manifest(shards, "a", "shard_a", strategy="replace_partition")))
+
+    assert result.exit_code == 0, result.output
+    assert target_rows(shards) == source_rows(shards)
+
+
 def test_each_database_into_a_target_of_its_own_moves_both(shards: Path, store_url: str) -> None:  # noqa: F811
     assert dpone("run", str(manifest(shards, "a", "shard_a", strategy="incremental_append"))).exit_code == 0
 

@@ -157,3 +157,32 @@ def test_a_move_needs_a_reason() -> None:
             RebaselineRequest(reason=" ", actor="x"),
         )
     assert raised.value.code is ErrorCode.USAGE
+
+
+SIBLING = ROUTE.model_copy(update={"strategy": Strategy.REPLACE_PARTITION})
+
+
+def sibling_commit(day: int, source: str) -> PartitionCheckpoint:
+    stored = stored_checkpoint(SIBLING, DAYS[day], AT + dt.timedelta(minutes=day))
+    return stored.model_copy(update={"diagnostics": {SOURCE_KEY: source}})
+
+
+def test_a_sibling_routes_newer_commit_decides_and_an_older_one_does_not() -> None:
+    own = [checkpoint(0, SHARD_A), checkpoint(5, SHARD_A)]
+
+    with pytest.raises(DponeError) as raised:
+        require_same_source(ROUTE, [], SHARD_B, "b.yaml", "shard_b", siblings=own)  # B under another strategy
+    assert raised.value.details["newest_commit"]["route"] == ROUTE.describe()
+    assert recorded_source(own, [sibling_commit(9, SHARD_B)]) == sibling_commit(9, SHARD_B)
+    assert recorded_source(own, [sibling_commit(2, SHARD_B)]) == own[1]
+
+
+def test_a_move_recorded_over_a_siblings_commit_stays_that_routes_record() -> None:
+    request = RebaselineRequest(reason="moved", actor="oncall")
+
+    record = record_source_move(
+        ROUTE, [], SHARD_B, "rebaseline__x", FixedClock(), request, siblings=[sibling_commit(3, SHARD_A)]
+    )
+
+    assert record.route == SIBLING and record.diagnostics[SOURCE_KEY] == SHARD_B
+    require_same_source(ROUTE, [], SHARD_B, "b.yaml", None, siblings=[sibling_commit(3, SHARD_A), record])
