@@ -13,6 +13,7 @@ capsule stores are opened for every run whose route references a capsule, whatev
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
@@ -226,6 +227,8 @@ class Runtime:
                 )
                 if release_partial and result.partial:
                     result = release_partly_covered(result, run_id, self.clock, request, engine.count_target)
+            # what they record was counted or planned through this manifest's source connection: they name it
+            result = dataclasses.replace(result, recorded=engine.naming_the_source(result.recorded))
             records = [*result.recorded, *(result.released if isinstance(result, RebaselineResult) else ())]
             if records:
                 store.write_batch(records)

@@ -304,6 +304,12 @@ class TransferEngine:
             return []
         return sibling_committed(family, self._ports.naming)
 
+    def naming_the_source(self, records: Sequence[PartitionCheckpoint]) -> tuple[PartitionCheckpoint, ...]:
+        """``records`` (a rebaseline's or an adoption's COMMITTED ones) naming this run's source connection,
+        as a run's own commits do: from then on a run through another connection stops."""
+        evidence = self._source_evidence()
+        return tuple(r.model_copy(update={"diagnostics": {**r.diagnostics, **evidence}}) for r in records)
+
     def _source_evidence(self) -> dict[str, object]:
         connection = self._ports.source_connection
         return {} if connection is None else {SOURCE_KEY: source_reference(connection)}

@@ -33,7 +33,15 @@ from tests.integration.test_route_spelling import (  # noqa: F401  (fixtures)
 STRATEGIES = ["incremental_append", "replace_partition", "full_refresh"]
 
 
-def manifest(root: Path, name: str, connection: str, *, target: str = "demo.orders", strategy: str) -> Path:
+def manifest(
+    root: Path,
+    name: str,
+    connection: str,
+    *,
+    target: str = "demo.orders",
+    strategy: str,
+    state: str = "spelling_state",
+) -> Path:
     path = root / f"{name}.yaml"
     path.write_text(
         f"""
@@ -52,7 +60,7 @@ sink:
   strategy: {strategy}
   order_by: [order_date, id]
 checkpoints:
-  connection: spelling_state
+  connection: {state}
 """,
         encoding="utf-8",
     )
@@ -205,6 +213,25 @@ def test_a_move_onto_a_connection_holding_other_counts_is_recorded_with_a_warnin
     assert result.exit_code == 0, result.output
     assert "warning: this source connection holds" in result.output
     assert "this was no move" in result.output
+
+
+def test_partitions_adopted_after_a_lost_store_name_their_connection_and_another_one_stops(
+    shards: Path,
+    store_url: str,  # noqa: F811
+) -> None:
+    assert dpone("run", str(manifest(shards, "a", "shard_a", strategy="incremental_append"))).exit_code == 0
+    lost = manifest(shards, "a2", "shard_a", strategy="incremental_append", state="sqlite:///new_state.sqlite")
+    assert dpone("run", str(lost)).exit_code == 3  # a new store in front of a loaded target
+    adopted = dpone("guard", "rebaseline", str(lost), "--adopt-target", "--reason", "store lost", "--json")
+    assert adopted.exit_code == 0, adopted.output
+    assert all("source_connection" in r["diagnostics"] for r in json.loads(adopted.output)["recorded"])
+
+    b = manifest(shards, "b2", "shard_b", strategy="incremental_append", state="sqlite:///new_state.sqlite")
+    result = dpone("run", "--json", str(b))
+
+    assert result.exit_code == 3, result.output
+    assert json.loads(result.output)["details"]["changed"] == ["source"]
+    assert target_rows(shards) == source_rows(shards)
 
 
 def test_a_source_move_with_nothing_to_record_is_a_usage_error(shards: Path, store_url: str) -> None:  # noqa: F811
