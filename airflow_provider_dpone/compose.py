@@ -191,8 +191,8 @@ class Runtime:
 
     def record_source_move(self, request: RebaselineRequest) -> PartitionCheckpoint:
         """``dpone guard rebaseline --source-moved``: one audited record, under the target's lease, naming
-        this manifest's source connection as the route's (see ``runtime.source_binding``). Reads
-        checkpoints only; never the source's rows or the target."""
+        this manifest's source connection as the route's (see ``runtime.source_binding``). Reads the
+        checkpoints and counts the source's rows within one partition; never writes the target."""
         store = self.store()
         run_id = "rebaseline__" + self.clock.now().strftime("%Y-%m-%dT%H:%M:%S.%fZ")
         with self._target_lease(store):

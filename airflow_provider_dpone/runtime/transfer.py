@@ -282,9 +282,7 @@ class TransferEngine:
 
     def _scan_route(self) -> RouteFamily:
         """The guard scan over every route writing the target table, before anything else of the run."""
-        with collector_paused():  # every latest checkpoint becomes a model: see runtime/collector.py
-            family = load_family(self._ports.store, self._route, self._ports.naming)
-            require_clear_route(self._route, family.target_wide, self._manifest_ref)
+        family = self._guard_scan()
         connection = self._ports.source_connection
         if connection is not None:
             require_same_source(
@@ -292,9 +290,15 @@ class TransferEngine:
                 family.canonical_checkpoints(),
                 source_reference(connection),
                 self._manifest_ref,
-                None if "://" in connection else connection,
+                None if "://" in connection else connection,  # an inline URI (the textual rule) is not shown
                 siblings=self._siblings(family),
             )
+        return family
+
+    def _guard_scan(self) -> RouteFamily:
+        with collector_paused():  # every latest checkpoint becomes a model: see runtime/collector.py
+            family = load_family(self._ports.store, self._route, self._ports.naming)
+            require_clear_route(self._route, family.target_wide, self._manifest_ref)
         return family
 
     def _siblings(self, family: RouteFamily) -> list[PartitionCheckpoint]:
@@ -321,9 +325,7 @@ class TransferEngine:
         connection = self._ports.source_connection
         if connection is None:
             raise DponeError(ErrorCode.USAGE, "this runtime records no source connection")
-        with collector_paused():
-            family = load_family(self._ports.store, self._route, self._ports.naming)
-            require_clear_route(self._route, family.target_wide, self._manifest_ref)
+        family = self._guard_scan()
         return record_source_move(
             self._route,
             family.canonical_checkpoints(),

@@ -220,7 +220,9 @@ def test_partitions_adopted_after_a_lost_store_name_their_connection_and_another
     store_url: str,  # noqa: F811
 ) -> None:
     assert dpone("run", str(manifest(shards, "a", "shard_a", strategy="incremental_append"))).exit_code == 0
-    lost = manifest(shards, "a2", "shard_a", strategy="incremental_append", state="sqlite:///new_state.sqlite")
+    lost = manifest(
+        shards, "a2", "shard_a", strategy="incremental_append", state="sqlite:///new_state.sqlite"
+    )
     assert dpone("run", str(lost)).exit_code == 3  # a new store in front of a loaded target
     adopted = dpone("guard", "rebaseline", str(lost), "--adopt-target", "--reason", "store lost", "--json")
     assert adopted.exit_code == 0, adopted.output
