@@ -165,30 +165,15 @@ with DAG("dpone_it_mapped", schedule=None, start_date=datetime(2026, 1, 1), defa
 
 
 SHARDS_DAG = """\
-SHARDS = {
-    "kind": "native_transfer",
-    "name": "shards",
-    "source": {
-        "type": "sqlite",
-        "connection": "demo_source",
-        "table": "orders",
-        "partitioning": {"kind": "day", "column": "order_date"},
-    },
-    "sink": {
-        "type": "clickhouse",
-        "connection": "demo_clickhouse",
-        "table": "demo.shards",
-        "strategy": "incremental_append",
-        "order_by": ["order_date", "id"],
-    },
-    "checkpoints": {"connection": "sqlite:///manifests/shards_state.sqlite"},
-}
-
 with DAG("dpone_it_shards", schedule=None, start_date=datetime(2026, 1, 1), default_args=ARGS) as dag:
-    NativeTransferOperator.partial(task_id="transfer", manifest=SHARDS).expand(
+    NativeTransferOperator.partial(task_id="transfer", manifest="manifests/shards.yaml").expand(
         source_conn_id=["demo_source", "demo_source_b"]
     )
 """
+#: The demo route into a target and a store of its own, which the shards DAG maps over two connections.
+SHARDS_YAML = MANIFEST_YAML.replace("demo.orders", "demo.shards").replace(
+    "state.sqlite", "shards_state.sqlite"
+)
 
 
 class Scenario:
@@ -217,6 +202,7 @@ def scenario(migrated_airflow_home: Path, tmp_path_factory: pytest.TempPathFacto
     (dags / "fresh_store_dag.py").write_text(DAG_HEADER + FRESH_STORE_DAG)
     (dags / "mapped_dag.py").write_text(DAG_HEADER + MAPPED_DAG)
     (dags / "shards_dag.py").write_text(DAG_HEADER + SHARDS_DAG)
+    (dags / "manifests" / "shards.yaml").write_text(SHARDS_YAML)
     data = root / "data"
     data.mkdir()
     create_demo_source(data / "source.sqlite", ROWS, days=DAYS)

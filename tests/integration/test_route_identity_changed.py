@@ -43,22 +43,25 @@ def manifest_at(
     extra: str = "",
     kind: str = "day",
     state: str = "spelling_state",
+    connection: str = "sqlite:///source.sqlite",
+    target: str = TARGET,
+    file: str = "route.yaml",
 ) -> Path:
-    path = root / "route.yaml"
+    path = root / file
     path.write_text(
         f"""
 kind: native_transfer
 name: identity
 source:
   type: sqlite
-  connection: sqlite:///source.sqlite
+  connection: {connection}
   table: orders
 {extra}  partitioning: {{kind: {kind}, column: order_date}}
   chunk_rows: 500
 sink:
   type: clickhouse
   connection: chdb:///clickhouse
-  table: {TARGET}
+  table: {target}
   strategy: {strategy}
   order_by: [order_date, id]
 checkpoints:

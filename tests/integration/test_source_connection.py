@@ -20,7 +20,7 @@ import pytest
 import sqlalchemy as sa
 
 from airflow_provider_dpone.adapters.checkpoint_sql.tables import CHECKPOINT_TABLE
-from tests.integration.test_route_identity_changed import add_source_rows
+from tests.integration.test_route_identity_changed import add_source_rows, manifest_at
 from tests.integration.test_route_spelling import (  # noqa: F401  (fixtures)
     _cents,
     base,
@@ -42,29 +42,9 @@ def manifest(
     strategy: str,
     state: str = "spelling_state",
 ) -> Path:
-    path = root / f"{name}.yaml"
-    path.write_text(
-        f"""
-kind: native_transfer
-name: {name}
-source:
-  type: sqlite
-  connection: {connection}
-  table: orders
-  partitioning: {{kind: day, column: order_date{", lookback: 1" if strategy == "replace_partition" else ""}}}
-  chunk_rows: 500
-sink:
-  type: clickhouse
-  connection: chdb:///clickhouse
-  table: {target}
-  strategy: {strategy}
-  order_by: [order_date, id]
-checkpoints:
-  connection: {state}
-""",
-        encoding="utf-8",
+    return manifest_at(
+        root, strategy=strategy, state=state, connection=connection, target=target, file=f"{name}.yaml"
     )
-    return path
 
 
 def rows_of(path: Path) -> list[tuple[Any, ...]]:
