@@ -101,7 +101,7 @@ from airflow_provider_dpone.runtime.source_binding import (
     source_reference,
 )
 from airflow_provider_dpone.runtime.superseded import rerun_superseded
-from airflow_provider_dpone.runtime.vanished import vanished_committed
+from airflow_provider_dpone.runtime.vanished import bounds_order, vanished_committed
 
 _log = logging.getLogger(__name__)
 #: Chunks a reading thread may hold ready per partition while the target takes one (``runtime.read_ahead``).
@@ -891,25 +891,37 @@ class TransferEngine:
         reported as "nothing to do" with no table at all, or, when partitions are due, be created anew and
         hold only them: the history is gone, the run says it succeeded. Nothing to run (``moving`` false):
         rows only ever grow on this route's own runs, so fewer rows than committed means someone else
-        removed them. Partitions to move: only a missing or empty table stops the run, so a table that
-        shrinks by design (retention) still takes new partitions. Stop, never reload on a guess. Returns the
-        table's rows when it counted them (None: no committed rows to check, nothing read)."""
-        committed_rows = 0
+        removed them, unless they were removed from older partitions only: the newest committed partition
+        still holds every row it loaded (retention, a TTL on the table), which a notice says. Partitions to
+        move: only a missing or empty table stops the run, so a table that shrinks by design still takes new
+        partitions. Stop, never reload on a guess. Returns the table's rows when it counted them (None: no
+        committed rows to check, nothing read)."""
+        skipped: list[PartitionCheckpoint] = []
         for decision in decisions:
             checkpoint = matched.get(decision.partition.partition_id)
             committed = checkpoint is not None and checkpoint.status is CheckpointStatus.COMMITTED
             if decision.action is Action.SKIP and committed and checkpoint is not None and checkpoint.rows:
-                committed_rows += checkpoint.rows
+                skipped.append(checkpoint)
+        committed_rows = sum(c.rows or 0 for c in skipped)
         if committed_rows == 0:
             return None
         table = self._manifest.sink.table
         sink = self._ports.open_sink()
         try:
             target_rows = sink.count_rows(table, None)  # 0 when the table does not exist
+            if target_rows >= committed_rows or (moving and target_rows > 0):
+                return target_rows
+            newest = max(skipped, key=lambda c: (bounds_order(c.bounds), c.completed_at or c.started_at))
+            if target_rows > 0 and sink.count_rows(table, newest.bounds) >= (newest.rows or 0):
+                self._notice(
+                    f"target table {table} holds {target_rows:,} rows, fewer than the {committed_rows:,} the "
+                    f"committed partitions of route {self._route.describe()} loaded, while the newest of them "
+                    f"({newest.bounds.label}) holds all {newest.rows:,} of its rows: rows were removed from "
+                    "older partitions (a retention job or a TTL); they are not reloaded"
+                )
+                return target_rows
         finally:
             sink.close()
-        if target_rows >= committed_rows or (moving and target_rows > 0):
-            return target_rows
         which = "the skipped partitions" if moving else "every partition"
         raise DponeError(
             ErrorCode.TARGET_LOST_COMMITTED_ROWS,

@@ -130,6 +130,52 @@ def test_a_target_that_shrank_by_retention_still_takes_new_partitions(
     assert target_rows(base) == [r for r in source_rows(base) if r[1] != oldest]
 
 
+def test_a_target_kept_short_by_a_ttl_runs_with_nothing_due_and_says_so(
+    base: Path,  # noqa: F811
+    store_url: str,  # noqa: F811
+) -> None:
+    """Red before: a table with a TTL (retention in ClickHouse) stopped every run that had nothing new to
+    move (`target_lost_committed_rows`, exit 3), though the newest partitions were all there."""
+    manifest = write_manifest(base, "orders", store_url)
+    assert dpone("run", str(manifest)).exit_code == 0
+    days = sorted({r[1] for r in source_rows(base)})
+    kept_from = days[2]
+    # expired (a TTL date in the past) for the days before ``kept_from``, whatever today's date is
+    _command(
+        base,
+        f"ALTER TABLE {TARGET} MODIFY TTL if(order_date < toDate('{kept_from}'), "
+        "toDate('2000-01-01'), toDate('2100-01-01'))",
+    )
+    _command(base, f"OPTIMIZE TABLE {TARGET} FINAL")
+    assert target_rows(base) == [r for r in source_rows(base) if r[1] >= kept_from]
+
+    result = dpone("run", str(manifest))
+
+    assert result.exit_code == 0, result.output
+    assert "rows were removed from older partitions (a retention job or a TTL)" in result.output
+    assert target_rows(base) == [r for r in source_rows(base) if r[1] >= kept_from]  # nothing reloaded
+
+
+def test_rows_missing_from_the_newest_committed_partition_still_stop_the_run(
+    base: Path,  # noqa: F811
+    store_url: str,  # noqa: F811
+) -> None:
+    """Retention removes the oldest rows; a target missing rows of the newest committed day was restored
+    from an older backup, or lost them otherwise: stop, never reload on a guess."""
+    manifest = write_manifest(base, "orders", store_url)
+    assert dpone("run", str(manifest)).exit_code == 0
+    newest = max(r[1] for r in source_rows(base))
+    _command(
+        base,
+        f"ALTER TABLE {TARGET} DELETE WHERE order_date = '{newest}' AND id % 2 = 0 SETTINGS mutations_sync = 2",
+    )
+
+    result = dpone("run", "--json", str(manifest))
+
+    assert result.exit_code == 3, result.output
+    assert json.loads(result.output)["error"] == "native_transfer_target_lost_committed_rows"
+
+
 def test_a_store_restored_from_before_a_commit_never_appends_the_committed_rows_again(
     base: Path,  # noqa: F811
     store_url: str,  # noqa: F811
