@@ -7,8 +7,8 @@ COMMITTED, skipped them all and exited 0 (seen: a second SQLite file of the demo
 target, 60 partitions skipped, its 20,000 rows never moved). A ``replace_partition`` route would instead
 delete the first connection's rows within each day it replaced.
 
-Every checkpoint a run writes records which source connection it read (``SOURCE_KEY``: a digest of the
-connection's name, or of the inline URI as written, never the text itself). Before anything is read from
+Every checkpoint a run writes records which source connection it read (``SOURCE_KEY``: the connection's
+name, or a digest of an inline URI as written, whose path is not stored). Before anything is read from
 the source, the newest COMMITTED checkpoint that records one decides, among the route's own and its
 siblings' (the same table under another strategy: a second database's ``replace_partition`` manifest
 replaced every row an append route had committed, seen on the demo): another connection stops the run (``native_transfer_route_identity_changed``, ``changed == ["source"]``). A table that really
@@ -42,8 +42,18 @@ SOURCE_KEY = "source_connection"
 
 
 def source_reference(connection: str) -> str:
-    """What a checkpoint records of a source connection: a digest of its name or inline URI."""
-    return "sha256:" + hashlib.sha256(connection.strip().encode("utf-8")).hexdigest()
+    """What a checkpoint records of a source connection: its name (a connection ID, which task logs print
+    already), or for an inline URI (``://``, the manifest's textual rule) a digest: a path is not stored."""
+    text = connection.strip()
+    if "://" in text:
+        return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return text
+
+
+def _shown(reference: object) -> str:
+    if isinstance(reference, str) and not reference.startswith("sha256:"):
+        return f"source connection {reference!r}"
+    return "an inline source URI"
 
 
 def recorded_source(
@@ -80,29 +90,23 @@ def require_same_source(
     canonical: Sequence[PartitionCheckpoint],
     reference: str,
     manifest_ref: str,
-    connection_shown: str | None,
     siblings: Sequence[PartitionCheckpoint] = (),
 ) -> None:
     """Stop before the source is read when the newest commit of the route (or of a sibling route: the
-    same table under another strategy) came from another connection.
-
-    ``connection_shown``: this run's connection name for the message (None for an inline URI, whose
-    path is not printed)."""
+    same table under another strategy) came from another connection than ``reference``."""
     newest = recorded_source(canonical, siblings)
-    if newest is None or newest.diagnostics.get(SOURCE_KEY) == reference:
+    recorded = newest.diagnostics.get(SOURCE_KEY) if newest is not None else None
+    if newest is None or recorded == reference:
         return
-    this = (
-        f"source connection {connection_shown!r}" if connection_shown else "this manifest's inline source URI"
-    )
     raise DponeError(
         ErrorCode.ROUTE_IDENTITY_CHANGED,
-        f"the source of route {route.describe()} changed: its target's rows of this table were last committed "
-        f"from another source connection than {this}; this run would skip rows it never read, or replace "
-        "that connection's rows with its own",
+        f"the source of route {route.describe()} changed: this run reads {_shown(reference)}, but the "
+        f"target's rows of this table were last committed through {_shown(recorded)}; this run would skip "
+        "rows it never read, or replace that connection's rows with its own",
         details={
             "route": route.describe(),
             "changed": ["source"],
-            "recorded_source": newest.diagnostics.get(SOURCE_KEY),
+            "recorded_source": recorded,
             "this_source": reference,
             "newest_commit": {
                 "route": newest.route.describe(),

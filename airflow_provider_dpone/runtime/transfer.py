@@ -290,7 +290,6 @@ class TransferEngine:
                 family.canonical_checkpoints(),
                 source_reference(connection),
                 self._manifest_ref,
-                None if "://" in connection else connection,  # an inline URI (the textual rule) is not shown
                 siblings=self._siblings(family),
             )
         return family

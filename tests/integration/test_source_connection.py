@@ -80,7 +80,8 @@ def test_another_database_with_a_table_of_the_same_name_stops_before_it_reads_an
     error = json.loads(result.output)
     assert error["error"] == "native_transfer_route_identity_changed"
     assert error["details"]["changed"] == ["source"]
-    assert "'shard_b'" in error["message"]
+    assert "reads source connection 'shard_b'" in error["message"]
+    assert "last committed through source connection 'shard_a'" in error["message"]
     assert "--source-moved" in dpone("run", str(shards / "b.yaml")).output  # the text names the command
     assert target_rows(shards) == source_rows(shards)  # shard A's rows, each once, none replaced
 
