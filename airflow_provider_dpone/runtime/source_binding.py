@@ -11,9 +11,10 @@ Every checkpoint a run writes records which source connection it read (``SOURCE_
 name, or a digest of an inline URI as written, whose path is not stored). Before anything is read from
 the source, the newest COMMITTED checkpoint that records one decides, among the route's own and its
 siblings' (the same table under another strategy: a second database's ``replace_partition`` manifest
-replaced every row an append route had committed, seen on the demo): another connection stops the run (``native_transfer_route_identity_changed``, ``changed == ["source"]``). A table that really
-moved (a renamed connection, a moved file) is recorded deliberately with ``dpone guard rebaseline
---source-moved``: one audited COMMITTED record, a copy of that newest one naming this connection.
+replaced every row an append route had committed, seen on the demo): another connection stops the run
+(``native_transfer_route_identity_changed``, ``changed == ["source"]``). A table that really moved (a
+renamed connection, a moved file) is recorded deliberately with ``dpone guard rebaseline --source-moved``:
+one audited COMMITTED record, a copy of that newest one naming this connection.
 
 Only the name is compared, not the host or database it resolves to: a host move, a failover or a rotated
 password keeps the connection's name, and is no change of source. Checkpoints written before this release
