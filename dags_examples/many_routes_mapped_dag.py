@@ -4,6 +4,10 @@ Each manifest is its own route with its own checkpoints and guard; a failed inst
 alone. Two instances never write one target at once: the route lease makes the second stop with
 ``native_transfer_route_busy`` (a retryable failure) until the first has ended. Parsing opens nothing: the
 manifest paths are plain strings, read by each instance in ``execute()``.
+
+Shards (several databases holding a table of the same name) are mapped the same way, one manifest each,
+each with a ``sink.table`` of its own: mapped over ``source_conn_id`` with one manifest they would be one
+route, and every instance after the first stops (``changed: source``, see ``dpone runbook guard``).
 """
 
 from __future__ import annotations
