@@ -888,13 +888,15 @@ class TransferEngine:
 
         A dropped target (or a manifest pointed at a new chDB directory or server) would otherwise be
         reported as "nothing to do" with no table at all, or, when partitions are due, be created anew and
-        hold only them: the history is gone, the run says it succeeded. Nothing to run (``moving`` false):
-        rows only ever grow on this route's own runs, so fewer rows than committed means someone else
-        removed them, unless they were removed from older partitions only: the newest committed partition
-        still holds every row it loaded (retention, a TTL on the table), which a notice says. Partitions to
-        move: only a missing or empty table stops the run, so a table that shrinks by design still takes new
-        partitions. Stop, never reload on a guess. Returns the table's rows when it counted them (None: no
-        committed rows to check, nothing read)."""
+        hold only them: the history is gone, the run says it succeeded. Rows only ever grow on this route's
+        own runs, but a table may shrink by design (retention, a TTL, row deletes), and those remove rows
+        from older partitions. So fewer rows than committed stop the run only when the newest committed
+        partition holds none of its rows in the target: a dropped, truncated or new table, one restored
+        from a backup older than that commit, or a checkpoint store shared with another target (a staging
+        environment cloned with the production store committed a day into its own table; the production
+        route then skipped it, exit 0). With nothing to move, a shrunk table is said in a notice. Stop,
+        never reload on a guess. Returns the table's rows when it counted them (None: no committed rows to
+        check, nothing read)."""
         skipped: list[PartitionCheckpoint] = []
         for decision in decisions:
             checkpoint = matched.get(decision.partition.partition_id)
@@ -905,36 +907,49 @@ class TransferEngine:
         if committed_rows == 0:
             return None
         table = self._manifest.sink.table
+        newest = max(skipped, key=lambda c: (bounds_order(c.bounds), c.completed_at or c.started_at))
+        newest_rows = 0
         sink = self._ports.open_sink()
         try:
             target_rows = sink.count_rows(table, None)  # 0 when the table does not exist
-            if target_rows >= committed_rows or (moving and target_rows > 0):
+            if target_rows >= committed_rows:
                 return target_rows
-            newest = max(skipped, key=lambda c: (bounds_order(c.bounds), c.completed_at or c.started_at))
-            if target_rows > 0 and sink.count_rows(table, newest.bounds) >= (newest.rows or 0):
+            if target_rows > 0:
+                newest_rows = sink.count_rows(table, newest.bounds)
+        finally:
+            sink.close()
+        if newest_rows > 0:
+            if not moving:
                 self._notice(
                     f"target table {table} holds {target_rows:,} rows, fewer than the {committed_rows:,} the "
                     f"committed partitions of route {self._route.describe()} loaded, while the newest of them "
-                    f"({newest.bounds.label}) holds all {newest.rows:,} of its rows: rows were removed from "
-                    "older partitions (a retention job or a TTL); they are not reloaded"
+                    f"({newest.bounds.label}) still holds rows: rows were removed from the table (a retention "
+                    "job, a TTL, deletes); they are not reloaded"
                 )
-                return target_rows
-        finally:
-            sink.close()
+            return target_rows
         which = "the skipped partitions" if moving else "every partition"
         raise DponeError(
             ErrorCode.TARGET_LOST_COMMITTED_ROWS,
             f"{which} of route {self._route.describe()} {'are' if moving else 'is'} committed, but the "
             f"target table {table} holds {target_rows} rows, fewer than the {committed_rows} its committed "
-            "partitions loaded (dropped, truncated, or a new target)",
+            f"partitions loaded, and none of the newest of them ({newest.bounds.label}): dropped, truncated, "
+            "a new target, or that partition was committed into another target through this checkpoint store",
             details={
                 "route": self._route.describe(),
                 "target_table": table,
                 "target_rows": target_rows,
                 "committed_rows": committed_rows,
+                "newest_committed": {
+                    "partition_id": newest.partition_id,
+                    "bounds": newest.bounds.label,
+                    "rows": newest.rows,
+                    "run_id": newest.run_id,
+                },
             },
             hint_lines=(
                 "nothing was read or written; the guard never reloads committed partitions on a guess",
+                "a checkpoint store serves one target: another environment (a staging copy) writing through it "
+                "commits partitions this target never received",
                 "restore the target table, or reload deliberately: see `dpone runbook guard`, "
                 "'The target lost committed rows'",
             ),

@@ -11,6 +11,8 @@ import datetime as dt
 import json
 import shutil
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -152,16 +154,18 @@ def test_a_target_kept_short_by_a_ttl_runs_with_nothing_due_and_says_so(
     result = dpone("run", str(manifest))
 
     assert result.exit_code == 0, result.output
-    assert "rows were removed from older partitions (a retention job or a TTL)" in result.output
+    assert "rows were removed from the table (a retention job, a TTL, deletes)" in result.output
     assert target_rows(base) == [r for r in source_rows(base) if r[1] >= kept_from]  # nothing reloaded
 
 
-def test_rows_missing_from_the_newest_committed_partition_still_stop_the_run(
+@pytest.mark.parametrize("new_day", [False, True], ids=["nothing-due", "a-new-day-due"])
+def test_a_newest_committed_day_missing_from_the_target_stops_the_run_and_deleted_rows_do_not(
     base: Path,  # noqa: F811
     store_url: str,  # noqa: F811
+    new_day: bool,
 ) -> None:
-    """Retention removes the oldest rows; a target missing rows of the newest committed day was restored
-    from an older backup, or lost them otherwise: stop, never reload on a guess."""
+    """Retention and row deletes leave the newest committed day holding rows; a target restored from a
+    backup older than that commit holds none of it: stop, never reload on a guess."""
     manifest = write_manifest(base, "orders", store_url)
     assert dpone("run", str(manifest)).exit_code == 0
     newest = max(r[1] for r in source_rows(base))
@@ -169,11 +173,47 @@ def test_rows_missing_from_the_newest_committed_partition_still_stop_the_run(
         base,
         f"ALTER TABLE {TARGET} DELETE WHERE order_date = '{newest}' AND id % 2 = 0 SETTINGS mutations_sync = 2",
     )
+    assert dpone("run", str(manifest)).exit_code == 0  # some of its rows deleted: still there
+    _command(base, f"ALTER TABLE {TARGET} DELETE WHERE order_date = '{newest}' SETTINGS mutations_sync = 2")
+    left = target_rows(base)
+    if new_day:
+        _add_a_new_day(base)
 
     result = dpone("run", "--json", str(manifest))
 
     assert result.exit_code == 3, result.output
-    assert json.loads(result.output)["error"] == "native_transfer_target_lost_committed_rows"
+    error = json.loads(result.output)
+    assert error["error"] == "native_transfer_target_lost_committed_rows"
+    assert error["details"]["newest_committed"]["bounds"] == f"order_date={newest}"
+    assert target_rows(base) == left  # nothing written
+
+
+def test_a_day_committed_into_another_target_through_a_shared_store_stops_the_route(
+    base: Path,  # noqa: F811
+    store_url: str,  # noqa: F811
+) -> None:
+    """Seen before: a staging environment cloned with the production checkpoint store (its own chDB, a copy
+    of the production table) moved a new day into its table and committed it in the shared store; the
+    production run with the next day due skipped that day and moved the next (exit 0): the day was lost."""
+    production = write_manifest(base, "orders", store_url)
+    assert dpone("run", str(production)).exit_code == 0
+    shutil.copytree(base / "clickhouse", base / "staging_clickhouse", symlinks=True)
+    staging = base / "staging.yaml"
+    staging.write_text(production.read_text().replace("chdb:///clickhouse", "chdb:///staging_clickhouse"))
+    _add_a_new_day(base)
+    # the day goes into the staging copy (another process: chDB opens one data directory per process)
+    moved = subprocess.run([str(Path(sys.executable).with_name("dpone")), "run", str(staging)], check=False)
+    assert moved.returncode == 0
+    before = target_rows(base)
+    _add_a_new_day(base)
+
+    result = dpone("run", "--json", str(production))
+
+    assert result.exit_code == 3, result.output
+    error = json.loads(result.output)
+    assert error["error"] == "native_transfer_target_lost_committed_rows"
+    assert "another target through this checkpoint store" in error["message"]
+    assert target_rows(base) == before  # nothing written
 
 
 def test_a_store_restored_from_before_a_commit_never_appends_the_committed_rows_again(
