@@ -948,7 +948,7 @@ class TransferEngine:
             },
             hint_lines=(
                 "nothing was read or written; the guard never reloads committed partitions on a guess",
-                "a checkpoint store serves one target: another environment (a staging copy) writing through it "
+                "a checkpoint store serves one environment: another one (a staging copy) writing through it "
                 "commits partitions this target never received",
                 "restore the target table, or reload deliberately: see `dpone runbook guard`, "
                 "'The target lost committed rows'",
