@@ -87,6 +87,12 @@ def _add_a_new_day(root: Path) -> None:
         )
 
 
+def _dpone_process(*args: str) -> int:
+    """``dpone`` in a process of its own: chDB opens one data directory per process, and these tests
+    replace the directory between runs."""
+    return subprocess.run([str(Path(sys.executable).with_name("dpone")), *args], check=False).returncode
+
+
 @pytest.mark.parametrize("strategy", STRATEGIES)
 @pytest.mark.parametrize("loss", LOSSES)
 @pytest.mark.parametrize("new_day", [False, True], ids=["nothing-due", "a-new-day-due"])
@@ -201,9 +207,7 @@ def test_a_day_committed_into_another_target_through_a_shared_store_stops_the_ro
     staging = base / "staging.yaml"
     staging.write_text(production.read_text().replace("chdb:///clickhouse", "chdb:///staging_clickhouse"))
     _add_a_new_day(base)
-    # the day goes into the staging copy (another process: chDB opens one data directory per process)
-    moved = subprocess.run([str(Path(sys.executable).with_name("dpone")), "run", str(staging)], check=False)
-    assert moved.returncode == 0
+    assert _dpone_process("run", str(staging)) == 0  # the day goes into the staging copy
     before = target_rows(base)
     _add_a_new_day(base)
 
@@ -214,6 +218,27 @@ def test_a_day_committed_into_another_target_through_a_shared_store_stops_the_ro
     assert error["error"] == "native_transfer_target_lost_committed_rows"
     assert "another target through this checkpoint store" in error["message"]
     assert target_rows(base) == before  # nothing written
+
+
+def test_a_target_restored_from_a_backup_older_than_a_commit_stops_instead_of_skipping_the_lost_day(
+    base: Path,  # noqa: F811
+    store_url: str,  # noqa: F811
+) -> None:
+    """Seen before: the target directory restored from a backup taken before the last run, the next run
+    (a new day due) skipped the day that backup lacks and moved the new one, exit 0: the day was lost."""
+    manifest = write_manifest(base, "orders", store_url)
+    assert _dpone_process("run", str(manifest)) == 0
+    shutil.copytree(base / "clickhouse", base / "backup", symlinks=True)
+    _add_a_new_day(base)
+    assert _dpone_process("run", str(manifest)) == 0  # the day is committed, then the disk is lost
+    shutil.rmtree(base / "clickhouse")
+    shutil.copytree(base / "backup", base / "clickhouse", symlinks=True)
+    restored = target_rows(base)
+    _add_a_new_day(base)
+
+    assert _dpone_process("run", str(manifest)) == 3
+
+    assert target_rows(base) == restored  # nothing written
 
 
 def test_a_store_restored_from_before_a_commit_never_appends_the_committed_rows_again(
