@@ -14,6 +14,7 @@ import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -87,6 +88,15 @@ def _add_a_new_day(root: Path) -> None:
         )
 
 
+def _lost_rows_stop(manifest: Path) -> dict[str, Any]:
+    """Run ``manifest``; it must stop with exit 3 and ``target_lost_committed_rows``: the error's JSON."""
+    result = dpone("run", "--json", str(manifest))
+    assert result.exit_code == 3, result.output
+    error: dict[str, Any] = json.loads(result.output)
+    assert error["error"] == "native_transfer_target_lost_committed_rows"
+    return error
+
+
 def _dpone_process(*args: str) -> int:
     """``dpone`` in a process of its own: chDB opens one data directory per process, and these tests
     replace the directory between runs."""
@@ -111,14 +121,11 @@ def test_a_target_that_lost_committed_rows_stops_the_run_with_exit_3(
     if new_day:
         _add_a_new_day(base)
 
-    result = dpone("run", "--json", str(manifest))
+    error = _lost_rows_stop(manifest)
 
-    assert result.exit_code == 3, result.output
-    error = json.loads(result.output)
-    assert error["error"] == "native_transfer_target_lost_committed_rows"
     assert error["details"]["committed_rows"] == committed
     assert error["details"]["target_rows"] == 0
-    assert "nothing to do" not in result.output
+    assert "nothing to do" not in error["message"]
     assert _rows_if_exists(base) in (None, [])  # nothing was written, nothing created
 
 
@@ -185,11 +192,8 @@ def test_a_newest_committed_day_missing_from_the_target_stops_the_run_and_delete
     if new_day:
         _add_a_new_day(base)
 
-    result = dpone("run", "--json", str(manifest))
+    error = _lost_rows_stop(manifest)
 
-    assert result.exit_code == 3, result.output
-    error = json.loads(result.output)
-    assert error["error"] == "native_transfer_target_lost_committed_rows"
     assert error["details"]["newest_committed"]["bounds"] == f"order_date={newest}"
     assert target_rows(base) == left  # nothing written
 
@@ -211,11 +215,8 @@ def test_a_day_committed_into_another_target_through_a_shared_store_stops_the_ro
     before = target_rows(base)
     _add_a_new_day(base)
 
-    result = dpone("run", "--json", str(production))
+    error = _lost_rows_stop(production)
 
-    assert result.exit_code == 3, result.output
-    error = json.loads(result.output)
-    assert error["error"] == "native_transfer_target_lost_committed_rows"
     assert "another target through this checkpoint store" in error["message"]
     assert target_rows(base) == before  # nothing written
 
