@@ -17,7 +17,8 @@ class CheckpointStore(Protocol):
         """Append each checkpoint in order, one row at a time. A failure may leave a prefix written."""
 
     def list_latest(self, route: RouteIdentity) -> list[PartitionCheckpoint]:
-        """Latest checkpoint of every partition of the route, whatever its query or schema hash."""
+        """Latest checkpoint of every partition of the route, whatever its query or schema hash, in the
+        order they were written (oldest first): the newest commit is found from the end of the list."""
 
     def list_routes(self) -> list[RouteIdentity]:
         """Every route with at least one checkpoint, as stored (older releases stored raw spellings)."""
