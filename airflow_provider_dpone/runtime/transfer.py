@@ -907,13 +907,13 @@ class TransferEngine:
         if committed_rows == 0:
             return None
         table = self._manifest.sink.table
-        newest = max(skipped, key=lambda c: (bounds_order(c.bounds), c.completed_at or c.started_at))
         newest_rows = 0
         sink = self._ports.open_sink()
         try:
             target_rows = sink.count_rows(table, None)  # 0 when the table does not exist
             if target_rows >= committed_rows:
-                return target_rows
+                return target_rows  # the common case: no partition is ordered or counted
+            newest = max(skipped, key=lambda c: (bounds_order(c.bounds), c.completed_at or c.started_at))
             if target_rows > 0:
                 newest_rows = sink.count_rows(table, newest.bounds)
         finally:
