@@ -170,7 +170,7 @@ def checked_reason(request: RebaselineRequest) -> str:
     return reason
 
 
-def _committed_record(
+def committed_record(
     part: PlannedPartition,
     route: RouteIdentity,
     run_id: str,
@@ -178,7 +178,12 @@ def _committed_record(
     batch: str,
     rows: int | None,
     audit: dict[str, JsonValue],
+    *,
+    size_bytes: int | None = None,
+    diagnostics: dict[str, JsonValue] | None = None,
 ) -> PartitionCheckpoint:
+    """An audited COMMITTED record written by an operator's command, not by a run (``audit`` under
+    ``rebaseline``; ``diagnostics``: further keys beside it)."""
     guard: dict[str, JsonValue] = {
         **TargetCommitGuard.for_phase(GuardPhase.CHECKPOINT_COMMITTED, batch).to_json()
     }
@@ -190,10 +195,11 @@ def _committed_record(
         started_at=at,
         completed_at=at,
         rows=rows,
+        bytes=size_bytes,
         query_hash=part.query_hash,
         schema_hash=part.schema_hash,
         bounds=part.bounds,
-        diagnostics={GUARD_KEY: guard, REBASELINE_KEY: audit},
+        diagnostics={GUARD_KEY: guard, REBASELINE_KEY: audit, **(diagnostics or {})},
     )
 
 
@@ -267,7 +273,7 @@ def rebaseline(
             "old_partitions": [c.partition_id for c in overlap.committed],
             "old_rows": [c.rows for c in overlap.committed],
         }
-        records.append(_committed_record(overlap.partition, route, run_id, at, batch, rows, audit))
+        records.append(committed_record(overlap.partition, route, run_id, at, batch, rows, audit))
     return RebaselineResult(recorded=tuple(records), partial=tuple(partial))
 
 
@@ -413,5 +419,5 @@ def adopt(
             "target_rows": count.target_rows,
             "source_rows": count.source_rows,
         }
-        records.append(_committed_record(count.partition, route, run_id, at, batch, count.target_rows, audit))
+        records.append(committed_record(count.partition, route, run_id, at, batch, count.target_rows, audit))
     return AdoptionResult(recorded=tuple(records), left_to_run=tuple(c for c in counts if c.target_rows == 0))

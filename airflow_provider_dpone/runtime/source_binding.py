@@ -31,12 +31,11 @@ from pydantic import JsonValue
 
 from airflow_provider_dpone.contracts.checkpoint import CheckpointStatus, PartitionCheckpoint
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
-from airflow_provider_dpone.contracts.guard import GUARD_KEY, GuardPhase, TargetCommitGuard
-from airflow_provider_dpone.contracts.partition import PartitionBounds
+from airflow_provider_dpone.contracts.partition import PartitionBounds, PlannedPartition
 from airflow_provider_dpone.contracts.route import RouteIdentity
 from airflow_provider_dpone.ports.clock import Clock
 from airflow_provider_dpone.runtime.guard.batch_id import checkpoint_batch_id
-from airflow_provider_dpone.runtime.route_identity import REBASELINE_KEY, RebaselineRequest, checked_reason
+from airflow_provider_dpone.runtime.route_identity import RebaselineRequest, checked_reason, committed_record
 
 #: The diagnostics key of a checkpoint naming the source connection its run read.
 SOURCE_KEY = "source_connection"
@@ -169,20 +168,20 @@ def record_source_move(
     }
     if count_source is not None:
         audit["source_rows_now"] = count_source(newest.bounds)
-    guard: dict[str, JsonValue] = {
-        **TargetCommitGuard.for_phase(GuardPhase.CHECKPOINT_COMMITTED, batch).to_json()
-    }
-    return PartitionCheckpoint(
+    copied = PlannedPartition(
         partition_id=newest.partition_id,
-        route=newest.route,
-        run_id=run_id,
-        status=CheckpointStatus.COMMITTED,
-        started_at=at,
-        completed_at=at,
-        rows=newest.rows,
-        bytes=newest.bytes,
+        bounds=newest.bounds,
         query_hash=newest.query_hash,
         schema_hash=newest.schema_hash,
-        bounds=newest.bounds,
-        diagnostics={GUARD_KEY: guard, SOURCE_KEY: reference, REBASELINE_KEY: audit},
+    )
+    return committed_record(
+        copied,
+        newest.route,
+        run_id,
+        at,
+        batch,
+        newest.rows,
+        audit,
+        size_bytes=newest.bytes,
+        diagnostics={SOURCE_KEY: reference},
     )
