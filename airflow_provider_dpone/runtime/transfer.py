@@ -193,6 +193,8 @@ class TransferEngine:
     ) -> None:
         self._manifest = manifest
         self._allow_nonempty_target = allow_nonempty_target
+        #: the run's sink, opened by its first pre-arm check and closed when the publish ends (``_target``)
+        self._run_sink: Sink | None = None
         self._notices: list[str] = []
         self._ports = ports
         self._manifest_ref = manifest_ref
@@ -241,7 +243,10 @@ class TransferEngine:
             )
         family = self._scan_route()
         _, decisions, _ = self._plan_from(family, run_id)
-        return self._append_overlaps(family, decisions)
+        try:
+            return self._append_overlaps(family, decisions)
+        finally:
+            self._release_target()
 
     def count_source(self, bounds: PartitionBounds) -> int:
         """Rows the source holds now within ``bounds`` (read-only)."""
@@ -299,6 +304,19 @@ class TransferEngine:
             family = load_family(self._ports.store, self._route, self._ports.naming)
             require_clear_route(self._route, family.target_wide, self._manifest_ref)
         return family
+
+    def _target(self) -> Sink:
+        """The run's one sink, opened at its first use: the pre-arm checks and the publish share it (an
+        embedded target's client costs ~45 ms to open; a daily run opened three)."""
+        if self._run_sink is None:
+            self._run_sink = self._ports.open_sink()
+        return self._run_sink
+
+    def _release_target(self) -> None:
+        """Close the run's sink (an embedded path is held by one process at a time: before any reader)."""
+        sink, self._run_sink = self._run_sink, None
+        if sink is not None:
+            sink.close()
 
     def _siblings(self, family: RouteFamily) -> list[PartitionCheckpoint]:
         """The same source table's commits under another strategy (none to look for when every
@@ -381,6 +399,12 @@ class TransferEngine:
     def run(self, run_id: str) -> RunReport:
         """One run, in named phases. The composition root holds the target's lease around it
         (``compose.Runtime.run``)."""
+        try:
+            return self._run(run_id)
+        finally:
+            self._release_target()  # a run that stopped before its publish (which closes it itself)
+
+    def _run(self, run_id: str) -> RunReport:
         started = self._ports.clock.monotonic()
         family = self._scan_route()
         resumed = self._resume_from_capsules(run_id, family, started)
@@ -515,7 +539,7 @@ class TransferEngine:
                 for part in active:
                     part.evidence[CAPSULE_REF_KEY] = ref
 
-        sink = self._ports.open_sink()
+        sink = self._target()
         try:
             self._require_target_empty_for_new_route(family, sink)
             # read-only, before the first target write or checkpoint: a value the reads would refuse or
@@ -548,7 +572,7 @@ class TransferEngine:
             preparation = _Preparation(prepare, deferred_audit)
             self._execute_path(sink, schema, active, lifecycle, tally, run_id, preparation, before_arm)
         finally:
-            sink.close()  # before any reader: an embedded (chDB) path is held by one process at a time
+            self._release_target()  # before any reader: an embedded (chDB) path is held by one process
         return lifecycle, tally
 
     def _audit_values(self, sink: Sink, bounds: Sequence[PartitionBounds]) -> Callable[[], None] | None:
@@ -625,11 +649,8 @@ class TransferEngine:
         if not overlaps:
             return []
         table = self._manifest.sink.table
-        sink = self._ports.open_sink()
-        try:
-            held = [o for o in overlaps if sink.count_rows(table, o.partition.bounds) > 0]
-        finally:
-            sink.close()
+        sink = self._target()
+        held = [o for o in overlaps if sink.count_rows(table, o.partition.bounds) > 0]
         if len(held) < len(overlaps):
             kept = {id(o) for o in held}
             empty = [o.partition for o in overlaps if id(o) not in kept]
@@ -690,13 +711,10 @@ class TransferEngine:
         if target_rows == 0:
             return  # an empty or missing table holds nothing to duplicate
         table = self._manifest.sink.table
-        sink = self._ports.open_sink()
-        try:
-            if target_rows is None and sink.count_rows(table, None) == 0:
-                return
-            held = [(p, rows) for p in countable if (rows := sink.count_rows(table, p.bounds)) > 0]
-        finally:
-            sink.close()
+        sink = self._target()
+        if target_rows is None and sink.count_rows(table, None) == 0:
+            return
+        held = [(p, rows) for p in countable if (rows := sink.count_rows(table, p.bounds)) > 0]
         if not held:
             return
         labels = _some_labels([p for p, _ in held])
@@ -740,18 +758,15 @@ class TransferEngine:
         if self._manifest.sink.load is not LoadPath.STAGED:
             return
         try:
-            sink = self._ports.open_sink()
+            sink = self._target()
         except DponeError:
             _log.warning(
                 "could not open the target to drop a leftover staging table; the next staged run does"
             )
             return
-        try:
-            drop = getattr(sink, "drop_leftover_staging", None)
-            if callable(drop):
-                drop(self._manifest.sink.table, self._route.key())  # never raises
-        finally:
-            sink.close()
+        drop = getattr(sink, "drop_leftover_staging", None)
+        if callable(drop):
+            drop(self._manifest.sink.table, self._route.key())  # never raises
 
     def _say_what_may_still_fill(self, decisions: Sequence[ResumeDecision]) -> None:
         """A notice for partitions this run commits while rows may still arrive in them (``still_filling``)."""
@@ -908,16 +923,13 @@ class TransferEngine:
             return None
         table = self._manifest.sink.table
         newest_rows = 0
-        sink = self._ports.open_sink()
-        try:
-            target_rows = sink.count_rows(table, None)  # 0 when the table does not exist
-            if target_rows >= committed_rows:
-                return target_rows  # the common case: no partition is ordered or counted
-            newest = max(skipped, key=lambda c: (bounds_order(c.bounds), c.completed_at or c.started_at))
-            if target_rows > 0:
-                newest_rows = sink.count_rows(table, newest.bounds)
-        finally:
-            sink.close()
+        sink = self._target()
+        target_rows = sink.count_rows(table, None)  # 0 when the table does not exist
+        if target_rows >= committed_rows:
+            return target_rows  # the common case: no partition is ordered or counted
+        newest = max(skipped, key=lambda c: (bounds_order(c.bounds), c.completed_at or c.started_at))
+        if target_rows > 0:
+            newest_rows = sink.count_rows(table, newest.bounds)
         if newest_rows > 0:
             if not moving:
                 self._notice(
