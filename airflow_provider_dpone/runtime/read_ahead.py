@@ -11,8 +11,11 @@ nothing before arming). A failure of a partition's read reaches the consumer as 
 after that partition's chunks that preceded it and after every earlier partition. When the consumer stops
 early (a failed insert, a stop request, ``close()``), the threads are told to stop, each open read is
 closed in the thread that ran it, and the consumer returns only after every thread has ended: no read
-outlives the load. Memory is bounded: at most ``depth`` chunks wait per partition being read ahead, and
-one more is being built in each thread.
+outlives the load. Memory is bounded: at most ``depth`` chunks read by one thread wait for the consumer,
+whichever partitions they belong to, and one more is being built in each thread. The end of a partition
+takes no room: a thread that has read a partition's last chunk opens the next partition while that chunk
+waits (with one chunk of room it used to wait for the consumer first, at every partition of a day-sized
+load).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from __future__ import annotations
 import contextvars
 import threading
 from collections.abc import Callable, Generator, Iterator, Sequence
-from queue import Empty, Full, Queue
+from queue import Empty, Queue
 from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
@@ -60,7 +63,12 @@ class PartitionReads(Generic[T]):
         #: when each partition's read was opened (``clock``), for the time a partition was in flight
         self._opened: list[float | None] = [None] * len(self._opens)
         self._workers = max(1, min(workers, len(self._opens)))
-        self._queues: list[Queue[Any]] = [Queue(maxsize=depth) for _ in self._opens]
+        #: each partition's chunks and its end (unbounded: the room below bounds the chunks)
+        self._queues: list[Queue[Any]] = [Queue() for _ in self._opens]
+        #: each thread's room for chunks the consumer has not taken; the consumer frees it as it takes one
+        self._room = [threading.Semaphore(depth) for _ in range(self._workers)]
+        #: which thread reads each partition (set before its first chunk is put)
+        self._reader_of: list[int] = [0] * len(self._opens)
         self._next = 0
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -83,6 +91,7 @@ class PartitionReads(Generic[T]):
                 return
             if isinstance(item, _Failed):
                 raise item.error
+            self._room[self._reader_of[index]].release()
             yield item
 
     def opened_at(self, index: int) -> float | None:
@@ -106,7 +115,7 @@ class PartitionReads(Generic[T]):
         for number in range(self._workers):
             context = contextvars.copy_context()  # the run's logging context goes with the reads
             thread = threading.Thread(
-                target=context.run, args=(self._work,), name=f"dpone-read-ahead-{number}", daemon=True
+                target=context.run, args=(self._work, number), name=f"dpone-read-ahead-{number}", daemon=True
             )
             self._threads.append(thread)
             thread.start()
@@ -119,32 +128,34 @@ class PartitionReads(Generic[T]):
             self._next += 1
             return index
 
-    def _work(self) -> None:
+    def _work(self, number: int) -> None:
+        """Read partitions in turn, one chunk of room each. The room is never held against the consumer:
+        this thread takes partitions in increasing order and the consumer takes them in order, so when the
+        thread waits, its unconsumed chunks belong to the partition the consumer is on or will reach next."""
+        room = self._room[number]
         while (index := self._take()) is not None:
+            self._reader_of[index] = number
             queue = self._queues[index]
             stream: Iterator[T] | None = None
             try:
                 stream = self._open(index)
                 for item in stream:
-                    if not self._put(queue, item):
+                    if not self._wait_for(room):
                         return
-                if not self._put(queue, _Done()):
-                    return
+                    queue.put(item)
+                queue.put(_Done())
             except BaseException as error:  # handed to the consumer, which raises it in its turn
-                self._put(queue, _Failed(error))
+                queue.put(_Failed(error))
                 return
             finally:
                 if stream is not None:
                     _close(stream)
 
-    def _put(self, queue: Queue[Any], item: object) -> bool:
-        """Put ``item`` once there is room; ``False`` when told to stop first."""
+    def _wait_for(self, room: threading.Semaphore) -> bool:
+        """Take room for one chunk; ``False`` when told to stop first."""
         while not self._stop.is_set():
-            try:
-                queue.put(item, timeout=_POLL_S)
+            if room.acquire(timeout=_POLL_S):
                 return True
-            except Full:
-                continue
         return False
 
 

@@ -106,13 +106,40 @@ def test_two_partitions_are_read_at_once_while_the_consumer_holds_a_chunk() -> N
         assert list(reads.chunks(1)) == list(range(10))
 
 
-def test_at_most_depth_chunks_wait_per_partition_beyond_the_one_being_put() -> None:
+def test_at_most_depth_chunks_wait_per_thread_beyond_the_one_being_put() -> None:
     streams = [Stream(list(range(100))), Stream(list(range(100))), Stream(list(range(100)))]
     with PartitionReads(_opens(streams), workers=2, depth=3) as reads:
         assert next(reads.chunks(0)) == 0
         assert streams[0].wait_pulled(1 + 3 + 1) and streams[1].wait_pulled(3 + 1)
         time.sleep(0.2)  # threads that ignored the bound would read on here
         assert (streams[0].pulled, streams[1].pulled, streams[2].pulled) == (1 + 3 + 1, 3 + 1, 0)
+
+
+def test_a_thread_opens_the_next_partition_while_the_last_chunk_of_its_partition_waits() -> None:
+    # day-sized partitions are one chunk each: the end of a partition must not wait for the consumer
+    streams = [Stream([0]), Stream([1]), Stream([2]), Stream([3])]
+    with PartitionReads(_opens(streams), workers=1, depth=1) as reads:
+        assert list(reads.chunks(0)) == [0]
+        # partition 1's only chunk waits, unconsumed; the thread has already read partition 2's
+        assert streams[2].wait_pulled(1)
+        time.sleep(0.2)  # a thread that ignored its room would read partition 3 here
+        assert (streams[1].pulled, streams[2].pulled, streams[3].opened) == (1, 1, False)
+        assert [list(reads.chunks(index)) for index in (1, 2, 3)] == [[1], [2], [3]]
+
+
+def test_the_room_is_each_threads_whichever_partitions_its_chunks_belong_to() -> None:
+    streams = [Stream([0, 1]), Stream([2, 3]), Stream([4, 5]), Stream([6, 7]), Stream([8, 9])]
+    with PartitionReads(_opens(streams), workers=2, depth=2) as reads:
+        first = reads.chunks(0)
+        assert next(first) == 0
+        assert streams[2].wait_pulled(1) and streams[3].wait_pulled(1)
+        time.sleep(0.2)
+        # thread A: 1 waits (partition 0), 4 waits (partition 2), 5 is read and waits for room;
+        # thread B: 2 and 3 wait (partition 1), 6 is read and waits for room; partition 4 is not opened
+        assert [s.pulled for s in streams] == [2, 2, 2, 1, 0]
+        assert [0, *first, *reads.chunks(1), *reads.chunks(2), *reads.chunks(3), *reads.chunks(4)] == list(
+            range(10)
+        )
 
 
 def test_a_failure_arrives_as_the_same_object_after_everything_before_it() -> None:
