@@ -399,10 +399,13 @@ class TransferEngine:
     def run(self, run_id: str) -> RunReport:
         """One run, in named phases. The composition root holds the target's lease around it
         (``compose.Runtime.run``)."""
+        failing = True
         try:
-            return self._run(run_id)
-        finally:
-            self._release_target()  # a run that stopped before its publish (which closes it itself)
+            report = self._run(run_id)
+            failing = False
+            return report
+        finally:  # a run that stopped before its publish (which closes it itself): the error stays its own
+            _cleanup(failing, "closing the target client", self._release_target)
 
     def _run(self, run_id: str) -> RunReport:
         started = self._ports.clock.monotonic()
