@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import cast
 
+from airflow_provider_dpone.adapters.arrow_memory import use_system_allocator
 from airflow_provider_dpone.adapters.local_host import SystemClock
 from airflow_provider_dpone.contracts.checkpoint import PartitionCheckpoint
 from airflow_provider_dpone.contracts.endpoints import EndpointDescriptor
@@ -180,6 +181,7 @@ class Runtime:
         """One run of the manifest's route under the target commit guard."""
         if not run_id.strip():
             raise DponeError(ErrorCode.USAGE, "a run ID must not be empty")
+        use_system_allocator()  # Arrow's buffers: see adapters/arrow_memory.py (the user's pool wins)
         store = self.store()
         # the target's lease first: a second run stops before it opens the source or reads a checkpoint
         with self._target_lease(store):
