@@ -157,6 +157,18 @@ def chdb_dir(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.fixture
+def mimalloc_pool() -> Iterator[None]:
+    """Arrow's own default pool (mimalloc) for the test, whatever an earlier run switched it to (a run makes
+    the system allocator the default: adapters/arrow_memory.py); the pool before is restored after."""
+    import pyarrow as pa
+
+    before = pa.default_memory_pool()
+    pa.set_memory_pool(pa.mimalloc_memory_pool())
+    yield
+    pa.set_memory_pool(before)
+
+
 @pytest.fixture(scope="session")
 def tds_emulator(_lazy_services: _LazyServices) -> EndpointDescriptor:
     """A pysqlbridge TDS emulator that pymssql logs in to, serving ``dbo.orders`` (see ``tds_orders``)."""

@@ -58,6 +58,14 @@ def clients(monkeypatch: pytest.MonkeyPatch) -> Iterator[_Clients]:
     yield seen
 
 
+def _committed_once(root: Path, url: str, clients: _Clients, strategy: str = "incremental_append") -> Path:
+    """The route's manifest after a first run committed the source; the clients counted from here on."""
+    manifest = write_manifest(root, "orders", url, strategy=strategy)
+    assert dpone("run", str(manifest)).exit_code == 0
+    clients.opened = clients.closed = 0
+    return manifest
+
+
 @pytest.mark.parametrize("strategy", ["incremental_append", "replace_partition"])
 def test_a_daily_run_opens_the_target_once_and_closes_it(
     base: Path,  # noqa: F811
@@ -65,10 +73,8 @@ def test_a_daily_run_opens_the_target_once_and_closes_it(
     clients: _Clients,
     strategy: str,
 ) -> None:
-    manifest = write_manifest(base, "orders", store_url, strategy=strategy)
-    assert dpone("run", str(manifest)).exit_code == 0
+    manifest = _committed_once(base, store_url, clients, strategy)
     _add_a_new_day(base)
-    clients.opened = clients.closed = 0
 
     result = dpone("run", str(manifest))
 
@@ -83,9 +89,7 @@ def test_a_run_with_nothing_to_move_opens_the_target_once_and_closes_it(
     store_url: str,  # noqa: F811
     clients: _Clients,
 ) -> None:
-    manifest = write_manifest(base, "orders", store_url)
-    assert dpone("run", str(manifest)).exit_code == 0
-    clients.opened = clients.closed = 0
+    manifest = _committed_once(base, store_url, clients)
 
     result = dpone("run", str(manifest))
 
@@ -98,11 +102,9 @@ def test_a_run_a_pre_arm_check_stops_still_closes_its_target(
     store_url: str,  # noqa: F811
     clients: _Clients,
 ) -> None:
-    manifest = write_manifest(base, "orders", store_url)
-    assert dpone("run", str(manifest)).exit_code == 0
+    manifest = _committed_once(base, store_url, clients)
     _command(base, f"TRUNCATE TABLE {TARGET}")
     _add_a_new_day(base)
-    clients.opened = clients.closed = 0
 
     result = dpone("run", str(manifest))
 

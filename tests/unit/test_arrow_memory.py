@@ -2,21 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pyarrow as pa
 import pytest
 
 from airflow_provider_dpone.adapters.arrow_memory import POOL_SETTING, use_system_allocator
-
-
-@pytest.fixture
-def mimalloc_pool() -> Iterator[None]:
-    """Arrow's own default (mimalloc) for the test, whatever an earlier test chose; restored after."""
-    before = pa.default_memory_pool()
-    pa.set_memory_pool(pa.mimalloc_memory_pool())
-    yield
-    pa.set_memory_pool(before)
 
 
 def test_the_system_allocator_becomes_arrows_default_pool(mimalloc_pool: None) -> None:
