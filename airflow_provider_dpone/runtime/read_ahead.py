@@ -28,7 +28,7 @@ from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
-#: How often a reading thread blocked on a full queue looks whether it was told to stop (seconds).
+#: How often a reading thread waiting for room looks whether it was told to stop (seconds).
 _POLL_S = 0.05
 
 

@@ -21,7 +21,7 @@ import contextlib
 import functools
 import logging
 import sys
-from collections.abc import Callable, Generator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import TypeVar, assert_never
@@ -243,10 +243,8 @@ class TransferEngine:
             )
         family = self._scan_route()
         _, decisions, _ = self._plan_from(family, run_id)
-        try:
+        with self._releasing_target():
             return self._append_overlaps(family, decisions)
-        finally:
-            self._release_target()
 
     def count_source(self, bounds: PartitionBounds) -> int:
         """Rows the source holds now within ``bounds`` (read-only)."""
@@ -312,8 +310,18 @@ class TransferEngine:
             self._run_sink = self._ports.open_sink()
         return self._run_sink
 
+    @contextlib.contextmanager
+    def _releasing_target(self) -> Iterator[None]:
+        """Close the run's sink on leaving (an embedded path is held by one process at a time: before any
+        reader). While an error propagates, a failing close is logged: the error stays the run's own."""
+        failing = True
+        try:
+            yield
+            failing = False
+        finally:
+            _cleanup(failing, "closing the target client", self._release_target)
+
     def _release_target(self) -> None:
-        """Close the run's sink (an embedded path is held by one process at a time: before any reader)."""
         sink, self._run_sink = self._run_sink, None
         if sink is not None:
             sink.close()
@@ -399,13 +407,8 @@ class TransferEngine:
     def run(self, run_id: str) -> RunReport:
         """One run, in named phases. The composition root holds the target's lease around it
         (``compose.Runtime.run``)."""
-        failing = True
-        try:
-            report = self._run(run_id)
-            failing = False
-            return report
-        finally:  # a run that stopped before its publish (which closes it itself): the error stays its own
-            _cleanup(failing, "closing the target client", self._release_target)
+        with self._releasing_target():  # a run that stopped before its publish, which closes it itself
+            return self._run(run_id)
 
     def _run(self, run_id: str) -> RunReport:
         started = self._ports.clock.monotonic()
@@ -543,7 +546,7 @@ class TransferEngine:
                     part.evidence[CAPSULE_REF_KEY] = ref
 
         sink = self._target()
-        try:
+        with self._releasing_target():  # before any reader: an embedded (chDB) path, one process
             self._require_target_empty_for_new_route(family, sink)
             # read-only, before the first target write or checkpoint: a value the reads would refuse or
             # the target could not hold stops here (manifest_invalid, the route stays clear), not mid-stream
@@ -574,8 +577,6 @@ class TransferEngine:
             )
             preparation = _Preparation(prepare, deferred_audit)
             self._execute_path(sink, schema, active, lifecycle, tally, run_id, preparation, before_arm)
-        finally:
-            self._release_target()  # before any reader: an embedded (chDB) path is held by one process
         return lifecycle, tally
 
     def _audit_values(self, sink: Sink, bounds: Sequence[PartitionBounds]) -> Callable[[], None] | None:
@@ -925,15 +926,12 @@ class TransferEngine:
         if committed_rows == 0:
             return None
         table = self._manifest.sink.table
-        newest_rows = 0
         sink = self._target()
         target_rows = sink.count_rows(table, None)  # 0 when the table does not exist
         if target_rows >= committed_rows:
             return target_rows  # the common case: no partition is ordered or counted
         newest = max(skipped, key=lambda c: (bounds_order(c.bounds), c.completed_at or c.started_at))
-        if target_rows > 0:
-            newest_rows = sink.count_rows(table, newest.bounds)
-        if newest_rows > 0:
+        if target_rows > 0 and sink.count_rows(table, newest.bounds) > 0:
             if not moving:
                 self._notice(
                     f"target table {table} holds {target_rows:,} rows, fewer than the {committed_rows:,} the "

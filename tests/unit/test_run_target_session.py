@@ -15,6 +15,7 @@ from airflow_provider_dpone.contracts.manifest import Manifest
 from airflow_provider_dpone.runtime.transfer import TransferEngine, TransferPorts
 from tests.doubles import (
     FixedClock,
+    InjectedFault,
     InMemoryCheckpointStore,
     MemorySource,
     RecordingSink,
@@ -70,4 +71,15 @@ def test_a_run_a_pre_arm_check_stops_closes_its_sink_and_raises_its_own_error() 
         _engine(store, sink, days=3).run("run-2")
 
     assert raised.value.code is ErrorCode.TARGET_LOST_COMMITTED_ROWS  # not the failing close
+    assert (sink.opened, sink.closed) == (1, 1)
+
+
+def test_a_load_that_fails_closes_its_sink_and_raises_its_own_error() -> None:
+    store, sink = InMemoryCheckpointStore(), _CountedSink()
+    sink.fail_before_mutation = True
+    sink.close_fails = True
+
+    with pytest.raises(InjectedFault):  # the target's failure, not the failing close
+        _engine(store, sink, days=2).run("run-1")
+
     assert (sink.opened, sink.closed) == (1, 1)
