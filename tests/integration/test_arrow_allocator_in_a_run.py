@@ -9,11 +9,9 @@ import pyarrow as pa
 import pytest
 
 from airflow_provider_dpone.adapters.arrow_memory import POOL_SETTING
-from tests.integration.test_route_spelling import (  # noqa: F401  (fixtures)
-    base,
+from tests.integration.route_rig import (
     dpone,
     source_rows,
-    store_url,
     target_rows,
     write_manifest,
 )
@@ -22,8 +20,8 @@ from tests.integration.test_route_spelling import (  # noqa: F401  (fixtures)
 @pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
 @pytest.mark.parametrize(("named", "pool"), [(None, "system"), ("mimalloc", "mimalloc")])
 def test_a_run_moves_its_rows_from_the_system_allocator_unless_a_pool_was_named(
-    base: Path,  # noqa: F811
-    store_url: str,  # noqa: F811
+    base: Path,
+    store_url: str,
     mimalloc_pool: None,
     monkeypatch: pytest.MonkeyPatch,
     named: str | None,

@@ -28,7 +28,7 @@ from airflow_provider_dpone.adapters.checkpoint_sql.store import SqlCheckpointSt
 from airflow_provider_dpone.adapters.clickhouse.client import open_client
 from airflow_provider_dpone.contracts.endpoints import EndpointDescriptor
 from airflow_provider_dpone.manifests.loader import load_manifest
-from tests.integration.test_route_spelling import append_armed, dpone
+from tests.integration.route_rig import append_armed, dpone
 
 pytestmark = pytest.mark.service
 

@@ -6,19 +6,17 @@ import json
 from pathlib import Path
 
 from airflow_provider_dpone.manifests.loader import load_manifest
-from tests.integration.test_route_spelling import (  # noqa: F401 - fixtures
+from tests.integration.route_rig import (
     append_armed,
-    base,
     dpone,
     latest_of,
     source_rows,
-    store_url,
     target_rows,
     write_manifest,
 )
 
 
-def blocked_after_a_landed_append(base: Path, store_url: str) -> Path:  # noqa: F811
+def blocked_after_a_landed_append(base: Path, store_url: str) -> Path:
     """Every partition's rows are in the target; two partitions' latest rows say EXPORTED/armed."""
     manifest = write_manifest(base, "orders", store_url)
     assert dpone("run", str(manifest)).exit_code == 0
@@ -27,8 +25,8 @@ def blocked_after_a_landed_append(base: Path, store_url: str) -> Path:  # noqa: 
 
 
 def test_not_applied_over_rows_in_the_target_is_refused_with_the_counts(
-    base: Path,  # noqa: F811
-    store_url: str,  # noqa: F811
+    base: Path,
+    store_url: str,
 ) -> None:
     manifest = blocked_after_a_landed_append(base, store_url)
 
@@ -43,8 +41,8 @@ def test_not_applied_over_rows_in_the_target_is_refused_with_the_counts(
 
 
 def test_committed_after_checking_the_target_unblocks_without_duplicating(
-    base: Path,  # noqa: F811
-    store_url: str,  # noqa: F811
+    base: Path,
+    store_url: str,
 ) -> None:
     manifest = blocked_after_a_landed_append(base, store_url)
 
@@ -67,7 +65,7 @@ def test_committed_after_checking_the_target_unblocks_without_duplicating(
     assert target_rows(base) == source_rows(base)
 
 
-def test_force_overrides_the_refusal_and_is_audited(base: Path, store_url: str) -> None:  # noqa: F811
+def test_force_overrides_the_refusal_and_is_audited(base: Path, store_url: str) -> None:
     manifest = blocked_after_a_landed_append(base, store_url)
 
     forced = dpone(

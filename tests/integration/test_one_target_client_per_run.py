@@ -16,12 +16,10 @@ from typing import Any
 import pytest
 
 from airflow_provider_dpone.adapters.clickhouse import sink as sink_module
-from tests.integration.test_route_spelling import (  # noqa: F401  (fixtures)
+from tests.integration.route_rig import (
     TARGET,
-    base,
     dpone,
     source_rows,
-    store_url,
     target_rows,
     write_manifest,
 )
@@ -68,8 +66,8 @@ def _committed_once(root: Path, url: str, clients: _Clients, strategy: str = "in
 
 @pytest.mark.parametrize("strategy", ["incremental_append", "replace_partition"])
 def test_a_daily_run_opens_the_target_once_and_closes_it(
-    base: Path,  # noqa: F811
-    store_url: str,  # noqa: F811
+    base: Path,
+    store_url: str,
     clients: _Clients,
     strategy: str,
 ) -> None:
@@ -85,8 +83,8 @@ def test_a_daily_run_opens_the_target_once_and_closes_it(
 
 
 def test_a_run_with_nothing_to_move_opens_the_target_once_and_closes_it(
-    base: Path,  # noqa: F811
-    store_url: str,  # noqa: F811
+    base: Path,
+    store_url: str,
     clients: _Clients,
 ) -> None:
     manifest = _committed_once(base, store_url, clients)
@@ -98,8 +96,8 @@ def test_a_run_with_nothing_to_move_opens_the_target_once_and_closes_it(
 
 
 def test_a_run_a_pre_arm_check_stops_still_closes_its_target(
-    base: Path,  # noqa: F811
-    store_url: str,  # noqa: F811
+    base: Path,
+    store_url: str,
     clients: _Clients,
 ) -> None:
     manifest = _committed_once(base, store_url, clients)

@@ -18,8 +18,7 @@ import pytest
 
 from airflow_provider_dpone.adapters.sources.sqlite_source import SqliteSource
 from tests.builders import sqlite_day_manifest
-from tests.integration.test_route_spelling import dpone
-from tests.integration.test_user_errors_before_arming import chdb_query, checkpoint_rows
+from tests.integration.route_rig import chdb_query, checkpoint_rows, dpone
 
 DDL = "CREATE TABLE vals (id INTEGER PRIMARY KEY, day DATE NOT NULL, amount NUMERIC(12,2), ts DATETIME, note TEXT)"
 DAYS = ("2026-11-28", "2026-11-29", "2026-11-30")
@@ -79,15 +78,15 @@ def source_values(base: Path) -> list[tuple[Any, ...]]:
     with sqlite3.connect(base / "source.sqlite") as db:
         rows = db.execute("SELECT id, day, amount, ts, CAST(note AS TEXT) FROM vals ORDER BY id").fetchall()
     db.close()
-    return [(r[0], r[1], _cents(r[2]), r[3], r[4]) for r in rows]
+    return [(r[0], r[1], cents(r[2]), r[3], r[4]) for r in rows]
 
 
 def target_values(base: Path) -> list[tuple[Any, ...]]:
     sql = "SELECT id, toString(day), toString(amount), toString(ts, 'UTC'), note FROM demo.vals ORDER BY id"
-    return [(r[0], r[1], _cents(r[2]), r[3], r[4]) for r in chdb_query(base, sql)]
+    return [(r[0], r[1], cents(r[2]), r[3], r[4]) for r in chdb_query(base, sql)]
 
 
-def _cents(value: object) -> Decimal:
+def cents(value: object) -> Decimal:
     return Decimal(str(value)).quantize(Decimal("0.01"))
 
 

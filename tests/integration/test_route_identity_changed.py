@@ -18,12 +18,10 @@ import pytest
 from airflow_provider_dpone.adapters.checkpoint_sql import SqlCheckpointStore
 from airflow_provider_dpone.contracts.checkpoint import CheckpointStatus
 from airflow_provider_dpone.manifests.loader import load_manifest
-from tests.integration.test_route_spelling import (  # noqa: F401  (fixtures)
+from tests.integration.route_rig import (
     TARGET,
-    base,
     dpone,
     source_rows,
-    store_url,
     target_rows,
 )
 from tests.integration.test_target_checked_when_all_skipped import _command
@@ -87,7 +85,7 @@ def add_source_rows(root: Path, rows: list[tuple[int, str]]) -> None:
 
 
 @pytest.fixture
-def routed(base: Path, store_url: str) -> Path:  # noqa: F811
+def routed(base: Path, store_url: str) -> Path:
     """The example moved once by the day route: every test starts from a loaded target and its checkpoints."""
     assert dpone("run", str(manifest_at(base))).exit_code == 0
     return base
@@ -154,8 +152,8 @@ def test_a_partly_covered_partition_stays_blocking_after_a_rebaseline(
 
 
 def test_a_replacing_route_goes_on_after_an_edit_and_says_its_identity_changed(
-    base: Path,  # noqa: F811
-    store_url: str,  # noqa: F811
+    base: Path,
+    store_url: str,
 ) -> None:
     assert dpone("run", str(manifest_at(base, strategy="replace_partition"))).exit_code == 0
     manifest = edited(base, "columns-pinned", strategy="replace_partition")
@@ -169,8 +167,8 @@ def test_a_replacing_route_goes_on_after_an_edit_and_says_its_identity_changed(
 
 @pytest.mark.parametrize("strategy", ["replace_partition", "full_refresh"])
 def test_a_rebaseline_of_a_replacing_route_is_refused_and_its_next_run_loads_the_new_definition(
-    base: Path,  # noqa: F811
-    store_url: str,  # noqa: F811
+    base: Path,
+    store_url: str,
     strategy: str,
 ) -> None:
     """Before: the rebaseline recorded the edited query's partitions as committed, so the replacing route
@@ -202,7 +200,7 @@ def test_an_unchanged_route_is_not_reported_as_changed(routed: Path) -> None:
 
 
 @pytest.fixture
-def fresh_store(base: Path, monkeypatch: pytest.MonkeyPatch) -> str:  # noqa: F811
+def fresh_store(base: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     """A second, empty checkpoint store (a lost store replaced by a new one), as connection ``fresh_state``."""
     url = f"sqlite:///{base / 'fresh-state.sqlite'}"
     monkeypatch.setenv("AIRFLOW_CONN_FRESH_STATE", url)
@@ -310,7 +308,7 @@ def test_a_partly_covered_partition_emptied_in_the_target_is_loaded_whole_withou
 
 def test_pinned_columns_that_leave_out_a_target_column_stop_before_arming_instead_of_filling_it(
     routed: Path,
-    store_url: str,  # noqa: F811
+    store_url: str,
 ) -> None:
     """Before: after the rebaseline, every new row read ``customer = ''`` (its type's zero value) beside
     source rows whose customer was set, exit 0."""

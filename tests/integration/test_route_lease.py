@@ -12,12 +12,10 @@ from pathlib import Path
 import sqlalchemy as sa
 
 from airflow_provider_dpone.adapters.checkpoint_sql.tables import CHECKPOINT_TABLE
-from tests.integration.test_route_spelling import (  # noqa: F401 - fixtures
+from tests.integration.route_rig import (
     TARGET,
-    base,
     dpone,
     source_rows,
-    store_url,
     target_rows,
     write_manifest,
 )
@@ -53,8 +51,8 @@ def checkpoint_rows(url: str) -> int:
 
 
 def test_a_second_run_of_a_leased_target_stops_with_exit_4_before_any_io_and_a_sigkilled_holder_frees_it(
-    base: Path,  # noqa: F811
-    store_url: str,  # noqa: F811
+    base: Path,
+    store_url: str,
 ) -> None:
     manifest = write_manifest(base, "orders", store_url)
     holder = hold_lease(store_url)
@@ -74,7 +72,7 @@ def test_a_second_run_of_a_leased_target_stops_with_exit_4_before_any_io_and_a_s
     assert target_rows(base) == source_rows(base)
 
 
-def test_a_lease_on_another_target_does_not_block(base: Path, store_url: str) -> None:  # noqa: F811
+def test_a_lease_on_another_target_does_not_block(base: Path, store_url: str) -> None:
     holder = subprocess.Popen(
         [sys.executable, "-c", HOLDER, store_url, "demo.other"], stdout=subprocess.PIPE, text=True
     )

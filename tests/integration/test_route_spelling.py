@@ -7,145 +7,24 @@ PostgreSQL. Every target is compared with the source value by value, not only by
 from __future__ import annotations
 
 import sqlite3
-from decimal import Decimal
 from pathlib import Path
-from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from click.testing import CliRunner, Result
 
 from airflow_provider_dpone.adapters.checkpoint_sql import SqlCheckpointStore
 from airflow_provider_dpone.adapters.checkpoint_sql.tables import CHECKPOINT_TABLE
-from airflow_provider_dpone.adapters.clickhouse.client import open_client
-from airflow_provider_dpone.adapters.sources.demo_data import create_demo_source
 from airflow_provider_dpone.adapters.sources.partition_planning import legacy_read_definition_hash
-from airflow_provider_dpone.cli.main import cli
-from airflow_provider_dpone.contracts.checkpoint import CheckpointStatus, PartitionCheckpoint
-from airflow_provider_dpone.contracts.endpoints import ClickHouseInterface, EndpointDescriptor, EndpointKind
-from airflow_provider_dpone.contracts.guard import GUARD_KEY, GuardPhase, TargetCommitGuard
 from airflow_provider_dpone.contracts.partition import partition_id_for
-from airflow_provider_dpone.contracts.route import RouteIdentity
 from airflow_provider_dpone.manifests.loader import load_manifest
-
-ROWS = 1_200
-TARGET = "demo.orders"
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def store_url(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    """The checkpoint store's URL; manifests reach it as connection ``spelling_state``."""
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'state.sqlite'}"
-        monkeypatch.setenv("AIRFLOW_CONN_SPELLING_STATE", url)
-        return url
-    base: str = request.getfixturevalue("postgres_url")
-    schema_db = f"dpone_spelling_{abs(hash(str(tmp_path))) % 10**9}"
-    engine = sa.create_engine(base, isolation_level="AUTOCOMMIT")
-    with engine.connect() as conn:
-        conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{schema_db}"'))
-        conn.execute(sa.text(f'CREATE DATABASE "{schema_db}"'))
-    engine.dispose()
-    url = sa.engine.make_url(base).set(database=schema_db)
-    monkeypatch.setenv(
-        "AIRFLOW_CONN_SPELLING_STATE", url.set(drivername="postgresql").render_as_string(False)
-    )
-    return url.render_as_string(hide_password=False)
-
-
-def write_manifest(
-    base: Path,
-    table: str,
-    store_url: str,
-    *,
-    name: str = "spelling",
-    target: str = TARGET,
-    strategy: str = "incremental_append",
-) -> Path:
-    path = base / f"{name}-{abs(hash(table)) % 10**6}.yaml"
-    path.write_text(
-        f"""
-kind: native_transfer
-name: {name}
-source:
-  type: sqlite
-  connection: sqlite:///source.sqlite
-  table: '{table}'
-  partitioning: {{kind: day, column: order_date}}
-  chunk_rows: 500
-sink:
-  type: clickhouse
-  connection: chdb:///clickhouse
-  table: {target}
-  strategy: {strategy}
-  order_by: [order_date, id]
-checkpoints:
-  connection: spelling_state
-""",
-        encoding="utf-8",
-    )
-    return path
-
-
-def dpone(*args: str) -> Result:
-    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
-
-
-def source_rows(base: Path, table: str = "orders") -> list[tuple[Any, ...]]:
-    """The source rows in a form both sides print alike (the amount as an exact 2-place decimal)."""
-    with sqlite3.connect(base / "source.sqlite") as db:
-        rows = db.execute(f"SELECT id, order_date, customer, amount, updated_at FROM {table}").fetchall()
-    return sorted((r[0], r[1], r[2], _cents(str(r[3])), r[4]) for r in rows)
-
-
-def target_rows(base: Path, target: str = TARGET) -> list[tuple[Any, ...]]:
-    endpoint = EndpointDescriptor(
-        name="t",
-        kind=EndpointKind.CLICKHOUSE,
-        interface=ClickHouseInterface.CHDB,
-        path=str(base / "clickhouse"),
-    )
-    client = open_client(endpoint)
-    try:
-        rows = client.query(
-            f"SELECT id, toString(order_date), customer, toString(amount), toString(updated_at) FROM {target}"
-        ).result_rows
-    finally:
-        client.close()
-    return sorted((r[0], r[1], r[2], _cents(r[3]), r[4]) for r in rows)
-
-
-def _cents(text: str) -> Decimal:
-    return Decimal(text).quantize(Decimal("0.01"))
-
-
-@pytest.fixture
-def base(tmp_path: Path) -> Path:
-    create_demo_source(tmp_path / "source.sqlite", ROWS, days=4)
-    return tmp_path
-
-
-def latest_of(store_url: str, route: RouteIdentity) -> list[PartitionCheckpoint]:
-    with SqlCheckpointStore(store_url) as store:
-        return store.list_latest(route)
-
-
-def append_armed(store_url: str, committed: list[PartitionCheckpoint], how_many: int = 1) -> None:
-    """What a crash inside the target call leaves: the partition's latest row is EXPORTED/armed."""
-    batch = "sha256:" + "ab" * 32
-    armed = TargetCommitGuard.for_phase(GuardPhase.ARMED, batch).to_json()
-    rows = [
-        c.model_copy(
-            update={
-                "status": CheckpointStatus.EXPORTED,
-                "completed_at": None,
-                "diagnostics": {GUARD_KEY: armed},
-            }
-        )
-        for c in committed[:how_many]
-    ]
-    with SqlCheckpointStore(store_url) as store:
-        store.write_batch(rows)
+from tests.integration.route_rig import (
+    append_armed,
+    dpone,
+    latest_of,
+    source_rows,
+    target_rows,
+    write_manifest,
+)
 
 
 def rewrite_as_legacy(store_url: str, manifest: Path, raw_table: str) -> list[str]:

@@ -20,15 +20,13 @@ import pytest
 import sqlalchemy as sa
 
 from airflow_provider_dpone.adapters.checkpoint_sql.tables import CHECKPOINT_TABLE
-from tests.integration.test_route_identity_changed import add_source_rows, manifest_at
-from tests.integration.test_route_spelling import (  # noqa: F401  (fixtures)
-    _cents,
-    base,
+from tests.integration.route_rig import (
+    cents,
     dpone,
     source_rows,
-    store_url,
     target_rows,
 )
+from tests.integration.test_route_identity_changed import add_source_rows, manifest_at
 
 STRATEGIES = ["incremental_append", "replace_partition", "full_refresh"]
 
@@ -50,11 +48,11 @@ def manifest(
 def rows_of(path: Path) -> list[tuple[Any, ...]]:
     with sqlite3.connect(path) as db:
         rows = db.execute("SELECT id, order_date, customer, amount, updated_at FROM orders").fetchall()
-    return sorted((r[0], r[1], r[2], _cents(str(r[3])), r[4]) for r in rows)
+    return sorted((r[0], r[1], r[2], cents(str(r[3])), r[4]) for r in rows)
 
 
 @pytest.fixture
-def shards(base: Path, monkeypatch: pytest.MonkeyPatch) -> Path:  # noqa: F811
+def shards(base: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """``shard_a`` is the example's source; ``shard_b`` another file with a table of the same name (other
     ids, the same days), both Airflow-style named connections."""
     shard_b = base / "shard_b.sqlite"
@@ -69,7 +67,7 @@ def shards(base: Path, monkeypatch: pytest.MonkeyPatch) -> Path:  # noqa: F811
 @pytest.mark.parametrize("strategy", STRATEGIES)
 def test_another_database_with_a_table_of_the_same_name_stops_before_it_reads_and_the_target_keeps_the_first(
     shards: Path,
-    store_url: str,  # noqa: F811
+    store_url: str,
     strategy: str,
 ) -> None:
     assert dpone("run", str(manifest(shards, "a", "shard_a", strategy=strategy))).exit_code == 0
@@ -89,7 +87,7 @@ def test_another_database_with_a_table_of_the_same_name_stops_before_it_reads_an
 @pytest.mark.parametrize("strategy", ["replace_partition", "full_refresh"])
 def test_another_database_under_another_strategy_stops_too_instead_of_replacing_the_first_ones_rows(
     shards: Path,
-    store_url: str,  # noqa: F811
+    store_url: str,
     strategy: str,
 ) -> None:
     """Seen before: shard B's ``replace_partition`` manifest into the target shard A's append route had
@@ -108,7 +106,7 @@ def test_another_database_under_another_strategy_stops_too_instead_of_replacing_
 
 def test_a_strategy_switch_on_the_same_connection_is_no_change_of_source(
     shards: Path,
-    store_url: str,  # noqa: F811
+    store_url: str,
 ) -> None:
     assert dpone("run", str(manifest(shards, "a", "shard_a", strategy="incremental_append"))).exit_code == 0
     add_source_rows(shards, [(900_001, "2026-12-01")])
@@ -119,7 +117,7 @@ def test_a_strategy_switch_on_the_same_connection_is_no_change_of_source(
     assert target_rows(shards) == source_rows(shards)
 
 
-def test_each_database_into_a_target_of_its_own_moves_both(shards: Path, store_url: str) -> None:  # noqa: F811
+def test_each_database_into_a_target_of_its_own_moves_both(shards: Path, store_url: str) -> None:
     assert dpone("run", str(manifest(shards, "a", "shard_a", strategy="incremental_append"))).exit_code == 0
 
     own = manifest(shards, "b", "shard_b", target="demo.orders_b", strategy="incremental_append")
@@ -131,8 +129,8 @@ def test_each_database_into_a_target_of_its_own_moves_both(shards: Path, store_u
 
 
 def test_a_moved_file_is_recorded_once_deliberately_and_the_next_run_moves_only_new_rows(
-    base: Path,  # noqa: F811
-    store_url: str,  # noqa: F811
+    base: Path,
+    store_url: str,
 ) -> None:
     before = manifest(base, "before", "sqlite:///source.sqlite", strategy="incremental_append")
     assert dpone("run", str(before)).exit_code == 0
@@ -163,7 +161,7 @@ def test_a_moved_file_is_recorded_once_deliberately_and_the_next_run_moves_only_
 
 def test_a_history_written_before_sources_were_recorded_runs_and_its_next_commit_records_one(
     shards: Path,
-    store_url: str,  # noqa: F811
+    store_url: str,
 ) -> None:
     a = manifest(shards, "a", "shard_a", strategy="incremental_append")
     assert dpone("run", str(a)).exit_code == 0
@@ -180,7 +178,7 @@ def test_a_history_written_before_sources_were_recorded_runs_and_its_next_commit
 
 def test_a_move_onto_a_connection_holding_other_counts_is_recorded_with_a_warning(
     shards: Path,
-    store_url: str,  # noqa: F811
+    store_url: str,
 ) -> None:
     """The operator's call, but not a silent one: another database's table seldom holds the committed
     partition's count, and the output says so."""
@@ -198,7 +196,7 @@ def test_a_move_onto_a_connection_holding_other_counts_is_recorded_with_a_warnin
 
 def test_partitions_adopted_after_a_lost_store_name_their_connection_and_another_one_stops(
     shards: Path,
-    store_url: str,  # noqa: F811
+    store_url: str,
 ) -> None:
     assert dpone("run", str(manifest(shards, "a", "shard_a", strategy="incremental_append"))).exit_code == 0
     lost = manifest(
@@ -217,7 +215,7 @@ def test_partitions_adopted_after_a_lost_store_name_their_connection_and_another
     assert target_rows(shards) == source_rows(shards)
 
 
-def test_a_source_move_with_nothing_to_record_is_a_usage_error(shards: Path, store_url: str) -> None:  # noqa: F811
+def test_a_source_move_with_nothing_to_record_is_a_usage_error(shards: Path, store_url: str) -> None:
     a = manifest(shards, "a", "shard_a", strategy="incremental_append")
     assert dpone("run", str(a)).exit_code == 0
 

@@ -15,14 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration.route_rig import dpone, source_rows, target_rows
 from tests.integration.test_route_identity_changed import add_source_rows, manifest_at
-from tests.integration.test_route_spelling import (  # noqa: F401  (fixtures)
-    base,
-    dpone,
-    source_rows,
-    store_url,
-    target_rows,
-)
 
 SIBLINGS = ["replace_partition", "full_refresh"]
 
@@ -40,8 +34,8 @@ def _appended_then_switched(root: Path, sibling: str) -> Path:
 
 @pytest.mark.parametrize("sibling", SIBLINGS)
 def test_back_to_append_stops_before_the_target_where_the_other_strategy_committed(
-    base: Path,  # noqa: F811
-    store_url: str,  # noqa: F811
+    base: Path,
+    store_url: str,
     sibling: str,
 ) -> None:
     append = _appended_then_switched(base, sibling)
@@ -58,8 +52,8 @@ def test_back_to_append_stops_before_the_target_where_the_other_strategy_committ
 
 @pytest.mark.parametrize("sibling", SIBLINGS)
 def test_a_rebaseline_takes_over_the_other_strategys_days_and_the_next_run_moves_only_new_rows(
-    base: Path,  # noqa: F811
-    store_url: str,  # noqa: F811
+    base: Path,
+    store_url: str,
     sibling: str,
 ) -> None:
     append = _appended_then_switched(base, sibling)
@@ -81,8 +75,8 @@ def test_a_rebaseline_takes_over_the_other_strategys_days_and_the_next_run_moves
 
 
 def test_an_append_route_with_no_checkpoint_after_another_strategy_stops_too(
-    base: Path,  # noqa: F811
-    store_url: str,  # noqa: F811
+    base: Path,
+    store_url: str,
 ) -> None:
     assert dpone("run", str(manifest_at(base, strategy="replace_partition"))).exit_code == 0
 
@@ -97,8 +91,8 @@ def test_an_append_route_with_no_checkpoint_after_another_strategy_stops_too(
 
 
 def test_a_replacing_route_after_the_append_route_goes_on_without_a_word_on_strategy(
-    base: Path,  # noqa: F811
-    store_url: str,  # noqa: F811
+    base: Path,
+    store_url: str,
 ) -> None:
     assert dpone("run", str(manifest_at(base))).exit_code == 0
     add_source_rows(base, [(900_001, "2026-12-01")])
@@ -111,8 +105,8 @@ def test_a_replacing_route_after_the_append_route_goes_on_without_a_word_on_stra
 
 
 def test_from_a_whole_table_refresh_to_daily_appends_no_day_is_lost_or_doubled(
-    base: Path,  # noqa: F811
-    store_url: str,  # noqa: F811
+    base: Path,
+    store_url: str,
 ) -> None:
     """A `full_refresh` without partitioning committed one partition, the whole table, at one moment: a day
     that reached the source after it lies within its bounds but was never loaded. Recording it as covered
@@ -149,8 +143,8 @@ def test_from_a_whole_table_refresh_to_daily_appends_no_day_is_lost_or_doubled(
 
 
 def test_a_route_without_partitioning_partitioned_by_day_later_moves_the_days_it_never_had(
-    base: Path,  # noqa: F811
-    store_url: str,  # noqa: F811
+    base: Path,
+    store_url: str,
 ) -> None:
     """The notice of a route without partitioning says to partition it; the day that arrived after its one
     commit must then be moved, not recorded as covered by the whole-table partition."""

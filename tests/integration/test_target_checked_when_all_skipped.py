@@ -21,12 +21,10 @@ import sqlalchemy as sa
 
 from airflow_provider_dpone.adapters.clickhouse.client import open_client
 from tests.builders import chdb_endpoint
-from tests.integration.test_route_spelling import (  # noqa: F401  (fixtures)
+from tests.integration.route_rig import (
     TARGET,
-    base,
     dpone,
     source_rows,
-    store_url,
     target_rows,
     write_manifest,
 )
@@ -52,8 +50,8 @@ LOSSES = [
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
 def test_an_intact_target_still_skips_every_committed_partition(
-    base: Path,  # noqa: F811
-    store_url: str,  # noqa: F811
+    base: Path,
+    store_url: str,
     strategy: str,
 ) -> None:
     manifest = write_manifest(base, "orders", store_url, strategy=strategy)
@@ -107,8 +105,8 @@ def _dpone_process(*args: str) -> int:
 @pytest.mark.parametrize("loss", LOSSES)
 @pytest.mark.parametrize("new_day", [False, True], ids=["nothing-due", "a-new-day-due"])
 def test_a_target_that_lost_committed_rows_stops_the_run_with_exit_3(
-    base: Path,  # noqa: F811
-    store_url: str,  # noqa: F811
+    base: Path,
+    store_url: str,
     strategy: str,
     loss: object,
     new_day: bool,
@@ -130,8 +128,8 @@ def test_a_target_that_lost_committed_rows_stops_the_run_with_exit_3(
 
 
 def test_a_target_that_shrank_by_retention_still_takes_new_partitions(
-    base: Path,  # noqa: F811
-    store_url: str,  # noqa: F811
+    base: Path,
+    store_url: str,
 ) -> None:
     """Rows removed on purpose (an older day deleted): the run with a new day goes on and loads it."""
     manifest = write_manifest(base, "orders", store_url)
@@ -146,8 +144,8 @@ def test_a_target_that_shrank_by_retention_still_takes_new_partitions(
 
 
 def test_a_target_kept_short_by_a_ttl_runs_with_nothing_due_and_says_so(
-    base: Path,  # noqa: F811
-    store_url: str,  # noqa: F811
+    base: Path,
+    store_url: str,
 ) -> None:
     """Red before: a table with a TTL (retention in ClickHouse) stopped every run that had nothing new to
     move (`target_lost_committed_rows`, exit 3), though the newest partitions were all there."""
@@ -173,8 +171,8 @@ def test_a_target_kept_short_by_a_ttl_runs_with_nothing_due_and_says_so(
 
 @pytest.mark.parametrize("new_day", [False, True], ids=["nothing-due", "a-new-day-due"])
 def test_a_newest_committed_day_missing_from_the_target_stops_the_run_and_deleted_rows_do_not(
-    base: Path,  # noqa: F811
-    store_url: str,  # noqa: F811
+    base: Path,
+    store_url: str,
     new_day: bool,
 ) -> None:
     """Retention and row deletes leave the newest committed day holding rows; a target restored from a
@@ -199,8 +197,8 @@ def test_a_newest_committed_day_missing_from_the_target_stops_the_run_and_delete
 
 
 def test_a_day_committed_into_another_target_through_a_shared_store_stops_the_route(
-    base: Path,  # noqa: F811
-    store_url: str,  # noqa: F811
+    base: Path,
+    store_url: str,
 ) -> None:
     """Seen before: a staging environment cloned with the production checkpoint store (its own chDB, a copy
     of the production table) moved a new day into its table and committed it in the shared store; the
@@ -222,8 +220,8 @@ def test_a_day_committed_into_another_target_through_a_shared_store_stops_the_ro
 
 
 def test_a_target_restored_from_a_backup_older_than_a_commit_stops_instead_of_skipping_the_lost_day(
-    base: Path,  # noqa: F811
-    store_url: str,  # noqa: F811
+    base: Path,
+    store_url: str,
 ) -> None:
     """Seen before: the target directory restored from a backup taken before the last run, the next run
     (a new day due) skipped the day that backup lacks and moved the new one, exit 0: the day was lost."""
@@ -243,8 +241,8 @@ def test_a_target_restored_from_a_backup_older_than_a_commit_stops_instead_of_sk
 
 
 def test_a_store_restored_from_before_a_commit_never_appends_the_committed_rows_again(
-    base: Path,  # noqa: F811
-    store_url: str,  # noqa: F811
+    base: Path,
+    store_url: str,
 ) -> None:
     """The store loses its newest checkpoints (restored from an older backup): red before, the next run
     appended the day committed since a second time (exit 0). Now it stops before any target I/O."""

@@ -19,8 +19,7 @@ import pytest
 
 from airflow_provider_dpone.adapters.sources import value_audit
 from tests.builders import sqlite_day_manifest
-from tests.integration.test_route_spelling import dpone
-from tests.integration.test_user_errors_before_arming import chdb_query, checkpoint_rows
+from tests.integration.route_rig import chdb_query, checkpoint_rows, dpone
 
 DAYS = ("2026-11-28", "2026-11-29", "2026-11-30")
 #: ``notes`` is covered by the Arrow audit; ``flagged`` has a BOOLEAN column, which only the SQL audit proves

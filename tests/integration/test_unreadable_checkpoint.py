@@ -9,11 +9,9 @@ import pytest
 import sqlalchemy as sa
 
 from airflow_provider_dpone.adapters.checkpoint_sql.tables import CHECKPOINT_TABLE
-from tests.integration.test_route_spelling import (  # noqa: F401 - fixtures
-    base,
+from tests.integration.route_rig import (
     dpone,
     source_rows,
-    store_url,
     target_rows,
     write_manifest,
 )
@@ -48,8 +46,8 @@ def corrupt_latest_row(url: str, how: str) -> str:
 
 @pytest.mark.parametrize("how", ["bad_json", "unknown_status", "partition_mismatch"])
 def test_an_unreadable_row_blocks_is_listed_invalid_and_resolving_it_resumes_without_duplicates(
-    base: Path,  # noqa: F811
-    store_url: str,  # noqa: F811
+    base: Path,
+    store_url: str,
     how: str,
 ) -> None:
     manifest = write_manifest(base, "orders", store_url)

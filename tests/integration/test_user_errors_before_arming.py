@@ -15,12 +15,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import sqlalchemy as sa
 
-from airflow_provider_dpone.adapters.checkpoint_sql.tables import CHECKPOINT_TABLE
 from airflow_provider_dpone.adapters.clickhouse.client import open_client
-from airflow_provider_dpone.contracts.endpoints import ClickHouseInterface, EndpointDescriptor, EndpointKind
-from tests.integration.test_route_spelling import ROWS, dpone, source_rows, target_rows
+from airflow_provider_dpone.contracts.endpoints import EndpointDescriptor
+from tests.integration.route_rig import (
+    ROWS,
+    chdb_query,
+    checkpoint_rows,
+    dpone,
+    source_rows,
+    target_rows,
+)
 
 GOOD_COLUMNS = "[id, order_date, customer, amount, updated_at]"
 
@@ -67,32 +72,6 @@ checkpoints:
         encoding="utf-8",
     )
     return path
-
-
-def checkpoint_rows(base: Path) -> list[str]:
-    """Every stored checkpoint payload (any route, any state): none may exist after a user error."""
-    engine = sa.create_engine(f"sqlite:///{base / 'state.sqlite'}")
-    try:
-        with engine.connect() as conn:
-            if not sa.inspect(conn).has_table(CHECKPOINT_TABLE):
-                return []
-            return [r[0] for r in conn.execute(sa.text(f"SELECT payload_text FROM {CHECKPOINT_TABLE}"))]
-    finally:
-        engine.dispose()
-
-
-def chdb_query(base: Path, sql: str) -> list[tuple[Any, ...]]:
-    endpoint = EndpointDescriptor(
-        name="t",
-        kind=EndpointKind.CLICKHOUSE,
-        interface=ClickHouseInterface.CHDB,
-        path=str(base / "clickhouse"),
-    )
-    client = open_client(endpoint)
-    try:
-        return [tuple(row) for row in client.query(sql).result_rows]
-    finally:
-        client.close()
 
 
 def assert_refused_before_anything(base: Path, manifest: Path, *fragments: str) -> None:

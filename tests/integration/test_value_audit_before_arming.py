@@ -23,8 +23,7 @@ import pytest
 from airflow_provider_dpone.adapters.clickhouse.client import open_client
 from airflow_provider_dpone.contracts.endpoints import EndpointDescriptor
 from tests.builders import sqlite_day_manifest
-from tests.integration.test_route_spelling import dpone
-from tests.integration.test_user_errors_before_arming import chdb_query, checkpoint_rows
+from tests.integration.route_rig import chdb_query, checkpoint_rows, dpone
 
 DDL = (
     "CREATE TABLE vals (id INTEGER PRIMARY KEY, day DATE NOT NULL, ts DATETIME, amount NUMERIC(12,2),"
@@ -66,15 +65,15 @@ def set_value(base: Path, column: str, literal: str, row_id: int = 5) -> str:
 def source_values(base: Path) -> list[tuple[Any, ...]]:
     with sqlite3.connect(base / "source.sqlite") as db:
         rows = db.execute("SELECT id, day, ts, amount, qty, flag, ratio, d FROM vals ORDER BY id").fetchall()
-    return [(r[0], r[1], r[2], _cents(r[3]), r[4], r[5], r[6], r[7]) for r in rows]
+    return [(r[0], r[1], r[2], cents(r[3]), r[4], r[5], r[6], r[7]) for r in rows]
 
 
 def target_values(read: Query, table: str) -> list[tuple[Any, ...]]:
     rows = read(f"SELECT {COLUMNS} FROM {table} ORDER BY id")
-    return [(r[0], r[1], r[2], _cents(r[3]), r[4], r[5], r[6], r[7]) for r in rows]
+    return [(r[0], r[1], r[2], cents(r[3]), r[4], r[5], r[6], r[7]) for r in rows]
 
 
-def _cents(value: object) -> Decimal | None:
+def cents(value: object) -> Decimal | None:
     return None if value is None else Decimal(str(value)).quantize(Decimal("0.01"))
 
 

@@ -1,0 +1,164 @@
+"""The shared rig of the route tests: a demo SQLite source, chDB target, and a checkpoint store per backend.
+
+Black-box by design: runs go through ``dpone`` (the CLI), and targets are read back value by value
+(``source_rows`` / ``target_rows`` print both sides alike). ``store_url`` and ``base`` are fixtures
+(re-exported by this folder's ``conftest.py``); manifests reach the store as connection ``spelling_state``.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from click.testing import CliRunner, Result
+
+from airflow_provider_dpone.adapters.checkpoint_sql import SqlCheckpointStore
+from airflow_provider_dpone.adapters.checkpoint_sql.tables import CHECKPOINT_TABLE
+from airflow_provider_dpone.adapters.clickhouse.client import open_client
+from airflow_provider_dpone.adapters.sources.demo_data import create_demo_source
+from airflow_provider_dpone.cli.main import cli
+from airflow_provider_dpone.contracts.checkpoint import CheckpointStatus, PartitionCheckpoint
+from airflow_provider_dpone.contracts.endpoints import ClickHouseInterface, EndpointDescriptor, EndpointKind
+from airflow_provider_dpone.contracts.guard import GUARD_KEY, GuardPhase, TargetCommitGuard
+from airflow_provider_dpone.contracts.route import RouteIdentity
+
+ROWS = 1_200
+TARGET = "demo.orders"
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The checkpoint store's URL; manifests reach it as connection ``spelling_state``."""
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'state.sqlite'}"
+        monkeypatch.setenv("AIRFLOW_CONN_SPELLING_STATE", url)
+        return url
+    base: str = request.getfixturevalue("postgres_url")
+    schema_db = f"dpone_spelling_{abs(hash(str(tmp_path))) % 10**9}"
+    engine = sa.create_engine(base, isolation_level="AUTOCOMMIT")
+    with engine.connect() as conn:
+        conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{schema_db}"'))
+        conn.execute(sa.text(f'CREATE DATABASE "{schema_db}"'))
+    engine.dispose()
+    url = sa.engine.make_url(base).set(database=schema_db)
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_SPELLING_STATE", url.set(drivername="postgresql").render_as_string(False)
+    )
+    return url.render_as_string(hide_password=False)
+
+
+def write_manifest(
+    base: Path,
+    table: str,
+    store_url: str,
+    *,
+    name: str = "spelling",
+    target: str = TARGET,
+    strategy: str = "incremental_append",
+) -> Path:
+    path = base / f"{name}-{abs(hash(table)) % 10**6}.yaml"
+    path.write_text(
+        f"""
+kind: native_transfer
+name: {name}
+source:
+  type: sqlite
+  connection: sqlite:///source.sqlite
+  table: '{table}'
+  partitioning: {{kind: day, column: order_date}}
+  chunk_rows: 500
+sink:
+  type: clickhouse
+  connection: chdb:///clickhouse
+  table: {target}
+  strategy: {strategy}
+  order_by: [order_date, id]
+checkpoints:
+  connection: spelling_state
+""",
+        encoding="utf-8",
+    )
+    return path
+
+
+def dpone(*args: str) -> Result:
+    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+
+
+def source_rows(base: Path, table: str = "orders") -> list[tuple[Any, ...]]:
+    """The source rows in a form both sides print alike (the amount as an exact 2-place decimal)."""
+    with sqlite3.connect(base / "source.sqlite") as db:
+        rows = db.execute(f"SELECT id, order_date, customer, amount, updated_at FROM {table}").fetchall()
+    return sorted((r[0], r[1], r[2], cents(str(r[3])), r[4]) for r in rows)
+
+
+def target_rows(base: Path, target: str = TARGET) -> list[tuple[Any, ...]]:
+    rows = chdb_query(
+        base,
+        f"SELECT id, toString(order_date), customer, toString(amount), toString(updated_at) FROM {target}",
+    )
+    return sorted((r[0], r[1], r[2], cents(r[3]), r[4]) for r in rows)
+
+
+def chdb_query(base: Path, sql: str) -> list[tuple[Any, ...]]:
+    """The rows ``sql`` returns from the workspace's embedded target (``base/clickhouse``)."""
+    endpoint = EndpointDescriptor(
+        name="t",
+        kind=EndpointKind.CLICKHOUSE,
+        interface=ClickHouseInterface.CHDB,
+        path=str(base / "clickhouse"),
+    )
+    client = open_client(endpoint)
+    try:
+        return [tuple(row) for row in client.query(sql).result_rows]
+    finally:
+        client.close()
+
+
+def checkpoint_rows(base: Path) -> list[str]:
+    """Every stored checkpoint payload (any route, any state): none may exist after a user error."""
+    engine = sa.create_engine(f"sqlite:///{base / 'state.sqlite'}")
+    try:
+        with engine.connect() as conn:
+            if not sa.inspect(conn).has_table(CHECKPOINT_TABLE):
+                return []
+            return [r[0] for r in conn.execute(sa.text(f"SELECT payload_text FROM {CHECKPOINT_TABLE}"))]
+    finally:
+        engine.dispose()
+
+
+def cents(text: str) -> Decimal:
+    return Decimal(text).quantize(Decimal("0.01"))
+
+
+@pytest.fixture
+def base(tmp_path: Path) -> Path:
+    create_demo_source(tmp_path / "source.sqlite", ROWS, days=4)
+    return tmp_path
+
+
+def latest_of(store_url: str, route: RouteIdentity) -> list[PartitionCheckpoint]:
+    with SqlCheckpointStore(store_url) as store:
+        return store.list_latest(route)
+
+
+def append_armed(store_url: str, committed: list[PartitionCheckpoint], how_many: int = 1) -> None:
+    """What a crash inside the target call leaves: the partition's latest row is EXPORTED/armed."""
+    batch = "sha256:" + "ab" * 32
+    armed = TargetCommitGuard.for_phase(GuardPhase.ARMED, batch).to_json()
+    rows = [
+        c.model_copy(
+            update={
+                "status": CheckpointStatus.EXPORTED,
+                "completed_at": None,
+                "diagnostics": {GUARD_KEY: armed},
+            }
+        )
+        for c in committed[:how_many]
+    ]
+    with SqlCheckpointStore(store_url) as store:
+        store.write_batch(rows)
