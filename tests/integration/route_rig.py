@@ -7,6 +7,7 @@ Black-box by design: runs go through ``dpone`` (the CLI), and targets are read b
 
 from __future__ import annotations
 
+import datetime as dt
 import sqlite3
 from decimal import Decimal
 from pathlib import Path
@@ -22,9 +23,9 @@ from airflow_provider_dpone.adapters.clickhouse.client import open_client
 from airflow_provider_dpone.adapters.sources.demo_data import create_demo_source
 from airflow_provider_dpone.cli.main import cli
 from airflow_provider_dpone.contracts.checkpoint import CheckpointStatus, PartitionCheckpoint
-from airflow_provider_dpone.contracts.endpoints import ClickHouseInterface, EndpointDescriptor, EndpointKind
 from airflow_provider_dpone.contracts.guard import GUARD_KEY, GuardPhase, TargetCommitGuard
 from airflow_provider_dpone.contracts.route import RouteIdentity
+from tests.builders import chdb_endpoint
 
 ROWS = 1_200
 TARGET = "demo.orders"
@@ -106,15 +107,18 @@ def target_rows(base: Path, target: str = TARGET) -> list[tuple[Any, ...]]:
 
 def chdb_query(base: Path, sql: str) -> list[tuple[Any, ...]]:
     """The rows ``sql`` returns from the workspace's embedded target (``base/clickhouse``)."""
-    endpoint = EndpointDescriptor(
-        name="t",
-        kind=EndpointKind.CLICKHOUSE,
-        interface=ClickHouseInterface.CHDB,
-        path=str(base / "clickhouse"),
-    )
-    client = open_client(endpoint)
+    client = open_client(chdb_endpoint(base / "clickhouse"))
     try:
         return [tuple(row) for row in client.query(sql).result_rows]
+    finally:
+        client.close()
+
+
+def chdb_command(base: Path, statement: str) -> None:
+    """Run one statement on the workspace's embedded target (a test's own edit of the target)."""
+    client = open_client(chdb_endpoint(base / "clickhouse"))
+    try:
+        client.command(statement)
     finally:
         client.close()
 
@@ -162,3 +166,61 @@ def append_armed(store_url: str, committed: list[PartitionCheckpoint], how_many:
     ]
     with SqlCheckpointStore(store_url) as store:
         store.write_batch(rows)
+
+
+def manifest_at(
+    base: Path,
+    *,
+    strategy: str = "incremental_append",
+    extra: str = "",
+    kind: str = "day",
+    state: str = "spelling_state",
+    connection: str = "sqlite:///source.sqlite",
+    target: str = TARGET,
+    file: str = "route.yaml",
+) -> Path:
+    """A manifest of the demo route at ``base/file``; ``extra`` adds lines to its ``source`` block."""
+    path = base / file
+    path.write_text(
+        f"""
+kind: native_transfer
+name: identity
+source:
+  type: sqlite
+  connection: {connection}
+  table: orders
+{extra}  partitioning: {{kind: {kind}, column: order_date}}
+  chunk_rows: 500
+sink:
+  type: clickhouse
+  connection: chdb:///clickhouse
+  table: {target}
+  strategy: {strategy}
+  order_by: [order_date, id]
+checkpoints:
+  connection: {state}
+""",
+        encoding="utf-8",
+    )
+    return path
+
+
+def add_source_rows(base: Path, rows: list[tuple[int, str]]) -> None:
+    """Late rows of the given ids and days in the source (customer 'late', amount 1.25, 08:00)."""
+    with sqlite3.connect(base / "source.sqlite") as db:
+        db.executemany(
+            "INSERT INTO orders VALUES (?, ?, 'late', 1.25, ? || ' 08:00:00')",
+            [(i, day, day) for i, day in rows],
+        )
+
+
+def add_a_new_day(base: Path) -> None:
+    """The source gains rows of a day after the last committed one (the next run has a partition to move)."""
+    with sqlite3.connect(base / "source.sqlite") as db:
+        last_day, last_id = db.execute("SELECT max(order_date), max(id) FROM orders").fetchone()
+        next_day = (dt.date.fromisoformat(last_day) + dt.timedelta(days=1)).isoformat()
+        db.execute(
+            "INSERT INTO orders SELECT id + ?, ?, customer, amount, ? || substr(updated_at, 11) FROM orders "
+            "WHERE order_date = ?",
+            (last_id, next_day, next_day, last_day),
+        )

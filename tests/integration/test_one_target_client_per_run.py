@@ -18,12 +18,13 @@ import pytest
 from airflow_provider_dpone.adapters.clickhouse import sink as sink_module
 from tests.integration.route_rig import (
     TARGET,
+    add_a_new_day,
+    chdb_command,
     dpone,
     source_rows,
     target_rows,
     write_manifest,
 )
-from tests.integration.test_target_checked_when_all_skipped import _add_a_new_day, _command
 
 
 @dataclass
@@ -72,7 +73,7 @@ def test_a_daily_run_opens_the_target_once_and_closes_it(
     strategy: str,
 ) -> None:
     manifest = _committed_once(base, store_url, clients, strategy)
-    _add_a_new_day(base)
+    add_a_new_day(base)
 
     result = dpone("run", str(manifest))
 
@@ -101,8 +102,8 @@ def test_a_run_a_pre_arm_check_stops_still_closes_its_target(
     clients: _Clients,
 ) -> None:
     manifest = _committed_once(base, store_url, clients)
-    _command(base, f"TRUNCATE TABLE {TARGET}")
-    _add_a_new_day(base)
+    chdb_command(base, f"TRUNCATE TABLE {TARGET}")
+    add_a_new_day(base)
 
     result = dpone("run", str(manifest))
 

@@ -10,7 +10,6 @@ compared with the source value by value.
 from __future__ import annotations
 
 import json
-import sqlite3
 from pathlib import Path
 
 import pytest
@@ -20,11 +19,13 @@ from airflow_provider_dpone.contracts.checkpoint import CheckpointStatus
 from airflow_provider_dpone.manifests.loader import load_manifest
 from tests.integration.route_rig import (
     TARGET,
+    add_source_rows,
+    chdb_command,
     dpone,
+    manifest_at,
     source_rows,
     target_rows,
 )
-from tests.integration.test_target_checked_when_all_skipped import _command
 
 COLUMNS = "[id, order_date, customer, amount, updated_at]"
 EDITS = {
@@ -34,54 +35,10 @@ EDITS = {
 }
 
 
-def manifest_at(
-    root: Path,
-    *,
-    strategy: str = "incremental_append",
-    extra: str = "",
-    kind: str = "day",
-    state: str = "spelling_state",
-    connection: str = "sqlite:///source.sqlite",
-    target: str = TARGET,
-    file: str = "route.yaml",
-) -> Path:
-    path = root / file
-    path.write_text(
-        f"""
-kind: native_transfer
-name: identity
-source:
-  type: sqlite
-  connection: {connection}
-  table: orders
-{extra}  partitioning: {{kind: {kind}, column: order_date}}
-  chunk_rows: 500
-sink:
-  type: clickhouse
-  connection: chdb:///clickhouse
-  table: {target}
-  strategy: {strategy}
-  order_by: [order_date, id]
-checkpoints:
-  connection: {state}
-""",
-        encoding="utf-8",
-    )
-    return path
-
-
 def edited(root: Path, edit: str, strategy: str = "incremental_append") -> Path:
     if edit == "partitioning-coarser":
         return manifest_at(root, strategy=strategy, kind="month")
     return manifest_at(root, strategy=strategy, extra=EDITS[edit] or "")
-
-
-def add_source_rows(root: Path, rows: list[tuple[int, str]]) -> None:
-    with sqlite3.connect(root / "source.sqlite") as db:
-        db.executemany(
-            "INSERT INTO orders VALUES (?, ?, 'late', 1.25, ? || ' 08:00:00')",
-            [(i, day, day) for i, day in rows],
-        )
 
 
 @pytest.fixture
@@ -228,8 +185,8 @@ def test_allow_nonempty_target_appends_and_says_so(
     routed: Path,
     fresh_store: str,
 ) -> None:
-    _command(routed, f"TRUNCATE TABLE {TARGET}")
-    _command(
+    chdb_command(routed, f"TRUNCATE TABLE {TARGET}")
+    chdb_command(
         routed, f"INSERT INTO {TARGET} VALUES (-1, '2020-01-01', 'other writer', 1.00, '2020-01-01 00:00:00')"
     )
     manifest = manifest_at(routed, state="fresh_state")
@@ -267,7 +224,7 @@ def test_adoption_refuses_a_partition_the_target_holds_only_part_of_and_records_
     routed: Path,
     fresh_store: str,
 ) -> None:
-    _command(routed, f"DELETE FROM {TARGET} WHERE id = 1")
+    chdb_command(routed, f"DELETE FROM {TARGET} WHERE id = 1")
     manifest = manifest_at(routed, state="fresh_state")
 
     adopted = dpone("guard", "rebaseline", str(manifest), "--adopt-target", "--reason", "store lost")
@@ -294,7 +251,9 @@ def test_a_partly_covered_partition_emptied_in_the_target_is_loaded_whole_withou
     assert refused.exit_code == 3, refused.output
     assert "still holds" in refused.output
     assert dpone("run", str(manifest)).exit_code == 3  # nothing was recorded
-    _command(routed, f"DELETE FROM {TARGET} WHERE order_date >= '2026-11-01' AND order_date < '2026-12-01'")
+    chdb_command(
+        routed, f"DELETE FROM {TARGET} WHERE order_date >= '2026-11-01' AND order_date < '2026-12-01'"
+    )
 
     released = dpone(*release, "--json")
 

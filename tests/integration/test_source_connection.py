@@ -21,12 +21,13 @@ import sqlalchemy as sa
 
 from airflow_provider_dpone.adapters.checkpoint_sql.tables import CHECKPOINT_TABLE
 from tests.integration.route_rig import (
+    add_source_rows,
     cents,
     dpone,
+    manifest_at,
     source_rows,
     target_rows,
 )
-from tests.integration.test_route_identity_changed import add_source_rows, manifest_at
 
 STRATEGIES = ["incremental_append", "replace_partition", "full_refresh"]
 

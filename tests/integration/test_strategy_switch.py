@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.route_rig import dpone, source_rows, target_rows
-from tests.integration.test_route_identity_changed import add_source_rows, manifest_at
+from tests.integration.route_rig import add_source_rows, dpone, manifest_at, source_rows, target_rows
 
 SIBLINGS = ["replace_partition", "full_refresh"]
 

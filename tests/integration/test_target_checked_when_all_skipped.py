@@ -7,10 +7,8 @@ do" and exit 0 with no table; with a new partition to move, the target was creat
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import shutil
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -23,6 +21,8 @@ from airflow_provider_dpone.adapters.clickhouse.client import open_client
 from tests.builders import chdb_endpoint
 from tests.integration.route_rig import (
     TARGET,
+    add_a_new_day,
+    chdb_command,
     dpone,
     source_rows,
     target_rows,
@@ -32,18 +32,10 @@ from tests.integration.route_rig import (
 STRATEGIES = ["incremental_append", "replace_partition"]
 
 
-def _command(root: Path, statement: str) -> None:
-    client = open_client(chdb_endpoint(root / "clickhouse"))
-    try:
-        client.command(statement)
-    finally:
-        client.close()
-
-
 #: Ways a target loses what the route committed: dropped, truncated, or a manifest at a fresh chDB folder.
 LOSSES = [
-    pytest.param(lambda b: _command(b, f"DROP TABLE {TARGET}"), id="dropped"),
-    pytest.param(lambda b: _command(b, f"TRUNCATE TABLE {TARGET}"), id="truncated"),
+    pytest.param(lambda b: chdb_command(b, f"DROP TABLE {TARGET}"), id="dropped"),
+    pytest.param(lambda b: chdb_command(b, f"TRUNCATE TABLE {TARGET}"), id="truncated"),
     pytest.param(lambda b: shutil.rmtree(b / "clickhouse"), id="new-chdb-directory"),
 ]
 
@@ -72,18 +64,6 @@ def _rows_if_exists(root: Path) -> list[object] | None:
         return list(client.query(f"SELECT id FROM {TARGET}").result_rows)
     finally:
         client.close()
-
-
-def _add_a_new_day(root: Path) -> None:
-    """The source gains rows of a day after the last committed one (the next run has a partition to move)."""
-    with sqlite3.connect(root / "source.sqlite") as db:
-        last_day, last_id = db.execute("SELECT max(order_date), max(id) FROM orders").fetchone()
-        next_day = (dt.date.fromisoformat(last_day) + dt.timedelta(days=1)).isoformat()
-        db.execute(
-            "INSERT INTO orders SELECT id + ?, ?, customer, amount, ? || substr(updated_at, 11) FROM orders "
-            "WHERE order_date = ?",
-            (last_id, next_day, next_day, last_day),
-        )
 
 
 def _lost_rows_stop(manifest: Path) -> dict[str, Any]:
@@ -117,7 +97,7 @@ def test_a_target_that_lost_committed_rows_stops_the_run_with_exit_3(
     committed = len(source_rows(base))
     loss(base)  # type: ignore[operator]
     if new_day:
-        _add_a_new_day(base)
+        add_a_new_day(base)
 
     error = _lost_rows_stop(manifest)
 
@@ -135,8 +115,10 @@ def test_a_target_that_shrank_by_retention_still_takes_new_partitions(
     manifest = write_manifest(base, "orders", store_url)
     assert dpone("run", str(manifest)).exit_code == 0
     oldest = min(r[1] for r in source_rows(base))
-    _command(base, f"ALTER TABLE {TARGET} DELETE WHERE order_date = '{oldest}' SETTINGS mutations_sync = 2")
-    _add_a_new_day(base)
+    chdb_command(
+        base, f"ALTER TABLE {TARGET} DELETE WHERE order_date = '{oldest}' SETTINGS mutations_sync = 2"
+    )
+    add_a_new_day(base)
 
     assert dpone("run", str(manifest)).exit_code == 0
 
@@ -154,12 +136,12 @@ def test_a_target_kept_short_by_a_ttl_runs_with_nothing_due_and_says_so(
     days = sorted({r[1] for r in source_rows(base)})
     kept_from = days[2]
     # expired (a TTL date in the past) for the days before ``kept_from``, whatever today's date is
-    _command(
+    chdb_command(
         base,
         f"ALTER TABLE {TARGET} MODIFY TTL if(order_date < toDate('{kept_from}'), "
         "toDate('2000-01-01'), toDate('2100-01-01'))",
     )
-    _command(base, f"OPTIMIZE TABLE {TARGET} FINAL")
+    chdb_command(base, f"OPTIMIZE TABLE {TARGET} FINAL")
     assert target_rows(base) == [r for r in source_rows(base) if r[1] >= kept_from]
 
     result = dpone("run", str(manifest))
@@ -180,15 +162,17 @@ def test_a_newest_committed_day_missing_from_the_target_stops_the_run_and_delete
     manifest = write_manifest(base, "orders", store_url)
     assert dpone("run", str(manifest)).exit_code == 0
     newest = max(r[1] for r in source_rows(base))
-    _command(
+    chdb_command(
         base,
         f"ALTER TABLE {TARGET} DELETE WHERE order_date = '{newest}' AND id % 2 = 0 SETTINGS mutations_sync = 2",
     )
     assert dpone("run", str(manifest)).exit_code == 0  # some of its rows deleted: still there
-    _command(base, f"ALTER TABLE {TARGET} DELETE WHERE order_date = '{newest}' SETTINGS mutations_sync = 2")
+    chdb_command(
+        base, f"ALTER TABLE {TARGET} DELETE WHERE order_date = '{newest}' SETTINGS mutations_sync = 2"
+    )
     left = target_rows(base)
     if new_day:
-        _add_a_new_day(base)
+        add_a_new_day(base)
 
     error = _lost_rows_stop(manifest)
 
@@ -208,10 +192,10 @@ def test_a_day_committed_into_another_target_through_a_shared_store_stops_the_ro
     shutil.copytree(base / "clickhouse", base / "staging_clickhouse", symlinks=True)
     staging = base / "staging.yaml"
     staging.write_text(production.read_text().replace("chdb:///clickhouse", "chdb:///staging_clickhouse"))
-    _add_a_new_day(base)
+    add_a_new_day(base)
     assert _dpone_process("run", str(staging)) == 0  # the day goes into the staging copy
     before = target_rows(base)
-    _add_a_new_day(base)
+    add_a_new_day(base)
 
     error = _lost_rows_stop(production)
 
@@ -228,12 +212,12 @@ def test_a_target_restored_from_a_backup_older_than_a_commit_stops_instead_of_sk
     manifest = write_manifest(base, "orders", store_url)
     assert _dpone_process("run", str(manifest)) == 0
     shutil.copytree(base / "clickhouse", base / "backup", symlinks=True)
-    _add_a_new_day(base)
+    add_a_new_day(base)
     assert _dpone_process("run", str(manifest)) == 0  # the day is committed, then the disk is lost
     shutil.rmtree(base / "clickhouse")
     shutil.copytree(base / "backup", base / "clickhouse", symlinks=True)
     restored = target_rows(base)
-    _add_a_new_day(base)
+    add_a_new_day(base)
 
     assert _dpone_process("run", str(manifest)) == 3
 
@@ -251,7 +235,7 @@ def test_a_store_restored_from_before_a_commit_never_appends_the_committed_rows_
     engine = sa.create_engine(store_url)
     with engine.connect() as conn:
         restore_point = conn.execute(sa.text("SELECT max(id) FROM dpone_partition_checkpoints")).scalar_one()
-    _add_a_new_day(base)
+    add_a_new_day(base)
     assert dpone("run", str(manifest)).exit_code == 0  # the new day, committed
     with engine.begin() as conn:  # the backup taken before it
         conn.execute(sa.text("DELETE FROM dpone_partition_checkpoints WHERE id > :id"), {"id": restore_point})
