@@ -61,29 +61,10 @@ def write_manifest(
     target: str = TARGET,
     strategy: str = "incremental_append",
 ) -> Path:
-    path = base / f"{name}-{abs(hash(table)) % 10**6}.yaml"
-    path.write_text(
-        f"""
-kind: native_transfer
-name: {name}
-source:
-  type: sqlite
-  connection: sqlite:///source.sqlite
-  table: '{table}'
-  partitioning: {{kind: day, column: order_date}}
-  chunk_rows: 500
-sink:
-  type: clickhouse
-  connection: chdb:///clickhouse
-  table: {target}
-  strategy: {strategy}
-  order_by: [order_date, id]
-checkpoints:
-  connection: spelling_state
-""",
-        encoding="utf-8",
-    )
-    return path
+    """A day route of ``table`` as the manifest spells it, one file per (name, spelling); its checkpoints
+    go to ``store_url`` (the fixture's store, reached as connection ``spelling_state``)."""
+    file = f"{name}-{abs(hash(table)) % 10**6}.yaml"
+    return manifest_at(base, table=table, name=name, target=target, strategy=strategy, file=file)
 
 
 def dpone(*args: str) -> Result:
@@ -171,6 +152,8 @@ def append_armed(store_url: str, committed: list[PartitionCheckpoint], how_many:
 def manifest_at(
     base: Path,
     *,
+    table: str = "orders",
+    name: str = "identity",
     strategy: str = "incremental_append",
     extra: str = "",
     kind: str = "day",
@@ -184,11 +167,11 @@ def manifest_at(
     path.write_text(
         f"""
 kind: native_transfer
-name: identity
+name: {name}
 source:
   type: sqlite
   connection: {connection}
-  table: orders
+  table: '{table}'
 {extra}  partitioning: {{kind: {kind}, column: order_date}}
   chunk_rows: 500
 sink:
