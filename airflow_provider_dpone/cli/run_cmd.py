@@ -69,7 +69,9 @@ def print_report(report: RunReport) -> None:
     if report.checkpoint_batch_id:
         click.echo(f"  checkpoint batch: {report.checkpoint_batch_id}")
     if not moved and not (report.quality and report.quality.replayed):
-        if held_open:
+        if not report.partitions:
+            click.echo("  nothing to do: the source holds no rows to plan a partition from")
+        elif held_open:
             click.echo("  nothing to move now: the rest is committed or still open")
         else:
             click.echo("  nothing to do: every partition is already committed")

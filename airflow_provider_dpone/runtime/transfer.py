@@ -44,6 +44,7 @@ from airflow_provider_dpone.ports.clock import Clock
 from airflow_provider_dpone.ports.route_naming import RawRouteNaming, RouteNaming
 from airflow_provider_dpone.ports.sink import Sink, StagedSink
 from airflow_provider_dpone.ports.source import Source, ValuesUnproven
+from airflow_provider_dpone.runtime import empty_source
 from airflow_provider_dpone.runtime.bounds_coverage import may_overlap
 from airflow_provider_dpone.runtime.cancellation import CancellationToken
 from airflow_provider_dpone.runtime.chunk_stream import StreamTally, in_flight_from
@@ -429,6 +430,12 @@ class TransferEngine:
         if not active:
             self._drop_leftover_staging()
             self._say_the_whole_table_moved_once(decisions)
+            if not decisions:
+                self._notice_if(
+                    empty_source.nothing_planned(
+                        self._route, family.own, self._manifest.sink.table, self._manifest_ref
+                    )
+                )
             if self._route.strategy is Strategy.FULL_REFRESH and decisions:
                 # plan_resume skips a full refresh only when this very run ID committed every partition
                 self._notice(
@@ -443,6 +450,7 @@ class TransferEngine:
         quality = self._prepare_quality(run_id, schema, active, stored_core=resumed)
         lifecycle, tally = self._publish(run_id, family, schema, active, quality)
         self._advance_source_state(run_id, lifecycle, tally)
+        self._notice_if(empty_source.refresh_emptied(self._route, tally.rows(), self._manifest.sink.table))
         verdict, operation_id = self._evidence_after_publication(run_id, quality, tally)
         report = self._report(
             run_id,
@@ -898,6 +906,10 @@ class TransferEngine:
         """A fact the operator should know about a run that went on; in the report and the log."""
         _log.warning("%s", line)
         self._notices.append(line)
+
+    def _notice_if(self, line: str | None) -> None:
+        if line is not None:
+            self._notice(line)
 
     def _require_target_holds_committed(
         self, decisions: Sequence[ResumeDecision], matched: dict[str, PartitionCheckpoint], *, moving: bool

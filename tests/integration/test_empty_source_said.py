@@ -1,0 +1,96 @@
+"""A replacing route over a source that holds no rows says what happened to the target, and never claims
+that every partition is committed when the source planned none.
+
+A partitioned route plans nothing from an empty source and keeps the target (by design: a reload may be in
+progress); a route without partitioning replaces the target with no rows. Both used to go on in silence.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from tests.integration.route_rig import ROWS, dpone, manifest_at, source_rows, target_rows
+
+STATE = "sqlite:///state.sqlite"
+NO_PARTITION = "nothing to do: the source holds no rows to plan a partition from"
+
+
+def _empty_the_source(base: Path) -> None:
+    with sqlite3.connect(base / "source.sqlite") as db:
+        db.execute("DELETE FROM orders")
+
+
+def _run_json(manifest: Path) -> dict[str, object]:
+    result = dpone("run", str(manifest), "--json")
+    assert result.exit_code == 0, result.output
+    report: dict[str, object] = json.loads(result.output.strip().splitlines()[-1])
+    return report
+
+
+@pytest.mark.parametrize(
+    ("strategy", "lookback"), [("full_refresh", ""), ("replace_partition", ", lookback: 2")]
+)
+def test_a_partitioned_replacing_route_keeps_the_target_and_says_so(
+    base: Path, monkeypatch: pytest.MonkeyPatch, strategy: str, lookback: str
+) -> None:
+    monkeypatch.chdir(base)
+    manifest = manifest_at(base, strategy=strategy, state=STATE)
+    text = manifest.read_text(encoding="utf-8")
+    manifest.write_text(text.replace("column: order_date}", f"column: order_date{lookback}}}"))
+    assert dpone("run", str(manifest)).exit_code == 0
+    loaded = source_rows(base)
+    assert len(loaded) == ROWS and target_rows(base) == loaded
+
+    _empty_the_source(base)
+    result = dpone("run", str(manifest))
+
+    assert result.exit_code == 0, result.output
+    assert NO_PARTITION in result.output
+    assert "every partition is already committed" not in result.output
+    assert "keeps every row earlier runs committed" in result.output
+    assert target_rows(base) == loaded  # nothing replaced: every value as it was committed
+    report = _run_json(manifest)
+    assert report["partitions"] == []
+    assert any("holds no rows its partitioning places" in n for n in report["notices"])  # type: ignore[attr-defined]
+
+
+def test_a_full_refresh_without_partitioning_says_it_emptied_the_target(
+    base: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(base)
+    manifest = manifest_at(base, strategy="full_refresh", kind="none", state=STATE)
+    first = _run_json(manifest)
+    assert first["notices"] == []
+    assert target_rows(base) == source_rows(base)
+
+    _empty_the_source(base)
+    report = _run_json(manifest)
+
+    assert report["rows_committed"] == 0 and report["partitions_committed"] == 1
+    assert target_rows(base) == []
+    notices = report["notices"]
+    assert isinstance(notices, list)
+    assert any("read no rows from the source" in n and "demo.orders is now empty" in n for n in notices)
+
+
+def test_an_append_route_over_an_empty_source_is_told_apart_from_one_with_all_committed(
+    base: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(base)
+    manifest = manifest_at(base, strategy="incremental_append", state=STATE)
+    assert dpone("run", str(manifest)).exit_code == 0
+    again = dpone("run", str(manifest))
+    assert "nothing to do: every partition is already committed" in again.output
+
+    loaded = target_rows(base)
+    _empty_the_source(base)
+    result = dpone("run", str(manifest))
+
+    assert result.exit_code == 0, result.output
+    assert NO_PARTITION in result.output
+    assert "note:" not in result.output  # an append route keeps its rows whatever the source holds
+    assert target_rows(base) == loaded
