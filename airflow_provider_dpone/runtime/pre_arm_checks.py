@@ -1,0 +1,404 @@
+"""What a run checks before arming, from what the checkpoints say and what the target already holds.
+
+Every check here runs after the route guard scan and planning, and before the first write to the target: a
+check that fails stops the run with nothing written and no checkpoint recorded, so a user's mistake never
+blocks the route (ADR 0078). The checks read the target only through the run's one sink (``target``), opened
+at the first check that needs it; what a run goes on with but the operator must know is said through
+``notice`` (the run report's ``notices``, a warning in the task log).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+
+from airflow_provider_dpone.contracts.checkpoint import CheckpointStatus, PartitionCheckpoint
+from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
+from airflow_provider_dpone.contracts.manifest import LoadPath, Manifest, PartitionKind
+from airflow_provider_dpone.contracts.partition import PlannedPartition
+from airflow_provider_dpone.contracts.route import RouteIdentity, Strategy
+from airflow_provider_dpone.ports.clock import Clock
+from airflow_provider_dpone.ports.route_naming import RouteNaming
+from airflow_provider_dpone.ports.sink import Sink
+from airflow_provider_dpone.runtime.bounds_coverage import may_overlap
+from airflow_provider_dpone.runtime.resume_planner import Action, Reason, ResumeDecision, still_filling
+from airflow_provider_dpone.runtime.route_family import (
+    RouteFamily,
+    committed_by_source,
+    other_identity_committed,
+    sibling_committed,
+)
+from airflow_provider_dpone.runtime.route_identity import (
+    IdentityOverlap,
+    changed_summary,
+    find_overlaps,
+    require_unchanged_identity,
+)
+from airflow_provider_dpone.runtime.shared_target import other_sources_in_scope
+from airflow_provider_dpone.runtime.vanished import bounds_order
+
+_log = logging.getLogger(__name__)
+
+
+class PreArmChecks:
+    """The pre-arm checks of one run of ``route`` (its canonical identity) as ``manifest`` defines it.
+
+    ``target`` returns the run's one sink (the engine opens it at the first call and closes it when the run
+    ends); ``notice`` records a fact about a run that goes on."""
+
+    def __init__(
+        self,
+        manifest: Manifest,
+        route: RouteIdentity,
+        *,
+        naming: RouteNaming,
+        clock: Clock,
+        manifest_ref: str,
+        allow_nonempty_target: bool,
+        target: Callable[[], Sink],
+        notice: Callable[[str], None],
+    ) -> None:
+        self._manifest = manifest
+        self._route = route
+        self._naming = naming
+        self._clock = clock
+        self._manifest_ref = manifest_ref
+        self._allow_nonempty_target = allow_nonempty_target
+        self._target = target
+        self._notice = notice
+
+    def append_overlaps(
+        self, family: RouteFamily, decisions: Sequence[ResumeDecision]
+    ) -> list[IdentityOverlap]:
+        """An append route's partitions to move that overlap rows committed elsewhere and whose bounds the
+        target holds rows in.
+
+        Elsewhere: the route's own partitions under another definition, and its siblings' (the same source
+        table under another strategy: a manifest switched to ``replace_partition`` and back). A partition
+        whose bounds hold no row in the target duplicates nothing when appended (counted read-only, before
+        arming): an old partition wider than it (the whole table, a month) was committed before its rows
+        arrived, and stopping it would block every new day for good."""
+        planned = [d.partition for d in decisions]
+        active = [d.partition for d in decisions if d.action is Action.RUN]
+        if not active:
+            return []
+        elsewhere = other_identity_committed(family, planned, self._naming)
+        elsewhere.extend(sibling_committed(family, self._naming))
+        overlaps = find_overlaps(active, elsewhere, self._route.strategy)
+        if not overlaps:
+            return []
+        table = self._manifest.sink.table
+        sink = self._target()
+        held = [o for o in overlaps if sink.count_rows(table, o.partition.bounds) > 0]
+        if len(held) < len(overlaps):
+            kept = {id(o) for o in held}
+            empty = [o.partition for o in overlaps if id(o) not in kept]
+            self._notice(
+                f"{len(empty)} partition(s) of route {self._route.describe()} ({some_labels(empty)}) lie within "
+                f"partitions committed under another definition or strategy, but the target table {table} holds "
+                "no row within their bounds (rows that arrived after a wider partition was committed, or that "
+                "retention removed): they are moved as new"
+            )
+        return held
+
+    def require_unchanged_identity(self, family: RouteFamily, decisions: Sequence[ResumeDecision]) -> None:
+        """An append route stops when a partition to move overlaps rows committed under another identity.
+
+        ``replace_partition`` and ``full_refresh`` replace what they write, so they go on and say so."""
+        if self._route.strategy is Strategy.INCREMENTAL_APPEND:
+            require_unchanged_identity(
+                self._route, self.append_overlaps(family, decisions), self._manifest_ref
+            )
+            return
+        planned = [d.partition for d in decisions]
+        active = [d.partition for d in decisions if d.action is Action.RUN]
+        if not active:
+            return
+        overlaps = find_overlaps(active, other_identity_committed(family, planned, self._naming))
+        if not overlaps:
+            return
+        self._notice(
+            f"the {changed_summary(overlaps)} of route {self._route.describe()} changed: {len(overlaps)} "
+            f"partition(s) overlap partitions committed under the old definition; "
+            f"{self._route.strategy.value} replaces what it writes, so they are moved again"
+        )
+
+    def require_no_rows_where_appending(
+        self, family: RouteFamily, decisions: Sequence[ResumeDecision], target_rows: int | None
+    ) -> None:
+        """Before any target I/O: an append partition with no checkpoint finds no rows in its bounds.
+
+        A route whose store lacks its newest checkpoints (restored from an older backup, pointed at a copy)
+        plans the partitions committed since as new and appends them again. Seen: the demo's store restored
+        from before a day was committed: the next run appended the day's 333 rows a second time (exit 0).
+        Rows another source table's route committed within the same bounds (a fan-in) cannot be told apart
+        from a lost checkpoint's: such partitions are not counted. The route's first run is
+        ``require_target_empty_for_new_route``'s (it counts the whole table). ``target_rows``: the
+        table's rows if this run already counted them (``require_target_holds_committed``)."""
+        if self._route.strategy is not Strategy.INCREMENTAL_APPEND or not family.own:
+            return
+        fresh = [
+            d.partition for d in decisions if d.action is Action.RUN and d.reason is Reason.MISSING_CHECKPOINT
+        ]
+        if not fresh:
+            return
+        # other source tables' commits; the same source's (any strategy or spelling) are this source's rows
+        _, others = committed_by_source(family.target_wide, family.route.source_table, self._naming)
+        countable = [p for p in fresh if not any(may_overlap(o.bounds, p.bounds) for o in others)]
+        if not countable:
+            return
+        if target_rows == 0:
+            return  # an empty or missing table holds nothing to duplicate
+        table = self._manifest.sink.table
+        sink = self._target()
+        if target_rows is None and sink.count_rows(table, None) == 0:
+            return
+        held = [(p, rows) for p in countable if (rows := sink.count_rows(table, p.bounds)) > 0]
+        if not held:
+            return
+        labels = some_labels([p for p, _ in held])
+        rows = sum(n for _, n in held)
+        if self._allow_nonempty_target:
+            self._notice(
+                f"the target table {table} already held {rows} row(s) within {len(held)} partition(s) of "
+                f"route {self._route.describe()} that have no checkpoint ({labels}); appending anyway "
+                "(allow_nonempty_target)"
+            )
+            return
+        raise DponeError(
+            ErrorCode.TARGET_NOT_EMPTY,
+            f"route {self._route.describe()} has no checkpoint for {len(held)} partition(s) ({labels}), but "
+            f"the target table {table} already holds {rows} row(s) within their bounds: appending them would "
+            "duplicate what it holds",
+            details={
+                "route": self._route.describe(),
+                "target_table": table,
+                "target_rows": rows,
+                "partitions": [p.bounds.label for p, _ in held[:20]],
+            },
+            hint_lines=(
+                "nothing was written to the target or the checkpoint store",
+                "was the checkpoint store restored from an older backup, or replaced by a copy? point the "
+                "manifest at the store that holds the route's newest checkpoints",
+                "if they are gone for good: point checkpoints.connection at a new, empty store, then "
+                f"dpone guard rebaseline {self._manifest_ref} --adopt-target --reason '<what you checked>'",
+                "if the rows are another writer's and appending beside them is right: "
+                f"dpone run {self._manifest_ref} --allow-nonempty-target",
+                "see `dpone runbook guard`, 'An empty checkpoint store in front of a non-empty target'",
+            ),
+        )
+
+    def drop_leftover_staging(self) -> None:
+        """A staged route with nothing to move still drops the staging table a killed attempt left.
+
+        Staging tables are named for the route, so the next attempt that stages drops a leftover first; an
+        attempt whose partitions an operator then resolved as committed has nothing to stage, and would
+        leave it for good. The guard scan has passed, so no attempt of the route is inside its publish."""
+        if self._manifest.sink.load is not LoadPath.STAGED:
+            return
+        try:
+            sink = self._target()
+        except DponeError:
+            _log.warning(
+                "could not open the target to drop a leftover staging table; the next staged run does"
+            )
+            return
+        drop = getattr(sink, "drop_leftover_staging", None)
+        if callable(drop):
+            drop(self._manifest.sink.table, self._route.key())  # never raises
+
+    def say_what_may_still_fill(self, decisions: Sequence[ResumeDecision]) -> None:
+        """A notice for partitions this run commits while rows may still arrive in them (``still_filling``)."""
+        partitioning = self._manifest.source.partitioning
+        filling = still_filling(decisions, self._route.strategy, partitioning, self._clock.now())
+        if not filling:
+            return
+        labels = some_labels(filling)
+        if partitioning.kind in (PartitionKind.DAY, PartitionKind.MONTH):
+            remedy = "set source.partitioning.settle to hold a day back until it is complete"
+        elif partitioning.kind is PartitionKind.NONE:
+            remedy = (
+                "without source.partitioning the whole table is one partition, moved once; partition the route "
+                "(day, month, integer_range) so new rows land in new partitions, or use full_refresh"
+            )
+        elif partitioning.kind is PartitionKind.LIST:
+            remedy = (
+                "unless the table is static, use replace_partition with a lookback of the number of values, "
+                "which moves every value again each run"
+            )
+        else:
+            remedy = "for a table whose ids keep growing use replace_partition with lookback: 1"
+        self._notice(
+            f"{len(filling)} partition(s) this run commits may still be filling ({labels}): rows that reach "
+            f"the source later within their bounds will not be moved by {self._route.strategy.value}; "
+            f"{remedy} (`dpone checkpoints {self._manifest_ref} --verify` shows what a partition missed)"
+        )
+
+    def say_the_whole_table_moved_once(self, decisions: Sequence[ResumeDecision]) -> None:
+        """A route without partitioning committed its one partition: every later run has nothing to do,
+        whatever reached the source since. Each such run says so, not only the one that committed it."""
+        if self._manifest.source.partitioning.kind is not PartitionKind.NONE or self._route.strategy not in (
+            Strategy.INCREMENTAL_APPEND,
+            Strategy.REPLACE_PARTITION,
+        ):
+            return
+        if not any(d.reason is Reason.COMMITTED for d in decisions):
+            return
+        self._notice(
+            f"route {self._route.describe()} has no source.partitioning: its whole table is one partition, "
+            f"committed once; {self._route.strategy.value} never moves rows that reached the source since. "
+            "Partition the route (day, month, integer_range) or use full_refresh "
+            f"(`dpone checkpoints {self._manifest_ref} --verify` shows what the target missed)"
+        )
+
+    def require_scope_spares_other_sources(
+        self, family: RouteFamily, active: Sequence[PlannedPartition]
+    ) -> None:
+        """``full_refresh`` / ``replace_partition`` stop before any target I/O when their scope would
+        delete rows another source table's route committed into the target (``shared_target``)."""
+        hits = other_sources_in_scope(self._route, active, family.target_wide, self._naming)
+        if not hits:
+            return
+        table = self._manifest.sink.table
+        routes = sorted({c.route.describe() for c in hits})
+        strategy = self._route.strategy.value
+        if self._allow_nonempty_target:
+            self._notice(
+                f"{strategy} deletes rows in {table} that {len(hits)} committed partition(s) of "
+                f"{len(routes)} other route(s) loaded ({'; '.join(routes)}); going on (allow_nonempty_target): "
+                "those routes' checkpoints still say COMMITTED and they will not load the rows again"
+            )
+            return
+        raise DponeError(
+            ErrorCode.TARGET_NOT_EMPTY,
+            f"{strategy} on route {self._route.describe()} would delete rows of the target table {table} "
+            f"that {len(hits)} committed partition(s) of {len(routes)} route(s) of other source tables "
+            "loaded; their checkpoints would still say COMMITTED, so those rows would never be loaded again",
+            details={
+                "route": self._route.describe(),
+                "target_table": table,
+                "other_routes": routes,
+                "other_committed_partitions": len(hits),
+            },
+            hint_lines=(
+                "nothing was written to the target or the checkpoint store",
+                *(f"committed into the same target: {r}" for r in routes[:5]),
+                "give each source table its own target table, or use incremental_append (it deletes nothing)",
+                "if the other source is retired and its rows are to be replaced: "
+                f"dpone run {self._manifest_ref} --allow-nonempty-target",
+                "see `dpone runbook guard`, 'Another source's rows in the target'",
+            ),
+        )
+
+    def require_target_empty_for_new_route(self, family: RouteFamily, sink: Sink) -> None:
+        """An append route with no checkpoint at all must not append into a table that already holds rows.
+
+        A lost checkpoint store, a new store in front of an existing table, or an adopted table all look
+        like this; appending the whole source would duplicate what the table holds."""
+        if self._route.strategy is not Strategy.INCREMENTAL_APPEND or family.own:
+            return
+        table = self._manifest.sink.table
+        target_rows = sink.count_rows(table, None)  # read-only, before the target is prepared
+        if target_rows == 0:
+            return
+        if self._allow_nonempty_target:
+            self._notice(
+                f"the target table {table} already held {target_rows} row(s) and route "
+                f"{self._route.describe()} had no checkpoint; appending anyway (allow_nonempty_target)"
+            )
+            return
+        others = len({c.route for c in family.target_wide})
+        raise DponeError(
+            ErrorCode.TARGET_NOT_EMPTY,
+            f"route {self._route.describe()} has no checkpoint, but the target table {table} already holds "
+            f"{target_rows} row(s): appending the source would duplicate any of them it already holds",
+            details={
+                "route": self._route.describe(),
+                "target_table": table,
+                "target_rows": target_rows,
+                "other_routes_writing_target": others,
+            },
+            hint_lines=(
+                "nothing was written to the target or the checkpoint store",
+                "was the checkpoint store lost or replaced? point the manifest at the store that holds the route",
+                "to adopt the table deliberately, record what it holds: "
+                f"dpone guard rebaseline {self._manifest_ref} --adopt-target --reason '<what you checked>'",
+                "if the rows are not this route's (another writer) and appending is right: "
+                f"dpone run {self._manifest_ref} --allow-nonempty-target",
+                "see `dpone runbook guard`, 'An empty checkpoint store in front of a non-empty target'",
+            ),
+        )
+
+    def require_target_holds_committed(
+        self, decisions: Sequence[ResumeDecision], matched: dict[str, PartitionCheckpoint], *, moving: bool
+    ) -> int | None:
+        """Before any target I/O: the target must still hold the rows the skipped committed partitions
+        loaded.
+
+        A dropped target (or a manifest pointed at a new chDB directory or server) would otherwise be
+        reported as "nothing to do" with no table at all, or, when partitions are due, be created anew and
+        hold only them: the history is gone, the run says it succeeded. Rows only ever grow on this route's
+        own runs, but a table may shrink by design (retention, a TTL, row deletes), and those remove rows
+        from older partitions. So fewer rows than committed stop the run only when the newest committed
+        partition holds none of its rows in the target: a dropped, truncated or new table, one restored
+        from a backup older than that commit, or a checkpoint store shared with another target (a staging
+        environment cloned with the production store committed a day into its own table; the production
+        route then skipped it, exit 0). With nothing to move, a shrunk table is said in a notice. Stop,
+        never reload on a guess. Returns the table's rows when it counted them (None: no committed rows to
+        check, nothing read)."""
+        skipped: list[PartitionCheckpoint] = []
+        for decision in decisions:
+            checkpoint = matched.get(decision.partition.partition_id)
+            committed = checkpoint is not None and checkpoint.status is CheckpointStatus.COMMITTED
+            if decision.action is Action.SKIP and committed and checkpoint is not None and checkpoint.rows:
+                skipped.append(checkpoint)
+        committed_rows = sum(c.rows or 0 for c in skipped)
+        if committed_rows == 0:
+            return None
+        table = self._manifest.sink.table
+        sink = self._target()
+        target_rows = sink.count_rows(table, None)  # 0 when the table does not exist
+        if target_rows >= committed_rows:
+            return target_rows  # the common case: no partition is ordered or counted
+        newest = max(skipped, key=lambda c: (bounds_order(c.bounds), c.completed_at or c.started_at))
+        if target_rows > 0 and sink.count_rows(table, newest.bounds) > 0:
+            if not moving:
+                self._notice(
+                    f"target table {table} holds {target_rows:,} rows, fewer than the {committed_rows:,} the "
+                    f"committed partitions of route {self._route.describe()} loaded, while the newest of them "
+                    f"({newest.bounds.label}) still holds rows: rows were removed from the table (a retention "
+                    "job, a TTL, deletes); they are not reloaded"
+                )
+            return target_rows
+        which = "the skipped partitions" if moving else "every partition"
+        raise DponeError(
+            ErrorCode.TARGET_LOST_COMMITTED_ROWS,
+            f"{which} of route {self._route.describe()} {'are' if moving else 'is'} committed, but the "
+            f"target table {table} holds {target_rows} rows, fewer than the {committed_rows} its committed "
+            f"partitions loaded, and none of the newest of them ({newest.bounds.label}): dropped, truncated, "
+            "a new target, or that partition was committed into another target through this checkpoint store",
+            details={
+                "route": self._route.describe(),
+                "target_table": table,
+                "target_rows": target_rows,
+                "committed_rows": committed_rows,
+                "newest_committed": {
+                    "partition_id": newest.partition_id,
+                    "bounds": newest.bounds.label,
+                    "rows": newest.rows,
+                    "run_id": newest.run_id,
+                },
+            },
+            hint_lines=(
+                "nothing was read or written; the guard never reloads committed partitions on a guess",
+                "a checkpoint store serves one environment: another one (a staging copy) writing through it "
+                "commits partitions this target never received",
+                "restore the target table, or reload deliberately: see `dpone runbook guard`, "
+                "'The target lost committed rows'",
+            ),
+        )
+
+
+def some_labels(partitions: Sequence[PlannedPartition]) -> str:
+    """The first three partitions' labels, for a message that names them (``, ...`` when there are more)."""
+    return ", ".join(p.bounds.label for p in partitions[:3]) + (", ..." if len(partitions) > 3 else "")
