@@ -7,17 +7,25 @@ store or target fails: after k rows of a batch, on a read, after mutating.
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any, cast
 
 from airflow_provider_dpone.contracts.checkpoint import PartitionCheckpoint
 from airflow_provider_dpone.contracts.chunk import ColumnChunk
 from airflow_provider_dpone.contracts.guard import GUARD_KEY
+from airflow_provider_dpone.contracts.manifest import Manifest
 from airflow_provider_dpone.contracts.partition import BoundsKind, PartitionBounds, canonical_json, sha256_tag
 from airflow_provider_dpone.contracts.permit import TargetPermit
 from airflow_provider_dpone.contracts.route import RouteIdentity
 from airflow_provider_dpone.contracts.schema import ColumnSpec, TableSchema
+from airflow_provider_dpone.ports.artifacts import ArtifactStore
 from airflow_provider_dpone.ports.checkpoint_store import CheckpointStore
+from airflow_provider_dpone.ports.clock import Clock
+from airflow_provider_dpone.ports.sink import Sink
+from airflow_provider_dpone.ports.source import Source
+from airflow_provider_dpone.runtime.transfer import TransferEngine, TransferPorts
 
 
 class InjectedFault(RuntimeError):
@@ -358,6 +366,46 @@ def manifest_dict(
         },
         "checkpoints": {"connection": "dpone_state"},
     }
+
+
+def transfer_engine(
+    *,
+    store: CheckpointStore | None = None,
+    source: Source | MemorySource | None = None,
+    sink: Sink | None = None,
+    open_sink: Callable[[], Sink] | None = None,
+    clock: Clock | None = None,
+    artifacts: ArtifactStore | None = None,
+    manifest: dict[str, object] | None = None,
+    manifest_ref: str = "m.yaml",
+    **manifest_kwargs: Any,
+) -> TransferEngine:
+    """The one way unit tests build a ``TransferEngine`` over these doubles, so a change to the engine's
+    constructor or its ports is made here, not in every test module.
+
+    Defaults: a fresh ``InMemoryCheckpointStore``, ``MemorySource(orders_rows())``, ``FixedClock()``, no
+    artifact store, and ``manifest_dict(**manifest_kwargs)`` unless a ready ``manifest`` dict is given.
+    Pass exactly one of ``sink`` (the one sink every open returns) or ``open_sink`` (a factory).
+    """
+    if (sink is None) == (open_sink is None):
+        raise TypeError("transfer_engine: pass exactly one of sink= or open_sink=")
+    if manifest is not None and manifest_kwargs:
+        raise TypeError("transfer_engine: pass a ready manifest= or manifest_dict keywords, not both")
+    data = manifest if manifest is not None else manifest_dict(**manifest_kwargs)
+    ports = TransferPorts(
+        store=store if store is not None else InMemoryCheckpointStore(),
+        # MemorySource leaves out ``count_partitions`` (no engine run calls it), hence the cast
+        source=cast(Source, source if source is not None else MemorySource(orders_rows())),
+        open_sink=open_sink if open_sink is not None else _returning(sink),
+        clock=clock if clock is not None else FixedClock(),
+        artifacts=artifacts,
+    )
+    return TransferEngine(Manifest.model_validate_json(json.dumps(data)), ports, manifest_ref=manifest_ref)
+
+
+def _returning(sink: Sink | None) -> Callable[[], Sink]:
+    assert sink is not None
+    return lambda: sink
 
 
 Factory = Callable[[], object]

@@ -19,10 +19,10 @@ from airflow_provider_dpone.sensors.route_clear import RouteClearSensor
 from tests.integration.route_rig import (  # noqa: F401 - base and store_url are fixtures
     base,
     dpone,
+    hold_lease,
     store_url,
     write_manifest,
 )
-from tests.integration.test_route_lease import hold_lease
 
 
 def test_a_held_lease_is_busy_with_its_holder_and_the_sensor_waits_until_it_ends(

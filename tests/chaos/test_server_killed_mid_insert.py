@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from airflow_provider_dpone.adapters.sources.demo_data import create_demo_source
-from tests.chaos.test_sigkill_chaos import guard_phases
+from tests.chaos.checkpoint_phases import guard_phases
 from tests.conftest import local_services
 
 pytestmark = pytest.mark.slow

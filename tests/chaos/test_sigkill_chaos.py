@@ -14,7 +14,6 @@ import os
 import random
 import shutil
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -24,6 +23,7 @@ import pytest
 
 from airflow_provider_dpone.adapters.sources.demo_data import create_demo_source
 from airflow_provider_dpone.cli.demo_cmd import DEMO_MANIFEST
+from tests.chaos.checkpoint_phases import guard_phases
 
 pytestmark = pytest.mark.slow
 
@@ -124,26 +124,6 @@ def operator_resolves(manifest: Path, chdb_path: Path) -> None:
             "guard", "resolve", str(manifest), *flags, "--as", verdict, "--reason", "chaos test: counted rows"
         )
         assert done.returncode == 0, done.stderr
-
-
-def guard_phases(state: Path) -> set[str]:
-    """Guard phases currently recorded in a trial's checkpoint database (read-only, tolerant of absence)."""
-    if not state.exists():
-        return set()
-    try:
-        conn = sqlite3.connect(f"file:{state}?mode=ro", uri=True, timeout=0.2)
-        try:
-            rows = conn.execute("SELECT payload_text FROM dpone_partition_checkpoints").fetchall()
-        finally:
-            conn.close()
-    except sqlite3.Error:
-        return set()
-    phases = set()
-    for (payload,) in rows:
-        guard = json.loads(payload)["diagnostics"].get("target_commit_guard")
-        if guard:
-            phases.add(guard["phase"])
-    return phases
 
 
 def wait_for_phase(state: Path, phase: str, proc: subprocess.Popen[bytes], limit: float = 60) -> float:

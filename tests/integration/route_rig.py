@@ -8,7 +8,11 @@ Black-box by design: runs go through ``dpone`` (the CLI), and targets are read b
 from __future__ import annotations
 
 import datetime as dt
+import os
 import sqlite3
+import subprocess
+import sys
+import textwrap
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -207,3 +211,26 @@ def add_a_new_day(base: Path) -> None:
             "WHERE order_date = ?",
             (last_id, next_day, next_day, last_day),
         )
+
+
+#: A child process's script: takes the lease on target ``argv[2]`` in store ``argv[1]``, says "held", waits.
+LEASE_HOLDER = textwrap.dedent(
+    """
+    import sys, time
+    from airflow_provider_dpone.adapters.checkpoint_sql import SqlCheckpointStore
+    store = SqlCheckpointStore(sys.argv[1])
+    store.ensure_schema()
+    with store.lease(sys.argv[2]):
+        print("held", flush=True)
+        time.sleep(120)
+    """
+)
+
+
+def hold_lease(url: str) -> subprocess.Popen[str]:
+    """A child process holding TARGET's lease in the store at ``url`` (for real) until it is killed."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", LEASE_HOLDER, url, TARGET], stdout=subprocess.PIPE, text=True, cwd=os.getcwd()
+    )
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    return holder

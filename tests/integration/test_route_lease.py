@@ -2,43 +2,22 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import sqlalchemy as sa
 
 from airflow_provider_dpone.adapters.checkpoint_sql.tables import CHECKPOINT_TABLE
 from tests.integration.route_rig import (
-    TARGET,
+    LEASE_HOLDER,
     dpone,
+    hold_lease,
     source_rows,
     target_rows,
     write_manifest,
 )
-
-HOLDER = textwrap.dedent(
-    """
-    import sys, time
-    from airflow_provider_dpone.adapters.checkpoint_sql import SqlCheckpointStore
-    store = SqlCheckpointStore(sys.argv[1])
-    store.ensure_schema()
-    with store.lease(sys.argv[2]):
-        print("held", flush=True)
-        time.sleep(120)
-    """
-)
-
-
-def hold_lease(url: str) -> subprocess.Popen[str]:
-    holder = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, url, TARGET], stdout=subprocess.PIPE, text=True, cwd=os.getcwd()
-    )
-    assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
-    return holder
 
 
 def checkpoint_rows(url: str) -> int:
@@ -74,7 +53,7 @@ def test_a_second_run_of_a_leased_target_stops_with_exit_4_before_any_io_and_a_s
 
 def test_a_lease_on_another_target_does_not_block(base: Path, store_url: str) -> None:
     holder = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, store_url, "demo.other"], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", LEASE_HOLDER, store_url, "demo.other"], stdout=subprocess.PIPE, text=True
     )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"

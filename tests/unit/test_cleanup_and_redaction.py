@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
@@ -19,34 +18,18 @@ from airflow_provider_dpone.contracts.guard import (
     TargetCommitGuard,
     read_guard,
 )
-from airflow_provider_dpone.contracts.manifest import Manifest
 from airflow_provider_dpone.contracts.partition import BoundsKind, PartitionBounds
 from airflow_provider_dpone.contracts.permit import TargetPermit
 from airflow_provider_dpone.contracts.route import RouteIdentity, Strategy
 from airflow_provider_dpone.contracts.schema import TableSchema
-from airflow_provider_dpone.runtime.transfer import TransferEngine, TransferPorts
 from tests.doubles import (
-    FixedClock,
     InjectedFault,
-    InMemoryCheckpointStore,
     MemoryArtifactStore,
     MemorySource,
     RecordingSink,
-    manifest_dict,
     orders_rows,
+    transfer_engine,
 )
-
-
-def engine_for(source, sink, artifacts=None, **manifest_kwargs):  # type: ignore[no-untyped-def]
-    manifest = Manifest.model_validate_json(json.dumps(manifest_dict(**manifest_kwargs)))
-    ports = TransferPorts(
-        store=InMemoryCheckpointStore(),
-        source=source,
-        open_sink=lambda: sink,
-        clock=FixedClock(),
-        artifacts=artifacts,
-    )
-    return TransferEngine(manifest, ports, manifest_ref="m.yaml")
 
 
 class AbortBreaks(RecordingSink):
@@ -63,26 +46,21 @@ class RemoveBreaks(MemoryArtifactStore):
 def test_a_failing_staging_abort_never_replaces_the_target_failure() -> None:
     sink = AbortBreaks(fail_before_mutation=True)
     with pytest.raises(InjectedFault) as caught:
-        engine_for(MemorySource(orders_rows()), sink, load="staged").run("run-1")
+        transfer_engine(sink=sink, load="staged").run("run-1")
     assert "before mutation" in str(caught.value)
     assert "sink.abort_staged_load" in sink.events
 
 
 def test_a_failing_artifact_removal_never_replaces_the_target_failure() -> None:
     with pytest.raises(InjectedFault):
-        engine_for(
-            MemorySource(orders_rows()),
-            RecordingSink(fail_before_mutation=True),
-            RemoveBreaks(),
-            export="file_artifact",
+        transfer_engine(
+            sink=RecordingSink(fail_before_mutation=True), artifacts=RemoveBreaks(), export="file_artifact"
         ).run("run-1")
 
 
 def test_a_failing_cleanup_after_success_is_still_reported() -> None:
     with pytest.raises(OSError):
-        engine_for(MemorySource(orders_rows()), RecordingSink(), RemoveBreaks(), export="file_artifact").run(
-            "r"
-        )
+        transfer_engine(sink=RecordingSink(), artifacts=RemoveBreaks(), export="file_artifact").run("r")
 
 
 class TrackedSource(MemorySource):
@@ -109,7 +87,7 @@ class FailsMidStream(RecordingSink):
 def test_a_failed_lazy_target_call_closes_the_source_stream_before_returning() -> None:
     source = TrackedSource()
     with pytest.raises(InjectedFault) as caught:
-        engine_for(source, FailsMidStream()).run("run-1")
+        transfer_engine(source=source, sink=FailsMidStream()).run("run-1")
     # the traceback still holds every frame: only an explicit close can have ended the stream
     assert caught.value.__traceback__ is not None
     assert source.open_streams == 0

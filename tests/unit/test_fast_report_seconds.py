@@ -9,24 +9,22 @@ skips report 0.0.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import time
 from collections.abc import Iterator
 
 import pytest
 
 from airflow_provider_dpone.contracts.chunk import ColumnChunk
-from airflow_provider_dpone.contracts.manifest import Manifest
 from airflow_provider_dpone.contracts.partition import PartitionBounds
-from airflow_provider_dpone.runtime.transfer import TransferEngine, TransferPorts
+from airflow_provider_dpone.runtime.transfer import TransferEngine
 from tests.doubles import (
     FixedClock,
     InMemoryCheckpointStore,
     MemoryArtifactStore,
     MemorySource,
     RecordingSink,
-    manifest_dict,
     orders_rows,
+    transfer_engine,
 )
 
 UTC = dt.timezone.utc
@@ -48,15 +46,15 @@ class RealTimeClock(FixedClock):
 
 
 def _engine(store: InMemoryCheckpointStore, sink: RecordingSink, export: str, load: str) -> TransferEngine:
-    manifest = Manifest.model_validate_json(json.dumps(manifest_dict(export=export, load=load)))
-    ports = TransferPorts(
+    return transfer_engine(
         store=store,
         source=SlowSource(orders_rows(days=3)),
-        open_sink=lambda: sink,
+        sink=sink,
         clock=RealTimeClock(dt.datetime(2026, 12, 2, 12, 0, tzinfo=UTC)),
         artifacts=MemoryArtifactStore() if export == "file_artifact" else None,
+        export=export,
+        load=load,
     )
-    return TransferEngine(manifest, ports, manifest_ref="m.yaml")
 
 
 @pytest.mark.parametrize("export", ["lazy_plan", "file_artifact"])

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import datetime as dt
 import gc
-import json
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -21,18 +20,16 @@ import pytest
 
 from airflow_provider_dpone.adapters.checkpoint_sql import SqlCheckpointStore
 from airflow_provider_dpone.contracts.checkpoint import CheckpointStatus, PartitionCheckpoint
-from airflow_provider_dpone.contracts.manifest import Manifest
 from airflow_provider_dpone.contracts.partition import BoundsKind, PartitionBounds, partition_id_for
 from airflow_provider_dpone.contracts.route import RouteIdentity, Strategy
 from airflow_provider_dpone.runtime.collector import collector_paused as runtime_pause
-from airflow_provider_dpone.runtime.transfer import TransferEngine, TransferPorts
 from tests.doubles import (
     FixedClock,
     InMemoryCheckpointStore,
     MemorySource,
     RecordingSink,
-    manifest_dict,
     orders_rows,
+    transfer_engine,
 )
 
 UTC = dt.timezone.utc
@@ -150,14 +147,12 @@ class _ObservingStore(InMemoryCheckpointStore):
 
 def test_a_run_scans_its_route_with_the_collector_paused_and_resumes_it() -> None:
     store = _ObservingStore()
-    manifest = Manifest.model_validate_json(json.dumps(manifest_dict()))
-    ports = TransferPorts(
+    report = transfer_engine(
         store=store,
         source=MemorySource(orders_rows(days=2)),
-        open_sink=lambda: RecordingSink(),
+        open_sink=RecordingSink,
         clock=FixedClock(dt.datetime(2026, 12, 2, 12, 0, tzinfo=UTC)),
-    )
-    report = TransferEngine(manifest, ports, manifest_ref="m.yaml").run("run-1")
+    ).run("run-1")
     assert report.rows_committed == 8
     assert store.collector_on_during_scan and not any(store.collector_on_during_scan)
     assert gc.isenabled()

@@ -9,28 +9,29 @@ reporting "0 committed, 45 skipped" (exit 0). The behaviour is the retry contrac
 from __future__ import annotations
 
 import datetime as dt
-import json
 
-from airflow_provider_dpone.contracts.manifest import Manifest
-from airflow_provider_dpone.runtime.transfer import TransferEngine, TransferPorts
+from airflow_provider_dpone.runtime.transfer import TransferEngine
 from tests.doubles import (
     FixedClock,
     InMemoryCheckpointStore,
     MemorySource,
     RecordingSink,
-    manifest_dict,
     orders_rows,
+    transfer_engine,
 )
 
 CLOCK = FixedClock(dt.datetime(2026, 12, 5, 6, 0, tzinfo=dt.timezone.utc))
 
 
 def refresh(store: InMemoryCheckpointStore, sink: RecordingSink) -> TransferEngine:
-    manifest = Manifest.model_validate_json(json.dumps(manifest_dict(strategy="full_refresh")))
-    ports = TransferPorts(
-        store=store, source=MemorySource(orders_rows(days=3)), open_sink=lambda: sink, clock=CLOCK
+    return transfer_engine(
+        store=store,
+        source=MemorySource(orders_rows(days=3)),
+        sink=sink,
+        clock=CLOCK,
+        manifest_ref="manifests/orders.yaml",
+        strategy="full_refresh",
     )
-    return TransferEngine(manifest, ports, manifest_ref="manifests/orders.yaml")
 
 
 def test_a_refresh_under_the_run_id_that_committed_it_moves_nothing_and_says_why() -> None:

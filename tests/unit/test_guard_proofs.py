@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import traceback
 from collections.abc import Iterable
 
@@ -10,21 +9,16 @@ import pytest
 
 from airflow_provider_dpone.contracts.chunk import ColumnChunk
 from airflow_provider_dpone.contracts.errors import DponeError
-from airflow_provider_dpone.contracts.manifest import Manifest
 from airflow_provider_dpone.contracts.partition import canonical_json, sha256_tag
 from airflow_provider_dpone.contracts.permit import TargetPermit
 from airflow_provider_dpone.contracts.schema import TableSchema
 from airflow_provider_dpone.runtime.guard.batch_id import checkpoint_batch_id
-from airflow_provider_dpone.runtime.transfer import TransferEngine, TransferPorts
 from tests.doubles import (
-    FixedClock,
     InjectedFault,
     InMemoryCheckpointStore,
-    MemorySource,
     RecordingSink,
-    manifest_dict,
-    orders_rows,
     phase_of,
+    transfer_engine,
 )
 
 
@@ -60,14 +54,7 @@ def test_a_target_call_failure_reraises_the_same_object_closes_the_permit_and_ma
 ) -> None:
     store = InMemoryCheckpointStore()
     sink = RaisingInsideTheCall()
-    manifest = Manifest.model_validate_json(json.dumps(manifest_dict(strategy=strategy)))
-    engine = TransferEngine(
-        manifest,
-        TransferPorts(
-            store=store, source=MemorySource(orders_rows()), open_sink=lambda: sink, clock=FixedClock()
-        ),
-        manifest_ref="m.yaml",
-    )
+    engine = transfer_engine(store=store, sink=sink, strategy=strategy)
 
     with pytest.raises(InjectedFault) as caught:
         engine.run("run-1")
@@ -144,17 +131,7 @@ class CommitsALookAlikeThenFails(InMemoryCheckpointStore):
 
 def test_reconciliation_keeps_only_candidates_whose_exact_bytes_are_durable() -> None:
     store = CommitsALookAlikeThenFails()
-    manifest = Manifest.model_validate_json(json.dumps(manifest_dict()))
-    engine = TransferEngine(
-        manifest,
-        TransferPorts(
-            store=store,
-            source=MemorySource(orders_rows()),
-            open_sink=lambda: RecordingSink(),
-            clock=FixedClock(),
-        ),
-        manifest_ref="m.yaml",
-    )
+    engine = transfer_engine(store=store, open_sink=RecordingSink)
 
     with pytest.raises(InjectedFault):
         engine.run("run-1")

@@ -2,50 +2,37 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.guard import GUARD_KEY
-from airflow_provider_dpone.contracts.manifest import Manifest
 from airflow_provider_dpone.runtime.guard.resolution import ResolutionRequest, ResolveAs, resolve
-from airflow_provider_dpone.runtime.transfer import TransferEngine, TransferPorts
 from tests.doubles import (
     FaultyStore,
     FixedClock,
     InjectedFault,
     InMemoryCheckpointStore,
-    MemorySource,
     RecordingSink,
     WriteFault,
     describe,
-    manifest_dict,
-    orders_rows,
+    transfer_engine,
 )
-
-
-def engine_for(store, sink, source=None):  # type: ignore[no-untyped-def]
-    manifest = Manifest.model_validate_json(json.dumps(manifest_dict()))
-    ports = TransferPorts(
-        store=store, source=source or MemorySource(orders_rows()), open_sink=lambda: sink, clock=FixedClock()
-    )
-    return TransferEngine(manifest, ports, manifest_ref="m.yaml")
 
 
 def blocked_store_after_lost_commit() -> tuple[InMemoryCheckpointStore, RecordingSink]:
     store = InMemoryCheckpointStore()
     sink = RecordingSink()
     with pytest.raises(InjectedFault):
-        engine_for(
-            FaultyStore(store, write_faults=[WriteFault("checkpoint_committed", after_rows=0)]), sink
+        transfer_engine(
+            store=FaultyStore(store, write_faults=[WriteFault("checkpoint_committed", after_rows=0)]),
+            sink=sink,
         ).run("r1")
     return store, sink
 
 
 def test_resolving_as_committed_lets_the_next_run_skip_without_touching_the_target() -> None:
     store, sink = blocked_store_after_lost_commit()
-    route = engine_for(store, sink)._route
+    route = transfer_engine(store=store, sink=sink)._route
     records = resolve(
         store,
         FixedClock(),
@@ -59,13 +46,13 @@ def test_resolving_as_committed_lets_the_next_run_skip_without_touching_the_targ
     assert audit["previous_phase"] == "checkpoint_incomplete"
     events: list[str] = []
     retry_sink = RecordingSink(events)
-    report = engine_for(store, retry_sink).run("r2")
+    report = transfer_engine(store=store, sink=retry_sink).run("r2")
     assert report.partitions_skipped == 3 and retry_sink.target_calls() == 0
 
 
 def test_resolving_as_not_applied_lets_the_next_run_move_the_partitions_again() -> None:
     store, sink = blocked_store_after_lost_commit()
-    route = engine_for(store, sink)._route
+    route = transfer_engine(store=store, sink=sink)._route
     sink.tables.clear()  # the operator deleted the attempt's rows from the target, then forces
     resolve(
         store,
@@ -75,15 +62,15 @@ def test_resolving_as_not_applied_lets_the_next_run_move_the_partitions_again() 
     )
     assert {describe(c) for c in store.list_latest(route)} == {"FAILED/failed_before_target"}
     retry_sink = RecordingSink()
-    report = engine_for(store, retry_sink).run("r2")
+    report = transfer_engine(store=store, sink=retry_sink).run("r2")
     assert report.partitions_committed == 3 and retry_sink.target_calls() == 1
 
 
 def test_resolution_refuses_partitions_that_are_not_blocked_and_needs_a_reason() -> None:
     store = InMemoryCheckpointStore()
     sink = RecordingSink()
-    engine_for(store, sink).run("r1")
-    route = engine_for(store, sink)._route
+    transfer_engine(store=store, sink=sink).run("r1")
+    route = transfer_engine(store=store, sink=sink)._route
     pid = store.list_latest(route)[0].partition_id
     with pytest.raises(DponeError) as not_blocked:
         resolve(store, FixedClock(), route, ResolutionRequest((pid,), ResolveAs.COMMITTED, "x", "me"))
@@ -96,7 +83,7 @@ def test_resolution_refuses_partitions_that_are_not_blocked_and_needs_a_reason()
 
 def test_an_invalid_guard_can_be_resolved_and_keeps_its_history() -> None:
     store, sink = blocked_store_after_lost_commit()
-    route = engine_for(store, sink)._route
+    route = transfer_engine(store=store, sink=sink)._route
     first = store.list_latest(route)[0]
     store.write_batch([first.model_copy(update={"diagnostics": {GUARD_KEY: {"phase": "???"}}})])
     resolve(
@@ -145,8 +132,8 @@ def test_not_applied_is_refused_while_the_target_holds_rows_and_nothing_is_writt
     store = InMemoryCheckpointStore()
     sink = RecordingSink(fail_after_mutation=True)  # the rows landed, the call raised: target_outcome_unknown
     with pytest.raises(InjectedFault):
-        engine_for(store, sink).run("r1")
-    route = engine_for(store, sink)._route
+        transfer_engine(store=store, sink=sink).run("r1")
+    route = transfer_engine(store=store, sink=sink)._route
     before = list(store.rows)
     request = ResolutionRequest(None, ResolveAs.NOT_APPLIED, "looked empty", "me")
     with pytest.raises(DponeError) as caught:
@@ -159,7 +146,7 @@ def test_not_applied_is_refused_while_the_target_holds_rows_and_nothing_is_writt
 def test_not_applied_is_refused_for_a_checkpoint_incomplete_partition_even_with_an_empty_target() -> None:
     store, sink = blocked_store_after_lost_commit()
     sink.tables.clear()
-    route = engine_for(store, sink)._route
+    route = transfer_engine(store=store, sink=sink)._route
     with pytest.raises(DponeError) as caught:
         resolve(
             store,
@@ -175,8 +162,8 @@ def test_not_applied_with_an_empty_target_is_accepted_and_audits_the_counts() ->
     store = InMemoryCheckpointStore()
     sink = RecordingSink(fail_before_mutation=True)
     with pytest.raises(InjectedFault):
-        engine_for(store, sink).run("r1")
-    route = engine_for(store, sink)._route
+        transfer_engine(store=store, sink=sink).run("r1")
+    route = transfer_engine(store=store, sink=sink)._route
     records = resolve(
         store,
         FixedClock(),
@@ -192,12 +179,12 @@ def test_not_applied_with_an_empty_target_is_accepted_and_audits_the_counts() ->
         and audit["previous_phase"] == "target_outcome_unknown"
     )
     retry = RecordingSink()
-    engine_for(store, retry).run("r2")
+    transfer_engine(store=store, sink=retry).run("r2")
     assert sum(len(rows) for rows in retry.tables.values()) == 12
 
 
 def test_not_applied_with_an_unknown_target_count_is_refused_without_force() -> None:
     store, sink = blocked_store_after_lost_commit()
-    route = engine_for(store, sink)._route
+    route = transfer_engine(store=store, sink=sink)._route
     with pytest.raises(DponeError):
         resolve(store, FixedClock(), route, ResolutionRequest(None, ResolveAs.NOT_APPLIED, "x", "me"))

@@ -10,90 +10,45 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
-import json
 from typing import Any
 
 import pytest
 
 from airflow_provider_dpone.adapters.sources.partition_planning import day_partitions, read_definition_hash
-from airflow_provider_dpone.contracts.checkpoint import CheckpointStatus, PartitionCheckpoint
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
-from airflow_provider_dpone.contracts.manifest import Manifest, Partitioning, PartitionKind
-from airflow_provider_dpone.contracts.partition import PlannedPartition, partition_id_for
-from airflow_provider_dpone.contracts.route import RouteIdentity, Strategy
+from airflow_provider_dpone.contracts.manifest import Partitioning, PartitionKind
+from airflow_provider_dpone.contracts.route import Strategy
 from airflow_provider_dpone.manifests.loader import load_manifest_dict
 from airflow_provider_dpone.runtime.resume_planner import Action, Reason, plan_resume
-from airflow_provider_dpone.runtime.transfer import TransferEngine, TransferPorts
-from tests.doubles import (
-    FixedClock,
-    InjectedFault,
-    InMemoryCheckpointStore,
-    MemorySource,
-    RecordingSink,
-    manifest_dict,
-    orders_rows,
-    phase_of,
+from tests.doubles import FixedClock, InjectedFault, InMemoryCheckpointStore, RecordingSink, phase_of
+from tests.unit.late_rows_rig import (
+    DAYS,
+    ROUTE,
+    committed_checkpoint,
+    decision_summary,
+    late_rows_engine,
+    planned_days,
 )
 
 UTC = dt.timezone.utc
-ROUTE = RouteIdentity(
-    source_table="dbo.orders", target_table="analytics.orders", strategy=Strategy.REPLACE_PARTITION
-)
 #: The route the engine tests run (manifest_dict's tables, canonical as written).
 ROUTE_OF_ENGINE = ROUTE
-DAYS = [dt.date(2026, 11, 28) + dt.timedelta(days=i) for i in range(4)]  # 11-28 .. 12-01
-
-
-def _planned() -> list[PlannedPartition]:
-    return [
-        PlannedPartition(
-            partition_id=partition_id_for(ROUTE, "sha256:q", "sha256:s", bounds),
-            bounds=bounds,
-            query_hash="sha256:q",
-            schema_hash="sha256:s",
-        )
-        for bounds in day_partitions("order_date", DAYS)
-    ]
-
-
-def _committed(part: PlannedPartition, run_id: str = "run-0") -> PartitionCheckpoint:
-    at = dt.datetime(2026, 11, 1, tzinfo=UTC)
-    return PartitionCheckpoint.model_validate(
-        {
-            "partition_id": part.partition_id,
-            "route": ROUTE,
-            "run_id": run_id,
-            "status": CheckpointStatus.COMMITTED,
-            "started_at": at,
-            "completed_at": at,
-            "rows": 3,
-            "bytes": 30,
-            "query_hash": part.query_hash,
-            "schema_hash": part.schema_hash,
-            "bounds": part.bounds,
-            "diagnostics": {},
-        }
-    )
 
 
 def _partitioning(**keys: Any) -> Partitioning:
     return Partitioning(kind=PartitionKind.DAY, column="order_date", **keys)
 
 
-def _summary(decisions: list[Any]) -> list[tuple[str, str, str]]:
-    return [(d.partition.bounds.lower, d.action.value, d.reason.value) for d in decisions]
-
-
 # -- settle ------------------------------------------------------------------------------------------
 
 
 def test_settle_holds_back_partitions_whose_upper_bound_is_later_than_now_minus_settle() -> None:
-    planned = _planned()
+    planned = planned_days()
     now = dt.datetime(2026, 12, 1, 1, 30, tzinfo=UTC)  # 11-30 ended 90 minutes ago, 12-01 is today
     decisions = plan_resume(
         planned, {}, Strategy.INCREMENTAL_APPEND, "r", partitioning=_partitioning(settle="2h"), now=now
     )
-    assert _summary(decisions) == [
+    assert decision_summary(decisions) == [
         ("2026-11-28", "run", "missing_checkpoint"),
         ("2026-11-29", "run", "missing_checkpoint"),
         ("2026-11-30", "skip", "open_partition"),
@@ -112,22 +67,22 @@ def test_settle_holds_back_partitions_whose_upper_bound_is_later_than_now_minus_
 
 
 def test_without_settle_every_partition_runs_and_a_committed_open_partition_stays_committed() -> None:
-    planned = _planned()
+    planned = planned_days()
     now = dt.datetime(2026, 12, 1, 1, 30, tzinfo=UTC)
     plain = plan_resume(planned, {}, Strategy.INCREMENTAL_APPEND, "r", partitioning=_partitioning(), now=now)
     assert {d.action for d in plain} == {Action.RUN}
-    latest = {planned[3].partition_id: _committed(planned[3])}
+    latest = {planned[3].partition_id: committed_checkpoint(planned[3])}
     held = plan_resume(
         planned, latest, Strategy.INCREMENTAL_APPEND, "r", partitioning=_partitioning(settle="1d"), now=now
     )
-    assert _summary(held)[2:] == [
+    assert decision_summary(held)[2:] == [
         ("2026-11-30", "skip", "open_partition"),
         ("2026-12-01", "skip", "committed"),
     ]
 
 
 def test_settle_reads_a_clock_in_another_zone_as_the_same_instant() -> None:
-    planned = _planned()
+    planned = planned_days()
     kathmandu = dt.timezone(dt.timedelta(hours=5, minutes=45))
     now = dt.datetime(2026, 12, 1, 7, 15, tzinfo=kathmandu)  # 01:30 UTC
     decisions = plan_resume(
@@ -140,13 +95,13 @@ def test_settle_reads_a_clock_in_another_zone_as_the_same_instant() -> None:
 
 
 def test_lookback_runs_the_n_most_recent_settled_committed_partitions_again() -> None:
-    planned = _planned()
-    latest = {p.partition_id: _committed(p) for p in planned[:3]}  # 12-01 is new
+    planned = planned_days()
+    latest = {p.partition_id: committed_checkpoint(p) for p in planned[:3]}  # 12-01 is new
     now = dt.datetime(2026, 12, 2, 6, 0, tzinfo=UTC)
     decisions = plan_resume(
         planned, latest, Strategy.REPLACE_PARTITION, "r", partitioning=_partitioning(lookback=2), now=now
     )
-    assert _summary(decisions) == [
+    assert decision_summary(decisions) == [
         ("2026-11-28", "skip", "committed"),
         ("2026-11-29", "run", "lookback"),
         ("2026-11-30", "run", "lookback"),
@@ -155,8 +110,8 @@ def test_lookback_runs_the_n_most_recent_settled_committed_partitions_again() ->
 
 
 def test_lookback_never_moves_an_open_partition_and_takes_fewer_when_fewer_are_committed() -> None:
-    planned = _planned()
-    latest = {p.partition_id: _committed(p) for p in planned}
+    planned = planned_days()
+    latest = {p.partition_id: committed_checkpoint(p) for p in planned}
     now = dt.datetime(2026, 12, 1, 12, 0, tzinfo=UTC)  # 12-01 still open
     decisions = plan_resume(
         planned,
@@ -166,7 +121,7 @@ def test_lookback_never_moves_an_open_partition_and_takes_fewer_when_fewer_are_c
         partitioning=_partitioning(settle="6h", lookback=10),
         now=now,
     )
-    assert _summary(decisions) == [
+    assert decision_summary(decisions) == [
         ("2026-11-28", "run", "lookback"),
         ("2026-11-29", "run", "lookback"),
         ("2026-11-30", "run", "lookback"),
@@ -177,8 +132,8 @@ def test_lookback_never_moves_an_open_partition_and_takes_fewer_when_fewer_are_c
 def test_the_planner_refuses_lookback_on_append_and_settle_on_full_refresh_if_the_manifest_was_bypassed() -> (
     None
 ):
-    planned = _planned()
-    latest = {p.partition_id: _committed(p) for p in planned}
+    planned = planned_days()
+    latest = {p.partition_id: committed_checkpoint(p) for p in planned}
     now = dt.datetime(2026, 12, 5, tzinfo=UTC)
     for strategy, keys in (
         (Strategy.INCREMENTAL_APPEND, {"lookback": 1}),
@@ -193,25 +148,12 @@ def test_the_planner_refuses_lookback_on_append_and_settle_on_full_refresh_if_th
 # -- the engine: open partitions, and lookback under the guard ---------------------------------------
 
 
-def _engine(
-    store: InMemoryCheckpointStore, sink: RecordingSink, clock: FixedClock, **partitioning: Any
-) -> TransferEngine:
-    strategy = "replace_partition" if "lookback" in partitioning else "incremental_append"
-    data = manifest_dict(strategy=strategy)
-    data["source"]["partitioning"].update(partitioning)  # type: ignore[index]
-    manifest = Manifest.model_validate_json(json.dumps(data))
-    ports = TransferPorts(
-        store=store, source=MemorySource(orders_rows(days=3)), open_sink=lambda: sink, clock=clock
-    )
-    return TransferEngine(manifest, ports, manifest_ref="manifests/orders.yaml")
-
-
 def test_an_open_day_is_planned_not_moved_then_moves_once_it_settled() -> None:
     store = InMemoryCheckpointStore()
     sink = RecordingSink()
     # rows on 11-28, 11-29, 11-30; the @daily run at 11-30 23:00 UTC must not commit 11-30
     clock = FixedClock(dt.datetime(2026, 11, 30, 23, 0, tzinfo=UTC))
-    report = _engine(store, sink, clock, settle="2h").run("run-1")
+    report = late_rows_engine(store, sink, clock, settle="2h").run("run-1")
     outcome = {p.label: (p.decision, p.reason) for p in report.partitions}
     assert outcome == {
         "order_date=2026-11-28": ("run", "missing_checkpoint"),
@@ -219,11 +161,11 @@ def test_an_open_day_is_planned_not_moved_then_moves_once_it_settled() -> None:
         "order_date=2026-11-30": ("skip", "open_partition"),
     }
     assert sorted(r[1] for r in sink.tables["analytics.orders"]) == [DAYS[0]] * 4 + [DAYS[1]] * 4
-    labels = {c.bounds.label for c in store.list_latest(_engine(store, sink, clock)._route)}
+    labels = {c.bounds.label for c in store.list_latest(late_rows_engine(store, sink, clock)._route)}
     assert "order_date=2026-11-30" not in labels  # no checkpoint at all for the open day
 
     clock.current = dt.datetime(2026, 12, 1, 2, 30, tzinfo=UTC)
-    second = _engine(store, sink, clock, settle="2h").run("run-2")
+    second = late_rows_engine(store, sink, clock, settle="2h").run("run-2")
     assert {p.label: p.reason for p in second.partitions}["order_date=2026-11-30"] == "missing_checkpoint"
     assert sorted(r[0] for r in sink.tables["analytics.orders"]) == list(range(1, 13))
 
@@ -232,8 +174,8 @@ def test_lookback_partitions_are_armed_and_promoted_like_any_active_partition() 
     store = InMemoryCheckpointStore()
     sink = RecordingSink()
     clock = FixedClock(dt.datetime(2026, 12, 5, 6, 0, tzinfo=UTC))
-    _engine(store, sink, clock, lookback=1).run("run-1")
-    engine = _engine(store, sink, clock, lookback=1)
+    late_rows_engine(store, sink, clock, lookback=1).run("run-1")
+    engine = late_rows_engine(store, sink, clock, lookback=1)
     report = engine.run("run-2")
     again = [p for p in report.partitions if p.decision == "run"]
     assert [(p.label, p.reason, p.status) for p in again] == [
@@ -251,17 +193,17 @@ def test_a_lookback_reload_that_fails_after_the_target_mutation_blocks_every_lat
     store = InMemoryCheckpointStore()
     clock = FixedClock(dt.datetime(2026, 12, 5, 6, 0, tzinfo=UTC))
     first = RecordingSink()
-    _engine(store, first, clock, lookback=1).run("run-1")
+    late_rows_engine(store, first, clock, lookback=1).run("run-1")
     failing = RecordingSink(fail_after_mutation=True)
     failing.tables = first.tables  # one target table across the runs
     with pytest.raises(InjectedFault):
-        _engine(store, failing, clock, lookback=1).run("run-2")
+        late_rows_engine(store, failing, clock, lookback=1).run("run-2")
     reloaded = [c for c in store.list_latest(ROUTE_OF_ENGINE) if c.bounds.label == "order_date=2026-11-30"]
     assert [phase_of(c) for c in reloaded] == ["target_outcome_unknown"]
     later = RecordingSink()
     later.tables = first.tables
     with pytest.raises(DponeError) as caught:
-        _engine(store, later, clock, lookback=1).run("run-3")
+        late_rows_engine(store, later, clock, lookback=1).run("run-3")
     assert caught.value.code is ErrorCode.MANUAL_RECONCILIATION_REQUIRED
     assert later.events == []  # stopped before any target I/O
 

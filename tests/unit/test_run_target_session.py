@@ -6,21 +6,17 @@ In-memory port doubles (a recording sink whose ``close`` can fail); the same on 
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
-from airflow_provider_dpone.contracts.manifest import Manifest
-from airflow_provider_dpone.runtime.transfer import TransferEngine, TransferPorts
+from airflow_provider_dpone.runtime.transfer import TransferEngine
 from tests.doubles import (
-    FixedClock,
     InjectedFault,
     InMemoryCheckpointStore,
     MemorySource,
     RecordingSink,
-    manifest_dict,
     orders_rows,
+    transfer_engine,
 )
 
 
@@ -42,11 +38,12 @@ def _engine(store: InMemoryCheckpointStore, sink: _CountedSink, days: int) -> Tr
         sink.opened += 1
         return sink
 
-    manifest = Manifest.model_validate_json(json.dumps(manifest_dict()))
-    ports = TransferPorts(
-        store=store, source=MemorySource(orders_rows(days=days)), open_sink=open_sink, clock=FixedClock()
+    return transfer_engine(
+        store=store,
+        source=MemorySource(orders_rows(days=days)),
+        open_sink=open_sink,
+        manifest_ref="manifests/orders.yaml",
     )
-    return TransferEngine(manifest, ports, manifest_ref="manifests/orders.yaml")
 
 
 def test_a_daily_run_opens_its_sink_once_for_the_checks_and_the_publish() -> None:

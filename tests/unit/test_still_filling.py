@@ -16,7 +16,7 @@ from airflow_provider_dpone.contracts.partition import BoundsKind, PartitionBoun
 from airflow_provider_dpone.contracts.route import Strategy
 from airflow_provider_dpone.runtime.resume_planner import Action, Reason, ResumeDecision, still_filling
 from tests.doubles import FixedClock, InMemoryCheckpointStore, RecordingSink
-from tests.unit.test_late_rows_planning import _engine
+from tests.unit.late_rows_rig import late_rows_engine
 
 UTC = dt.timezone.utc
 HASH = "sha256:" + "d" * 64
@@ -64,17 +64,17 @@ def test_no_integer_range_is_named_when_the_newest_is_not_moved_or_is_moved_agai
 def test_an_append_run_that_commits_todays_day_says_it_may_still_fill() -> None:
     """Red without the notice: the run committed 11-30 at 23:00 on 11-30 without a word."""
     clock = FixedClock(dt.datetime(2026, 11, 30, 23, 0, tzinfo=UTC))
-    report = _engine(InMemoryCheckpointStore(), RecordingSink(), clock).run("run-1")
+    report = late_rows_engine(InMemoryCheckpointStore(), RecordingSink(), clock).run("run-1")
     notes = [n for n in report.notices if "may still be filling" in n]
     assert len(notes) == 1 and "order_date=2026-11-30" in notes[0] and "settle" in notes[0]
 
 
 def test_no_notice_when_settle_holds_the_day_back_or_every_day_is_over() -> None:
     late = FixedClock(dt.datetime(2026, 11, 30, 23, 0, tzinfo=UTC))
-    held = _engine(InMemoryCheckpointStore(), RecordingSink(), late, settle="2h").run("run-1")
+    held = late_rows_engine(InMemoryCheckpointStore(), RecordingSink(), late, settle="2h").run("run-1")
     assert not any("may still be filling" in n for n in held.notices)
     later = FixedClock(dt.datetime(2026, 12, 5, 6, 0, tzinfo=UTC))
-    over = _engine(InMemoryCheckpointStore(), RecordingSink(), later).run("run-1")
+    over = late_rows_engine(InMemoryCheckpointStore(), RecordingSink(), later).run("run-1")
     assert not any("may still be filling" in n for n in over.notices)
 
 

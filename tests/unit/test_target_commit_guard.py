@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import json
 import traceback
+from typing import Any
 
 import pytest
 
 from airflow_provider_dpone.contracts.checkpoint import CheckpointStatus, PartitionCheckpoint
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.guard import GUARD_KEY
-from airflow_provider_dpone.contracts.manifest import Manifest
+from airflow_provider_dpone.ports.checkpoint_store import CheckpointStore
 from airflow_provider_dpone.runtime.guard.batch_id import checkpoint_batch_id
-from airflow_provider_dpone.runtime.transfer import TransferEngine, TransferPorts
+from airflow_provider_dpone.runtime.transfer import TransferEngine
 from tests.doubles import (
     FaultyStore,
     FixedClock,
@@ -26,20 +27,19 @@ from tests.doubles import (
     RecordingSink,
     WriteFault,
     describe,
-    manifest_dict,
     orders_rows,
     phase_of,
+    transfer_engine,
 )
 
 ROUTE_MANIFEST = "manifests/orders.yaml"
 
 
-def make_engine(store, source, sink, *, clock=None, artifacts=None, **manifest_kwargs):  # type: ignore[no-untyped-def]
-    manifest = Manifest.model_validate_json(json.dumps(manifest_dict(**manifest_kwargs)))
-    ports = TransferPorts(
-        store=store, source=source, open_sink=lambda: sink, clock=clock or FixedClock(), artifacts=artifacts
-    )
-    return TransferEngine(manifest, ports, manifest_ref=ROUTE_MANIFEST)
+def make_engine(
+    store: CheckpointStore, source: MemorySource, sink: RecordingSink, **options: Any
+) -> TransferEngine:
+    """``transfer_engine`` on this module's route manifest."""
+    return transfer_engine(store=store, source=source, sink=sink, manifest_ref=ROUTE_MANIFEST, **options)
 
 
 def latest_by_label(store, engine) -> dict[str, PartitionCheckpoint]:  # type: ignore[no-untyped-def]

@@ -9,27 +9,24 @@ arming, and a source failure mid-stream still ends the run as before.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import threading
 from collections.abc import Iterable, Iterator
 
 import pytest
 
 from airflow_provider_dpone.contracts.chunk import ColumnChunk
-from airflow_provider_dpone.contracts.manifest import Manifest
 from airflow_provider_dpone.contracts.partition import PartitionBounds
 from airflow_provider_dpone.contracts.permit import TargetPermit
 from airflow_provider_dpone.contracts.schema import TableSchema
-from airflow_provider_dpone.runtime.transfer import TransferEngine, TransferPorts
+from airflow_provider_dpone.runtime.transfer import TransferEngine
 from tests.doubles import (
     FixedClock,
     InjectedFault,
-    InMemoryCheckpointStore,
     MemoryArtifactStore,
     MemorySource,
     RecordingSink,
-    manifest_dict,
     orders_rows,
+    transfer_engine,
 )
 
 UTC = dt.timezone.utc
@@ -88,15 +85,15 @@ class WaitingSink(RecordingSink):
 def _engine(
     source: MemorySource, sink: RecordingSink, load: str, export: str = "lazy_plan"
 ) -> TransferEngine:
-    manifest = Manifest.model_validate_json(json.dumps(manifest_dict(export=export, load=load, chunk_rows=2)))
-    ports = TransferPorts(
-        store=InMemoryCheckpointStore(),
+    return transfer_engine(
         source=source,
-        open_sink=lambda: sink,
+        sink=sink,
         clock=FixedClock(dt.datetime(2026, 12, 2, 12, 0, tzinfo=UTC)),
         artifacts=MemoryArtifactStore() if export == "file_artifact" else None,
+        export=export,
+        load=load,
+        chunk_rows=2,
     )
-    return TransferEngine(manifest, ports, manifest_ref="m.yaml")
 
 
 @pytest.mark.parametrize("load", ["direct", "staged"])
@@ -159,14 +156,13 @@ def test_two_reads_at_once_each_take_half_a_chunk_so_no_more_rows_wait_than_with
     rows = orders_rows(days=4)
     source = TwoAtOnceSource(rows)
     sink = RecordingSink()
-    manifest = Manifest.model_validate_json(json.dumps(manifest_dict(load="direct", chunk_rows=4)))
-    ports = TransferPorts(
-        store=InMemoryCheckpointStore(),
+    transfer_engine(
         source=source,
-        open_sink=lambda: sink,
+        sink=sink,
         clock=FixedClock(dt.datetime(2026, 12, 2, 12, 0, tzinfo=UTC)),
-    )
-    TransferEngine(manifest, ports, manifest_ref="m.yaml").run("run-1")
+        load="direct",
+        chunk_rows=4,
+    ).run("run-1")
     assert source.chunk_rows == [2, 2, 2, 2]
     assert sorted(sink.tables["analytics.orders"]) == sorted(rows)
 
@@ -174,15 +170,14 @@ def test_two_reads_at_once_each_take_half_a_chunk_so_no_more_rows_wait_than_with
 def test_an_export_that_fails_removes_the_files_it_had_written() -> None:
     store = MemoryArtifactStore()
     source = MemorySource(orders_rows(days=3), fail_read_after_chunks=3)  # two chunks a day: fails on day 2
-    manifest = Manifest.model_validate_json(json.dumps(manifest_dict(export="file_artifact", chunk_rows=2)))
-    ports = TransferPorts(
-        store=InMemoryCheckpointStore(),
-        source=source,
-        open_sink=RecordingSink,
-        clock=FixedClock(dt.datetime(2026, 12, 2, 12, 0, tzinfo=UTC)),
-        artifacts=store,
-    )
     with pytest.raises(InjectedFault):
-        TransferEngine(manifest, ports, manifest_ref="m.yaml").run("run-1")
+        transfer_engine(
+            source=source,
+            open_sink=RecordingSink,
+            clock=FixedClock(dt.datetime(2026, 12, 2, 12, 0, tzinfo=UTC)),
+            artifacts=store,
+            export="file_artifact",
+            chunk_rows=2,
+        ).run("run-1")
     assert len(store.removed) == 1, "the first day's file was written, then removed"
     assert store.files == {}

@@ -24,7 +24,7 @@ from airflow_provider_dpone.contracts.partition import PlannedPartition, partiti
 from airflow_provider_dpone.contracts.route import Strategy
 from airflow_provider_dpone.runtime.resume_planner import plan_resume
 from airflow_provider_dpone.runtime.vanished import shaped_by, vanished_committed
-from tests.unit.test_late_rows_planning import ROUTE, _committed, _planned, _summary
+from tests.unit.late_rows_rig import ROUTE, committed_checkpoint, decision_summary, planned_days
 
 DAY = Partitioning(kind=PartitionKind.DAY, column="order_date", lookback=2)
 MONTH = Partitioning(kind=PartitionKind.MONTH, column="order_date", lookback=2)
@@ -53,7 +53,7 @@ def test_ranges_the_integer_planner_makes_are_shaped_by_their_size_only(start: i
 
 
 def test_only_committed_partitions_of_the_current_definition_and_shape_vanish() -> None:
-    planned = _planned()  # 11-28 .. 12-01
+    planned = planned_days()  # 11-28 .. 12-01
     kept, gone = planned[:3], planned[3]
     (month,) = month_partitions("order_date", [(2026, 11)])
     of_months = PlannedPartition(
@@ -63,7 +63,7 @@ def test_only_committed_partitions_of_the_current_definition_and_shape_vanish() 
         schema_hash="sha256:s",
     )
     other_query = gone.model_copy(update={"query_hash": "sha256:older"})
-    stored = [_committed(p) for p in [*kept, gone, of_months]] + [_committed(other_query)]
+    stored = [committed_checkpoint(p) for p in [*kept, gone, of_months]] + [committed_checkpoint(other_query)]
 
     found = vanished_committed(ROUTE, stored, kept, "sha256:q", "sha256:s", DAY)
 
@@ -77,15 +77,15 @@ def test_only_committed_partitions_of_the_current_definition_and_shape_vanish() 
 
 
 def test_a_vanished_day_among_the_newest_runs_in_the_lookback_in_bounds_order() -> None:
-    planned = _planned()
-    latest = {p.partition_id: _committed(p) for p in planned}
+    planned = planned_days()
+    latest = {p.partition_id: committed_checkpoint(p) for p in planned}
     kept = [planned[0], planned[1], planned[3]]  # 11-30 deleted whole in the source
 
     decisions = plan_resume(
         kept, latest, Strategy.REPLACE_PARTITION, "r", partitioning=DAY, now=NOW, vanished=[planned[2]]
     )
 
-    assert _summary(decisions) == [
+    assert decision_summary(decisions) == [
         ("2026-11-28", "skip", "committed"),
         ("2026-11-29", "skip", "committed"),
         ("2026-11-30", "run", "lookback"),
@@ -94,14 +94,14 @@ def test_a_vanished_day_among_the_newest_runs_in_the_lookback_in_bounds_order() 
 
 
 def test_a_vanished_day_older_than_the_lookback_is_left_out_of_the_plan() -> None:
-    planned = _planned()
-    latest = {p.partition_id: _committed(p) for p in planned}
+    planned = planned_days()
+    latest = {p.partition_id: committed_checkpoint(p) for p in planned}
 
     decisions = plan_resume(
         planned[1:], latest, Strategy.REPLACE_PARTITION, "r", partitioning=DAY, now=NOW, vanished=[planned[0]]
     )
 
-    assert _summary(decisions) == [
+    assert decision_summary(decisions) == [
         ("2026-11-29", "skip", "committed"),
         ("2026-11-30", "run", "lookback"),
         ("2026-12-01", "run", "lookback"),
@@ -109,8 +109,8 @@ def test_a_vanished_day_older_than_the_lookback_is_left_out_of_the_plan() -> Non
 
 
 def test_a_vanished_day_still_open_under_settle_is_not_emptied() -> None:
-    planned = _planned()
-    latest = {p.partition_id: _committed(p) for p in planned}
+    planned = planned_days()
+    latest = {p.partition_id: committed_checkpoint(p) for p in planned}
     settled = DAY.model_copy(update={"settle": "1d"})
     now = dt.datetime(2026, 12, 2, 6, 0, tzinfo=dt.timezone.utc)  # 12-01 ended 6 h ago: open
 
@@ -124,14 +124,14 @@ def test_a_vanished_day_still_open_under_settle_is_not_emptied() -> None:
         vanished=[planned[3]],
     )
 
-    assert ("2026-12-01", "run", "lookback") not in _summary(decisions)
+    assert ("2026-12-01", "run", "lookback") not in decision_summary(decisions)
 
 
 def test_a_day_older_than_everything_the_source_holds_rolled_out_and_is_kept() -> None:
     """A source that keeps a window (cleared each night) no longer holds yesterday: that is retention, not a
     deletion, and emptying yesterday in the target would lose it."""
-    planned = _planned()  # 11-28 .. 12-01
-    stored = [_committed(p) for p in planned]
+    planned = planned_days()  # 11-28 .. 12-01
+    stored = [committed_checkpoint(p) for p in planned]
     today_only = [planned[3]]
 
     assert vanished_committed(ROUTE, stored, today_only, "sha256:q", "sha256:s", DAY) == []
