@@ -62,6 +62,7 @@ def _engine(store: InMemoryCheckpointStore, sink: RecordingSink, export: str, lo
 def test_moved_partitions_report_their_seconds_and_skipped_ones_zero(export: str, load: str) -> None:
     store, sink = InMemoryCheckpointStore(), RecordingSink()
     first = _engine(store, sink, export, load).run("run-1")
+    assert (first.export, first.load) == (export, load)  # the path under test is the one that ran
     moved = [p for p in first.partitions if p.decision == "run"]
     assert len(moved) == 3 and all(p.rows == 4 for p in moved)
     # the source's pace is in every partition's time: its stream (lazy_plan) or its export (file_artifact)

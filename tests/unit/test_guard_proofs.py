@@ -66,6 +66,8 @@ def test_a_target_call_failure_reraises_the_same_object_closes_the_permit_and_ma
         sink.permit.require_open(sink.permit.route.target_table)
     latest = store.list_latest(engine._route)
     assert len(latest) == 3
+    # the strategy under test is the one that ran
+    assert {c.route.strategy.value for c in latest} == {strategy}
     assert {phase_of(c) for c in latest} == {"target_outcome_unknown"}
     assert {c.status.value for c in latest} == {"FAILED"}
 
