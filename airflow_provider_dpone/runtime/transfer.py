@@ -34,7 +34,7 @@ from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.manifest import ExportPath, LoadPath, Manifest
 from airflow_provider_dpone.contracts.partition import PartitionBounds, PlannedPartition, partition_id_for
 from airflow_provider_dpone.contracts.permit import TargetPermit
-from airflow_provider_dpone.contracts.report import PartitionOutcome, QualitySummary, RunReport
+from airflow_provider_dpone.contracts.report import QualitySummary, RunReport
 from airflow_provider_dpone.contracts.route import RouteIdentity, Strategy
 from airflow_provider_dpone.contracts.schema import TableSchema
 from airflow_provider_dpone.contracts.target_observation import TargetReadRequest
@@ -89,6 +89,7 @@ from airflow_provider_dpone.runtime.route_identity import (
     IdentityOverlap,
     RebaselineRequest,
 )
+from airflow_provider_dpone.runtime.run_report import capsule_report, quality_summary, run_report
 from airflow_provider_dpone.runtime.source_binding import (
     SOURCE_KEY,
     record_source_move,
@@ -675,53 +676,22 @@ class TransferEngine:
     def _summary(
         self, verdict: Verdict | None, operation_id: str | None, unverified: int
     ) -> QualitySummary | None:
-        if verdict is None and not self._durable and not self._policy.checks:
-            return None
-        return QualitySummary(
-            durable_replay=self._durable,
-            verdict=verdict.label if verdict is not None else "not_checked",
-            operation_id=operation_id,
-            capsule_state="complete" if operation_id is not None else None,
-            checks=verdict.outcomes() if verdict is not None else (),
-            unverified_partitions=unverified,
+        return quality_summary(
+            verdict, operation_id, unverified, durable=self._durable, checks=bool(self._policy.checks)
         )
 
     def _capsule_report(
         self, run_id: str, record: OperationRecord, started: float, *, replayed: bool
     ) -> RunReport:
-        """The report of a run decided by its capsule: nothing read from the source, nothing moved."""
-        assert record.chain is not None and record.verdict is not None
-        reason = "replayed_from_capsule" if replayed else "published_by_earlier_attempt"
-        outcomes = tuple(
-            PartitionOutcome(
-                partition_id=c.partition_id,
-                label=c.bounds.label,
-                decision=Action.SKIP.value,
-                reason=reason,
-                status=c.status.value,
-                rows=c.rows or 0,
-                bytes=c.bytes or 0,
-            )
-            for c in record.partitions
-        )
-        return RunReport(
-            manifest_name=self._manifest.name,
-            route=self._route.describe(),
-            run_id=run_id,
-            export=self._manifest.source.export.value,
-            load=self._manifest.sink.load.value,
-            checkpoint_batch_id=record.chain.core.checkpoint_batch_id,
-            partitions=outcomes,
-            partitions_skipped=len(outcomes),
-            seconds=round(self._ports.clock.monotonic() - started, 3),
-            quality=QualitySummary(
-                durable_replay=self._durable,
-                verdict=record.verdict.label,
-                operation_id=record.operation_id,
-                capsule_state="complete",
-                replayed=replayed,
-                checks=record.verdict.outcomes(),
-            ),
+        seconds = self._ports.clock.monotonic() - started
+        return capsule_report(
+            self._manifest,
+            self._route,
+            run_id,
+            record,
+            seconds=seconds,
+            durable=self._durable,
+            replayed=replayed,
         )
 
     def _execute_path(
@@ -995,46 +965,18 @@ class TransferEngine:
         quality: QualitySummary | None = None,
         seconds: Mapping[str, float] | None = None,
     ) -> RunReport:
-        outcomes = []
-        moved_for = seconds or {}
-        for d in decisions:
-            cp = committed.get(d.partition.partition_id)
-            evidence = cp.diagnostics.get("artifact_sha256") if cp else None
-            outcomes.append(
-                PartitionOutcome(
-                    partition_id=d.partition.partition_id,
-                    label=d.partition.bounds.label,
-                    decision=d.action.value,
-                    reason=d.reason.value,
-                    status=cp.status.value if cp else _skipped_status(d),
-                    rows=(cp.rows or 0) if cp else 0,
-                    bytes=(cp.bytes or 0) if cp else 0,
-                    seconds=round(moved_for.get(d.partition.partition_id, 0.0), 3) if cp else 0.0,
-                    digest=evidence if isinstance(evidence, str) else None,
-                )
-            )
-        return RunReport(
-            manifest_name=self._manifest.name,
-            route=self._route.describe(),
-            run_id=run_id,
-            export=self._manifest.source.export.value,
-            load=self._manifest.sink.load.value,
-            checkpoint_batch_id=batch_id,
-            partitions=tuple(outcomes),
-            rows_committed=sum(o.rows for o in outcomes if o.decision == "run"),
-            partitions_committed=len(committed),
-            partitions_skipped=sum(1 for d in decisions if d.action is Action.SKIP),
-            seconds=round(self._ports.clock.monotonic() - started, 3),
+        return run_report(
+            self._manifest,
+            self._route,
+            run_id,
+            decisions,
+            batch_id=batch_id,
+            committed=committed,
+            seconds=self._ports.clock.monotonic() - started,
             quality=quality,
-            notices=tuple(self._notices),
+            partition_seconds=seconds or {},
+            notices=self._notices,
         )
-
-
-def _skipped_status(decision: ResumeDecision) -> str:
-    """A partition this run did not move: COMMITTED when it was, OPEN when settle holds it back."""
-    if decision.action is not Action.SKIP:
-        return "UNKNOWN"
-    return "OPEN" if decision.reason is Reason.OPEN_PARTITION else "COMMITTED"
 
 
 def _cleanup(failing: bool, what: str, action: Callable[[], None]) -> None:
