@@ -169,10 +169,14 @@ def _scan(store: SqlCheckpointStore) -> int:
 @pytest.mark.parametrize("case", list(CASES))
 def test_one_bad_latest_checkpoint_among_50000_blocks_the_route(seeded: str, case: str) -> None:
     payload_text, status, code = CASES[case]
-    if case == "truncated JSON" and seeded.startswith("postgresql"):
-        pytest.skip("PostgreSQL refuses to store malformed JSON (the generated JSONB column)")
     partition_id = _committed(MIDDLE).partition_id
     with SqlCheckpointStore(seeded) as store:
+        if case == "truncated JSON" and seeded.startswith("postgresql"):
+            # PostgreSQL refuses to store it (the generated JSONB column): nothing lands, the route is clear
+            with pytest.raises(sa.exc.DataError):
+                _append_raw(store, partition_id, payload_text, status)
+            assert _scan(store) == PARTITIONS
+            return
         _append_raw(store, partition_id, payload_text, status)
         with pytest.raises(DponeError) as caught:
             _scan(store)
