@@ -292,12 +292,15 @@ class Rig:
         self.reader = ScriptedReader(self.target)
         self.clock = FixedClock()
 
-    def engine(self, manifest: Manifest, *, store: object | None = None) -> TransferEngine:
+    def engine(
+        self, manifest: Manifest, *, store: object | None = None, artifacts: object | None = None
+    ) -> TransferEngine:
         ports = TransferPorts(
             store=store or self.store,  # type: ignore[arg-type]
             source=self.source,
             open_sink=self.target.opened,
             clock=self.clock,
+            artifacts=artifacts,  # type: ignore[arg-type]
             capsule_stores=lambda: self.stores,
             replay=ReplayPorts(
                 stores=lambda: self.stores, reader=self.reader, target=TARGET, host=FakeHost()

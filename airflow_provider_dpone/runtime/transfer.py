@@ -21,7 +21,7 @@ import contextlib
 import functools
 import logging
 import sys
-from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import TypeVar, assert_never
@@ -29,7 +29,6 @@ from typing import TypeVar, assert_never
 from airflow_provider_dpone.contracts.artifact import ArtifactRef
 from airflow_provider_dpone.contracts.capsule import ProbeScope, SealedCore
 from airflow_provider_dpone.contracts.checkpoint import CheckpointStatus, PartitionCheckpoint
-from airflow_provider_dpone.contracts.chunk import ColumnChunk
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.manifest import ExportPath, LoadPath, Manifest
 from airflow_provider_dpone.contracts.partition import PartitionBounds, PlannedPartition, partition_id_for
@@ -46,7 +45,8 @@ from airflow_provider_dpone.ports.sink import Sink, StagedSink
 from airflow_provider_dpone.ports.source import Source, ValuesUnproven
 from airflow_provider_dpone.runtime import empty_source
 from airflow_provider_dpone.runtime.cancellation import CancellationToken
-from airflow_provider_dpone.runtime.chunk_stream import StreamTally, in_flight_from
+from airflow_provider_dpone.runtime.chunk_stream import StreamTally
+from airflow_provider_dpone.runtime.cleanup import cleanup
 from airflow_provider_dpone.runtime.collector import collector_paused
 from airflow_provider_dpone.runtime.guard.batch_id import checkpoint_batch_id
 from airflow_provider_dpone.runtime.guard.commit_lifecycle import ActivePartition, TargetCommitLifecycle
@@ -56,7 +56,6 @@ from airflow_provider_dpone.runtime.progress import ProgressListener, SilentProg
 from airflow_provider_dpone.runtime.quality.gate import QualityGate
 from airflow_provider_dpone.runtime.quality.policy import build_policy
 from airflow_provider_dpone.runtime.quality.verdict import Verdict
-from airflow_provider_dpone.runtime.read_ahead import PartitionReads
 from airflow_provider_dpone.runtime.replay.durable import (
     DurableReplay,
     Fresh,
@@ -89,6 +88,7 @@ from airflow_provider_dpone.runtime.route_identity import (
     IdentityOverlap,
     RebaselineRequest,
 )
+from airflow_provider_dpone.runtime.run_reads import RunReads
 from airflow_provider_dpone.runtime.run_report import capsule_report, quality_summary, run_report
 from airflow_provider_dpone.runtime.source_binding import (
     SOURCE_KEY,
@@ -100,9 +100,6 @@ from airflow_provider_dpone.runtime.superseded import rerun_superseded
 from airflow_provider_dpone.runtime.vanished import vanished_committed
 
 _log = logging.getLogger(__name__)
-#: Chunks a reading thread may hold ready per partition while the target takes one (``runtime.read_ahead``).
-#: One: 5M-row peak RSS 549 MB (2: 575 MB) for the same speed; the memory target is 1.2x the 1M peak.
-READ_AHEAD_CHUNKS = 1
 
 _T = TypeVar("_T")
 
@@ -195,6 +192,13 @@ class TransferEngine:
         self._ports = ports
         self._manifest_ref = manifest_ref
         self._progress: ProgressListener = progress or SilentProgress()
+        self._reads = RunReads(
+            ports.source,
+            ports.artifacts,
+            chunk_rows=manifest.source.chunk_rows,
+            cancellation=ports.cancellation,
+            progress=self._progress,
+        )
         self._route = ports.naming.canonical(manifest.route())
         self._checks = PreArmChecks(
             manifest,
@@ -325,7 +329,7 @@ class TransferEngine:
             yield
             failing = False
         finally:
-            _cleanup(failing, "closing the target client", self._release_target)
+            cleanup(failing, "closing the target client", self._release_target)
 
     def _release_target(self) -> None:
         sink, self._run_sink = self._run_sink, None
@@ -723,7 +727,7 @@ class TransferEngine:
                 if export is ExportPath.FILE_ARTIFACT:
                     self._progress.stage("extract")
                     artifacts = self._read_proven(
-                        lambda: self._export_artifacts(schema, active, tally),
+                        lambda: self._reads.export_artifacts(schema, active, tally),
                         tally,
                         preparation,
                     )
@@ -737,7 +741,7 @@ class TransferEngine:
                         staging = staged_sink.begin_staging(
                             table, schema, self._route.key(), self._order_by(schema)
                         )
-                        with contextlib.closing(self._chunks(active, artifacts, tally)) as chunks:
+                        with contextlib.closing(self._reads.chunks(active, artifacts, tally)) as chunks:
                             return staged_sink.stage(staging, schema, chunks)
 
                     staged_rows = self._read_proven(stage_all, tally, preparation)
@@ -756,7 +760,7 @@ class TransferEngine:
                     self._write_progress(run_id, active, CheckpointStatus.LOADED)
 
                 if artifacts:
-                    store = self._require_artifacts()
+                    store = self._reads.require_artifacts()
                     for ref in artifacts:
                         store.verify(ref)  # every file is intact before any of them reaches the target
                     if moved is None:
@@ -792,11 +796,11 @@ class TransferEngine:
             # while an exception propagates, a cleanup failure is logged, never raised in its place
             failing = sys.exc_info()[1] is not None
             if staging is not None and staged_sink is not None:
-                _cleanup(failing, "staging abort", lambda: staged_sink.abort_staged_load(staging))
+                cleanup(failing, "staging abort", lambda: staged_sink.abort_staged_load(staging))
             artifact_store = self._ports.artifacts
             if artifact_store is not None:
                 for ref in artifacts:
-                    _cleanup(failing, "artifact removal", functools.partial(artifact_store.remove, ref))
+                    cleanup(failing, "artifact removal", functools.partial(artifact_store.remove, ref))
 
     def _direct_load(
         self,
@@ -807,90 +811,10 @@ class TransferEngine:
         artifacts: list[ArtifactRef],
         tally: StreamTally,
     ) -> int:
-        with contextlib.closing(self._chunks(active, artifacts, tally)) as chunks:
+        with contextlib.closing(self._reads.chunks(active, artifacts, tally)) as chunks:
             return sink.load(permit, self._manifest.sink.table, schema, chunks)
 
-    def _chunks(
-        self, active: Sequence[ActivePartition], artifacts: Sequence[ArtifactRef], tally: StreamTally
-    ) -> Generator[ColumnChunk, None, None]:
-        """Every active partition's rows, from artifacts when exported, else straight from the source.
-
-        The partitions are read ahead of the target (:meth:`_reads`). Counting, progress and stop requests
-        stay in the consumer's thread, as the chunks reach the target. Leaving the stream (the load ended,
-        failed or was stopped) stops the threads and closes every open read before the run goes on, so no
-        source generator is left for the garbage collector to finalize after the source is closed.
-        """
-        if artifacts:
-            store = self._require_artifacts()
-            chunk_rows = self._manifest.source.chunk_rows
-            by_id = {ref.partition_id: ref for ref in artifacts}
-            opens = [functools.partial(store.read, by_id[p.planned.partition_id], chunk_rows) for p in active]
-            reads = PartitionReads(opens, workers=1, depth=READ_AHEAD_CHUNKS, clock=tally.monotonic)
-        else:
-            reads = self._reads(active, tally.monotonic)
-        with reads:
-            for index, p in enumerate(active):
-                planned = p.planned
-                yield from tally.counted(
-                    planned.partition_id,
-                    planned.bounds.label,
-                    reads.chunks(index),
-                    self._progress,
-                    opened=functools.partial(reads.opened_at, index),
-                )
-
-    def _reads(
-        self, active: Sequence[ActivePartition], clock: Callable[[], float]
-    ) -> PartitionReads[ColumnChunk]:
-        """The source reads of ``active``, run ahead by reading threads (``runtime.read_ahead``): one, or as
-        many as the source allows for these partitions (``ConcurrentSource``). N reads each take chunks of
-        ``chunk_rows / N`` rows: the rows waiting ahead of the target stay what one read holds."""
-        source = self._ports.source
-        workers = 1
-        concurrent_reads = getattr(source, "concurrent_reads", None)
-        if callable(concurrent_reads):
-            workers = max(1, concurrent_reads([p.planned.bounds for p in active]))
-        chunk_rows = max(1, self._manifest.source.chunk_rows // workers)
-        opens = [
-            functools.partial(source.read, p.planned.partition_id, p.planned.bounds, chunk_rows)
-            for p in active
-        ]
-        return PartitionReads(opens, workers=workers, depth=READ_AHEAD_CHUNKS, clock=clock)
-
-    def _export_artifacts(
-        self, schema: TableSchema, active: list[ActivePartition], tally: StreamTally
-    ) -> list[ArtifactRef]:
-        """Each partition written to its file, the next partitions read meanwhile (:meth:`_reads`). When the
-        export fails or stops, the files it wrote are removed (best effort) before the error goes on."""
-        store = self._require_artifacts()
-        refs: list[ArtifactRef] = []
-        monotonic = tally.monotonic
-        try:
-            with self._reads(active, monotonic) as reads:
-                for index, part in enumerate(active):
-                    planned = part.planned
-                    exporting = monotonic()
-                    ref = store.write(
-                        planned.partition_id, schema, self._ports.cancellation.checked(reads.chunks(index))
-                    )
-                    began = in_flight_from(exporting, reads.opened_at(index))
-                    tally.add_seconds(planned.partition_id, monotonic() - began)
-                    refs.append(ref)
-                    part.rows = ref.rows
-                    part.bytes = ref.bytes
-                    part.evidence["artifact_sha256"] = ref.artifact_sha256
-        except BaseException:
-            for ref in refs:
-                _cleanup(True, "artifact removal", functools.partial(store.remove, ref))
-            raise
-        return refs
-
     # -- helpers -----------------------------------------------------------------------------------
-
-    def _require_artifacts(self) -> ArtifactStore:
-        if self._ports.artifacts is None:
-            raise DponeError(ErrorCode.USAGE, "the file_artifact export path needs an artifact directory")
-        return self._ports.artifacts
 
     def _staged(self, sink: Sink) -> StagedSink:
         if not isinstance(sink, StagedSink):
@@ -976,19 +900,4 @@ class TransferEngine:
             quality=quality,
             partition_seconds=seconds or {},
             notices=self._notices,
-        )
-
-
-def _cleanup(failing: bool, what: str, action: Callable[[], None]) -> None:
-    """Run a cleanup step; while another exception propagates, log its failure instead of raising it."""
-    if not failing:
-        action()
-        return
-    try:
-        action()
-    except Exception as exc:  # the propagating exception stays authoritative
-        _log.warning(
-            "%s failed while an earlier error propagated (%s); that error is reported",
-            what,
-            type(exc).__name__,
         )

@@ -311,9 +311,7 @@ def test_staged_path_records_a_staged_probe(rig: Rig) -> None:
     manifest = quality_manifest(checks=({"type": "row_count"},), load="staged", export="file_artifact")
     from tests.doubles import MemoryArtifactStore
 
-    engine = rig.engine(manifest)
-    engine._ports.artifacts = MemoryArtifactStore()
-    engine.run("run-1")
+    rig.engine(manifest, artifacts=MemoryArtifactStore()).run("run-1")
     chain = chain_of(rig, "run-1", manifest)
     assert [p.scope.value for p in chain.core.probes] == ["source", "staged"]
     assert rig.events.index("sink.column_summary") < rig.events.index("sink.finalize_staged_load")
