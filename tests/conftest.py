@@ -26,6 +26,16 @@ from airflow_provider_dpone.contracts.endpoints import ClickHouseInterface, Endp
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SERVICES_DIR = REPO_ROOT / "scripts" / "services"
 
+# helpers that moved out of test modules into these rigs keep pytest's detailed assertion messages
+pytest.register_assert_rewrite(
+    "tests.airflow.retry_rig",
+    "tests.integration.chdb_sink_rig",
+    "tests.integration.route_rig",
+    "tests.integration.sqlite_arrow_read_rig",
+    "tests.integration.sqlite_audit_rig",
+    "tests.integration.target_reader_rig",
+)
+
 
 def _load_module(name: str, path: Path) -> ModuleType:
     """Import a helper from scripts/services/ without putting that folder on sys.path."""

@@ -37,14 +37,14 @@ import pytest
 
 from airflow_provider_dpone.adapters.sources.demo_data import create_demo_source
 from tests.airflow.conftest import AIRFLOW_BIN, airflow_env
-from tests.airflow.test_real_retries import (
+from tests.airflow.retry_rig import (
     COUNT_TARGET,
     DPONE_BIN,
     TaskLog,
-    _die_with_the_test,
-    _json_answer,
-    _kill_group,
+    die_with_the_test,
     execution_api,
+    json_answer,
+    kill_group,
     read_task_log,
     run_group,
 )
@@ -148,7 +148,7 @@ def _stop_while_running(
             stderr=subprocess.STDOUT,
             text=True,
             start_new_session=True,
-            preexec_fn=_die_with_the_test,
+            preexec_fn=die_with_the_test,
         )
     try:
         deadline = time.monotonic() + RUN_TIMEOUT
@@ -183,7 +183,7 @@ def _stop_while_running(
         exit_seconds = time.monotonic() - signalled
         _wait_for_the_dag_run(process, out_path, deadline)
     finally:
-        _kill_group(process, grace=5.0)
+        kill_group(process, grace=5.0)
     output = out_path.read_text(errors="replace")
     logs = [p for p in (home / "logs").rglob("attempt=1.log") if f"dag_id={dag_id}" in p.parts]
     assert len(logs) == 1, f"expected one task log of {dag_id}: {logs}\n{output[-3000:]}"
@@ -215,12 +215,12 @@ def _time_out(env: Mapping[str, str], root: Path, dags: Path, home: Path, date: 
             stderr=subprocess.STDOUT,
             text=True,
             start_new_session=True,
-            preexec_fn=_die_with_the_test,
+            preexec_fn=die_with_the_test,
         )
     try:
         _wait_for_the_dag_run(process, out_path, time.monotonic() + RUN_TIMEOUT)
     finally:
-        _kill_group(process, grace=5.0)
+        kill_group(process, grace=5.0)
     finished = out_path.read_text(errors="replace")
     record = json.loads(tries.read_text().splitlines()[before])
     logs = [p for p in (home / "logs").rglob("attempt=1.log") if f"dag_id={dag_id}" in p.parts]
@@ -275,7 +275,7 @@ def scenario(migrated_airflow_home: Path, tmp_path_factory: pytest.TempPathFacto
     timeout_manifest = dags / "manifests" / "timeout_direct.yaml"
 
     def dpone(what: str, *args: str) -> dict[str, Any]:
-        return _json_answer(run_group(what, [str(DPONE_BIN), *args, "--json"], base_env, root, 120))
+        return json_answer(run_group(what, [str(DPONE_BIN), *args, "--json"], base_env, root, 120))
 
     with execution_api(base_env, root) as (env, _api_log):
         before = _stop_while_running(
@@ -289,7 +289,7 @@ def scenario(migrated_airflow_home: Path, tmp_path_factory: pytest.TempPathFacto
         )
         leftover = in_target.leftover + before.leftover
     after_target = dpone("dpone checkpoints", "checkpoints", str(manifest))
-    counts = _json_answer(
+    counts = json_answer(
         run_group("count target", [sys.executable, "-c", COUNT_TARGET, str(chdb_path)], base_env, root, 120)
     )
     yield Scenario(timed_out, before, after_extract, in_target, after_target, counts, leftover)

@@ -23,12 +23,7 @@ from airflow_provider_dpone.contracts.guard import read_guard
 from airflow_provider_dpone.contracts.target_observation import ReaderOutcomeKind
 from airflow_provider_dpone.manifests.loader import load_manifest
 from airflow_provider_dpone.runtime.cancellation import CancellationToken, TransferInterrupted
-from tests.integration.test_target_reader_process import (  # noqa: F401 (black_hole is a fixture)
-    assert_worker_gone,
-    black_hole,
-    http_endpoint,
-    plan_for,
-)
+from tests.integration.target_reader_rig import assert_worker_gone, http_endpoint, plan_for
 
 ROWS, DAYS = 2_400, 4
 
@@ -166,7 +161,7 @@ def test_a_stop_before_the_target_call_records_failed_before_target_and_a_new_ru
 
 def test_a_stop_request_kills_a_live_reader_worker_at_once_and_it_is_reaped(
     tmp_path: Path,
-    black_hole: int,  # noqa: F811 (the fixture imported above)
+    black_hole: int,
 ) -> None:
     """The reader the runtime composes is killed on cancel: like Airflow's SIGTERM handler, the request
     is made from a signal handler in the main thread while the observation waits on the worker."""

@@ -20,8 +20,7 @@ from airflow_provider_dpone.adapters.sources import sqlite_arrow_driver, sqlite_
 from airflow_provider_dpone.adapters.sources.sqlite_source import SqliteSource
 from airflow_provider_dpone.contracts.errors import DponeError
 from airflow_provider_dpone.ports.source import ValueLimits
-from tests.integration.test_value_audit_concurrent import BAD_CELLS, DAYS, PER_DAY, _orders
-from tests.integration.test_value_audit_memory import _spec
+from tests.integration.sqlite_audit_rig import BAD_CELLS, DAYS, PER_DAY, orders_spec, spoilable_orders
 
 # the driver is a dependency: these tests fail, never skip, when it does not load
 pytestmark = pytest.mark.usefixtures("_driver_loads")
@@ -56,7 +55,7 @@ def _audit(
     path: Path, *, arrow: bool, limits: ValueLimits | None = None
 ) -> tuple[dict[str, Any] | None, bool]:
     """(the refusal's public parts or None when clean, whether the Arrow audit proved the run)."""
-    source = SqliteSource(path, _spec(), arrow_read=arrow)
+    source = SqliteSource(path, orders_spec(), arrow_read=arrow)
     proofs: list[bool] = []
     original = source._arrow_audit_clean
 
@@ -82,7 +81,7 @@ def _audit(
 
 def test_a_clean_table_is_proven_by_the_arrow_audit_alone(tmp_path: Path) -> None:
     path = tmp_path / "orders.sqlite"
-    _orders(path)
+    spoilable_orders(path)
     verdict, proven = _audit(path, arrow=True)
     assert verdict is None and proven
 
@@ -96,7 +95,7 @@ def test_no_spoiled_cell_is_proven_clean_and_the_verdict_is_the_sql_audits(
     # REAL as an error; in the first batch they change the column's type
     monkeypatch.setattr(sqlite_source, "AUDIT_BATCH_ROWS", batch_rows)
     path = tmp_path / "orders.sqlite"
-    _orders(path, {PER_DAY * 3 + 4: (column, literal)})
+    spoilable_orders(path, {PER_DAY * 3 + 4: (column, literal)})
     with_arrow, proven = _audit(path, arrow=True)
     sql_only, _ = _audit(path, arrow=False)
     assert with_arrow == sql_only
@@ -106,7 +105,7 @@ def test_no_spoiled_cell_is_proven_clean_and_the_verdict_is_the_sql_audits(
 
 def test_a_target_range_narrower_than_the_values_is_left_to_the_sql_audit(tmp_path: Path) -> None:
     path = tmp_path / "orders.sqlite"
-    _orders(path)
+    spoilable_orders(path)
     narrow = ValueLimits(
         date_min=date(1970, 1, 1),
         date_max=date(2026, 11, 3),
@@ -131,7 +130,7 @@ def test_the_verdict_with_the_arrow_audit_is_exactly_the_sql_audits(
 ) -> None:
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "orders.sqlite"
-        _orders(path, spoiled)
+        spoilable_orders(path, spoiled)
         with_arrow, proven = _audit(path, arrow=True)
         sql_only, _ = _audit(path, arrow=False)
     assert with_arrow == sql_only
@@ -144,8 +143,8 @@ _CHILD = textwrap.dedent(
     import sys
     from pathlib import Path
     from airflow_provider_dpone.adapters.sources.sqlite_source import SqliteSource
-    from tests.integration.test_value_audit_memory import _spec
-    source = SqliteSource(Path(sys.argv[1]), _spec())
+    from tests.integration.sqlite_audit_rig import orders_spec
+    source = SqliteSource(Path(sys.argv[1]), orders_spec())
     bounds = source.plan_partitions()
     source.audit_values(bounds, None)
     assert source._arrow_proven is not None
@@ -163,7 +162,7 @@ def _child_peak_kb(path: Path) -> int:
 
 def test_the_arrow_audit_holds_no_more_at_five_times_the_rows(tmp_path: Path) -> None:
     # the audit streams the driver's batches: reading a whole group at once would hold ~40 bytes a row
-    from tests.integration.test_value_audit_memory import _orders as many_orders
+    from tests.integration.sqlite_audit_rig import many_orders
 
     small, large = tmp_path / "small.sqlite", tmp_path / "large.sqlite"
     many_orders(small, 200_000)
@@ -177,7 +176,7 @@ def test_the_arrow_audit_holds_no_more_at_five_times_the_rows(tmp_path: Path) ->
 def test_the_arrow_audit_counts_every_partition_of_the_run(tmp_path: Path) -> None:
     # a bad cell on the last day only: a proof that read fewer partitions would call the run clean
     path = tmp_path / "orders.sqlite"
-    _orders(path, {PER_DAY * DAYS - 1: ("amount", "1.005")})
+    spoilable_orders(path, {PER_DAY * DAYS - 1: ("amount", "1.005")})
     with_arrow, proven = _audit(path, arrow=True)
     assert with_arrow is not None and not proven
     assert with_arrow["details"]["column"] == "amount"

@@ -21,8 +21,8 @@ from airflow_provider_dpone.adapters.sources.sqlite_source import SqliteSource
 from airflow_provider_dpone.contracts.chunk import ColumnChunk
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.ports.source import ValueLimits, ValuesUnproven
-from tests.integration.test_sqlite_arrow_read import _same_chunks, _spec
-from tests.integration.test_sqlite_arrow_read import rows_strategy as arrow_read_rows
+from tests.integration.sqlite_arrow_read_rig import assert_same_chunks, table_t_spec
+from tests.integration.sqlite_arrow_read_rig import rows_strategy as arrow_read_rows
 
 FIRST = date(2026, 10, 1)
 COLUMNS = (
@@ -64,7 +64,7 @@ def _clean(count: int = 12) -> list[tuple[object, ...]]:
 
 
 def _row_read(path: Path) -> list[ColumnChunk]:
-    source = SqliteSource(path, _spec(), arrow_read=False)
+    source = SqliteSource(path, table_t_spec(), arrow_read=False)
     try:
         bounds = source.plan_partitions()
         source.audit_values(bounds, WIDE)
@@ -74,7 +74,7 @@ def _row_read(path: Path) -> list[ColumnChunk]:
 
 
 def _proving_read(path: Path, limits: ValueLimits = WIDE) -> list[ColumnChunk]:
-    source = SqliteSource(path, _spec(), arrow_read=True)
+    source = SqliteSource(path, table_t_spec(), arrow_read=True)
     try:
         bounds = source.plan_partitions()
         assert source.prove_while_reading(bounds, limits)
@@ -87,7 +87,7 @@ def test_a_clean_table_reads_the_row_reads_values_through_the_proving_read(tmp_p
     path = tmp_path / "s.sqlite"
     _write(path, _clean())
     proving = _proving_read(path)
-    _same_chunks(proving, _row_read(path))
+    assert_same_chunks(proving, _row_read(path))
     assert any(isinstance(column, ArrowColumn) for chunk in proving for column in chunk.columns)
 
 
@@ -102,7 +102,7 @@ def test_any_clean_values_arrive_as_the_row_read_gives_them(
 ) -> None:
     path = tmp_path / "h.sqlite"
     _write(path, [(i, _day(i), *row) for i, row in enumerate(rows, start=1)])
-    _same_chunks(_proving_read(path), _row_read(path))
+    assert_same_chunks(_proving_read(path), _row_read(path))
 
 
 # column, SQL literal the audit's Arrow proof would not prove, whether the SQL audit then refuses it (if not,
@@ -130,7 +130,7 @@ def test_a_value_the_audit_would_not_prove_in_arrow_stops_the_proving_read(tmp_p
     with pytest.raises(ValuesUnproven):
         _proving_read(path)
     # then the audit decides, exactly as without the proving read
-    source = SqliteSource(path, _spec(), arrow_read=True)
+    source = SqliteSource(path, table_t_spec(), arrow_read=True)
     try:
         bounds = source.plan_partitions()
         if refused:
@@ -162,7 +162,7 @@ def test_a_moment_outside_the_targets_range_stops_the_proving_read(tmp_path: Pat
     narrow: ValueLimits = {**WIDE, "datetime_max": datetime(2026, 10, 2, 10, 0, 4)}
     with pytest.raises(ValuesUnproven):
         _proving_read(path, narrow)
-    _same_chunks(
+    assert_same_chunks(
         _proving_read(path, {**narrow, "datetime_max": datetime(2026, 10, 3, 10, 0, 12)}), _row_read(path)
     )
 
@@ -184,7 +184,7 @@ def test_a_date_outside_the_targets_range_stops_the_proving_read(tmp_path: Path)
 def test_a_column_the_arrow_audit_does_not_cover_is_audited_first(tmp_path: Path, columns: str) -> None:
     path = tmp_path / "s.sqlite"
     _write(path, [(i, _day(i), 1) for i in range(1, 7)], columns)
-    source = SqliteSource(path, _spec(), arrow_read=True)
+    source = SqliteSource(path, table_t_spec(), arrow_read=True)
     try:
         assert not source.prove_while_reading(source.plan_partitions(), WIDE)
         assert source._arrow_proven is None  # the reads stay as they were: the audit runs first
@@ -195,7 +195,7 @@ def test_a_column_the_arrow_audit_does_not_cover_is_audited_first(tmp_path: Path
 def test_the_row_read_never_proves_while_reading(tmp_path: Path) -> None:
     path = tmp_path / "s.sqlite"
     _write(path, _clean())
-    source = SqliteSource(path, _spec(), arrow_read=False)
+    source = SqliteSource(path, table_t_spec(), arrow_read=False)
     try:
         assert not source.prove_while_reading(source.plan_partitions(), WIDE)
     finally:

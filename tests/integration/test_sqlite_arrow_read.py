@@ -10,8 +10,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from datetime import date, datetime, timedelta
-from decimal import Decimal
+from datetime import date, timedelta
 from pathlib import Path
 
 import pyarrow as pa
@@ -20,12 +19,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from airflow_provider_dpone.adapters.sources import sqlite_arrow, sqlite_arrow_driver, sqlite_source
-from airflow_provider_dpone.adapters.sources.arrow_column import ArrowColumn
 from airflow_provider_dpone.adapters.sources.sqlite_source import SqliteSource
 from airflow_provider_dpone.contracts.chunk import ColumnChunk
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
-from airflow_provider_dpone.contracts.manifest import Partitioning, PartitionKind, SourceSpec, SourceType
 from airflow_provider_dpone.contracts.partition import PartitionBounds
+from tests.integration.sqlite_arrow_read_rig import assert_same_chunks, rows_strategy, table_t_spec
 
 DAYS = 4
 FIRST = date(2026, 10, 1)
@@ -49,16 +47,6 @@ def _tiny_batches(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sqlite_arrow_driver, "BATCH_ROWS", 3)
 
 
-def _spec() -> SourceSpec:
-    return SourceSpec(
-        type=SourceType.SQLITE,
-        connection="src",
-        table="t",
-        partitioning=Partitioning(kind=PartitionKind.DAY, column="day"),
-        chunk_rows=5,
-    )
-
-
 def _write(path: Path, rows: list[tuple[object, ...]]) -> None:
     with sqlite3.connect(path) as conn:
         conn.execute(f"CREATE TABLE t ({COLUMNS})")
@@ -74,7 +62,7 @@ def _small_table(path: Path) -> None:
 
 def _proven_by_default(path: Path) -> bool:
     """Whether a source built as a run builds it (no ``arrow_read``) proves the Arrow read in its audit."""
-    source = SqliteSource(path, _spec())
+    source = SqliteSource(path, table_t_spec())
     try:
         source.audit_values(source.plan_partitions(), None)
         return source._arrow_proven is not None
@@ -84,7 +72,7 @@ def _proven_by_default(path: Path) -> bool:
 
 def _read(path: Path, *, arrow: bool) -> tuple[list[ColumnChunk], bool]:
     """Every partition's chunks after the audit, and whether the Arrow read was proven."""
-    source = SqliteSource(path, _spec(), arrow_read=arrow)
+    source = SqliteSource(path, table_t_spec(), arrow_read=arrow)
     try:
         bounds = source.plan_partitions()
         source.audit_values(bounds, None)
@@ -95,43 +83,8 @@ def _read(path: Path, *, arrow: bool) -> tuple[list[ColumnChunk], bool]:
     return chunks, proven
 
 
-def _same_chunks(arrow: list[ColumnChunk], rows: list[ColumnChunk]) -> None:
-    assert [c.row_count for c in arrow] == [c.row_count for c in rows]
-    for a, r in zip(arrow, rows, strict=True):
-        assert a.names == r.names and a.partition_id == r.partition_id
-        for name, left, right in zip(a.names, a.columns, r.columns, strict=True):
-            assert list(left) == list(right), name
-            assert [type(v) for v in left] == [type(v) for v in right], name
-            if isinstance(left, ArrowColumn) and isinstance(right, ArrowColumn):
-                assert left.array.equals(right.array), name
-
-
 def _day(i: int) -> str:
     return (FIRST + timedelta(days=i % DAYS)).isoformat()
-
-
-cents = st.integers(min_value=-(10**12) + 1, max_value=10**12 - 1)
-amounts = st.one_of(
-    st.none(),
-    st.integers(min_value=-(10**10) + 1, max_value=10**10 - 1),  # whole amounts: INTEGER storage
-    cents.map(lambda c: float(Decimal(c) / 100)),  # REALs exactly at the scale
-)
-rows_strategy = st.lists(
-    st.tuples(
-        st.one_of(st.none(), st.integers(min_value=-(2**63), max_value=2**63 - 1)),
-        st.one_of(st.none(), st.floats(allow_nan=False, width=64), st.integers(-(2**53), 2**53)),
-        amounts,
-        st.one_of(
-            st.none(),
-            st.datetimes(min_value=datetime(1971, 1, 1), max_value=datetime(2105, 12, 31)).map(
-                lambda d: d.replace(microsecond=0).isoformat(sep=" ")
-            ),
-        ),
-        st.one_of(st.none(), st.text(st.characters(codec="utf-8"), max_size=6)),
-    ),
-    min_size=1,
-    max_size=40,
-)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -147,7 +100,7 @@ def test_the_arrow_read_gives_every_value_of_the_row_read(
     arrow, proven = _read(path, arrow=True)
     rowwise, _ = _read(path, arrow=False)
     assert proven
-    _same_chunks(arrow, rowwise)
+    assert_same_chunks(arrow, rowwise)
 
 
 def test_the_demo_shape_reads_the_same_and_in_the_same_order(tmp_path: Path) -> None:
@@ -168,7 +121,7 @@ def test_the_demo_shape_reads_the_same_and_in_the_same_order(tmp_path: Path) -> 
     arrow, proven = _read(path, arrow=True)
     rowwise, _ = _read(path, arrow=False)
     assert proven
-    _same_chunks(arrow, rowwise)
+    assert_same_chunks(arrow, rowwise)
     # the row read's order, day by day, then by key: the literal row changes nothing of it
     assert [i for chunk in arrow for i in chunk.columns[0]] == [
         row[0] for row in sorted(table, key=lambda row: (row[1], row[0]))
@@ -186,7 +139,7 @@ def test_a_blob_in_a_text_column_keeps_the_row_read(tmp_path: Path, blob: bytes)
     arrow, proven = _read(path, arrow=True)
     rowwise, _ = _read(path, arrow=False)
     assert not proven
-    _same_chunks(arrow, rowwise)
+    assert_same_chunks(arrow, rowwise)
     assert blob in [v for chunk in arrow for v in chunk.columns[NAMES.index("note")]]
 
 
@@ -207,7 +160,7 @@ def test_a_partition_the_audit_did_not_cover_takes_the_row_read(
 ) -> None:
     path = tmp_path / "s.sqlite"
     _small_table(path)
-    source = SqliteSource(path, _spec(), arrow_read=True)
+    source = SqliteSource(path, table_t_spec(), arrow_read=True)
     used: list[PartitionBounds] = []
     original = SqliteSource._arrow_stream
 
@@ -233,7 +186,7 @@ def test_the_reads_setting_applies_only_where_every_partition_takes_the_arrow_re
     path = tmp_path / "s.sqlite"
     _small_table(path)
     for arrow in (True, False):
-        source = SqliteSource(path, _spec(), arrow_read=arrow)
+        source = SqliteSource(path, table_t_spec(), arrow_read=arrow)
         try:
             bounds = source.plan_partitions()
             assert source.concurrent_reads(bounds) == 1  # no audit yet: the row read, one at a time
@@ -266,7 +219,7 @@ def test_two_reads_at_once_by_default_on_two_cores_one_on_one(
     _small_table(path)
     for cores, reads in ((1, 1), (2, 2), (8, 2)):
         monkeypatch.setattr(sqlite_source, "audit_workers", lambda cores=cores: cores)
-        source = SqliteSource(path, _spec(), arrow_read=True)
+        source = SqliteSource(path, table_t_spec(), arrow_read=True)
         try:
             bounds = source.plan_partitions()
             source.audit_values(bounds, None)
@@ -283,7 +236,7 @@ def test_partitions_read_at_once_on_one_source_give_the_chunks_read_one_after_th
     _write(path, [(i, _day(i), i, i / 4, i * 2.5, "2026-10-01 00:00:00", f"c{i}") for i in range(1, 401)])
     alone, proven = _read(path, arrow=True)
     assert proven
-    source = SqliteSource(path, _spec(), arrow_read=True)
+    source = SqliteSource(path, table_t_spec(), arrow_read=True)
     try:
         bounds = source.plan_partitions()
         source.audit_values(bounds, None)
@@ -295,7 +248,7 @@ def test_partitions_read_at_once_on_one_source_give_the_chunks_read_one_after_th
         assert 1 <= len(source._arrow_idle) <= 2
     finally:
         source.close()
-    _same_chunks(chunks, alone)
+    assert_same_chunks(chunks, alone)
 
 
 def test_the_switch_keeps_every_read_on_the_row_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -316,7 +269,7 @@ def test_invalid_utf8_text_is_refused_by_the_audit_and_by_the_read_itself(tmp_pa
             _read(path, arrow=arrow)
         assert caught.value.code is ErrorCode.MANIFEST_INVALID
         assert (caught.value.details["column"], caught.value.details["reason"]) == ("note", "not_utf8_text")
-    source = SqliteSource(path, _spec(), arrow_read=True)  # the read, unaudited, is the last line
+    source = SqliteSource(path, table_t_spec(), arrow_read=True)  # the read, unaudited, is the last line
     try:
         bound = source.plan_partitions()[0]
         with pytest.raises(DponeError) as caught:

@@ -41,13 +41,7 @@ from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.route import Strategy
 from airflow_provider_dpone.manifests.loader import load_manifest
 from tests.builders import chdb_endpoint, permit_for
-from tests.integration.test_staged_publish import (  # noqa: F401  (chdb_sink: a fixture)
-    SCHEMA,
-    chdb_sink,
-    chunk,
-    expected,
-    target_rows,
-)
+from tests.integration.chdb_sink_rig import SCHEMA, chunk, expected, target_rows
 
 COLUMNS = "id, order_date, customer, amount, updated_at"
 DEDUPLICATING = "ALTER TABLE demo.orders MODIFY SETTING non_replicated_deduplication_window = 1000"
@@ -134,7 +128,7 @@ def test_a_lookback_rerun_into_a_deduplicating_target_keeps_the_unchanged_days(
 
 
 def test_identical_chunks_of_one_load_all_arrive_in_a_deduplicating_target(
-    chdb_sink: ClickHouseSink,  # noqa: F811
+    chdb_sink: ClickHouseSink,
 ) -> None:
     """Two byte-identical chunks (rows that repeat, as an event table's may) are two blocks, not one."""
     chdb_sink.prepare_target("demo.orders", SCHEMA, ("order_date", "id"))
@@ -146,7 +140,7 @@ def test_identical_chunks_of_one_load_all_arrive_in_a_deduplicating_target(
 
 
 def test_each_insert_request_carries_a_token_of_its_own_where_the_engine_has_tokens(
-    chdb_sink: ClickHouseSink,  # noqa: F811
+    chdb_sink: ClickHouseSink,
     clickhouse_http: EndpointDescriptor,
 ) -> None:
     """chDB (a current engine): a fresh ``insert_deduplication_token`` per request and ``async_insert = 0``;
@@ -164,7 +158,7 @@ def test_each_insert_request_carries_a_token_of_its_own_where_the_engine_has_tok
 
 
 def test_a_request_sent_twice_is_absorbed_and_a_new_request_of_the_same_rows_is_not(
-    chdb_sink: ClickHouseSink,  # noqa: F811
+    chdb_sink: ClickHouseSink,
 ) -> None:
     """What the token is for: the driver re-sends a request whose connection the server closed (the
     same settings, so the same token); the engine keeps one copy. A later insert of the same rows (a new

@@ -14,12 +14,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from pydantic import SecretStr
 
 from airflow_provider_dpone.adapters.target_reader import WORKER_MODULE, SupervisedTargetReader
 from airflow_provider_dpone.adapters.target_reader.supervisor import child_environment
 from airflow_provider_dpone.contracts.capsule import RESPONSE_FRAME_MAX_BYTES
-from airflow_provider_dpone.contracts.endpoints import ClickHouseInterface, EndpointDescriptor, EndpointKind
+from airflow_provider_dpone.contracts.endpoints import EndpointDescriptor, EndpointKind
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.target_observation import (
     SHUTDOWN_BOUND_S,
@@ -31,6 +30,7 @@ from airflow_provider_dpone.contracts.target_observation import (
     ReaderReason,
     TargetReadRequest,
 )
+from tests.integration.target_reader_rig import assert_worker_gone, http_endpoint, plan_for
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 FAKE_WORKER = "tests.integration.target_reader_fake_worker"
@@ -40,69 +40,6 @@ SLACK_S = 1.0
 
 def fake_reader() -> SupervisedTargetReader:
     return SupervisedTargetReader(worker_module=FAKE_WORKER, worker_path=(str(REPO_ROOT),))
-
-
-def plan_for(behaviour: str, table: str = "fake.t") -> TargetReadRequest:
-    return TargetReadRequest(
-        target_table=table,
-        selector=GenerationSelector(load_id=LoadIdSelector(column="load_id", value=behaviour)),
-        columns=("a", "b"),
-        metrics=(ObservationMetric.ROW_COUNT, ObservationMetric.NULL_COUNT),
-    )
-
-
-def http_endpoint(port: int, password: str | None = None) -> EndpointDescriptor:
-    return EndpointDescriptor(
-        name="target",
-        kind=EndpointKind.CLICKHOUSE,
-        interface=ClickHouseInterface.HTTP,
-        host="127.0.0.1",
-        port=port,
-        user="reader" if password else None,
-        password=SecretStr(password) if password else None,
-    )
-
-
-def assert_worker_gone(outcome: ReaderOutcome) -> None:
-    """Reaped (no zombie left to us) and its whole process group empty."""
-    assert outcome.termination_verified is True
-    pid = outcome.worker_pid
-    assert pid is not None
-    with pytest.raises(ChildProcessError):
-        os.waitpid(pid, os.WNOHANG)
-    with pytest.raises(ProcessLookupError):
-        os.killpg(pid, 0)
-    assert not Path(f"/proc/{pid}").exists()
-
-
-@pytest.fixture
-def black_hole() -> Iterator[int]:
-    """A loopback TCP port that accepts connections and never answers."""
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(16)
-    held: list[socket.socket] = []
-    stop = threading.Event()
-
-    def accept() -> None:
-        server.settimeout(0.1)
-        while not stop.is_set():
-            try:
-                conn, _ = server.accept()
-                held.append(conn)
-            except OSError:
-                continue
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    try:
-        yield int(server.getsockname()[1])
-    finally:
-        stop.set()
-        thread.join(2)
-        for conn in held:
-            conn.close()
-        server.close()
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import sqlite3
 import tempfile
 import threading
 from collections.abc import Iterator
-from datetime import date, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -24,53 +24,13 @@ from airflow_provider_dpone.adapters.sources import value_audit
 from airflow_provider_dpone.adapters.sources.sqlite_source import SqliteSource, audit_workers
 from airflow_provider_dpone.contracts.errors import DponeError
 from tests.builders import day
-from tests.integration.test_value_audit_memory import _spec
-
-DAYS = 8
-FIRST = date(2026, 11, 1)
-PER_DAY = 25
-
-#: cells a hypothesis example may spoil: (column, SQL literal), each refused for its own reason
-BAD_CELLS = (
-    ("amount", "'x'"),
-    ("amount", "1.005"),
-    ("updated_at", "'2026-11-01 10:00:00.5'"),
-    ("updated_at", "'yesterday'"),
-    ("order_date", "'2026-11-01x'"),
-    ("qty", "'7'"),
-)
-
-
-def _orders(path: Path, spoiled: dict[int, tuple[str, str]] | None = None) -> None:
-    """DAYS days of PER_DAY clean rows (ids rising with the date); ``spoiled``: row id -> (column, literal)."""
-    with contextlib.closing(sqlite3.connect(path)) as db, db:
-        db.execute(
-            "CREATE TABLE orders (id INTEGER PRIMARY KEY, order_date DATE NOT NULL, customer TEXT NOT NULL,"
-            " amount NUMERIC(12,2) NOT NULL, updated_at DATETIME NOT NULL, qty INTEGER)"
-        )
-        db.execute("CREATE INDEX orders_order_date_id ON orders (order_date, id)")
-        db.executemany(
-            "INSERT INTO orders VALUES (?, ?, ?, ?, ?, ?)",
-            (
-                (
-                    i,
-                    (FIRST + timedelta(days=i // PER_DAY)).isoformat(),
-                    f"customer-{i % 7}",
-                    i * 1.25,
-                    f"{(FIRST + timedelta(days=i // PER_DAY)).isoformat()} {i % 24:02d}:{i % 60:02d}:00",
-                    i,
-                )
-                for i in range(PER_DAY * DAYS)
-            ),
-        )
-        for row_id, (column, literal) in (spoiled or {}).items():
-            db.execute(f"UPDATE orders SET {column} = {literal} WHERE id = ?", (row_id,))
+from tests.integration.sqlite_audit_rig import BAD_CELLS, DAYS, FIRST, PER_DAY, orders_spec, spoilable_orders
 
 
 def _verdict(path: Path, connections: int, first: int = 0, last: int = DAYS) -> dict[str, Any] | None:
     """The audit's outcome over days [first, last): None when clean, else the refusal's public parts."""
     # the SQL audit itself (the Arrow audit proves clean runs first: tests/integration/test_sqlite_arrow_audit.py)
-    source = SqliteSource(path, _spec(), audit_connections=connections, arrow_read=False)
+    source = SqliteSource(path, orders_spec(), audit_connections=connections, arrow_read=False)
     try:
         bounds = source.plan_partitions()[first:last]
         try:
@@ -112,7 +72,7 @@ def _audit_statements_meet() -> Iterator[list[tuple[int, bool]]]:
 
 def test_two_groups_of_partitions_are_audited_at_the_same_time_on_two_threads(tmp_path: Path) -> None:
     path = tmp_path / "orders.sqlite"
-    _orders(path)
+    spoilable_orders(path)
     with _audit_statements_meet() as meetings:
         assert _verdict(path, connections=2) is None
     assert len(meetings) == 2, meetings
@@ -122,7 +82,7 @@ def test_two_groups_of_partitions_are_audited_at_the_same_time_on_two_threads(tm
 
 def test_one_connection_audits_its_statements_one_after_the_other(tmp_path: Path) -> None:
     path = tmp_path / "orders.sqlite"
-    _orders(path)
+    spoilable_orders(path)
     with _audit_statements_meet() as meetings:
         assert _verdict(path, connections=1) is None
     assert meetings == [(threading.get_ident(), False)]
@@ -169,7 +129,7 @@ def test_several_connections_give_exactly_the_verdict_of_one(
     first, last = min(window), max(max(window), min(window) + 1)
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "orders.sqlite"
-        _orders(path, spoiled)
+        spoilable_orders(path, spoiled)
         one = _verdict(path, 1, first, last)
         several = _verdict(path, connections, first, last)
     assert several == one
@@ -178,7 +138,7 @@ def test_several_connections_give_exactly_the_verdict_of_one(
 def test_a_refusal_counts_the_rows_of_both_groups_and_lists_every_column(tmp_path: Path) -> None:
     path = tmp_path / "orders.sqlite"
     # one bad amount in the first half of the days, two in the second, and a sub-second time in the second
-    _orders(
+    spoilable_orders(
         path,
         {
             3: ("amount", "'x'"),

@@ -9,12 +9,11 @@ tracemalloc does not see it) and, for what Python holds, tracemalloc.
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import sqlite3
 import tracemalloc
 from collections.abc import Callable
-from datetime import date, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -22,12 +21,9 @@ import pytest
 from airflow_provider_dpone.adapters.sources import value_audit
 from airflow_provider_dpone.adapters.sources.sqlite_source import SqliteSource
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
-from airflow_provider_dpone.contracts.manifest import Partitioning, PartitionKind, SourceSpec, SourceType
 from airflow_provider_dpone.contracts.partition import BoundsKind, PartitionBounds
 from tests.builders import day
-
-DAYS = 10
-FIRST = date(2026, 11, 1)
+from tests.integration.sqlite_audit_rig import FIRST, MANY_ORDERS_DAYS, many_orders, orders_spec
 
 
 def _highwater() -> Callable[[], int]:
@@ -43,39 +39,6 @@ def _highwater() -> Callable[[], int]:
     return lambda: int(function(1))
 
 
-def _orders(path: Path, rows: int) -> None:
-    """The demo shape: rows spread over DAYS days, ids rising with the date, indexed on (order_date, id)."""
-    with contextlib.closing(sqlite3.connect(path)) as db, db:
-        db.execute(
-            "CREATE TABLE orders (id INTEGER PRIMARY KEY, order_date DATE NOT NULL, customer TEXT NOT NULL,"
-            " amount NUMERIC(12,2) NOT NULL, updated_at DATETIME NOT NULL)"
-        )
-        db.execute("CREATE INDEX orders_order_date_id ON orders (order_date, id)")
-        per_day = rows // DAYS
-        db.executemany(
-            "INSERT INTO orders VALUES (?, ?, ?, ?, ?)",
-            (
-                (
-                    i,
-                    (FIRST + timedelta(days=i // per_day)).isoformat(),
-                    f"customer-{i % 997}",
-                    f"{i % 100000}.{i % 100:02d}",
-                    f"{(FIRST + timedelta(days=i // per_day)).isoformat()} {i % 24:02d}:{i % 60:02d}:00",
-                )
-                for i in range(per_day * DAYS)
-            ),
-        )
-
-
-def _spec() -> SourceSpec:
-    return SourceSpec(
-        type=SourceType.SQLITE,
-        connection="sqlite:///x",
-        table="orders",
-        partitioning=Partitioning(kind=PartitionKind.DAY, column="order_date"),
-    )
-
-
 @pytest.fixture
 def audited(tmp_path: Path) -> Callable[[int, int], tuple[int, int]]:
     """``audit(rows, connections)``: (SQLite's high-water bytes, Python's traced peak bytes) of one audit of
@@ -84,11 +47,12 @@ def audited(tmp_path: Path) -> Callable[[int, int], tuple[int, int]]:
 
     def audit(rows: int, connections: int) -> tuple[int, int]:
         path = tmp_path / f"orders_{rows}.sqlite"
-        _orders(path, rows)
-        source = SqliteSource(path, _spec(), audit_connections=connections, arrow_read=False)  # the SQL audit
+        many_orders(path, rows)
+        # the SQL audit
+        source = SqliteSource(path, orders_spec(), audit_connections=connections, arrow_read=False)
         try:
             bounds = source.plan_partitions()
-            assert len(bounds) == DAYS
+            assert len(bounds) == MANY_ORDERS_DAYS
             source.describe()
             highwater()
             tracemalloc.start()
@@ -165,10 +129,10 @@ def test_only_ranges_ordered_in_every_comparison_the_engine_may_use_are_merged()
 def test_a_refusal_counts_the_rows_of_every_statement(tmp_path: Path) -> None:
     """The counts of the per-run statements add up: a bad value on each side of a gap, both counted."""
     path = tmp_path / "orders.sqlite"
-    _orders(path, 1_000)
+    many_orders(path, 1_000)
     with sqlite3.connect(path) as db:
         db.execute("UPDATE orders SET amount = 'x' WHERE id IN (5, 905)")
-    source = SqliteSource(path, _spec())
+    source = SqliteSource(path, orders_spec())
     try:
         bounds = source.plan_partitions()
         with pytest.raises(DponeError) as raised:
