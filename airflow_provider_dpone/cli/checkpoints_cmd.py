@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from airflow_provider_dpone.cli.output import print_json, print_table, reporting_errors
+from airflow_provider_dpone.contracts.route import Strategy
 
 if TYPE_CHECKING:
     from airflow_provider_dpone.compose import Runtime
@@ -212,14 +213,25 @@ def _print_text(
         verified = sum(1 for e in entries if e["source_rows"] is not None)
         drifted = sum(1 for e in entries if e["drifted"])
         if drifted:
-            click.echo(
-                "drift:    late or deleted source rows; replace_partition with source.partitioning.lookback "
-                "reloads recent partitions: see `dpone runbook guard`, 'Drifted partitions'"
-            )
+            click.echo(f"drift:    late or deleted source rows; {_drift_remedy(loaded.route.strategy)}")
         plural = "partition" if drifted == 1 else "partitions"
         click.echo(
             f"{drifted} drifted {plural} ({verified} committed partitions verified against the source)"
         )
+
+
+def _drift_remedy(strategy: Strategy) -> str:
+    """What moves a drifted partition again, for the route's own strategy."""
+    if strategy is Strategy.FULL_REFRESH:
+        return (
+            "the next full refresh (a new run ID) replaces the whole table with what the source holds then "
+            "(a source that holds no rows plans nothing and replaces nothing: see `dpone runbook guard`, "
+            "'Drifted partitions')"
+        )
+    return (
+        "replace_partition with source.partitioning.lookback reloads recent partitions: see "
+        "`dpone runbook guard`, 'Drifted partitions'"
+    )
 
 
 def _drift_mark(entry: dict[str, Any]) -> str | None:

@@ -53,6 +53,10 @@ def test_a_partitioned_replacing_route_keeps_the_target_and_says_so(
     assert "every partition is already committed" not in result.output
     assert "keeps every row earlier runs committed" in result.output
     assert target_rows(base) == loaded  # nothing replaced: every value as it was committed
+    verify = dpone("checkpoints", str(manifest), "--verify")
+    assert "4 drifted partitions" in verify.output
+    remedy = "the next full refresh" if strategy == "full_refresh" else "source.partitioning.lookback"
+    assert remedy in next(line for line in verify.output.splitlines() if line.startswith("drift:"))
     report = _run_json(manifest)
     assert report["partitions"] == []
     assert any("holds no rows its partitioning places" in n for n in report["notices"])  # type: ignore[attr-defined]
