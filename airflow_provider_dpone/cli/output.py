@@ -29,6 +29,7 @@ from airflow_provider_dpone.contracts.errors import (
     ErrorCode,
     spec_of,
 )
+from airflow_provider_dpone.contracts.report import NOTICE_LOGGER
 
 #: The code printed for a failure that is not a DponeError (not an ErrorCode: it is never raised).
 UNEXPECTED_CODE = "unexpected_error"
@@ -67,6 +68,37 @@ def silence_driver_logs(silent: bool) -> None:
         elif _driver_silencer in logger.handlers:
             logger.removeHandler(_driver_silencer)
             logger.propagate = True
+
+
+class _NoticeEcho(logging.Handler):
+    """Prints a run's notices under the text report as the run makes them (``  note: ...``)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        click.echo(f"  {record.getMessage()}")
+
+
+@contextmanager
+def notices_echoed(as_json: bool) -> Iterator[None]:
+    """While a run runs, each of its notices (``NOTICE_LOGGER``) is printed once on stdout, when it is made:
+    a notice made before a failure is still shown, and logging's fallback does not print it again on
+    stderr. With ``--json`` nothing changes: the notices are in the report (stdout holds one JSON object),
+    and logging prints them on stderr as any warning."""
+    if as_json:
+        yield
+        return
+    logger = logging.getLogger(NOTICE_LOGGER)
+    handler = _NoticeEcho()
+    propagate = logger.propagate
+    logger.addHandler(handler)
+    logger.propagate = False
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.propagate = propagate
 
 
 def require_run_id(run_id: str | None) -> str | None:

@@ -15,6 +15,7 @@ import click
 from airflow_provider_dpone.cli.output import (
     DEBUG_META_KEY,
     fail,
+    notices_echoed,
     remember_debug,
     reporting_errors,
     require_run_id,
@@ -75,8 +76,7 @@ def print_report(report: RunReport) -> None:
             click.echo("  nothing to move now: the rest is committed or still open")
         else:
             click.echo("  nothing to do: every partition is already committed")
-    for notice in report.notices:
-        click.echo(f"  note: {notice}")
+    # report.notices were printed as the run made them (output.notices_echoed)
     quality = report.quality
     if quality is not None:
         failed = [c for c in quality.checks if c.status == "failed"]
@@ -112,6 +112,7 @@ def execute_run(
 
     loaded = load_manifest(manifest_path)
     with (
+        notices_echoed(as_json),
         progress_for(as_json) as progress,
         open_runtime(loaded, manifest_ref=manifest_path, progress=progress) as runtime,
     ):

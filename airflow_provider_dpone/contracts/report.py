@@ -65,3 +65,9 @@ class RunReport(BaseModel):
     #: facts about a run that went on which the operator should know (an identity change on a replacing
     #: route, an append into a non-empty table that was allowed); safe text, no values
     notices: tuple[str, ...] = ()
+
+
+#: The logger each notice is written to, once, as the run makes it (``note: <text>``): an Airflow task log
+#: keeps it even when the run fails afterwards, and the CLI prints it from there. Presenters of a report must
+#: not repeat ``RunReport.notices`` in a log that already holds this logger's records.
+NOTICE_LOGGER = "airflow_provider_dpone.notices"

@@ -148,8 +148,7 @@ class NativeTransferOperator(BaseOperator):
             summary["rows_committed"],
             f"batch {batch}" if batch is not None else "nothing to move",
         )
-        for notice in report.notices:
-            self.log.warning("dpone run %s: note: %s", run_id, notice)
+        # report.notices are in the task log already: the run logged each as it made it (NOTICE_LOGGER)
         if self._cancellation.cancelled:
             self.log.warning(
                 "dpone run %s: the stop request (%s) came after the batch was committed; the run completed",

@@ -33,7 +33,7 @@ from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.manifest import ExportPath, LoadPath, Manifest
 from airflow_provider_dpone.contracts.partition import PartitionBounds, PlannedPartition, partition_id_for
 from airflow_provider_dpone.contracts.permit import TargetPermit
-from airflow_provider_dpone.contracts.report import QualitySummary, RunReport
+from airflow_provider_dpone.contracts.report import NOTICE_LOGGER, QualitySummary, RunReport
 from airflow_provider_dpone.contracts.route import RouteIdentity, Strategy
 from airflow_provider_dpone.contracts.schema import TableSchema
 from airflow_provider_dpone.contracts.target_observation import TargetReadRequest
@@ -99,7 +99,7 @@ from airflow_provider_dpone.runtime.source_binding import (
 from airflow_provider_dpone.runtime.superseded import rerun_superseded
 from airflow_provider_dpone.runtime.vanished import vanished_committed
 
-_log = logging.getLogger(__name__)
+_notices_log = logging.getLogger(NOTICE_LOGGER)
 
 _T = TypeVar("_T")
 
@@ -650,8 +650,9 @@ class TransferEngine:
         return quality.before_publication[-1], None
 
     def _notice(self, line: str) -> None:
-        """A fact the operator should know about a run that went on; in the report and the log."""
-        _log.warning("%s", line)
+        """A fact the operator should know about a run that went on: logged once as it is made (see
+        ``NOTICE_LOGGER``), and in the report."""
+        _notices_log.warning("note: %s", line)
         self._notices.append(line)
 
     def _notice_if(self, line: str | None) -> None:

@@ -8,7 +8,10 @@ progress); a route without partitioning replaces the target with no rows. Both u
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -98,3 +101,32 @@ def test_an_append_route_over_an_empty_source_is_told_apart_from_one_with_all_co
     assert NO_PARTITION in result.output
     assert "note:" not in result.output  # an append route keeps its rows whatever the source holds
     assert target_rows(base) == loaded
+
+
+def test_a_terminal_shows_each_notice_once_and_before_the_summary(
+    base: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A real process, stdout and stderr together as a terminal shows them: the run's notice is printed once
+    (not again by logging's fallback on stderr), as it is made, before the summary."""
+    monkeypatch.chdir(base)
+    manifest = manifest_at(base, strategy="full_refresh", state=STATE)
+    assert dpone("run", str(manifest)).exit_code == 0
+    _empty_the_source(base)
+
+    shown = subprocess.run(
+        [sys.executable, "-m", "airflow_provider_dpone.cli.main", "run", str(manifest)],
+        cwd=base,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "NO_COLOR": "1"},
+        timeout=120,
+        check=False,
+    )
+
+    assert shown.returncode == 0, shown.stdout
+    assert shown.stdout.count("keeps every row earlier runs committed") == 1, shown.stdout
+    lines = shown.stdout.splitlines()
+    note = next(i for i, line in enumerate(lines) if line.startswith("  note: the source of route"))
+    summary = next(i for i, line in enumerate(lines) if line.startswith("route main.orders -> demo.orders"))
+    assert note < summary
