@@ -103,10 +103,18 @@ class RunReads:
                     part.bytes = ref.bytes
                     part.evidence["artifact_sha256"] = ref.artifact_sha256
         except BaseException:
-            for ref in refs:
-                cleanup(True, "artifact removal", functools.partial(store.remove, ref))
+            self.remove_artifacts(refs, failing=True)
             raise
         return refs
+
+    def remove_artifacts(self, refs: Sequence[ArtifactRef], *, failing: bool) -> None:
+        """Remove the files of ``refs`` (none without an artifact store); while an error propagates
+        (``failing``), a removal that fails is logged, never raised in its place."""
+        store = self._artifacts
+        if store is None:
+            return
+        for ref in refs:
+            cleanup(failing, "artifact removal", functools.partial(store.remove, ref))
 
     def _reads(
         self, active: Sequence[ActivePartition], clock: Callable[[], float]

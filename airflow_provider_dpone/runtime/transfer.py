@@ -798,10 +798,7 @@ class TransferEngine:
             failing = sys.exc_info()[1] is not None
             if staging is not None and staged_sink is not None:
                 cleanup(failing, "staging abort", lambda: staged_sink.abort_staged_load(staging))
-            artifact_store = self._ports.artifacts
-            if artifact_store is not None:
-                for ref in artifacts:
-                    cleanup(failing, "artifact removal", functools.partial(artifact_store.remove, ref))
+            self._reads.remove_artifacts(artifacts, failing=failing)
 
     def _direct_load(
         self,
