@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import pyarrow as pa
 
 from airflow_provider_dpone.adapters.clickhouse.table_schema import strip_nullable
-from airflow_provider_dpone.adapters.clickhouse.type_names import decimal_parts
+from airflow_provider_dpone.adapters.clickhouse.type_names import decimal_parts, stored_type
 
 _SIMPLE: dict[str, pa.DataType] = {
     "Int8": pa.int8(),
@@ -36,8 +36,10 @@ _SIMPLE: dict[str, pa.DataType] = {
 
 
 def arrow_type(type_name: str) -> pa.DataType | None:
-    """The Arrow type a target column of ``type_name`` takes exactly, or ``None`` (Native only)."""
-    base = strip_nullable(type_name)
+    """The Arrow type a target column of ``type_name`` takes exactly, or ``None`` (Native only). A
+    ``LowCardinality(String)`` column takes the strings as a ``String`` column does (the engine builds its
+    dictionary)."""
+    base = strip_nullable(stored_type(type_name))
     simple = _SIMPLE.get(base)
     if simple is not None:
         return simple

@@ -3,8 +3,10 @@
 Compatibility (checked before any row is written): every source column must exist in the target with the
 same type, after normalizing how ClickHouse spells types (``Decimal(12,2)`` vs ``Decimal(12, 2)``,
 ``Decimal32(2)`` vs ``Decimal(9, 2)``). One widening is accepted: a non-nullable source column may land in
-a ``Nullable`` target column of the same type. ``MATERIALIZED`` and ``ALIAS`` columns cannot be inserted,
-so they never satisfy a source column.
+a ``Nullable`` target column of the same type. A ``String`` column may also be declared
+``LowCardinality(String)`` (or ``LowCardinality(Nullable(String))``): a dictionary encoding of the same
+values, common in hand-made tables (``type_names.stored_type``). ``MATERIALIZED`` and ``ALIAS`` columns
+cannot be inserted, so they never satisfy a source column.
 
 A target column the route does not write is filled in every new row by the engine. It is accepted when
 its owner said how (a ``DEFAULT``, ``MATERIALIZED``, ``ALIAS`` or ``EPHEMERAL`` expression) or when it is
@@ -22,6 +24,7 @@ from dataclasses import dataclass
 
 from airflow_provider_dpone.adapters.clickhouse.quoting import TableName, quote_identifier
 from airflow_provider_dpone.adapters.clickhouse.type_names import normalize_type as normalize_type
+from airflow_provider_dpone.adapters.clickhouse.type_names import stored_type
 from airflow_provider_dpone.contracts.schema import TableSchema
 
 _NULLABLE = re.compile(r"^Nullable\((.*)\)$")
@@ -68,7 +71,7 @@ def compatibility_problems(schema: TableSchema, target: Mapping[str, TargetColum
             problems.append(Incompatibility(column.name, "of a different type", expected, found.type_name))
     written = {column.name for column in schema.columns}
     for name, extra in target.items():
-        if name in written or extra.default_kind or _NULLABLE.match(normalize_type(extra.type_name)):
+        if name in written or extra.default_kind or _NULLABLE.match(stored_type(extra.type_name)):
             continue
         problems.append(
             Incompatibility(
@@ -82,7 +85,7 @@ def compatibility_problems(schema: TableSchema, target: Mapping[str, TargetColum
 
 
 def types_compatible(source_type: str, target_type: str) -> bool:
-    source, target = normalize_type(source_type), normalize_type(target_type)
+    source, target = normalize_type(source_type), stored_type(target_type)
     if source == target:
         return True
     # non-nullable source into Nullable target of the same type: every value fits
