@@ -12,18 +12,25 @@ from __future__ import annotations
 
 import sqlite3
 import uuid
-from collections.abc import Iterator
 from datetime import date, timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from airflow_provider_dpone.adapters.clickhouse.client import open_client
-from airflow_provider_dpone.compose import open_runtime
-from airflow_provider_dpone.contracts.endpoints import ClickHouseInterface, EndpointDescriptor, EndpointKind
+from airflow_provider_dpone.contracts.endpoints import EndpointDescriptor
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
-from airflow_provider_dpone.manifests.loader import load_manifest
+from tests.integration.hand_made_target_rig import (
+    CHDB_CONNECTION,
+    chdb_at,
+    checkpoints,
+    column_types,
+    create_target,
+    query_rows,
+    run,
+    server_connection,
+    write_manifest,
+)
 
 DAYS = 4
 PATHS = [
@@ -36,8 +43,9 @@ PATHS = [
 TARGET_COLUMNS = (
     "id Int64, order_date Date, customer LowCardinality(String), note LowCardinality(Nullable(String))"
 )
-#: 18.16 creates LowCardinality columns only with this setting (current engines ignore it)
-CREATE_SETTINGS = {"allow_experimental_low_cardinality_type": 1}
+ORDER_BY = "(order_date, id)"
+SOURCE = "  type: sqlite\n  connection: sqlite:///source.sqlite\n  table: orders"
+PARTITIONING = "{kind: day, column: order_date}"
 NOTES = [None, "", "late", "Müller & Söhne", "x" * 300, "  padded  ", "日本語"]
 
 
@@ -57,71 +65,8 @@ def make_source(path: Path) -> list[tuple[int, str, str, str | None]]:
     return rows
 
 
-def write_manifest(base: Path, connection: str, table: str, export: str, load: str, strategy: str) -> Path:
-    manifest = base / "manifest.yaml"
-    manifest.write_text(
-        f"""
-kind: native_transfer
-name: low_cardinality
-source:
-  type: sqlite
-  connection: sqlite:///source.sqlite
-  table: orders
-  partitioning: {{kind: day, column: order_date}}
-  export: {export}
-  chunk_rows: 50
-sink:
-  type: clickhouse
-  connection: {connection}
-  table: {table}
-  strategy: {strategy}
-  load: {load}
-  order_by: [order_date, id]
-checkpoints:
-  connection: sqlite:///state.sqlite
-""",
-        encoding="utf-8",
-    )
-    return manifest
-
-
-def create_target(endpoint: EndpointDescriptor, table: str, columns: str = TARGET_COLUMNS) -> None:
-    client = open_client(endpoint)
-    try:
-        client.command(f"CREATE DATABASE IF NOT EXISTS {table.split('.')[0]}")
-        client.command(
-            f"CREATE TABLE {table} ({columns}) ENGINE = MergeTree ORDER BY (order_date, id)",
-            settings=CREATE_SETTINGS if endpoint.interface is ClickHouseInterface.HTTP else None,
-        )
-    finally:
-        client.close()
-
-
-def target_rows(endpoint: EndpointDescriptor, table: str) -> list[tuple[Any, ...]]:
-    client = open_client(endpoint)
-    try:
-        result = client.query(f"SELECT id, toString(order_date), customer, note FROM {table} ORDER BY id")
-        return [tuple(row) for row in result.result_rows]
-    finally:
-        client.close()
-
-
-def column_types(endpoint: EndpointDescriptor, table: str) -> dict[str, str]:
-    database, name = table.split(".")
-    client = open_client(endpoint)
-    try:
-        # names of the test's own making, inline: 18.16 has no query parameters
-        result = client.query(
-            f"SELECT name, type FROM system.columns WHERE database = '{database}' AND table = '{name}'"
-        )
-        return {row[0]: row[1] for row in result.result_rows}
-    finally:
-        client.close()
-
-
-def run(manifest: Path, run_id: str):  # type: ignore[no-untyped-def]
-    with open_runtime(load_manifest(manifest)) as runtime:
-        return runtime.run(run_id)
+def target_rows(endpoint: EndpointDescriptor, table: str) -> list[tuple[object, ...]]:
+    return query_rows(endpoint, f"SELECT id, toString(order_date), customer, note FROM {table} ORDER BY id")
 
 
 def moves_exactly(
@@ -134,9 +79,18 @@ def moves_exactly(
     strategy: str,
 ) -> None:
     source = make_source(base / "source.sqlite")
-    create_target(endpoint, table)
+    create_target(endpoint, table, TARGET_COLUMNS, ORDER_BY)
     declared = column_types(endpoint, table)
-    manifest = write_manifest(base, connection, table, export, load, strategy)
+    manifest = write_manifest(
+        base,
+        source=SOURCE,
+        partitioning=PARTITIONING,
+        connection=connection,
+        table=table,
+        export=export,
+        load=load,
+        strategy=strategy,
+    )
 
     first = run(manifest, "r1")
     assert first.rows_committed == len(source)
@@ -148,26 +102,21 @@ def moves_exactly(
     assert target_rows(endpoint, table) == source
 
 
-@pytest.fixture
-def chdb_endpoint(tmp_path: Path) -> Iterator[EndpointDescriptor]:
-    yield EndpointDescriptor(
-        name="t", kind=EndpointKind.CLICKHOUSE, interface=ClickHouseInterface.CHDB, path=str(tmp_path / "ch")
-    )
-
-
 @pytest.mark.parametrize(("export", "load"), PATHS)
 def test_every_path_moves_strings_into_low_cardinality_columns_exactly_on_chdb(
-    tmp_path: Path, chdb_endpoint: EndpointDescriptor, export: str, load: str
+    tmp_path: Path, export: str, load: str
 ) -> None:
-    moves_exactly(tmp_path, chdb_endpoint, "chdb:///ch", "demo.orders", export, load, "incremental_append")
+    moves_exactly(
+        tmp_path, chdb_at(tmp_path), CHDB_CONNECTION, "demo.orders", export, load, "incremental_append"
+    )
 
 
 @pytest.mark.parametrize("strategy", ["full_refresh", "replace_partition"])
 @pytest.mark.parametrize("load", ["direct", "staged"])
 def test_replacing_strategies_keep_the_low_cardinality_table_and_its_values_on_chdb(
-    tmp_path: Path, chdb_endpoint: EndpointDescriptor, load: str, strategy: str
+    tmp_path: Path, load: str, strategy: str
 ) -> None:
-    moves_exactly(tmp_path, chdb_endpoint, "chdb:///ch", "demo.orders", "lazy_plan", load, strategy)
+    moves_exactly(tmp_path, chdb_at(tmp_path), CHDB_CONNECTION, "demo.orders", "lazy_plan", load, strategy)
 
 
 @pytest.mark.parametrize("strategy", ["incremental_append", "replace_partition"])
@@ -182,14 +131,9 @@ def test_low_cardinality_columns_take_the_source_strings_exactly_on_the_http_ser
     load: str,
     strategy: str,
 ) -> None:
-    password = clickhouse_http.password.get_secret_value() if clickhouse_http.password else ""
-    credentials = clickhouse_http.user + (f":{password}" if password else "")
-    monkeypatch.setenv(
-        "AIRFLOW_CONN_LC_CLICKHOUSE",
-        f"clickhouse://{credentials}@{clickhouse_http.host}:{clickhouse_http.port}/default",
-    )
+    connection = server_connection(clickhouse_http, monkeypatch, "lc_clickhouse")
     table = f"lc_{uuid.uuid4().hex[:8]}.orders"
-    moves_exactly(tmp_path, clickhouse_http, "lc_clickhouse", table, export, load, strategy)
+    moves_exactly(tmp_path, clickhouse_http, connection, table, export, load, strategy)
 
 
 @pytest.mark.parametrize(
@@ -198,32 +142,29 @@ def test_low_cardinality_columns_take_the_source_strings_exactly_on_the_http_ser
         # the nullable source column into a non-nullable encoded one: its NULLs would read ''
         ("id Int64, order_date Date, customer LowCardinality(String), note LowCardinality(String)", "note"),
         # an inner type other than String is not accepted
-        (
-            "id LowCardinality(Int64), order_date Date, customer String, note Nullable(String)",
-            "id",
-        ),
+        ("id LowCardinality(Int64), order_date Date, customer String, note Nullable(String)", "id"),
     ],
 )
 def test_low_cardinality_columns_that_cannot_hold_the_values_exactly_are_refused_before_writing(
-    tmp_path: Path, chdb_endpoint: EndpointDescriptor, columns: str, refused: str
+    tmp_path: Path, columns: str, refused: str
 ) -> None:
     make_source(tmp_path / "source.sqlite")
-    client = open_client(chdb_endpoint)
+    endpoint = chdb_at(tmp_path)
+    client = open_client(endpoint)
     try:
         client.command("CREATE DATABASE IF NOT EXISTS demo")
         client.command(
-            f"CREATE TABLE demo.orders ({columns}) ENGINE = MergeTree ORDER BY (order_date, id)",
+            f"CREATE TABLE demo.orders ({columns}) ENGINE = MergeTree ORDER BY {ORDER_BY}",
             settings={"allow_suspicious_low_cardinality_types": 1},
         )
     finally:
         client.close()
     manifest = write_manifest(
-        tmp_path, "chdb:///ch", "demo.orders", "lazy_plan", "direct", "incremental_append"
+        tmp_path, source=SOURCE, partitioning=PARTITIONING, connection=CHDB_CONNECTION, table="demo.orders"
     )
     with pytest.raises(DponeError) as stopped:
         run(manifest, "r1")
     assert stopped.value.code is ErrorCode.TARGET_INCOMPATIBLE
     assert [p["column"] for p in stopped.value.details["problems"]] == [refused]
-    assert target_rows(chdb_endpoint, "demo.orders") == []
-    with open_runtime(load_manifest(manifest)) as runtime:
-        assert runtime.checkpoints() == []  # refused before arming: nothing blocks the route
+    assert target_rows(endpoint, "demo.orders") == []
+    assert checkpoints(manifest) == []  # refused before arming: nothing blocks the route

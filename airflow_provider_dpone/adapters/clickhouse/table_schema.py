@@ -2,11 +2,14 @@
 
 Compatibility (checked before any row is written): every source column must exist in the target with the
 same type, after normalizing how ClickHouse spells types (``Decimal(12,2)`` vs ``Decimal(12, 2)``,
-``Decimal32(2)`` vs ``Decimal(9, 2)``). One widening is accepted: a non-nullable source column may land in
-a ``Nullable`` target column of the same type. A ``String`` column may also be declared
+``Decimal32(2)`` vs ``Decimal(9, 2)``), or a type that holds every value of it exactly: a non-nullable
+source column may land in a ``Nullable`` target column, an integer in a wider one, a ``Decimal`` in one of
+the same scale and more digits, ``Float32`` in ``Float64`` (``type_names.holds_every_value``; hand-made
+tables often declare ``Int64`` for SQL Server's ``int``). A ``String`` column may also be declared
 ``LowCardinality(String)`` (or ``LowCardinality(Nullable(String))``): a dictionary encoding of the same
-values, common in hand-made tables (``type_names.stored_type``). ``MATERIALIZED`` and ``ALIAS`` columns
-cannot be inserted, so they never satisfy a source column.
+values (``type_names.stored_type``). Every load declares the target's own types, so a value is written as
+the target column's type (``arrow_insert``, ``native_body``, clickhouse-connect's encoders).
+``MATERIALIZED`` and ``ALIAS`` columns cannot be inserted, so they never satisfy a source column.
 
 A target column the route does not write is filled in every new row by the engine. It is accepted when
 its owner said how (a ``DEFAULT``, ``MATERIALIZED``, ``ALIAS`` or ``EPHEMERAL`` expression) or when it is
@@ -23,8 +26,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from airflow_provider_dpone.adapters.clickhouse.quoting import TableName, quote_identifier
+from airflow_provider_dpone.adapters.clickhouse.type_names import holds_every_value, stored_type
 from airflow_provider_dpone.adapters.clickhouse.type_names import normalize_type as normalize_type
-from airflow_provider_dpone.adapters.clickhouse.type_names import stored_type
 from airflow_provider_dpone.contracts.schema import TableSchema
 
 _NULLABLE = re.compile(r"^Nullable\((.*)\)$")
@@ -85,15 +88,13 @@ def compatibility_problems(schema: TableSchema, target: Mapping[str, TargetColum
 
 
 def types_compatible(source_type: str, target_type: str) -> bool:
+    """Whether the target column holds every value of the source column exactly: a NULL only in a
+    ``Nullable`` column (elsewhere it would become the type's default), every other value in a type that
+    holds it (``type_names.holds_every_value``)."""
     source, target = normalize_type(source_type), stored_type(target_type)
-    if source == target:
-        return True
-    # non-nullable source into Nullable target of the same type: every value fits
-    return (
-        not _NULLABLE.match(source)
-        and _NULLABLE.match(target) is not None
-        and strip_nullable(target) == source
-    )
+    if _NULLABLE.match(source) and not _NULLABLE.match(target):
+        return False
+    return holds_every_value(strip_nullable(source), strip_nullable(target))
 
 
 def column_list(names: Sequence[str]) -> str:

@@ -1,5 +1,5 @@
-"""The one reader of ClickHouse type names: how a type is spelled, what a Decimal type holds, and what a
-``LowCardinality`` column stores.
+"""The one reader of ClickHouse type names: how a type is spelled, what a Decimal type holds, what a
+``LowCardinality`` column stores, and which type holds every value of another.
 
 The sink's compatibility check and the artifacts' Arrow schema both read types here, so ``Decimal256(2)``
 means ``Decimal(76, 2)`` to both.
@@ -17,6 +17,7 @@ _DECIMAL_ALIAS = re.compile(r"Decimal(32|64|128|256)\(\s*(\d+)\s*\)")
 #: column, stored once per distinct value. Only ``String`` (the type most often declared so by hand): the
 #: loads were proven exact for it, on chDB and on the 18.16 server, not for other inner types.
 _LOW_CARDINALITY = re.compile(r"^LowCardinality\((String|Nullable\(String\))\)$")
+_INTEGER = re.compile(r"^(U?)Int(8|16|32|64)$")
 
 
 def normalize_type(type_name: str) -> str:
@@ -38,3 +39,30 @@ def stored_type(type_name: str) -> str:
     normalized = normalize_type(type_name)
     match = _LOW_CARDINALITY.match(normalized)
     return match.group(1) if match else normalized
+
+
+def holds_every_value(source: str, target: str) -> bool:
+    """Whether a ``target`` column holds every value of a ``source`` column exactly (both normalized, no
+    ``Nullable``): the same type; a wider integer of the same signedness, or a signed one of more bits for
+    an unsigned one (``Int64`` for SQL Server's ``int``, a common hand-made target); ``Float64`` for
+    ``Float32``; a ``Decimal`` with at least the digits on both sides of the point (``Decimal(18, 4)`` for
+    ``Decimal(12, 2)``: every load writes the value at the target's scale, tested on each path). Nothing
+    else: an integer into a float, ``Date32`` or ``DateTime64`` store their values differently, and no load
+    of them was proven exact."""
+    if source == target:
+        return True
+    source_int, target_int = _INTEGER.match(source), _INTEGER.match(target)
+    if source_int and target_int:
+        source_unsigned, target_unsigned = source_int.group(1) == "U", target_int.group(1) == "U"
+        wider = int(target_int.group(2)) > int(source_int.group(2))
+        return wider and (source_unsigned or not target_unsigned)
+    if (source, target) == ("Float32", "Float64"):
+        return True
+    source_decimal, target_decimal = decimal_parts(source), decimal_parts(target)
+    if source_decimal and target_decimal:
+        (source_precision, source_scale), (target_precision, target_scale) = source_decimal, target_decimal
+        return (
+            target_scale >= source_scale
+            and target_precision - target_scale >= source_precision - source_scale
+        )
+    return False

@@ -1,0 +1,117 @@
+"""Which hand-made target column types take every value of a source column exactly (``table_schema``,
+``type_names``): ``LowCardinality(String)``, wider integers and decimals; properties over every integer type
+pair and random decimal types prove the rule never accepts a column that cannot hold a source value."""
+
+from __future__ import annotations
+
+from decimal import Decimal, localcontext
+
+import pyarrow as pa
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from airflow_provider_dpone.adapters.clickhouse.arrow_insert import arrow_type
+from airflow_provider_dpone.adapters.clickhouse.table_schema import (
+    TargetColumn,
+    compatibility_problems,
+    types_compatible,
+)
+from airflow_provider_dpone.adapters.clickhouse.type_names import holds_every_value, stored_type
+from airflow_provider_dpone.contracts.schema import ColumnSpec, TableSchema
+
+
+@pytest.mark.parametrize(
+    ("source", "target", "compatible"),
+    [
+        ("String", "LowCardinality(String)", True),
+        ("String", "LowCardinality( String )", True),  # spelled with blanks
+        ("String", "LowCardinality(Nullable(String))", True),  # every value fits, no NULL comes
+        ("Nullable(String)", "LowCardinality(Nullable(String))", True),
+        ("Nullable(String)", "LowCardinality(String)", False),  # a NULL would read ''
+        ("Int64", "LowCardinality(Int64)", False),  # only String was proven
+        ("Date", "LowCardinality(String)", False),
+        ("String", "LowCardinality(FixedString(3))", False),
+        ("String", "Nullable(LowCardinality(String))", False),  # not a type ClickHouse makes
+    ],
+)
+def test_a_low_cardinality_column_takes_exactly_the_values_of_its_inner_string_type(
+    source: str, target: str, compatible: bool
+) -> None:
+    assert types_compatible(source, target) is compatible
+
+
+def test_an_unwritten_nullable_low_cardinality_column_is_accepted_and_a_non_nullable_one_is_not() -> None:
+    schema = TableSchema(columns=(ColumnSpec(name="id", clickhouse_type="Int64", nullable=False),))
+    target = {
+        "id": TargetColumn("id", "Int64", ""),
+        "note": TargetColumn("note", "LowCardinality(Nullable(String))", ""),  # new rows read NULL
+        "tag": TargetColumn("tag", "LowCardinality(String)", ""),  # new rows would read ''
+    }
+    assert [p.column for p in compatibility_problems(schema, target)] == ["tag"]
+
+
+def test_the_stored_type_of_an_encoded_string_column_and_its_arrow_form() -> None:
+    assert stored_type("LowCardinality(Nullable(String))") == "Nullable(String)"
+    assert stored_type("LowCardinality(Int64)") == "LowCardinality(Int64)"
+    assert arrow_type("LowCardinality(String)") == pa.binary()
+    assert arrow_type("LowCardinality(Nullable(String))") == pa.binary()
+
+
+INTEGERS = [f"{sign}Int{bits}" for sign in ("", "U") for bits in (8, 16, 32, 64)]
+
+
+def integer_range(type_name: str) -> tuple[int, int]:
+    bits = int(type_name.lstrip("U").removeprefix("Int"))
+    return (0, 2**bits - 1) if type_name.startswith("U") else (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
+
+
+@pytest.mark.parametrize("source", INTEGERS)
+@pytest.mark.parametrize("target", INTEGERS)
+def test_an_integer_type_is_accepted_exactly_when_it_holds_the_whole_source_range(
+    source: str, target: str
+) -> None:
+    (low, high), (target_low, target_high) = integer_range(source), integer_range(target)
+    assert holds_every_value(source, target) is (target_low <= low and high <= target_high)
+
+
+@given(
+    st.integers(1, 38).flatmap(lambda p: st.tuples(st.just(p), st.integers(0, p))),
+    st.integers(1, 76).flatmap(lambda p: st.tuples(st.just(p), st.integers(0, p))),
+)
+def test_a_decimal_type_is_accepted_only_when_the_source_extremes_fit_it_unchanged(
+    source: tuple[int, int], target: tuple[int, int]
+) -> None:
+    (precision, scale), (target_precision, target_scale) = source, target
+    accepted = holds_every_value(
+        f"Decimal({precision},{scale})", f"Decimal({target_precision},{target_scale})"
+    )
+    with localcontext() as context:
+        context.prec = 200
+
+        def fits(value: Decimal) -> bool:
+            step = Decimal(1).scaleb(-target_scale)
+            return value.quantize(step) == value and abs(value) < Decimal(10) ** (
+                target_precision - target_scale
+            )
+
+        # every value of Decimal(p, s) is a multiple of its smallest step no larger than its largest value
+        largest, step = Decimal(10**precision - 1).scaleb(-scale), Decimal(1).scaleb(-scale)
+        assert accepted is (fits(largest) and fits(step))
+
+
+@pytest.mark.parametrize(
+    ("source", "target", "accepted"),
+    [
+        ("Float32", "Float64", True),
+        ("Float64", "Float32", False),
+        ("Int32", "Float64", False),  # a number of another kind, though it would fit
+        ("Date", "Date32", False),  # stored differently; no load proven
+        ("DateTime", "DateTime64(3)", False),
+        ("Int64", "Int128", False),
+        ("Nullable(Int32)", "Int64", False),
+        ("Int32", "Nullable(Int64)", True),
+    ],
+)
+def test_other_type_pairs(source: str, target: str, accepted: bool) -> None:
+    assert types_compatible(source, target) is accepted
