@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -38,6 +39,17 @@ class TableSchema(BaseModel):
             if col.name == name:
                 return col
         raise KeyError(name)
+
+    def with_not_null(self, names: Sequence[str]) -> TableSchema:
+        """The same columns, ``names`` declared non-nullable: what a target holds once a run proved those
+        columns hold no NULL in the partitions it moves. The route's identity stays the source's own schema
+        (its hash): this schema only shapes the load."""
+        chosen = frozenset(names)
+        return TableSchema(
+            columns=tuple(
+                c.model_copy(update={"nullable": False}) if c.name in chosen else c for c in self.columns
+            )
+        )
 
     def schema_hash(self) -> str:
         return sha256_tag(

@@ -37,6 +37,15 @@ class CheckingSink(Sink, Protocol):
         reads the whole source before preparing the target finds a user mistake before reading."""
 
 
+class NullRefusingSink(Sink, Protocol):
+    """A sink whose existing target may declare a column non-nullable that the source may fill with NULL."""
+
+    def columns_refusing_null(self, table: str, schema: TableSchema) -> list[str]:
+        """Read-only: the nullable ``schema`` columns that the existing target declares without
+        ``Nullable`` (otherwise compatible). A run loads them only after proving the rows it moves hold no
+        NULL there, with the schema declaring them non-nullable. ``[]`` when the table does not exist yet."""
+
+
 @runtime_checkable
 class StagedSink(Sink, Protocol):
     def begin_staging(

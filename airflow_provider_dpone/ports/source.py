@@ -72,6 +72,14 @@ class AuditingSource(Source, Protocol):
         value or store it changed. ``limits``: the target's calendar range (``None``: the widest)."""
 
 
+class NullCountingSource(Source, Protocol):
+    """A source that can count, read-only, the NULLs of some columns within partitions."""
+
+    def count_nulls(self, bounds: Sequence[PartitionBounds], columns: Sequence[str]) -> dict[str, int]:
+        """One aggregate over the union of ``bounds``: how many rows a read would return with NULL in each
+        of ``columns`` (refused by name when one is not a column of the read)."""
+
+
 class ConcurrentSource(Source, Protocol):
     """A source whose partition reads may run at once, each in a thread of its own."""
 

@@ -51,6 +51,7 @@ from airflow_provider_dpone.runtime.collector import collector_paused
 from airflow_provider_dpone.runtime.guard.batch_id import checkpoint_batch_id
 from airflow_provider_dpone.runtime.guard.commit_lifecycle import ActivePartition, TargetCommitLifecycle
 from airflow_provider_dpone.runtime.guard.route_guard import require_clear_route
+from airflow_provider_dpone.runtime.null_free import schema_for_target
 from airflow_provider_dpone.runtime.pre_arm_checks import PreArmChecks
 from airflow_provider_dpone.runtime.progress import ProgressListener, SilentProgress
 from airflow_provider_dpone.runtime.quality.gate import QualityGate
@@ -565,6 +566,10 @@ class TransferEngine:
         sink = self._target()
         with self._releasing_target():  # before any reader: an embedded (chDB) path, one process
             self._checks.require_target_empty_for_new_route(family, sink)
+            # a column the target declares without Nullable: the rows to move must prove no NULL there
+            schema = schema_for_target(
+                sink, self._ports.source, self._manifest.sink.table, schema, quality.bounds
+            )
             # read-only, before the first target write or checkpoint: a value the reads would refuse or
             # the target could not hold stops here (manifest_invalid, the route stays clear), not mid-stream
             deferred_audit = self._audit_values(sink, quality.bounds)

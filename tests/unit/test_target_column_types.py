@@ -1,6 +1,7 @@
 """Which hand-made target column types take every value of a source column exactly (``table_schema``,
-``type_names``): ``LowCardinality(String)``, wider integers and decimals; properties over every integer type
-pair and random decimal types prove the rule never accepts a column that cannot hold a source value."""
+``type_names``): ``LowCardinality(String)``, wider integers and decimals, columns without ``Nullable`` a run
+must prove NULL-free; properties over every integer type pair and random decimal types prove the rule never
+accepts a column that cannot hold a source value."""
 
 from __future__ import annotations
 
@@ -14,10 +15,13 @@ from hypothesis import strategies as st
 from airflow_provider_dpone.adapters.clickhouse.arrow_insert import arrow_type
 from airflow_provider_dpone.adapters.clickhouse.table_schema import (
     TargetColumn,
+    columns_refusing_null,
     compatibility_problems,
     types_compatible,
 )
 from airflow_provider_dpone.adapters.clickhouse.type_names import holds_every_value, stored_type
+from airflow_provider_dpone.adapters.sources.profiling import null_counts_from_row
+from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.schema import ColumnSpec, TableSchema
 
 
@@ -115,3 +119,38 @@ def test_a_decimal_type_is_accepted_only_when_the_source_extremes_fit_it_unchang
 )
 def test_other_type_pairs(source: str, target: str, accepted: bool) -> None:
     assert types_compatible(source, target) is accepted
+
+
+def test_the_columns_a_run_must_prove_null_free_are_the_nullable_ones_the_target_declares_without_nullable() -> (
+    None
+):
+    schema = TableSchema(
+        columns=(
+            ColumnSpec(name="id", clickhouse_type="Int32", nullable=True),
+            ColumnSpec(name="note", clickhouse_type="String", nullable=True),
+            ColumnSpec(name="code", clickhouse_type="String", nullable=True),
+            ColumnSpec(name="day", clickhouse_type="Date", nullable=False),
+            ColumnSpec(name="amount", clickhouse_type="Decimal(12, 2)", nullable=True),
+            ColumnSpec(name="gone", clickhouse_type="String", nullable=True),
+        )
+    )
+    target = {
+        "id": TargetColumn("id", "Int64", ""),  # wider, without Nullable: prove it
+        "note": TargetColumn("note", "Nullable(String)", ""),  # takes NULL
+        "code": TargetColumn("code", "LowCardinality(String)", ""),  # prove it
+        "day": TargetColumn("day", "Date", ""),  # the source holds no NULL anyway
+        "amount": TargetColumn("amount", "Decimal(10, 2)", ""),  # incompatible for another reason
+    }
+    assert columns_refusing_null(schema, target) == ["id", "code"]
+    narrowed = schema.with_not_null(["id", "code"])
+    assert [c.nullable for c in narrowed.columns] == [False, True, False, False, True, True]
+    assert compatibility_problems(narrowed, {**target, "gone": TargetColumn("gone", "String", "")})[
+        0
+    ].column == ("amount")
+
+
+@pytest.mark.parametrize("row", [(1,), (1, -1), (1, True), (1, "2"), (1, None)])
+def test_null_counts_that_are_not_exact_counts_fail_closed(row: tuple[object, ...]) -> None:
+    with pytest.raises(DponeError) as failed:
+        null_counts_from_row(row, ["a", "b"], "t")
+    assert failed.value.code is ErrorCode.SOURCE_READ_FAILED

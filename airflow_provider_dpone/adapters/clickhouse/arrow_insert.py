@@ -35,6 +35,11 @@ _SIMPLE: dict[str, pa.DataType] = {
 }
 
 
+def type_name_is_nullable(type_name: str) -> bool:
+    """Whether a column of ``type_name`` holds NULL (``Nullable(T)``, ``LowCardinality(Nullable(String))``)."""
+    return strip_nullable(stored_type(type_name)) != stored_type(type_name)
+
+
 def arrow_type(type_name: str) -> pa.DataType | None:
     """The Arrow type a target column of ``type_name`` takes exactly, or ``None`` (Native only). A
     ``LowCardinality(String)`` column takes the strings as a ``String`` column does (the engine builds its
@@ -61,7 +66,13 @@ def arrow_table(
         if kind is None:
             return None
         try:
-            arrays.append(pa.array(values, type=kind, from_pandas=False))
+            array = pa.array(values, type=kind, from_pandas=False)
         except (pa.ArrowException, TypeError, ValueError, OverflowError):
             return None  # e.g. a bool in an integer column: the Native path and its refusals decide
+        if array.null_count and not type_name_is_nullable(type_name):
+            # an Arrow insert turns a NULL into the column's default (''/0) without a word; clickhouse-
+            # connect's Native encoder refuses it: let it decide (a run proves such columns NULL-free
+            # before arming, so only a row changed since then gets here)
+            return None
+        arrays.append(array)
     return pa.Table.from_arrays(arrays, names=list(names))

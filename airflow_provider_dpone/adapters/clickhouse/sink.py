@@ -45,6 +45,7 @@ from airflow_provider_dpone.adapters.clickhouse.staged_publish import attach_sta
 from airflow_provider_dpone.adapters.clickhouse.table_schema import (
     TargetColumn,
     column_list,
+    columns_refusing_null,
     compatibility_problems,
     create_staging_sql,
     create_table_sql,
@@ -180,6 +181,15 @@ class ClickHouseSink:
                 require_row_keeping_engine(client, name)
         if target is not None:
             self._require_compatible(name, schema, target)
+
+    def columns_refusing_null(self, table: str, schema: TableSchema) -> list[str]:
+        """Read-only (``NullRefusingSink``): the nullable source columns the existing target declares
+        without ``Nullable`` (``table_schema.columns_refusing_null``); ``[]`` before the table exists."""
+        name = self._name(table)
+        with self._failures("read the target table", name, step="prepare"):
+            client = self._client()
+            target = self._describe(client, name) if self._exists(client, name) else None
+        return [] if target is None else columns_refusing_null(schema, target)
 
     def prepare_target(self, table: str, schema: TableSchema, order_by: tuple[str, ...]) -> None:
         name = self._refusals_before_statements(table, schema, order_by)

@@ -87,6 +87,22 @@ def compatibility_problems(schema: TableSchema, target: Mapping[str, TargetColum
     return problems
 
 
+def columns_refusing_null(schema: TableSchema, target: Mapping[str, TargetColumn]) -> list[str]:
+    """The nullable source columns the target declares without ``Nullable`` but otherwise compatible: a
+    run may load them once it proved the rows it moves hold no NULL there (ClickHouse best practice avoids
+    ``Nullable``; SQL Server declares most columns nullable)."""
+    refusing: list[str] = []
+    for column in schema.columns:
+        found = target.get(column.name)
+        if not column.nullable or found is None or not found.insertable:
+            continue
+        if not _NULLABLE.match(stored_type(found.type_name)) and types_compatible(
+            column.clickhouse_type, found.type_name
+        ):
+            refusing.append(column.name)
+    return refusing
+
+
 def types_compatible(source_type: str, target_type: str) -> bool:
     """Whether the target column holds every value of the source column exactly: a NULL only in a
     ``Nullable`` column (elsewhere it would become the type's default), every other value in a type that

@@ -40,6 +40,19 @@ def profile_columns(schema: TableSchema, columns: Sequence[str], table: str) -> 
     return names
 
 
+def null_count_columns(schema: TableSchema, columns: Sequence[str], table: str) -> list[str]:
+    """The columns to count NULLs of, each a column of the read (a sink names them from the schema: one
+    that is not is a defect, refused as a read failure), duplicates folded."""
+    names = list(dict.fromkeys(columns))
+    if not names or any(name not in schema.names for name in names):
+        raise DponeError(
+            ErrorCode.SOURCE_READ_FAILED,
+            f"NULL counts were asked of source table {table} for columns its read does not return",
+            details={"table": table},
+        )
+    return names
+
+
 def require_bounds(bounds: Sequence[PartitionBounds]) -> None:
     if not bounds:
         raise DponeError(ErrorCode.USAGE, "a source profile needs at least one partition")
@@ -59,6 +72,18 @@ def sqlite_profile(
         selects += [f"COUNT(*) - COUNT({quoted})", f"COUNT(DISTINCT {quoted} COLLATE BINARY)"]
     # adjacent ranges as one: an OR of ranges is SQLite's multi-index OR, which keeps every visited rowid
     union = lite.any_of(merged_ranges(bounds))  # None: one partition is the whole table, no predicate at all
+    where, params = (f"\nWHERE {union[0]}", union[1]) if union is not None else ("", ())
+    return f"SELECT {', '.join(selects)}\nFROM {source}{where}", params
+
+
+def sqlite_null_counts(
+    source: str, bounds: Sequence[PartitionBounds], columns: Sequence[str]
+) -> tuple[str, tuple[object, ...]]:
+    """``(text, params)`` of the NULL count of each column over the union of ``bounds`` (no distinct
+    counts: a run asks this before arming, for the columns a target declares without ``Nullable``)."""
+    require_bounds(bounds)
+    selects = [f"COUNT(*) - COUNT({lite.quote_ident(name)})" for name in columns]
+    union = lite.any_of(merged_ranges(bounds))
     where, params = (f"\nWHERE {union[0]}", union[1]) if union is not None else ("", ())
     return f"SELECT {', '.join(selects)}\nFROM {source}{where}", params
 
@@ -83,6 +108,17 @@ def mssql_profile(
     return statement if union is None else statement + "\nWHERE " + union
 
 
+def mssql_null_counts(
+    source: str, bounds: Sequence[PartitionBounds], columns: Sequence[str]
+) -> tsql.Statement:
+    """The SQL Server NULL count of each column over the union of ``bounds`` (``COUNT_BIG``)."""
+    require_bounds(bounds)
+    selects = [f"COUNT_BIG(*) - COUNT_BIG({tsql.quote_ident(name)})" for name in columns]
+    statement = tsql.sql(f"SELECT {', '.join(selects)}\nFROM {source}")
+    union = tsql.any_of(bounds)
+    return statement if union is None else statement + "\nWHERE " + union
+
+
 # -- result ------------------------------------------------------------------------------------------------
 
 
@@ -100,6 +136,15 @@ def profile_from_row(row: Sequence[object], columns: Sequence[str], table: str) 
         null_counts={c: values[1 + 2 * i] for i, c in enumerate(columns)},
         distinct_counts={c: values[2 + 2 * i] for i, c in enumerate(columns)},
     )
+
+
+def null_counts_from_row(row: Sequence[object], columns: Sequence[str], table: str) -> dict[str, int]:
+    """Map the one result row to NULL counts; anything but non-negative integers fails closed."""
+    if len(row) != len(columns) or any(
+        isinstance(value, bool) or not isinstance(value, int) or value < 0 for value in row
+    ):
+        raise _malformed(table)
+    return {column: int(value) for column, value in zip(columns, row, strict=True)}  # type: ignore[call-overload]
 
 
 def _malformed(table: str) -> DponeError:

@@ -459,6 +459,16 @@ class SqliteSource:
         row = self._fetch_all(statement, what="the quality profile")[0]
         return profiling.profile_from_row(row, names, self._spec.table)
 
+    def count_nulls(self, bounds: Sequence[PartitionBounds], columns: Sequence[str]) -> dict[str, int]:
+        """NULLs per column in the rows that reads of ``bounds`` return (``NullCountingSource``)."""
+        names = profiling.null_count_columns(self.describe(), columns, self._spec.table)
+        profiling.require_bounds(bounds)
+        statement = self._statement(
+            lambda: profiling.sqlite_null_counts(self._source_sql, bounds, names), bounds[0]
+        )
+        row = self._fetch_all(statement, what="the NULL counts")[0]
+        return profiling.null_counts_from_row(row, names, self._spec.table)
+
     def audit_values(self, bounds: Sequence[PartitionBounds], limits: ValueLimits | None) -> None:
         """Before arming: aggregates find every value a read would refuse (see ``value_audit``), one range
         scan per group of partitions, the groups on as many connections at once (``audit_workers``)."""
