@@ -3,9 +3,11 @@
 Compatibility (checked before any row is written): every source column must exist in the target with the
 same type, after normalizing how ClickHouse spells types (``Decimal(12,2)`` vs ``Decimal(12, 2)``,
 ``Decimal32(2)`` vs ``Decimal(9, 2)``), or a type that holds every value of it exactly: a non-nullable
-source column may land in a ``Nullable`` target column, an integer in a wider one, a ``Decimal`` in one of
-the same scale and more digits, ``Float32`` in ``Float64`` (``type_names.holds_every_value``; hand-made
-tables often declare ``Int64`` for SQL Server's ``int``). A ``String`` column may also be declared
+source column may land in a ``Nullable`` target column, an integer in a wider one, a ``Decimal`` in one with
+at least its digits on both sides of the point, ``Float32`` in ``Float64`` (``type_names.holds_every_value``;
+hand-made tables often declare ``Int64`` for SQL Server's ``int``). A nullable source column may land in a
+column without ``Nullable`` only once a run proved the rows it moves hold no NULL there
+(``columns_refusing_null``, ``runtime/null_free.py``). A ``String`` column may also be declared
 ``LowCardinality(String)`` (or ``LowCardinality(Nullable(String))``): a dictionary encoding of the same
 values (``type_names.stored_type``). Every load declares the target's own types, so a value is written as
 the target column's type (``arrow_insert``, ``native_body``, clickhouse-connect's encoders).

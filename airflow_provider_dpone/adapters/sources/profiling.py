@@ -140,11 +140,14 @@ def profile_from_row(row: Sequence[object], columns: Sequence[str], table: str) 
 
 def null_counts_from_row(row: Sequence[object], columns: Sequence[str], table: str) -> dict[str, int]:
     """Map the one result row to NULL counts; anything but non-negative integers fails closed."""
-    if len(row) != len(columns) or any(
-        isinstance(value, bool) or not isinstance(value, int) or value < 0 for value in row
-    ):
+    if len(row) != len(columns):
         raise _malformed(table)
-    return {column: int(value) for column, value in zip(columns, row, strict=True)}  # type: ignore[call-overload]
+    counts: dict[str, int] = {}
+    for column, value in zip(columns, row, strict=True):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise _malformed(table)
+        counts[column] = value
+    return counts
 
 
 def _malformed(table: str) -> DponeError:
