@@ -27,8 +27,8 @@ def schema_for_target(
     rows within ``bounds`` proved to hold no NULL there; ``schema`` itself when there is none. Raises
     ``target_table_incompatible`` naming each column that holds NULL (never a value)."""
     refusing_null = getattr(sink, "columns_refusing_null", None)
-    if not callable(refusing_null) or not bounds:
-        return schema
+    if not callable(refusing_null) or not bounds or not any(c.nullable for c in schema.columns):
+        return schema  # nothing to prove: no read of the target
     columns: list[str] = refusing_null(table, schema)
     if not columns:
         return schema
