@@ -154,12 +154,20 @@ def test_a_null_outside_the_partitions_moved_does_not_stop_the_run(tmp_path: Pat
     assert query_rows(endpoint, READ_BACK.format(table="demo.events"))[30:] == moved
 
 
-@pytest.mark.parametrize("load", ["direct", "staged"])
+@pytest.mark.parametrize(
+    ("export", "load"), [("lazy_plan", "direct"), ("lazy_plan", "staged"), ("file_artifact", "direct")]
+)
 @pytest.mark.parametrize("target", ["chdb", "server"])
 def test_a_null_that_arrives_after_the_count_is_refused_never_written_as_a_default(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest, load: str, target: str
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
+    export: str,
+    load: str,
+    target: str,
 ) -> None:
-    """The count is made to miss the NULLs (a row changed after it): the load must refuse them."""
+    """The count is made to miss the NULLs (a row changed after it): the export files, the staging insert or
+    the load must refuse them."""
 
     def counted_too_early(
         self: SqliteSource, bounds: Sequence[PartitionBounds], columns: Sequence[str]
@@ -176,8 +184,10 @@ def test_a_null_that_arrives_after_the_count_is_refused_never_written_as_a_defau
         table = f"late_{uuid.uuid4().hex[:8]}.events"
     create_target(endpoint, table, NOT_NULLABLE, "(day, id)")
     with pytest.raises(DponeError) as failed:
-        run(events_manifest(tmp_path, connection, table, load=load), "r1")
-    assert failed.value.code is ErrorCode.TARGET_LOAD_FAILED
+        run(events_manifest(tmp_path, connection, table, export=export, load=load), "r1")
+    # the export's files refuse it (before arming), else the staging insert (before arming) or the load
+    expected = ErrorCode.ARTIFACT_INVALID if export == "file_artifact" else ErrorCode.TARGET_LOAD_FAILED
+    assert failed.value.code is expected
     assert query_rows(endpoint, f"SELECT count() FROM {table}") == [(0,)]  # no NULL became ''
 
 
