@@ -8,6 +8,8 @@ types. On the 18.16 server a ``LowCardinality`` column is created only with
 
 from __future__ import annotations
 
+import uuid
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +18,7 @@ import pytest
 from airflow_provider_dpone.adapters.clickhouse.client import open_client
 from airflow_provider_dpone.compose import open_runtime
 from airflow_provider_dpone.contracts.endpoints import ClickHouseInterface, EndpointDescriptor, EndpointKind
+from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.report import RunReport
 from airflow_provider_dpone.manifests.loader import load_manifest
 
@@ -38,6 +41,42 @@ def server_connection(endpoint: EndpointDescriptor, monkeypatch: pytest.MonkeyPa
         f"AIRFLOW_CONN_{name.upper()}", f"clickhouse://{credentials}@{endpoint.host}:{endpoint.port}/default"
     )
     return name
+
+
+def target_for(
+    target: str, base: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, table: str
+) -> tuple[EndpointDescriptor, str, str]:
+    """(endpoint, manifest connection, table) of a fresh target: ``chdb`` in ``base`` (``demo.<table>``), or
+    ``server``, the 18.16 test server (a database of its own)."""
+    if target == "chdb":
+        return chdb_at(base), CHDB_CONNECTION, f"demo.{table}"
+    endpoint: EndpointDescriptor = request.getfixturevalue("clickhouse_http")
+    connection = server_connection(endpoint, monkeypatch, "hand_made_target")
+    return endpoint, connection, f"hm_{uuid.uuid4().hex[:8]}.{table}"
+
+
+@pytest.fixture
+def tds_orders_source(tds_emulator: EndpointDescriptor, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The manifest's source lines for the TDS emulator's ``dbo.orders`` (credentials in the environment)."""
+    password = tds_emulator.password.get_secret_value() if tds_emulator.password else ""
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_TDS_SOURCE",
+        f"mssql://{tds_emulator.user}:{password}@{tds_emulator.host}:{tds_emulator.port}/{tds_emulator.database}",
+    )
+    return "  type: mssql\n  connection: tds_source\n  table: dbo.orders"
+
+
+def served(tds_orders: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    """The emulator's rows as (id, day, customer, amount), sorted."""
+    return sorted((r["id"], r["order_date"].isoformat(), r["customer"], r["amount"]) for r in tds_orders)
+
+
+def tds_rows_in(endpoint: EndpointDescriptor, table: str) -> list[tuple[Any, ...]]:
+    """A target's ``dbo.orders`` rows in the form of :func:`served` (amount as an exact ``Decimal``)."""
+    rows = query_rows(
+        endpoint, f"SELECT id, toString(toDate(order_date)), customer, toString(amount) FROM {table}"
+    )
+    return sorted((r[0], r[1], r[2], Decimal(r[3])) for r in rows)
 
 
 def create_target(endpoint: EndpointDescriptor, table: str, columns: str, order_by: str) -> None:
@@ -113,3 +152,14 @@ def run(manifest: Path, run_id: str) -> RunReport:
 def checkpoints(manifest: Path) -> list[Any]:
     with open_runtime(load_manifest(manifest)) as runtime:
         return list(runtime.checkpoints())
+
+
+def refused_before_arming(manifest: Path, endpoint: EndpointDescriptor, table: str) -> DponeError:
+    """Run ``manifest`` and return its ``target_table_incompatible``: nothing in the table, no checkpoint
+    (the route is not blocked)."""
+    with pytest.raises(DponeError) as stopped:
+        run(manifest, "r1")
+    assert stopped.value.code is ErrorCode.TARGET_INCOMPATIBLE
+    assert query_rows(endpoint, f"SELECT count() FROM {table}") == [(0,)]
+    assert checkpoints(manifest) == []
+    return stopped.value

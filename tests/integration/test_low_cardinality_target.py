@@ -19,14 +19,13 @@ import pytest
 
 from airflow_provider_dpone.adapters.clickhouse.client import open_client
 from airflow_provider_dpone.contracts.endpoints import EndpointDescriptor
-from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from tests.integration.hand_made_target_rig import (
     CHDB_CONNECTION,
     chdb_at,
-    checkpoints,
     column_types,
     create_target,
     query_rows,
+    refused_before_arming,
     run,
     server_connection,
     write_manifest,
@@ -162,9 +161,5 @@ def test_low_cardinality_columns_that_cannot_hold_the_values_exactly_are_refused
     manifest = write_manifest(
         tmp_path, source=SOURCE, partitioning=PARTITIONING, connection=CHDB_CONNECTION, table="demo.orders"
     )
-    with pytest.raises(DponeError) as stopped:
-        run(manifest, "r1")
-    assert stopped.value.code is ErrorCode.TARGET_INCOMPATIBLE
-    assert [p["column"] for p in stopped.value.details["problems"]] == [refused]
-    assert target_rows(endpoint, "demo.orders") == []
-    assert checkpoints(manifest) == []  # refused before arming: nothing blocks the route
+    stopped = refused_before_arming(manifest, endpoint, "demo.orders")
+    assert [p["column"] for p in stopped.details["problems"]] == [refused]

@@ -13,7 +13,6 @@ from __future__ import annotations
 import sqlite3
 import uuid
 from collections.abc import Sequence
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -26,12 +25,15 @@ from airflow_provider_dpone.contracts.partition import PartitionBounds
 from tests.integration.hand_made_target_rig import (
     CHDB_CONNECTION,
     chdb_at,
-    checkpoints,
     column_types,
     create_target,
     query_rows,
+    refused_before_arming,
     run,
+    served,
     server_connection,
+    target_for,
+    tds_rows_in,
     write_manifest,
 )
 
@@ -124,19 +126,15 @@ def test_a_null_in_the_rows_to_move_stops_the_run_before_arming_naming_the_colum
     endpoint = chdb_at(tmp_path)
     create_target(endpoint, "demo.events", NOT_NULLABLE, "(day, id)")
     manifest = events_manifest(tmp_path, CHDB_CONNECTION, "demo.events", load=load)
-    with pytest.raises(DponeError) as stopped:
-        run(manifest, "r1")
-    assert stopped.value.code is ErrorCode.TARGET_INCOMPATIBLE
-    assert stopped.value.details["problems"] == [
+    stopped = refused_before_arming(manifest, endpoint, "demo.events")
+    assert stopped.details["problems"] == [
         {
             "column": "note",
             "reason": "holds NULL in the rows to move; the target column is not Nullable",
             "rows": 4,  # ids 35, 42, 49, 56 of the second day
         }
     ]
-    assert "'note'" in stopped.value.render() and "4 row(s)" in stopped.value.render()
-    assert query_rows(endpoint, "SELECT count() FROM demo.events") == [(0,)]
-    assert checkpoints(manifest) == []  # the route is not blocked
+    assert "'note'" in stopped.render() and "4 row(s)" in stopped.render()
 
 
 def test_a_null_outside_the_partitions_moved_does_not_stop_the_run(tmp_path: Path) -> None:
@@ -176,12 +174,7 @@ def test_a_null_that_arrives_after_the_count_is_refused_never_written_as_a_defau
 
     monkeypatch.setattr(SqliteSource, "count_nulls", counted_too_early)
     make_events(tmp_path / "source.sqlite", ["2026-11-01"], null_note_on="2026-11-01")
-    if target == "chdb":
-        endpoint, connection, table = chdb_at(tmp_path), CHDB_CONNECTION, "demo.events"
-    else:
-        endpoint = request.getfixturevalue("clickhouse_http")
-        connection = server_connection(endpoint, monkeypatch, "late_null_clickhouse")
-        table = f"late_{uuid.uuid4().hex[:8]}.events"
+    endpoint, connection, table = target_for(target, tmp_path, request, monkeypatch, "events")
     create_target(endpoint, table, NOT_NULLABLE, "(day, id)")
     with pytest.raises(DponeError) as failed:
         run(events_manifest(tmp_path, connection, table, export=export, load=load), "r1")
@@ -196,65 +189,41 @@ def test_a_null_that_arrives_after_the_count_is_refused_never_written_as_a_defau
 TDS_COLUMNS = "id Int64, order_date DateTime, customer {customer}, amount Float64, updated_at DateTime"
 
 
-@pytest.fixture
-def tds_source(tds_emulator: EndpointDescriptor, monkeypatch: pytest.MonkeyPatch) -> str:
-    password = tds_emulator.password.get_secret_value() if tds_emulator.password else ""
-    monkeypatch.setenv(
-        "AIRFLOW_CONN_TDS_SOURCE",
-        f"mssql://{tds_emulator.user}:{password}@{tds_emulator.host}:{tds_emulator.port}/{tds_emulator.database}",
-    )
-    return "  type: mssql\n  connection: tds_source\n  table: dbo.orders"
-
-
 @pytest.mark.parametrize("target", ["chdb", "server"])
 def test_sql_server_columns_without_nulls_load_into_columns_without_nullable(
     tmp_path: Path,
-    tds_source: str,
+    tds_orders_source: str,
     tds_orders: list[dict[str, Any]],
     request: pytest.FixtureRequest,
     monkeypatch: pytest.MonkeyPatch,
     target: str,
 ) -> None:
-    if target == "chdb":
-        endpoint, connection, table = chdb_at(tmp_path), CHDB_CONNECTION, "demo.tds_orders"
-    else:
-        endpoint = request.getfixturevalue("clickhouse_http")
-        connection = server_connection(endpoint, monkeypatch, "tds_target")
-        table = f"tds_{uuid.uuid4().hex[:8]}.orders"
+    endpoint, connection, table = target_for(target, tmp_path, request, monkeypatch, "tds_orders")
     create_target(endpoint, table, TDS_COLUMNS.format(customer="Nullable(String)"), "(order_date, id)")
     manifest = write_manifest(
         tmp_path,
-        source=tds_source,
+        source=tds_orders_source,
         partitioning="{kind: day, column: order_date}",
         connection=connection,
         table=table,
     )
     assert run(manifest, "r1").rows_committed == len(tds_orders)
-    rows = query_rows(
-        endpoint, f"SELECT id, toString(toDate(order_date)), customer, toString(amount) FROM {table}"
-    )
-    assert sorted((r[0], r[1], r[2], Decimal(r[3])) for r in rows) == sorted(
-        (r["id"], r["order_date"].isoformat(), r["customer"], r["amount"]) for r in tds_orders
-    )
+    assert tds_rows_in(endpoint, table) == served(tds_orders)
     assert column_types(endpoint, table)["id"] == "Int64"
 
 
 def test_a_sql_server_column_holding_null_is_refused_for_a_column_without_nullable(
-    tmp_path: Path, tds_source: str, tds_orders: list[dict[str, Any]]
+    tmp_path: Path, tds_orders_source: str, tds_orders: list[dict[str, Any]]
 ) -> None:
     endpoint = chdb_at(tmp_path)
     create_target(endpoint, "demo.tds_orders", TDS_COLUMNS.format(customer="String"), "(order_date, id)")
     manifest = write_manifest(
         tmp_path,
-        source=tds_source,
+        source=tds_orders_source,
         partitioning="{kind: day, column: order_date}",
         connection=CHDB_CONNECTION,
         table="demo.tds_orders",
     )
-    with pytest.raises(DponeError) as stopped:
-        run(manifest, "r1")
-    assert stopped.value.code is ErrorCode.TARGET_INCOMPATIBLE
+    stopped = refused_before_arming(manifest, endpoint, "demo.tds_orders")
     nulls = sum(1 for r in tds_orders if r["customer"] is None)
-    assert [(p["column"], p["rows"]) for p in stopped.value.details["problems"]] == [("customer", nulls)]
-    assert query_rows(endpoint, "SELECT count() FROM demo.tds_orders") == [(0,)]
-    assert checkpoints(manifest) == []
+    assert [(p["column"], p["rows"]) for p in stopped.details["problems"]] == [("customer", nulls)]

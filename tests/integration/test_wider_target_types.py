@@ -20,16 +20,18 @@ from typing import Any
 import pytest
 
 from airflow_provider_dpone.contracts.endpoints import EndpointDescriptor
-from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from tests.integration.hand_made_target_rig import (
     CHDB_CONNECTION,
     chdb_at,
-    checkpoints,
     column_types,
     create_target,
     query_rows,
+    refused_before_arming,
     run,
+    served,
     server_connection,
+    target_for,
+    tds_rows_in,
     write_manifest,
 )
 
@@ -194,12 +196,8 @@ def test_a_column_that_would_not_hold_every_value_is_refused_before_arming(
     manifest = write_manifest(
         tmp_path, source=SQLITE_SOURCE, partitioning=BY_DAY, connection=CHDB_CONNECTION, table="demo.readings"
     )
-    with pytest.raises(DponeError) as stopped:
-        run(manifest, "r1")
-    assert stopped.value.code is ErrorCode.TARGET_INCOMPATIBLE
-    assert [p["column"] for p in stopped.value.details["problems"]] == [refused]
-    assert query_rows(endpoint, "SELECT count() FROM demo.readings") == [(0,)]
-    assert checkpoints(manifest) == []
+    stopped = refused_before_arming(manifest, endpoint, "demo.readings")
+    assert [p["column"] for p in stopped.details["problems"]] == [refused]
 
 
 # -- SQL Server: ``int`` (Int32) into the Int64 most hand-made tables declare -------------------------------
@@ -210,46 +208,20 @@ TDS_TARGET_COLUMNS = (
 )
 
 
-@pytest.fixture
-def tds_source(tds_emulator: EndpointDescriptor, monkeypatch: pytest.MonkeyPatch) -> str:
-    password = tds_emulator.password.get_secret_value() if tds_emulator.password else ""
-    monkeypatch.setenv(
-        "AIRFLOW_CONN_TDS_SOURCE",
-        f"mssql://{tds_emulator.user}:{password}@{tds_emulator.host}:{tds_emulator.port}/{tds_emulator.database}",
-    )
-    return "  type: mssql\n  connection: tds_source\n  table: dbo.orders"
-
-
-def served(tds_orders: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
-    return sorted((r["id"], r["order_date"].isoformat(), r["customer"], r["amount"]) for r in tds_orders)
-
-
-def tds_rows_in(endpoint: EndpointDescriptor, table: str) -> list[tuple[Any, ...]]:
-    rows = query_rows(
-        endpoint, f"SELECT id, toString(toDate(order_date)), customer, toString(amount) FROM {table}"
-    )
-    return sorted((r[0], r[1], r[2], Decimal(r[3])) for r in rows)
-
-
 @pytest.mark.parametrize("target", ["chdb", "server"])
 def test_sql_server_int_lands_in_a_hand_made_int64_column_value_for_value(
     tmp_path: Path,
-    tds_source: str,
+    tds_orders_source: str,
     tds_orders: list[dict[str, Any]],
     request: pytest.FixtureRequest,
     monkeypatch: pytest.MonkeyPatch,
     target: str,
 ) -> None:
-    if target == "chdb":
-        endpoint, connection, table = chdb_at(tmp_path), CHDB_CONNECTION, "demo.tds_orders"
-    else:
-        endpoint = request.getfixturevalue("clickhouse_http")
-        connection = server_connection(endpoint, monkeypatch, "tds_target")
-        table = f"tds_{uuid.uuid4().hex[:8]}.orders"
+    endpoint, connection, table = target_for(target, tmp_path, request, monkeypatch, "tds_orders")
     create_target(endpoint, table, TDS_TARGET_COLUMNS, "tuple()")
     manifest = write_manifest(
         tmp_path,
-        source=tds_source,
+        source=tds_orders_source,
         partitioning="{kind: day, column: order_date}",
         connection=connection,
         table=table,
