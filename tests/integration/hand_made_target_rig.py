@@ -1,8 +1,8 @@
 """Targets declared by hand before the first run: create one, run a route into it, read it back.
 
 For the tests of which hand-made column types a route loads exactly (``LowCardinality``, wider integers and
-decimals): every test compares the target's rows with the source's and checks the table kept its owner's
-types. On the 18.16 server a ``LowCardinality`` column is created only with
+decimals, columns without ``Nullable``): every test compares the target's rows with the source's and checks
+the table kept its owner's types; a refusal leaves the table empty and the route without a checkpoint. On the 18.16 server a ``LowCardinality`` column is created only with
 ``allow_experimental_low_cardinality_type``; current engines ignore the setting.
 """
 
