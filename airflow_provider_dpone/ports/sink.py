@@ -40,7 +40,7 @@ class CheckingSink(Sink, Protocol):
 class NullRefusingSink(Sink, Protocol):
     """A sink whose existing target may declare a column non-nullable that the source may fill with NULL."""
 
-    def columns_refusing_null(self, table: str, schema: TableSchema) -> list[str]:
+    def columns_refusing_null(self, table: str, schema: TableSchema, order_by: tuple[str, ...]) -> list[str]:
         """Read-only: the nullable ``schema`` columns that the existing target declares without
         ``Nullable`` (otherwise compatible). A run loads them only after proving the rows it moves hold no
         NULL there, with the schema declaring them non-nullable. ``[]`` when the table does not exist yet."""

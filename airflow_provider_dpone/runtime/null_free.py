@@ -21,7 +21,12 @@ from airflow_provider_dpone.ports.source import Source
 
 
 def schema_for_target(
-    sink: Sink, source: Source, table: str, schema: TableSchema, bounds: Sequence[PartitionBounds]
+    sink: Sink,
+    source: Source,
+    table: str,
+    schema: TableSchema,
+    order_by: tuple[str, ...],
+    bounds: Sequence[PartitionBounds],
 ) -> TableSchema:
     """``schema`` with the columns the target declares without ``Nullable`` made non-nullable, once the
     rows within ``bounds`` proved to hold no NULL there; ``schema`` itself when there is none. Raises
@@ -29,7 +34,7 @@ def schema_for_target(
     refusing_null = getattr(sink, "columns_refusing_null", None)
     if not callable(refusing_null) or not bounds or not any(c.nullable for c in schema.columns):
         return schema  # nothing to prove: no read of the target
-    columns: list[str] = refusing_null(table, schema)
+    columns: list[str] = refusing_null(table, schema, order_by)
     if not columns:
         return schema
     count_nulls = getattr(source, "count_nulls", None)

@@ -568,7 +568,12 @@ class TransferEngine:
             self._checks.require_target_empty_for_new_route(family, sink)
             # a column the target declares without Nullable: the rows to move must prove no NULL there
             schema = schema_for_target(
-                sink, self._ports.source, self._manifest.sink.table, schema, quality.bounds
+                sink,
+                self._ports.source,
+                self._manifest.sink.table,
+                schema,
+                self._order_by(schema),
+                quality.bounds,
             )
             # read-only, before the first target write or checkpoint: a value the reads would refuse or
             # the target could not hold stops here (manifest_invalid, the route stays clear), not mid-stream

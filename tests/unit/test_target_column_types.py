@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from airflow_provider_dpone.adapters.clickhouse.arrow_insert import arrow_type
+from airflow_provider_dpone.adapters.clickhouse.arrow_insert import arrow_table, arrow_type
 from airflow_provider_dpone.adapters.clickhouse.table_schema import (
     TargetColumn,
     columns_refusing_null,
@@ -154,3 +154,12 @@ def test_null_counts_that_are_not_exact_counts_fail_closed(row: tuple[object, ..
     with pytest.raises(DponeError) as failed:
         null_counts_from_row(row, ["a", "b"], "t")
     assert failed.value.code is ErrorCode.SOURCE_READ_FAILED
+
+
+def test_an_arrow_block_with_a_null_in_a_column_without_nullable_is_left_to_the_native_encoder() -> None:
+    """An Arrow insert would write the NULL as 0; clickhouse-connect's Native encoder refuses it."""
+    assert arrow_table(["c"], ["Int64"], [[1, None]]) is None
+    assert arrow_table(["c"], ["LowCardinality(String)"], [["a", None]]) is None
+    nullable = arrow_table(["c"], ["Nullable(Int64)"], [[1, None]])
+    assert nullable is not None and nullable.column("c").null_count == 1
+    assert arrow_table(["c"], ["LowCardinality(Nullable(String))"], [["a", None]]) is not None

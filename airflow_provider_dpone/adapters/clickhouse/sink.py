@@ -182,10 +182,11 @@ class ClickHouseSink:
         if target is not None:
             self._require_compatible(name, schema, target)
 
-    def columns_refusing_null(self, table: str, schema: TableSchema) -> list[str]:
+    def columns_refusing_null(self, table: str, schema: TableSchema, order_by: tuple[str, ...]) -> list[str]:
         """Read-only (``NullRefusingSink``): the nullable source columns the existing target declares
-        without ``Nullable`` (``table_schema.columns_refusing_null``); ``[]`` before the table exists."""
-        name = self._name(table)
+        without ``Nullable`` (``table_schema.columns_refusing_null``); ``[]`` before the table exists. What
+        ``prepare_target`` refuses before its first statement is refused first: the target stays unopened."""
+        name = self._refusals_before_statements(table, schema, order_by)
         with self._failures("read the target table", name, step="prepare"):
             client = self._client()
             target = self._describe(client, name) if self._exists(client, name) else None
