@@ -49,9 +49,7 @@ def schema_for_target(
 
 def _holds_null(table: str, holding: dict[str, int | None]) -> DponeError:
     first, rows = next(iter(holding.items()))
-    measured = (
-        "may hold NULL (the source cannot count them)" if rows is None else f"holds NULL in {rows} row(s)"
-    )
+    measured = "cannot count its NULLs in the rows" if rows is None else f"holds NULL in {rows} row(s)"
     return DponeError(
         ErrorCode.TARGET_INCOMPATIBLE,
         f"target table {table} is incompatible: column {first!r} is not Nullable there, and the source "
@@ -62,7 +60,11 @@ def _holds_null(table: str, holding: dict[str, int | None]) -> DponeError:
             "problems": [
                 {
                     "column": column,
-                    "reason": "holds NULL in the rows to move; the target column is not Nullable",
+                    "reason": (
+                        "holds NULL in the rows to move; the target column is not Nullable"
+                        if count is not None
+                        else "its NULLs cannot be counted; the target column is not Nullable"
+                    ),
                     **({} if count is None else {"rows": count}),
                 }
                 for column, count in holding.items()
