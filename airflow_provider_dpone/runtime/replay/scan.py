@@ -31,7 +31,7 @@ from airflow_provider_dpone.ports.capsule_store import CapsuleStore, ReaderGuard
 from airflow_provider_dpone.runtime.quality.evidence import ScopeMetrics, from_observation, from_probe
 from airflow_provider_dpone.runtime.quality.policy import metric_keys
 from airflow_provider_dpone.runtime.quality.verdict import Verdict, evaluate
-from airflow_provider_dpone.runtime.replay.ref import CapsuleRef, RefInvalid, read_ref
+from airflow_provider_dpone.runtime.replay.ref import CAPSULE_REF_KEY, CapsuleRef, RefInvalid, read_ref
 
 RUNBOOK = "dpone runbook replay"  # shipped with the package: no repository path
 
@@ -223,7 +223,10 @@ def referenced_operations(
     groups: dict[str, list[PartitionCheckpoint]] = {}
     refs: dict[str, list[CapsuleRef]] = {}
     invalid: list[PartitionCheckpoint] = []
-    for checkpoint in sorted(latest, key=lambda c: (c.bounds.label, c.partition_id)):
+    # only the checkpoints that carry a reference are sorted: a long route's tens of thousands have none
+    # (0.06 s per 50,000 sorted by label before; read_ref answers None exactly when the key is absent)
+    referenced = [c for c in latest if CAPSULE_REF_KEY in c.diagnostics]
+    for checkpoint in sorted(referenced, key=lambda c: (c.bounds.label, c.partition_id)):
         try:
             ref = read_ref(checkpoint)
         except RefInvalid:
