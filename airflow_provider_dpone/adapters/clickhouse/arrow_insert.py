@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import pyarrow as pa
 
-from airflow_provider_dpone.adapters.clickhouse.table_schema import strip_nullable
+from airflow_provider_dpone.adapters.clickhouse.table_schema import holds_null, strip_nullable
 from airflow_provider_dpone.adapters.clickhouse.type_names import decimal_parts, stored_type
 
 _SIMPLE: dict[str, pa.DataType] = {
@@ -33,11 +33,6 @@ _SIMPLE: dict[str, pa.DataType] = {
     "Date": pa.date32(),
     "DateTime": pa.timestamp("s"),  # naive: the epoch second of a UTC wall time, as the Native path
 }
-
-
-def type_name_is_nullable(type_name: str) -> bool:
-    """Whether a column of ``type_name`` holds NULL (``Nullable(T)``, ``LowCardinality(Nullable(String))``)."""
-    return strip_nullable(stored_type(type_name)) != stored_type(type_name)
 
 
 def arrow_type(type_name: str) -> pa.DataType | None:
@@ -69,7 +64,7 @@ def arrow_table(
             array = pa.array(values, type=kind, from_pandas=False)
         except (pa.ArrowException, TypeError, ValueError, OverflowError):
             return None  # e.g. a bool in an integer column: the Native path and its refusals decide
-        if array.null_count and not type_name_is_nullable(type_name):
+        if array.null_count and not holds_null(type_name):
             # an Arrow insert turns a NULL into the column's default (''/0) without a word; clickhouse-
             # connect's Native encoder refuses it: let it decide (a run proves such columns NULL-free
             # before arming, so only a row changed since then gets here)

@@ -35,6 +35,12 @@ from airflow_provider_dpone.contracts.schema import TableSchema
 _NULLABLE = re.compile(r"^Nullable\((.*)\)$")
 
 
+def holds_null(type_name: str) -> bool:
+    """Whether a column of ``type_name`` holds NULL: ``Nullable(T)`` or ``LowCardinality(Nullable(String))``;
+    elsewhere a NULL would be written as the type's default."""
+    return _NULLABLE.match(stored_type(type_name)) is not None
+
+
 def strip_nullable(type_name: str) -> str:
     match = _NULLABLE.match(type_name)
     return match.group(1) if match else type_name
@@ -76,7 +82,7 @@ def compatibility_problems(schema: TableSchema, target: Mapping[str, TargetColum
             problems.append(Incompatibility(column.name, "of a different type", expected, found.type_name))
     written = {column.name for column in schema.columns}
     for name, extra in target.items():
-        if name in written or extra.default_kind or _NULLABLE.match(stored_type(extra.type_name)):
+        if name in written or extra.default_kind or holds_null(extra.type_name):
             continue
         problems.append(
             Incompatibility(
@@ -98,9 +104,7 @@ def columns_refusing_null(schema: TableSchema, target: Mapping[str, TargetColumn
         found = target.get(column.name)
         if not column.nullable or found is None or not found.insertable:
             continue
-        if not _NULLABLE.match(stored_type(found.type_name)) and types_compatible(
-            column.clickhouse_type, found.type_name
-        ):
+        if not holds_null(found.type_name) and types_compatible(column.clickhouse_type, found.type_name):
             refusing.append(column.name)
     return refusing
 

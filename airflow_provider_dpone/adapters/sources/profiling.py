@@ -70,10 +70,7 @@ def sqlite_profile(
     for name in columns:
         quoted = lite.quote_ident(name)
         selects += [f"COUNT(*) - COUNT({quoted})", f"COUNT(DISTINCT {quoted} COLLATE BINARY)"]
-    # adjacent ranges as one: an OR of ranges is SQLite's multi-index OR, which keeps every visited rowid
-    union = lite.any_of(merged_ranges(bounds))  # None: one partition is the whole table, no predicate at all
-    where, params = (f"\nWHERE {union[0]}", union[1]) if union is not None else ("", ())
-    return f"SELECT {', '.join(selects)}\nFROM {source}{where}", params
+    return _sqlite_aggregate(source, bounds, selects)
 
 
 def sqlite_null_counts(
@@ -82,8 +79,17 @@ def sqlite_null_counts(
     """``(text, params)`` of the NULL count of each column over the union of ``bounds`` (no distinct
     counts: a run asks this before arming, for the columns a target declares without ``Nullable``)."""
     require_bounds(bounds)
-    selects = [f"COUNT(*) - COUNT({lite.quote_ident(name)})" for name in columns]
-    union = lite.any_of(merged_ranges(bounds))
+    return _sqlite_aggregate(
+        source, bounds, [f"COUNT(*) - COUNT({lite.quote_ident(name)})" for name in columns]
+    )
+
+
+def _sqlite_aggregate(
+    source: str, bounds: Sequence[PartitionBounds], selects: Sequence[str]
+) -> tuple[str, tuple[object, ...]]:
+    """One aggregate row of ``selects`` over the union of ``bounds``, each the predicate its read uses."""
+    # adjacent ranges as one: an OR of ranges is SQLite's multi-index OR, which keeps every visited rowid
+    union = lite.any_of(merged_ranges(bounds))  # None: one partition is the whole table, no predicate at all
     where, params = (f"\nWHERE {union[0]}", union[1]) if union is not None else ("", ())
     return f"SELECT {', '.join(selects)}\nFROM {source}{where}", params
 
@@ -103,9 +109,7 @@ def mssql_profile(
             f"CAST({quoted} AS VARBINARY(MAX))" if schema.column(name).clickhouse_type == "String" else quoted
         )
         selects += [f"COUNT_BIG(*) - COUNT_BIG({quoted})", f"COUNT_BIG(DISTINCT {distinct})"]
-    statement = tsql.sql(f"SELECT {', '.join(selects)}\nFROM {source}")
-    union = tsql.any_of(bounds)
-    return statement if union is None else statement + "\nWHERE " + union
+    return _mssql_aggregate(source, bounds, selects)
 
 
 def mssql_null_counts(
@@ -113,7 +117,15 @@ def mssql_null_counts(
 ) -> tsql.Statement:
     """The SQL Server NULL count of each column over the union of ``bounds`` (``COUNT_BIG``)."""
     require_bounds(bounds)
-    selects = [f"COUNT_BIG(*) - COUNT_BIG({tsql.quote_ident(name)})" for name in columns]
+    return _mssql_aggregate(
+        source, bounds, [f"COUNT_BIG(*) - COUNT_BIG({tsql.quote_ident(name)})" for name in columns]
+    )
+
+
+def _mssql_aggregate(
+    source: str, bounds: Sequence[PartitionBounds], selects: Sequence[str]
+) -> tsql.Statement:
+    """One aggregate row of ``selects`` over the union of ``bounds``, each the predicate its read uses."""
     statement = tsql.sql(f"SELECT {', '.join(selects)}\nFROM {source}")
     union = tsql.any_of(bounds)
     return statement if union is None else statement + "\nWHERE " + union
