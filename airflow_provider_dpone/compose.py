@@ -277,9 +277,8 @@ class Runtime:
     def replay_status(self, run_id: str | None = None) -> ReplayStatus:
         """Read-only: the route's capsules, reader guards and unverified committed partitions."""
         return replay_status(
-            self.store(),
+            self.family().own,
             self.capsule_stores,
-            self.loaded.route,
             self.loaded.identity,
             selector_on=self.manifest.sink.options.durable_quality_replay,
             run_id=run_id,
@@ -290,7 +289,13 @@ class Runtime:
     ) -> tuple[OperationRecord, list[PartitionCheckpoint]]:
         """An operator's audited resolution of a blocked operation. Opens neither the source nor the target."""
         return resolve_replay(
-            self.store(), self.capsule_stores(), self.clock, self.loaded.route, self.loaded.identity, request
+            self.store(),
+            self.family().own,
+            self.capsule_stores(),
+            self.clock,
+            self.loaded.route,
+            self.loaded.identity,
+            request,
         )
 
     def checkpoints(self) -> list[PartitionCheckpoint]:

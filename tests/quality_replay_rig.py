@@ -14,12 +14,14 @@ from pathlib import Path
 from typing import Any
 
 from airflow_provider_dpone.adapters.capsule_store import SqlCapsuleStore, SqlReaderGuardStore
+from airflow_provider_dpone.contracts.checkpoint import PartitionCheckpoint
 from airflow_provider_dpone.contracts.chunk import ColumnChunk
 from airflow_provider_dpone.contracts.endpoints import ClickHouseInterface, EndpointDescriptor, EndpointKind
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.manifest import Manifest
 from airflow_provider_dpone.contracts.partition import BoundsKind, PartitionBounds
 from airflow_provider_dpone.contracts.permit import TargetPermit
+from airflow_provider_dpone.contracts.route import RouteIdentity
 from airflow_provider_dpone.contracts.schema import TableSchema
 from airflow_provider_dpone.contracts.target_observation import (
     MetricValue,
@@ -33,9 +35,11 @@ from airflow_provider_dpone.contracts.target_observation import (
     UnavailableReason,
 )
 from airflow_provider_dpone.manifests.identity import semantic_identity
+from airflow_provider_dpone.ports.route_naming import RawRouteNaming
 from airflow_provider_dpone.ports.source import ColumnProfile
 from airflow_provider_dpone.runtime.replay.durable import ReplayPorts
 from airflow_provider_dpone.runtime.replay.scan import CapsuleStores
+from airflow_provider_dpone.runtime.route_family import load_family
 from airflow_provider_dpone.runtime.transfer import TransferEngine, TransferPorts
 from tests.doubles import FixedClock, InMemoryCheckpointStore, MemorySource, manifest_dict, within_bounds
 
@@ -312,6 +316,10 @@ class Rig:
 
     def target_rows(self) -> list[Row]:
         return self.target.tables.get("analytics.orders", [])
+
+    def latest(self, route: RouteIdentity) -> tuple[PartitionCheckpoint, ...]:
+        """What ``dpone replay status|resolve`` read: the route's latest checkpoints under every spelling."""
+        return load_family(self.store, route, RawRouteNaming()).own
 
     def close(self) -> None:
         self.capsules.close()

@@ -51,6 +51,13 @@ def status_command(manifest: str, run_id: str | None, as_json: bool) -> None:
                 for r in status.operations
             ],
         )
+        for r in status.operations:
+            if r.blocking and r.operation_id in status.under_another_manifest:
+                click.echo(
+                    f"run {r.run_id} ran under another version of this manifest: re-running it with this "
+                    "one cannot observe its target; run it with the manifest it ran with, or resolve it "
+                    "as failed"
+                )
     else:
         click.echo("no operation of this route has a durable quality capsule")
     if status.unverified:
@@ -87,6 +94,7 @@ def resolve_command(manifest: str, run_id: str, resolve_as: str, reason: str, as
         ReplayResolutionRequest,
         ReplayResolveAs,
     )
+    from airflow_provider_dpone.runtime.replay.scan import recorded_under_another_manifest
 
     try:
         loaded = load_manifest(manifest)
@@ -110,5 +118,12 @@ def resolve_command(manifest: str, run_id: str, resolve_as: str, reason: str, as
         f"resolved run {run_id} as {resolve_as}: state={record.state.value}  "
         f"blocking={'yes' if record.blocking else 'no'}  ({len(audit)} partition(s) audited)"
     )
-    if resolve_as == "retry":
-        click.echo(f"next: dpone run {manifest} --run-id {run_id}   (or clear the Airflow task)")
+    if resolve_as != "retry":
+        return
+    if recorded_under_another_manifest(record, loaded.identity):
+        click.echo(
+            f"note: run {run_id} ran under another version of this manifest: re-run it with the manifest it "
+            "ran with (this one cannot observe its target), or resolve it as failed"
+        )
+        return
+    click.echo(f"next: dpone run {manifest} --run-id {run_id}   (or clear the Airflow task)")

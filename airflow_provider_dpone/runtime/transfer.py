@@ -186,6 +186,7 @@ class TransferEngine:
         allow_nonempty_target: bool = False,
     ) -> None:
         self._manifest = manifest
+        self._identity = identity
         self._allow_nonempty_target = allow_nonempty_target
         #: the run's sink, opened by its first pre-arm check and closed when the publish ends (``_target``)
         self._run_sink: Sink | None = None
@@ -491,7 +492,12 @@ class TransferEngine:
             if self._ports.capsule_stores is not None:
                 records, invalid_refs = scan_capsules(latest, self._ports.capsule_stores)
                 require_clear_capsules(
-                    self._route, records, invalid_refs, self._manifest_ref, selector_on=False
+                    self._route,
+                    records,
+                    invalid_refs,
+                    self._manifest_ref,
+                    selector_on=False,
+                    identity=self._identity,
                 )
             return None
         match self._replay.resume(run_id, latest):

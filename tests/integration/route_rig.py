@@ -25,10 +25,13 @@ from airflow_provider_dpone.adapters.checkpoint_sql import SqlCheckpointStore
 from airflow_provider_dpone.adapters.checkpoint_sql.tables import CHECKPOINT_TABLE
 from airflow_provider_dpone.adapters.clickhouse.client import open_client
 from airflow_provider_dpone.adapters.sources.demo_data import create_demo_source
+from airflow_provider_dpone.adapters.sources.partition_planning import legacy_read_definition_hash
 from airflow_provider_dpone.cli.main import cli
 from airflow_provider_dpone.contracts.checkpoint import CheckpointStatus, PartitionCheckpoint
 from airflow_provider_dpone.contracts.guard import GUARD_KEY, GuardPhase, TargetCommitGuard
+from airflow_provider_dpone.contracts.partition import partition_id_for
 from airflow_provider_dpone.contracts.route import RouteIdentity
+from airflow_provider_dpone.manifests.loader import load_manifest
 from tests.builders import chdb_endpoint
 
 ROWS = 1_200
@@ -234,3 +237,46 @@ def hold_lease(url: str) -> subprocess.Popen[str]:
     )
     assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
     return holder
+
+
+def rewrite_as_legacy(store_url: str, manifest: Path, raw_table: str) -> list[str]:
+    """Turn the route's rows into what a release before canonical naming stored: the raw spelling in the
+    route key and payload, raw-table query hash and partition IDs. Returns the payloads as stored."""
+    loaded = load_manifest(manifest)
+    canonical = loaded.route
+    raw = canonical.model_copy(update={"source_table": raw_table})
+    old_hash = legacy_read_definition_hash(loaded.manifest.source, raw_table)
+    with SqlCheckpointStore(store_url) as store:
+        history = [
+            c
+            for pid in {c.partition_id for c in store.list_latest(canonical)}
+            for c in store.history(canonical, pid)
+        ]
+    history.sort(key=lambda c: c.started_at)
+    legacy = [
+        c.model_copy(
+            update={
+                "route": raw,
+                "query_hash": old_hash,
+                "partition_id": partition_id_for(raw, old_hash, c.schema_hash, c.bounds),
+            }
+        )
+        for c in history
+    ]
+    engine = sa.create_engine(store_url)
+    with engine.begin() as conn:
+        conn.execute(sa.text(f"DELETE FROM {CHECKPOINT_TABLE}"))
+    engine.dispose()
+    with SqlCheckpointStore(store_url) as store:
+        store.write_batch(legacy)
+    return stored_payloads(store_url)
+
+
+def stored_payloads(store_url: str) -> list[str]:
+    engine = sa.create_engine(store_url)
+    with engine.connect() as conn:
+        payloads = [
+            r[0] for r in conn.execute(sa.text(f"SELECT payload_text FROM {CHECKPOINT_TABLE} ORDER BY id"))
+        ]
+    engine.dispose()
+    return payloads

@@ -31,6 +31,7 @@ from airflow_provider_dpone.contracts.target_observation import ReaderOutcome, T
 from airflow_provider_dpone.manifests.loader import load_manifest
 from airflow_provider_dpone.runtime.replay.budget import BUDGET_VARIABLE
 from airflow_provider_dpone.runtime.replay.ref import operation_id_for
+from tests.integration.route_rig import rewrite_as_legacy
 
 pytestmark = pytest.mark.service
 
@@ -276,3 +277,78 @@ def test_pending_capsule_is_not_bypassed_when_the_selector_is_turned_off(
     assert retry.returncode == 0, retry.stderr
     assert json.loads(retry.stdout)["quality"]["verdict"] == "passed"
     assert route.chain("r1").version == 3 and route.target_count() == ROWS
+
+
+def pending_under_r1(route: Route) -> None:
+    """Run r1 with a budget no reader can meet: published, its capsule pending, the route blocked."""
+    first = subprocess.run(
+        [DPONE, "run", str(route.manifest), "--run-id", "r1"],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+        env={**route.env, BUDGET_VARIABLE: "0.001"},
+        cwd=route.base,
+    )
+    assert first.returncode == 3 and "quality_replay_unresolved" in first.stderr, first.stderr
+    assert route.chain("r1").version == 2
+
+
+def target_equals_source(route: Route) -> None:
+    import sqlite3
+
+    with sqlite3.connect(route.base / "source.sqlite") as conn:
+        source = conn.execute("SELECT id, order_date, customer, amount, updated_at FROM orders ORDER BY id")
+        expected = [(i, d, c, f"{a:.2f}", u) for i, d, c, a, u in source]
+    target = route.query(
+        f"SELECT id, toString(order_date), customer, toString(amount), toString(updated_at) "
+        f"FROM {route.table} ORDER BY id"
+    )
+    assert [(i, d, c, f"{float(a):.2f}", u) for i, d, c, a, u in target] == expected
+
+
+def resolve_r1_as_failed(route: Route) -> subprocess.CompletedProcess[str]:
+    return route.dpone(
+        "replay", "resolve", str(route.manifest), "--run-id", "r1", "--as", "failed", "--reason", "checked"
+    )
+
+
+@pytest.mark.parametrize("route", ["chdb"], indirect=True)
+def test_after_a_manifest_edit_the_blocking_run_is_listed_and_resolved_by_its_run_id(route: Route) -> None:
+    pending_under_r1(route)
+    # the on-call loosens a check after the failure: every operation ID of the manifest changes
+    text = route.manifest.read_text(encoding="utf-8")
+    route.manifest.write_text(text.replace("columns: [customer, amount]", "columns: [customer]"), "utf-8")
+
+    retried = route.dpone("run", str(route.manifest), "--run-id", "r1")
+    assert retried.returncode == 3 and "ran under another version of this manifest" in retried.stderr
+    status = route.dpone("replay", "status", str(route.manifest), "--json")
+    assert status.returncode == 0, status.stderr
+    shown = json.loads(status.stdout)
+    assert shown["blocked"] is True
+    assert [(o["run_id"], o["under_another_manifest"]) for o in shown["operations"]] == [("r1", True)]
+
+    resolved = resolve_r1_as_failed(route)
+    assert resolved.returncode == 0, resolved.stderr
+    after = route.dpone("run", str(route.manifest), "--run-id", "r2", "--json")
+    assert after.returncode == 0, after.stderr
+    assert json.loads(after.stdout)["rows_committed"] == 0
+    target_equals_source(route)
+
+
+@pytest.mark.parametrize("route", ["chdb"], indirect=True)
+def test_an_operation_recorded_under_an_older_spelling_is_listed_and_resolved(route: Route) -> None:
+    pending_under_r1(route)
+    # the store as a release before canonical table names left it: the route keyed by the raw spelling
+    rewrite_as_legacy(f"sqlite:///{route.base / 'state.sqlite'}", route.manifest, "ORDERS")
+    blocked = route.dpone("run", str(route.manifest), "--run-id", "r2")
+    assert blocked.returncode == 3 and "run=r1" in blocked.stderr, blocked.stderr
+
+    status = route.dpone("replay", "status", str(route.manifest), "--json")
+    assert status.returncode == 0 and json.loads(status.stdout)["blocked"] is True, status.stdout
+    resolved = resolve_r1_as_failed(route)
+    assert resolved.returncode == 0, resolved.stderr
+    after = route.dpone("run", str(route.manifest), "--run-id", "r3", "--json")
+    assert after.returncode == 0, after.stderr
+    assert json.loads(after.stdout)["rows_committed"] == 0
+    target_equals_source(route)

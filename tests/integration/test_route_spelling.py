@@ -10,65 +10,18 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-import sqlalchemy as sa
 
-from airflow_provider_dpone.adapters.checkpoint_sql import SqlCheckpointStore
-from airflow_provider_dpone.adapters.checkpoint_sql.tables import CHECKPOINT_TABLE
-from airflow_provider_dpone.adapters.sources.partition_planning import legacy_read_definition_hash
-from airflow_provider_dpone.contracts.partition import partition_id_for
 from airflow_provider_dpone.manifests.loader import load_manifest
 from tests.integration.route_rig import (
     append_armed,
     dpone,
     latest_of,
+    rewrite_as_legacy,
     source_rows,
+    stored_payloads,
     target_rows,
     write_manifest,
 )
-
-
-def rewrite_as_legacy(store_url: str, manifest: Path, raw_table: str) -> list[str]:
-    """Turn the route's rows into what a release before canonical naming stored: the raw spelling in the
-    route key and payload, raw-table query hash and partition IDs. Returns the payloads as stored."""
-    loaded = load_manifest(manifest)
-    canonical = loaded.route
-    raw = canonical.model_copy(update={"source_table": raw_table})
-    old_hash = legacy_read_definition_hash(loaded.manifest.source, raw_table)
-    with SqlCheckpointStore(store_url) as store:
-        history = [
-            c
-            for pid in {c.partition_id for c in store.list_latest(canonical)}
-            for c in store.history(canonical, pid)
-        ]
-    history.sort(key=lambda c: c.started_at)
-    legacy = [
-        c.model_copy(
-            update={
-                "route": raw,
-                "query_hash": old_hash,
-                "partition_id": partition_id_for(raw, old_hash, c.schema_hash, c.bounds),
-            }
-        )
-        for c in history
-    ]
-    engine = sa.create_engine(store_url)
-    with engine.begin() as conn:
-        conn.execute(sa.text(f"DELETE FROM {CHECKPOINT_TABLE}"))
-    engine.dispose()
-    with SqlCheckpointStore(store_url) as store:
-        store.write_batch(legacy)
-    return stored_payloads(store_url)
-
-
-def stored_payloads(store_url: str) -> list[str]:
-    engine = sa.create_engine(store_url)
-    with engine.connect() as conn:
-        payloads = [
-            r[0] for r in conn.execute(sa.text(f"SELECT payload_text FROM {CHECKPOINT_TABLE} ORDER BY id"))
-        ]
-    engine.dispose()
-    return payloads
-
 
 RESPELLINGS = ["ORDERS", "main.orders", '"orders"', "[Main].[Orders]"]
 

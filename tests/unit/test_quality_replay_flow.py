@@ -157,13 +157,15 @@ def test_unverified_termination_retains_the_guard_until_an_operator_resolves(rig
     request = ReplayResolutionRequest(
         "run-1", ReplayResolveAs.RETRY, "worker pid 4242 gone (ps)", "oncall@host"
     )
-    record, audit = resolve_replay(rig.store, rig.stores, rig.clock, route, identity, request)
+    record, audit = resolve_replay(
+        rig.store, rig.latest(route), rig.stores, rig.clock, route, identity, request
+    )
     assert record.blocking and not record.guard_retained and len(audit) == 3
     assert all(c.diagnostics[CAPSULE_REF_KEY]["resolution"]["by"] == "oncall@host" for c in audit)  # type: ignore[index]
 
     report = rig.engine(MANIFEST).run("run-1")
     assert report.quality is not None and report.quality.verdict == "passed"
-    assert not replay_status(rig.store, lambda: rig.stores, route, identity, selector_on=True).blocked
+    assert not replay_status(rig.latest(route), lambda: rig.stores, identity, selector_on=True).blocked
 
 
 def test_complete_answer_with_unverified_termination_is_not_accepted_and_keeps_the_guard(rig: Rig) -> None:
@@ -190,7 +192,7 @@ def test_operator_close_as_failed_unblocks_the_route_but_never_certifies_the_run
     request = ReplayResolutionRequest(
         "run-1", ReplayResolveAs.FAILED, "target checked by hand", "oncall@host"
     )
-    record, _ = resolve_replay(rig.store, rig.stores, rig.clock, route, identity, request)
+    record, _ = resolve_replay(rig.store, rig.latest(route), rig.stores, rig.clock, route, identity, request)
     assert record.closed_by_operator and not record.blocking
     assert chain_of(rig, "run-1").terminal is not None and chain_of(rig, "run-1").terminal.kind == "failed"  # type: ignore[union-attr]
 
@@ -233,7 +235,7 @@ def test_committed_partitions_without_a_capsule_stay_required_unverified(rig: Ri
     request = rig.reader.requests[-1]
     assert [(b.lower, b.upper) for b in request.selector.partitions] == [("2026-12-01", "2026-12-02")]
     status = replay_status(
-        rig.store, lambda: rig.stores, MANIFEST.route(), semantic_identity(MANIFEST), selector_on=True
+        rig.latest(MANIFEST.route()), lambda: rig.stores, semantic_identity(MANIFEST), selector_on=True
     )
     assert len(status.unverified) == 3 and not status.blocked
     assert {p["quality"] for p in status.as_json()["unverified_partitions"]} == {"REQUIRED/UNVERIFIED"}  # type: ignore[index, union-attr]

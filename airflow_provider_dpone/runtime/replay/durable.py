@@ -179,7 +179,9 @@ class DurableReplay:
             if decided is not None:
                 return decided
         others = [r for r in records if r.operation_id != operation_id]
-        require_clear_capsules(self._route, others, invalid_refs, self._manifest_ref, selector_on=True)
+        require_clear_capsules(
+            self._route, others, invalid_refs, self._manifest_ref, selector_on=True, identity=self._identity
+        )
         return Fresh(stored_core=own.chain.core if own is not None and own.chain is not None else None)
 
     def _resume_own(self, run_id: str, own: OperationRecord) -> Resume | None:
@@ -254,7 +256,9 @@ class DurableReplay:
 
     def _blocked(self, own: OperationRecord) -> DponeError:
         try:
-            require_clear_capsules(self._route, [own], (), self._manifest_ref, selector_on=True)
+            require_clear_capsules(
+                self._route, [own], (), self._manifest_ref, selector_on=True, identity=self._identity
+            )
         except DponeError as exc:
             return exc
         return DponeError(  # not blocking by the route rules, yet unusable for this run: still fail closed

@@ -2,7 +2,13 @@
 
 ``status`` lists every operation the route's latest checkpoints reference (and, on request, one run's
 own operation), plus the committed partitions that have no capsule at all: those are REQUIRED/UNVERIFIED
-when durable replay is selected, and nothing produced now (a scan, a report) can certify them.
+when durable replay is selected, and nothing produced now (a scan, a report) can certify them. Both commands
+read what a run's capsule scan reads (the route under every stored spelling: ``RouteFamily.own``), so every
+operation that blocks a run is listed and can be resolved.
+
+An operation is found by the run ID its checkpoints record, not only by the ID this manifest gives that
+run: the ID hashes the manifest's semantic identity, so after any edit of the manifest (a check loosened, the
+table respelled) the operation a run is blocked by has another one, and only the run ID still names it.
 
 ``resolve`` is deliberate and audited (who, when, why, on the operation's checkpoints); it never touches
 the target and never fabricates evidence:
@@ -40,10 +46,12 @@ from airflow_provider_dpone.runtime.replay.ref import (
     with_resolution,
 )
 from airflow_provider_dpone.runtime.replay.scan import (
+    RUNBOOK,
     CapsuleStores,
     OperationRecord,
     OperationState,
     classify,
+    recorded_under_another_manifest,
     referenced_operations,
     scan_capsules,
 )
@@ -71,6 +79,8 @@ class ReplayStatus:
     unverified: tuple[PartitionCheckpoint, ...]
     invalid_references: tuple[PartitionCheckpoint, ...]
     selector_on: bool
+    #: the operations whose run ran under another version of this manifest (``recorded_under_another_manifest``)
+    under_another_manifest: frozenset[str] = frozenset()
 
     @property
     def blocked(self) -> bool:
@@ -80,7 +90,10 @@ class ReplayStatus:
         return {
             "durable_quality_replay": self.selector_on,
             "blocked": self.blocked,
-            "operations": [r.as_json() for r in self.operations],
+            "operations": [
+                {**r.as_json(), "under_another_manifest": r.operation_id in self.under_another_manifest}
+                for r in self.operations
+            ],
             "unverified_partitions": [
                 {
                     "partition_id": c.partition_id,
@@ -95,15 +108,14 @@ class ReplayStatus:
 
 
 def replay_status(
-    store: CheckpointStore,
+    latest: Sequence[PartitionCheckpoint],
     open_stores: Callable[[], CapsuleStores],
-    route: RouteIdentity,
     identity: str,
     *,
     selector_on: bool,
     run_id: str | None = None,
 ) -> ReplayStatus:
-    latest = store.list_latest(route)
+    """``latest``: the route's latest checkpoints under every stored spelling (what a run scans)."""
     records, invalid = scan_capsules(latest, open_stores)
     if run_id is not None:
         operation_id = operation_id_for(identity, run_id)
@@ -121,33 +133,29 @@ def replay_status(
             continue
         if ref is None:
             unverified.append(checkpoint)
-    return ReplayStatus(tuple(records), tuple(unverified), tuple(invalid), selector_on)
+    other = frozenset(r.operation_id for r in records if recorded_under_another_manifest(r, identity))
+    return ReplayStatus(tuple(records), tuple(unverified), tuple(invalid), selector_on, other)
 
 
 def resolve_replay(
     store: CheckpointStore,
+    latest: Sequence[PartitionCheckpoint],
     stores: CapsuleStores,
     clock: Clock,
     route: RouteIdentity,
     identity: str,
     request: ReplayResolutionRequest,
 ) -> tuple[OperationRecord, list[PartitionCheckpoint]]:
-    """Apply one operator resolution; returns the operation as it now stands and the audit records."""
+    """Apply one operator resolution to the operation of ``request.run_id`` among those ``latest`` (the
+    route's latest checkpoints under every stored spelling) references; returns the operation as it now
+    stands and the audit records."""
     reason = request.reason.strip()
     if not reason:
         raise DponeError(ErrorCode.USAGE, "--reason must say what was checked")
     if len(reason) > MAX_REASON_CHARS:
         raise DponeError(ErrorCode.USAGE, f"--reason is limited to {MAX_REASON_CHARS} characters")
-    operation_id = operation_id_for(identity, request.run_id)
-    groups, resolutions, _ = referenced_operations(store.list_latest(route))
-    partitions = groups.get(operation_id)
-    if not partitions:
-        raise DponeError(
-            ErrorCode.USAGE,
-            f"no checkpoint of route {route.describe()} references the capsule of run {request.run_id}",
-            details={"operation_id": operation_id, "run_id": request.run_id},
-        )
-    record = classify(operation_id, partitions, stores, resolved_as=resolutions.get(operation_id))
+    record = _operation_of_run(latest, stores, route, identity, request)
+    partitions = record.partitions
     if record.closed_by_operator:
         raise DponeError(ErrorCode.USAGE, "this operation is already closed as failed")
     if request.resolve_as is ReplayResolveAs.RETRY:
@@ -188,7 +196,51 @@ def resolve_replay(
     ]
     store.write_batch(audit)
     resolved = None if request.resolve_as is ReplayResolveAs.RETRY else request.resolve_as.value
-    return classify(operation_id, audit, stores, resolved_as=resolved), audit
+    return classify(record.operation_id, audit, stores, resolved_as=resolved), audit
+
+
+def _operation_of_run(
+    latest: Sequence[PartitionCheckpoint],
+    stores: CapsuleStores,
+    route: RouteIdentity,
+    identity: str,
+    request: ReplayResolutionRequest,
+) -> OperationRecord:
+    """The referenced operation of ``request.run_id``: the one this manifest's identity names, or one whose
+    checkpoints record that run ID (an edited manifest names the same run's operation differently). Of
+    several, the one the resolution applies to (it blocks; for ``retry``, it retains its guard)."""
+    run_id = request.run_id
+    named = operation_id_for(identity, run_id)
+    groups, resolutions, _ = referenced_operations(latest)
+    found = [
+        classify(operation_id, partitions, stores, resolved_as=resolutions.get(operation_id))
+        for operation_id, partitions in sorted(groups.items())
+        if operation_id == named or any(c.run_id == run_id for c in partitions)
+    ]
+    if not found:
+        raise DponeError(
+            ErrorCode.USAGE,
+            f"no checkpoint of route {route.describe()} references a capsule of run {run_id}",
+            details={"operation_id": named, "run_id": run_id},
+            hint_lines=("the operations that block a run, with their run IDs: dpone replay status MANIFEST",),
+        )
+    if len(found) > 1:
+        applies = [
+            r
+            for r in found
+            if r.blocking and (request.resolve_as is ReplayResolveAs.FAILED or r.guard_retained)
+        ]
+        if len(applies) != 1:
+            raise DponeError(
+                ErrorCode.USAGE,
+                f"{len(found)} operations of route {route.describe()} record run {run_id} and "
+                f"{len(applies)} of them can be resolved as {request.resolve_as.value}: "
+                "resolve by run ID needs exactly one",
+                details={"run_id": run_id, "operations": [r.as_json() for r in found]},
+                hint_lines=(f"runbook: {RUNBOOK}",),
+            )
+        return applies[0]
+    return found[0]
 
 
 def _release_retained(stores: CapsuleStores, record: OperationRecord) -> None:

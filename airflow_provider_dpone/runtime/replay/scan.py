@@ -31,9 +31,19 @@ from airflow_provider_dpone.ports.capsule_store import CapsuleStore, ReaderGuard
 from airflow_provider_dpone.runtime.quality.evidence import ScopeMetrics, from_observation, from_probe
 from airflow_provider_dpone.runtime.quality.policy import metric_keys
 from airflow_provider_dpone.runtime.quality.verdict import Verdict, evaluate
-from airflow_provider_dpone.runtime.replay.ref import CAPSULE_REF_KEY, CapsuleRef, RefInvalid, read_ref
+from airflow_provider_dpone.runtime.replay.ref import (
+    CAPSULE_REF_KEY,
+    CapsuleRef,
+    RefInvalid,
+    operation_id_for,
+    read_ref,
+)
 
 RUNBOOK = "dpone runbook replay"  # shipped with the package: no repository path
+_ANOTHER_MANIFEST = (
+    "; it ran under another version of this manifest: re-running its run ID with this one cannot observe "
+    "it (run it with the manifest it ran with, or resolve it as failed)"
+)
 
 
 class OperationState(str, Enum):
@@ -264,6 +274,13 @@ def _short(value: str | None) -> str:
     return value[:19] + "..." if len(value) > 22 else value
 
 
+def recorded_under_another_manifest(record: OperationRecord, identity: str) -> bool:
+    """Did ``record``'s run run under another version of this manifest? Its operation ID is then not the
+    one this manifest gives its run ID, so re-running that run ID with this manifest cannot observe it."""
+    run_id = record.run_id
+    return run_id is not None and operation_id_for(identity, run_id) != record.operation_id
+
+
 def require_clear_capsules(
     route: RouteIdentity,
     records: Sequence[OperationRecord],
@@ -271,8 +288,12 @@ def require_clear_capsules(
     manifest_ref: str,
     *,
     selector_on: bool,
+    identity: str | None,
 ) -> None:
-    """Raise ``quality_replay_unresolved`` (exit 3) when any operation of the route blocks it."""
+    """Raise ``quality_replay_unresolved`` (exit 3) when any operation of the route blocks it. An
+    operation recorded under another version of the manifest (``identity`` names its run's operation
+    differently; None: not known) is said to be one: re-running its run ID with this manifest cannot
+    observe it."""
     blocking = [r for r in records if r.blocking]
     if not blocking and not invalid_refs:
         return
@@ -282,6 +303,7 @@ def require_clear_capsules(
         *(
             f"operation {_short(r.operation_id)}  run={r.run_id}  state={r.state.value}  "
             f"reader_guard={'retained' if r.guard_retained else 'free'}  ({r.reason()})"
+            + (_ANOTHER_MANIFEST if identity and recorded_under_another_manifest(r, identity) else "")
             for r in blocking
         ),
         *(
