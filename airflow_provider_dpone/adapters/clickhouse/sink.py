@@ -511,8 +511,19 @@ class ClickHouseSink:
 
     @staticmethod
     def _describe(client: Client, name: TableName) -> dict[str, TargetColumn]:
-        rows = client.query(f"DESCRIBE TABLE {name.sql()}").result_rows
-        return {str(r[0]): TargetColumn(str(r[0]), str(r[1]), str(r[2] or "")) for r in rows}
+        described = client.query(f"DESCRIBE TABLE {name.sql()}")
+        # ttl_expression: modern servers and chDB; 18.16 (before TTLs) has no such column
+        ttl = (
+            described.column_names.index("ttl_expression")
+            if "ttl_expression" in described.column_names
+            else None
+        )
+        return {
+            str(r[0]): TargetColumn(
+                str(r[0]), str(r[1]), str(r[2] or ""), str(r[ttl] or "") if ttl is not None else ""
+            )
+            for r in described.result_rows
+        }
 
     def _nullable_key(self, client: Client, schema: TableSchema, order_by: tuple[str, ...]) -> bool:
         """Whether a table of ``schema`` keyed by ``order_by`` is created with ``allow_nullable_key``."""

@@ -11,7 +11,9 @@ column without ``Nullable`` only once a run proved the rows it moves hold no NUL
 ``LowCardinality(String)`` (or ``LowCardinality(Nullable(String))``): a dictionary encoding of the same
 values (``type_names.stored_type``). Every load declares the target's own types, so a value is written as
 the target column's type (``arrow_insert``, ``native_body``, clickhouse-connect's encoders).
-``MATERIALIZED`` and ``ALIAS`` columns cannot be inserted, so they never satisfy a source column.
+``MATERIALIZED`` and ``ALIAS`` columns cannot be inserted, so they never satisfy a source column. A column
+the route writes may not have a TTL: once it expires, merges reset the loaded values to the column's default
+(a table TTL that deletes rows is refused with the engine, ``target_engine``).
 
 A target column the route does not write is filled in every new row by the engine. It is accepted when
 its owner said how (a ``DEFAULT``, ``MATERIALIZED``, ``ALIAS`` or ``EPHEMERAL`` expression) or when it is
@@ -51,6 +53,8 @@ class TargetColumn:
     name: str
     type_name: str
     default_kind: str  # '', 'DEFAULT', 'MATERIALIZED', 'ALIAS', ...
+    #: the column's TTL expression ('' without one; servers before TTLs have none)
+    ttl: str = ""
 
     @property
     def insertable(self) -> bool:
@@ -80,6 +84,15 @@ def compatibility_problems(schema: TableSchema, target: Mapping[str, TargetColum
             continue
         if not types_compatible(expected, found.type_name):
             problems.append(Incompatibility(column.name, "of a different type", expected, found.type_name))
+        elif found.ttl:
+            problems.append(
+                Incompatibility(
+                    column.name,
+                    "declared with a TTL: merges reset its values to the default once it expires",
+                    "a column without TTL",
+                    found.type_name,
+                )
+            )
     written = {column.name for column in schema.columns}
     for name, extra in target.items():
         if name in written or extra.default_kind or holds_null(extra.type_name):

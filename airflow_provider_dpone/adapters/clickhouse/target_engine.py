@@ -13,9 +13,20 @@ table created by hand with another engine breaks it after the run reported succe
 So the target's engine is read before arming and anything but a plain MergeTree (``MergeTree``,
 ``ReplicatedMergeTree``, ``SharedMergeTree``) is refused with ``target_table_incompatible``, naming the
 engine. A table dpone creates is always ``MergeTree``.
+
+A MergeTree **table TTL** deletes rows too: those whose TTL expression has passed, in merges, and on
+insert already (seen on chDB: a day loaded into a table with ``TTL day + INTERVAL 10 DAY`` reported its
+30 rows committed, exit 0, and the table held none). So a table TTL is refused as well, unless every one of
+its rules only moves parts (``TO DISK`` / ``TO VOLUME``) or recompresses them (``RECOMPRESS``): those keep
+every row and value. The rules are read from the server's own formatting of the engine clause
+(``system.tables.engine_full``); anything else there (a ``DELETE``, ``WHERE`` or ``GROUP BY`` rule, a rule
+this reading does not recognise) is refused. Column TTLs are refused with the columns
+(``table_schema.compatibility_problems``).
 """
 
 from __future__ import annotations
+
+import re
 
 from clickhouse_connect.driver.client import Client
 
@@ -24,20 +35,116 @@ from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 
 ROW_KEEPING_ENGINES = frozenset({"MergeTree", "ReplicatedMergeTree", "SharedMergeTree"})
 
+#: A TTL rule that keeps every row and value: it moves the parts or recompresses them.
+_ROW_KEEPING_TTL_RULE = re.compile(
+    r"^\S.*\s(?:TO\s+(?:DISK|VOLUME)\s+'(?:[^'\\]|\\.)*'|RECOMPRESS\s+CODEC\(.*\))$", re.DOTALL
+)
+#: The engine clause's parts that follow ``TTL`` in the server's formatting.
+_AFTER_TTL = frozenset({"SETTINGS", "COMMENT"})
 
-def table_engine(client: Client, name: TableName) -> str | None:
-    """The table's engine as ``system.tables`` names it (``None``: no such table)."""
+
+def table_engine(client: Client, name: TableName) -> tuple[str, str] | None:
+    """The table's engine and its full engine clause as ``system.tables`` gives them (``None``: no such
+    table)."""
     rows = client.query(
-        "SELECT engine FROM system.tables WHERE database = "
+        "SELECT engine, engine_full FROM system.tables WHERE database = "
         f"{quote_string(name.database)} AND name = {quote_string(name.table)}"
     ).result_rows
-    return str(rows[0][0]) if rows else None
+    return (str(rows[0][0]), str(rows[0][1] or "")) if rows else None
+
+
+def ttl_rules(engine_full: str) -> list[str] | None:
+    """The rules of the engine clause's table ``TTL`` (``None``: it has none), split at the commas outside
+    parentheses, quotes and back-quotes."""
+    words = _top_level_words(engine_full)
+    start = next((i for i, (word, _) in enumerate(words) if word == "TTL"), None)
+    if start is None:
+        return None
+    begin = words[start][1] + len("TTL")
+    end = next((at for word, at in words[start + 1 :] if word in _AFTER_TTL), len(engine_full))
+    clause = engine_full[begin:end]
+    return [rule.strip() for rule in _split_top_level(clause, ",")]
+
+
+def rows_dropping_ttl(engine_full: str) -> bool:
+    """Whether the table TTL of ``engine_full`` may delete rows or change values (see the module)."""
+    rules = ttl_rules(engine_full)
+    return rules is not None and not all(_ROW_KEEPING_TTL_RULE.match(rule) for rule in rules)
+
+
+def _top_level_words(text: str) -> list[tuple[str, int]]:
+    """Upper-case bare words outside parentheses, quotes and back-quotes, with where each starts."""
+    words: list[tuple[str, int]] = []
+    depth, quote, at = 0, "", 0
+    while at < len(text):
+        char = text[at]
+        if quote:
+            if char == "\\":
+                at += 1
+            elif char == quote:
+                quote = ""
+        elif char in "'`\"":
+            quote = char
+        elif char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+        elif depth == 0 and (char.isalpha() or char == "_") and (at == 0 or not _word_char(text[at - 1])):
+            end = at
+            while end < len(text) and _word_char(text[end]):
+                end += 1
+            words.append((text[at:end], at))
+            at = end
+            continue
+        at += 1
+    return words
+
+
+def _split_top_level(text: str, separator: str) -> list[str]:
+    parts, depth, quote, begin, at = [], 0, "", 0, 0
+    while at < len(text):
+        char = text[at]
+        if quote:
+            if char == "\\":
+                at += 1
+            elif char == quote:
+                quote = ""
+        elif char in "'`\"":
+            quote = char
+        elif char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+        elif char == separator and depth == 0:
+            parts.append(text[begin:at])
+            begin = at + 1
+        at += 1
+    parts.append(text[begin:])
+    return parts
+
+
+def _word_char(char: str) -> bool:
+    return char.isalnum() or char == "_"
 
 
 def require_row_keeping_engine(client: Client, name: TableName) -> None:
-    """Read-only, before arming: refuse a target whose engine does not keep the rows inserted into it."""
-    engine = table_engine(client, name)
-    if engine is None or engine in ROW_KEEPING_ENGINES:
+    """Read-only, before arming: refuse a target whose engine or table TTL does not keep the rows inserted
+    into it."""
+    found = table_engine(client, name)
+    if found is None:
+        return
+    engine, engine_full = found
+    if engine in ROW_KEEPING_ENGINES:
+        if rows_dropping_ttl(engine_full):
+            raise DponeError(
+                ErrorCode.TARGET_INCOMPATIBLE,
+                f"target table {name} has a TTL that deletes rows or changes values once they expire (on "
+                "insert already, when they are old), so the target could not hold exactly the source's "
+                "rows of every committed partition. Load into a table without a deleting TTL (TTL rules "
+                "that only move parts TO DISK / TO VOLUME or RECOMPRESS them are accepted) and expire "
+                "rows elsewhere (a materialized view into a table with the TTL)",
+                details={"table": str(name), "step": "prepare", "engine": engine, "problem": "table_ttl"},
+            )
         return
     raise DponeError(
         ErrorCode.TARGET_INCOMPATIBLE,
