@@ -27,6 +27,7 @@ this reading does not recognise) is refused. Column TTLs are refused with the co
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
 from clickhouse_connect.driver.client import Client
 
@@ -41,6 +42,8 @@ _ROW_KEEPING_TTL_RULE = re.compile(
 )
 #: The engine clause's parts that follow ``TTL`` in the server's formatting.
 _AFTER_TTL = frozenset({"SETTINGS", "COMMENT"})
+_WORD = re.compile(r"[A-Za-z_]\w*")
+_WORD_CHAR = re.compile(r"\w")
 
 
 def table_engine(client: Client, name: TableName) -> tuple[str, str] | None:
@@ -56,14 +59,16 @@ def table_engine(client: Client, name: TableName) -> tuple[str, str] | None:
 def ttl_rules(engine_full: str) -> list[str] | None:
     """The rules of the engine clause's table ``TTL`` (``None``: it has none), split at the commas outside
     parentheses, quotes and back-quotes."""
-    words = _top_level_words(engine_full)
+    top = list(_top_level_positions(engine_full))
+    words = [(match.group(), at) for at in top if (match := _word_at(engine_full, at))]
     start = next((i for i, (word, _) in enumerate(words) if word == "TTL"), None)
     if start is None:
         return None
     begin = words[start][1] + len("TTL")
     end = next((at for word, at in words[start + 1 :] if word in _AFTER_TTL), len(engine_full))
-    clause = engine_full[begin:end]
-    return [rule.strip() for rule in _split_top_level(clause, ",")]
+    commas = [at for at in top if begin <= at < end and engine_full[at] == ","]
+    bounds = zip([begin, *(at + 1 for at in commas)], [*commas, end], strict=True)
+    return [engine_full[first:last].strip() for first, last in bounds]
 
 
 def rows_dropping_ttl(engine_full: str) -> bool:
@@ -72,15 +77,14 @@ def rows_dropping_ttl(engine_full: str) -> bool:
     return rules is not None and not all(_ROW_KEEPING_TTL_RULE.match(rule) for rule in rules)
 
 
-def _top_level_words(text: str) -> list[tuple[str, int]]:
-    """Upper-case bare words outside parentheses, quotes and back-quotes, with where each starts."""
-    words: list[tuple[str, int]] = []
+def _top_level_positions(text: str) -> Iterator[int]:
+    """Where ``text`` has a character outside parentheses, quotes and back-quotes."""
     depth, quote, at = 0, "", 0
     while at < len(text):
         char = text[at]
         if quote:
             if char == "\\":
-                at += 1
+                at += 1  # an escaped character, the quote included
             elif char == quote:
                 quote = ""
         elif char in "'`\"":
@@ -89,42 +93,16 @@ def _top_level_words(text: str) -> list[tuple[str, int]]:
             depth += 1
         elif char == ")":
             depth -= 1
-        elif depth == 0 and (char.isalpha() or char == "_") and (at == 0 or not _word_char(text[at - 1])):
-            end = at
-            while end < len(text) and _word_char(text[end]):
-                end += 1
-            words.append((text[at:end], at))
-            at = end
-            continue
+        elif depth == 0:
+            yield at
         at += 1
-    return words
 
 
-def _split_top_level(text: str, separator: str) -> list[str]:
-    parts, depth, quote, begin, at = [], 0, "", 0, 0
-    while at < len(text):
-        char = text[at]
-        if quote:
-            if char == "\\":
-                at += 1
-            elif char == quote:
-                quote = ""
-        elif char in "'`\"":
-            quote = char
-        elif char == "(":
-            depth += 1
-        elif char == ")":
-            depth -= 1
-        elif char == separator and depth == 0:
-            parts.append(text[begin:at])
-            begin = at + 1
-        at += 1
-    parts.append(text[begin:])
-    return parts
-
-
-def _word_char(char: str) -> bool:
-    return char.isalnum() or char == "_"
+def _word_at(text: str, at: int) -> re.Match[str] | None:
+    """The bare word that starts at ``at`` (``None``: none starts there)."""
+    if at > 0 and _WORD_CHAR.match(text[at - 1]):
+        return None
+    return _WORD.match(text, at)
 
 
 def require_row_keeping_engine(client: Client, name: TableName) -> None:
