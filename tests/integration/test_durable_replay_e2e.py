@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import uuid
@@ -295,8 +296,6 @@ def pending_under_r1(route: Route) -> None:
 
 
 def target_equals_source(route: Route) -> None:
-    import sqlite3
-
     with sqlite3.connect(route.base / "source.sqlite") as conn:
         source = conn.execute("SELECT id, order_date, customer, amount, updated_at FROM orders ORDER BY id")
         expected = [(i, d, c, f"{a:.2f}", u) for i, d, c, a, u in source]
@@ -307,10 +306,17 @@ def target_equals_source(route: Route) -> None:
     assert [(i, d, c, f"{float(a):.2f}", u) for i, d, c, a, u in target] == expected
 
 
-def resolve_r1_as_failed(route: Route) -> subprocess.CompletedProcess[str]:
-    return route.dpone(
+def resolve_r1_as_failed_unblocks(route: Route, next_run: str) -> None:
+    """``replay resolve --run-id r1 --as failed``; then ``next_run`` goes through, moving nothing, and
+    the target still holds exactly the source."""
+    resolved = route.dpone(
         "replay", "resolve", str(route.manifest), "--run-id", "r1", "--as", "failed", "--reason", "checked"
     )
+    assert resolved.returncode == 0, resolved.stderr
+    after = route.dpone("run", str(route.manifest), "--run-id", next_run, "--json")
+    assert after.returncode == 0, after.stderr
+    assert json.loads(after.stdout)["rows_committed"] == 0
+    target_equals_source(route)
 
 
 @pytest.mark.parametrize("route", ["chdb"], indirect=True)
@@ -328,12 +334,7 @@ def test_after_a_manifest_edit_the_blocking_run_is_listed_and_resolved_by_its_ru
     assert shown["blocked"] is True
     assert [(o["run_id"], o["under_another_manifest"]) for o in shown["operations"]] == [("r1", True)]
 
-    resolved = resolve_r1_as_failed(route)
-    assert resolved.returncode == 0, resolved.stderr
-    after = route.dpone("run", str(route.manifest), "--run-id", "r2", "--json")
-    assert after.returncode == 0, after.stderr
-    assert json.loads(after.stdout)["rows_committed"] == 0
-    target_equals_source(route)
+    resolve_r1_as_failed_unblocks(route, "r2")
 
 
 @pytest.mark.parametrize("route", ["chdb"], indirect=True)
@@ -346,9 +347,4 @@ def test_an_operation_recorded_under_an_older_spelling_is_listed_and_resolved(ro
 
     status = route.dpone("replay", "status", str(route.manifest), "--json")
     assert status.returncode == 0 and json.loads(status.stdout)["blocked"] is True, status.stdout
-    resolved = resolve_r1_as_failed(route)
-    assert resolved.returncode == 0, resolved.stderr
-    after = route.dpone("run", str(route.manifest), "--run-id", "r3", "--json")
-    assert after.returncode == 0, after.stderr
-    assert json.loads(after.stdout)["rows_committed"] == 0
-    target_equals_source(route)
+    resolve_r1_as_failed_unblocks(route, "r3")

@@ -10,12 +10,14 @@ Real capsule stores, the transfer engine, scripted readers (``tests.quality_repl
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
 
+from airflow_provider_dpone.contracts.checkpoint import PartitionCheckpoint
 from airflow_provider_dpone.contracts.errors import ErrorCode
+from airflow_provider_dpone.contracts.manifest import Manifest
 from airflow_provider_dpone.contracts.route import RouteIdentity
 from airflow_provider_dpone.contracts.target_observation import ReaderOutcomeKind, ReaderReason
 from airflow_provider_dpone.manifests.identity import semantic_identity
@@ -23,10 +25,11 @@ from airflow_provider_dpone.runtime.replay.ref import operation_id_for
 from airflow_provider_dpone.runtime.replay.resolution import (
     ReplayResolutionRequest,
     ReplayResolveAs,
+    ReplayStatus,
     replay_status,
     resolve_replay,
 )
-from airflow_provider_dpone.runtime.replay.scan import OperationState
+from airflow_provider_dpone.runtime.replay.scan import OperationRecord, OperationState
 from airflow_provider_dpone.runtime.route_family import load_family
 from tests.doubles import orders_rows
 from tests.quality_replay_rig import Rig, expect_code, outcome, quality_manifest
@@ -45,8 +48,27 @@ def rig(tmp_path: Path) -> Iterator[Rig]:
     made.close()
 
 
-def request(run_id: str, resolve_as: ReplayResolveAs) -> ReplayResolutionRequest:
-    return ReplayResolutionRequest(run_id, resolve_as, "target checked by hand", "oncall@host")
+def resolve(
+    rig: Rig,
+    manifest: Manifest,
+    run_id: str,
+    resolve_as: ReplayResolveAs,
+    latest: Sequence[PartitionCheckpoint] | None = None,
+) -> tuple[OperationRecord, list[PartitionCheckpoint]]:
+    """``dpone replay resolve`` with ``manifest`` (its identity) over ``latest`` (default: the route's
+    latest checkpoints under every spelling, what the command reads)."""
+    request = ReplayResolutionRequest(run_id, resolve_as, "target checked by hand", "oncall@host")
+    identity = semantic_identity(manifest)
+    found = rig.latest(ROUTE) if latest is None else latest
+    return resolve_replay(rig.store, found, rig.stores, rig.clock, ROUTE, identity, request)
+
+
+def status_of(
+    rig: Rig, manifest: Manifest, latest: Sequence[PartitionCheckpoint] | None = None
+) -> ReplayStatus:
+    """``dpone replay status`` with ``manifest`` (see :func:`resolve`)."""
+    found = rig.latest(ROUTE) if latest is None else latest
+    return replay_status(found, lambda: rig.stores, semantic_identity(manifest), selector_on=True)
 
 
 def blocked_by_a_run_of_the_manifest_before_the_edit(rig: Rig) -> None:
@@ -67,30 +89,21 @@ def test_a_run_of_the_edited_manifest_says_the_blocking_run_cannot_be_retried_wi
 
 def test_status_lists_the_blocking_operation_as_recorded_under_another_manifest(rig: Rig) -> None:
     blocked_by_a_run_of_the_manifest_before_the_edit(rig)
-    status = replay_status(rig.latest(ROUTE), lambda: rig.stores, semantic_identity(EDITED), selector_on=True)
-    assert status.blocked
-    [operation] = status.as_json()["operations"]  # type: ignore[misc]
+    shown = status_of(rig, EDITED)
+    assert shown.blocked
+    [operation] = shown.as_json()["operations"]  # type: ignore[misc]
     assert operation["run_id"] == "run-1" and operation["under_another_manifest"] is True
-    same = replay_status(rig.latest(ROUTE), lambda: rig.stores, semantic_identity(BEFORE), selector_on=True)
+    same = status_of(rig, BEFORE)
     assert same.under_another_manifest == frozenset()
 
 
 def test_resolve_as_failed_by_run_id_after_the_manifest_was_edited_unblocks_the_route(rig: Rig) -> None:
     blocked_by_a_run_of_the_manifest_before_the_edit(rig)
-    edited = semantic_identity(EDITED)
-    record, audit = resolve_replay(
-        rig.store,
-        rig.latest(ROUTE),
-        rig.stores,
-        rig.clock,
-        ROUTE,
-        edited,
-        request("run-1", ReplayResolveAs.FAILED),
-    )
+    record, audit = resolve(rig, EDITED, "run-1", ReplayResolveAs.FAILED)
     assert (
         record.operation_id
         == operation_id_for(semantic_identity(BEFORE), "run-1")
-        != operation_id_for(edited, "run-1")
+        != operation_id_for(semantic_identity(EDITED), "run-1")
     )
     assert record.closed_by_operator and record.state is OperationState.FAILED and len(audit) == 3
     report = rig.engine(EDITED).run("run-2")  # unblocked; every partition stays committed
@@ -104,67 +117,33 @@ def test_resolve_as_retry_after_the_edit_releases_the_guard_for_a_retry_with_the
 ) -> None:
     rig.reader.outcomes = [RETAINED]
     expect_code(ErrorCode.QUALITY_REPLAY_UNRESOLVED, lambda: rig.engine(BEFORE).run("run-1"))
-    record, _ = resolve_replay(
-        rig.store,
-        rig.latest(ROUTE),
-        rig.stores,
-        rig.clock,
-        ROUTE,
-        semantic_identity(EDITED),
-        request("run-1", ReplayResolveAs.RETRY),
-    )
+    record, _ = resolve(rig, EDITED, "run-1", ReplayResolveAs.RETRY)
     assert record.blocking and not record.guard_retained
     report = rig.engine(BEFORE).run("run-1")
     assert report.quality is not None and report.quality.verdict == "passed"
-    assert not replay_status(
-        rig.latest(ROUTE), lambda: rig.stores, semantic_identity(EDITED), selector_on=True
-    ).blocked
+    assert not status_of(rig, EDITED).blocked
 
 
 def test_a_run_id_no_checkpoint_records_is_refused_with_where_to_look(rig: Rig) -> None:
     blocked_by_a_run_of_the_manifest_before_the_edit(rig)
     err = expect_code(
         ErrorCode.USAGE,
-        lambda: resolve_replay(
-            rig.store,
-            rig.latest(ROUTE),
-            rig.stores,
-            rig.clock,
-            ROUTE,
-            semantic_identity(EDITED),
-            request("run-9", ReplayResolveAs.FAILED),
-        ),
+        lambda: resolve(rig, EDITED, "run-9", ReplayResolveAs.FAILED),
     )
     assert any("dpone replay status" in line for line in err.hint_lines)
 
 
 def test_of_two_operations_recording_one_run_id_resolve_takes_the_one_that_blocks(rig: Rig) -> None:
     blocked_by_a_run_of_the_manifest_before_the_edit(rig)
-    resolve_replay(
-        rig.store,
-        rig.latest(ROUTE),
-        rig.stores,
-        rig.clock,
-        ROUTE,
-        semantic_identity(BEFORE),
-        request("run-1", ReplayResolveAs.FAILED),
-    )
+    resolve(rig, BEFORE, "run-1", ReplayResolveAs.FAILED)
     # the same run ID with the edited manifest: another operation, which moves a new day and stays pending
     rig.source.rows.append((100, dt.date(2026, 12, 1), 7))
     rig.reader.outcomes = [PENDING]
     expect_code(ErrorCode.QUALITY_REPLAY_UNRESOLVED, lambda: rig.engine(EDITED).run("run-1"))
-    status = replay_status(rig.latest(ROUTE), lambda: rig.stores, semantic_identity(BEFORE), selector_on=True)
-    assert [r.run_id for r in status.operations] == ["run-1", "run-1"] and status.blocked
+    shown = status_of(rig, BEFORE)
+    assert [r.run_id for r in shown.operations] == ["run-1", "run-1"] and shown.blocked
 
-    record, audit = resolve_replay(
-        rig.store,
-        rig.latest(ROUTE),
-        rig.stores,
-        rig.clock,
-        ROUTE,
-        semantic_identity(BEFORE),
-        request("run-1", ReplayResolveAs.FAILED),
-    )
+    record, audit = resolve(rig, BEFORE, "run-1", ReplayResolveAs.FAILED)
     assert record.operation_id == operation_id_for(semantic_identity(EDITED), "run-1") and len(audit) == 1
     assert rig.engine(EDITED).run("run-2").partitions_committed == 0
 
@@ -188,11 +167,7 @@ def test_an_operation_referenced_under_an_older_spelling_is_listed_and_resolved(
     own = load_family(rig.store, ROUTE, LowerCaseNaming()).own
     assert rig.store.list_latest(ROUTE) == [] and len(own) == 3
 
-    identity = semantic_identity(BEFORE)
-    assert replay_status(own, lambda: rig.stores, identity, selector_on=True).blocked
-    record, audit = resolve_replay(
-        rig.store, own, rig.stores, rig.clock, ROUTE, identity, request("run-1", ReplayResolveAs.FAILED)
-    )
+    assert status_of(rig, BEFORE, own).blocked
+    record, audit = resolve(rig, BEFORE, "run-1", ReplayResolveAs.FAILED, own)
     assert record.closed_by_operator and {c.route for c in audit} == {older}
-    after = load_family(rig.store, ROUTE, LowerCaseNaming()).own
-    assert not replay_status(after, lambda: rig.stores, identity, selector_on=True).blocked
+    assert not status_of(rig, BEFORE, load_family(rig.store, ROUTE, LowerCaseNaming()).own).blocked
