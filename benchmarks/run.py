@@ -345,6 +345,33 @@ class Bench:
 
     def _create_pg_database(self) -> None:
         """A database of its own on the cluster, so nothing here meets another user's tables."""
+        from sqlalchemy.engine import make_url
+
+        assert self.services.postgres_url is not None
+        self._pg_admin(f"CREATE DATABASE {self.pg_db}")
+        own = make_url(self.services.postgres_url).set(database=self.pg_db)
+        self.pg_url = own.render_as_string(hide_password=False)
+        self.pg_dsn = own.set(drivername="postgresql").render_as_string(hide_password=False)
+
+    def _drop_pg_database(self) -> None:
+        if self.pg_url is None or self.services.postgres_url is None:
+            return
+        self._pg_admin(f"DROP DATABASE IF EXISTS {self.pg_db} WITH (FORCE)")
+        for rep in range(self.config.reps):
+            self._pg_admin(f"DROP DATABASE IF EXISTS {self.pg_db}_scan{rep} WITH (FORCE)")
+
+    def _fresh_pg_scan_database(self, rep: int) -> str | None:
+        """An empty database for one route scan repetition (dropped with the benchmark's own)."""
+        from sqlalchemy.engine import make_url
+
+        if self.pg_url is None:
+            return None
+        name = f"{self.pg_db}_scan{rep}"
+        self._pg_admin(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        self._pg_admin(f"CREATE DATABASE {name}")
+        return make_url(self.pg_url).set(database=name).render_as_string(hide_password=False)
+
+    def _pg_admin(self, statement: str) -> None:
         import psycopg2
         from sqlalchemy.engine import make_url
 
@@ -356,27 +383,7 @@ class Bench:
         try:
             admin.autocommit = True
             with admin.cursor() as cursor:
-                cursor.execute(f"CREATE DATABASE {self.pg_db}")
-        finally:
-            admin.close()
-        own = url.set(database=self.pg_db)
-        self.pg_url = own.render_as_string(hide_password=False)
-        self.pg_dsn = own.set(drivername="postgresql").render_as_string(hide_password=False)
-
-    def _drop_pg_database(self) -> None:
-        import psycopg2
-        from sqlalchemy.engine import make_url
-
-        if self.pg_url is None or self.services.postgres_url is None:
-            return
-        url = make_url(self.services.postgres_url)
-        admin = psycopg2.connect(
-            host=url.host, port=url.port, user=url.username, password=url.password, dbname=url.database
-        )
-        try:
-            admin.autocommit = True
-            with admin.cursor() as cursor:
-                cursor.execute(f"DROP DATABASE IF EXISTS {self.pg_db} WITH (FORCE)")
+                cursor.execute(statement)
         finally:
             admin.close()
 
@@ -718,13 +725,22 @@ class Bench:
         return out
 
     def run_route_scan(self) -> dict[str, Any]:
-        """Planning with nothing to move over ``scan_history_rows`` checkpoints of the route, per store."""
+        """Planning with nothing to move over ``scan_history_rows`` checkpoints of the route, per store.
+
+        Each repetition seeds a store of its own: an empty SQLite file, a new PostgreSQL database. A store
+        kept from earlier repetitions or invocations (``--keep``) holds their histories too, and the scan
+        then measures the size of the store (1.5 GB after many kept invocations: 3.2 s instead of 0.8 s)
+        rather than the route's 100,000 rows."""
         out: dict[str, Any] = {}
-        stores = {
-            "sqlite": lambda rep: "sqlite:///" + str(self.work / "scan" / f"state-{rep}.sqlite"),
-            "postgres": lambda rep: self.pg_url,
-        }
-        (self.work / "scan").mkdir(parents=True, exist_ok=True)
+        scan_dir = self.work / "scan"
+        scan_dir.mkdir(parents=True, exist_ok=True)
+
+        def sqlite_store(rep: int) -> str:
+            path = scan_dir / f"state-{rep}.sqlite"
+            path.unlink(missing_ok=True)
+            return "sqlite:///" + str(path)
+
+        stores = {"sqlite": sqlite_store, "postgres": self._fresh_pg_scan_database}
         for name, url in stores.items():
             reps = []
             for rep in range(self.config.reps):

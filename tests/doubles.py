@@ -61,8 +61,9 @@ class InMemoryCheckpointStore:
                 latest[row.partition_id] = row
         return list(latest.values())
 
-    def list_routes(self) -> list[RouteIdentity]:
-        return list(dict.fromkeys(row.route for row in self.rows))
+    def list_routes(self, target_table: str | None = None) -> list[RouteIdentity]:
+        routes = dict.fromkeys(row.route for row in self.rows)
+        return [r for r in routes if target_table is None or r.target_table == target_table]
 
     def read_latest(
         self, route: RouteIdentity, partition_ids: Sequence[str]
@@ -120,9 +121,9 @@ class FaultyStore:
         self.events.append("store.list_latest")
         return self.inner.list_latest(route)
 
-    def list_routes(self) -> list[RouteIdentity]:
+    def list_routes(self, target_table: str | None = None) -> list[RouteIdentity]:
         self.events.append("store.list_routes")
-        return self.inner.list_routes()
+        return self.inner.list_routes(target_table)
 
     def read_latest(
         self, route: RouteIdentity, partition_ids: Sequence[str]

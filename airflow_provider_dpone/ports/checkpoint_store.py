@@ -20,8 +20,9 @@ class CheckpointStore(Protocol):
         """Latest checkpoint of every partition of the route, whatever its query or schema hash, in the
         order they were written (oldest first): the newest commit is found from the end of the list."""
 
-    def list_routes(self) -> list[RouteIdentity]:
-        """Every route with at least one checkpoint, as stored (older releases stored raw spellings)."""
+    def list_routes(self, target_table: str | None = None) -> list[RouteIdentity]:
+        """Every route with at least one checkpoint, as stored (older releases stored raw spellings); only
+        those writing ``target_table`` (as stored, exactly) when it is given."""
 
     def read_latest(
         self, route: RouteIdentity, partition_ids: Sequence[str]

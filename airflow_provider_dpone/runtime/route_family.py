@@ -53,7 +53,7 @@ def load_family(store: CheckpointStore, route: RouteIdentity, naming: RouteNamin
     one per checkpoint: a long history has tens of thousands). A checkpoint a store returns under a
     route it does not name is a broken store: it is refused, never silently filed under another route.
     """
-    stored = store.list_routes()
+    stored = store.list_routes(route.target_table)
     if route not in stored:
         stored.append(route)
     own: list[PartitionCheckpoint] = []

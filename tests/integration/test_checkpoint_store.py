@@ -178,7 +178,7 @@ class TestBothBackends:
             assert {
                 ("route_key", "partition_id", "id"),
                 ("route_key", "id"),
-                ("source_table", "target_table", "strategy"),
+                ("target_table", "source_table", "strategy"),
             } <= indexed
             columns = {c["name"] for c in inspector.get_columns(CHECKPOINT_TABLE)}
             assert {"id", "route_key", "partition_id", "run_id", "status", "written_at", "payload"} <= columns
@@ -474,23 +474,34 @@ def test_sqlite_store_is_wal_and_fully_synced_and_shared_with_another_process(tm
 SECRET = "s3cr3t-" + uuid.uuid4().hex
 
 
-def test_list_routes_reads_one_covering_index_which_an_older_store_gets_on_its_next_run(
+def test_the_routes_of_a_target_are_read_from_its_range_of_one_covering_index_which_an_older_store_gets(
     tmp_path: Path,
 ) -> None:
     url = f"sqlite:///{tmp_path / 'state.sqlite'}"
+    other_target = ROUTE.model_copy(update={"target_table": "analytics.other"})
+    respelled = ROUTE.model_copy(update={"source_table": ROUTE.source_table.upper()})
     with SqlCheckpointStore(url) as store:
         store.ensure_schema()
         store.write_batch([checkpoint("2026-11-30")])
+        store.write_batch(
+            [checkpoint("2026-11-30").model_copy(update={"route": r}) for r in (other_target, respelled)]
+        )
     engine = sa.create_engine(url)
     with engine.begin() as conn:  # the store as a release before this index left it
-        conn.execute(sa.text("DROP INDEX ix_dpone_partition_checkpoints_routes"))
+        conn.execute(sa.text("DROP INDEX ix_dpone_partition_checkpoints_target_routes"))
     engine.dispose()
     with SqlCheckpointStore(url) as store:
         store.ensure_schema()
-        assert store.list_routes() == [ROUTE]
-        statement = str(store._select_routes.compile(dialect=store._engine.dialect))
+        assert store.list_routes(ROUTE.target_table) == sorted(
+            [ROUTE, respelled], key=lambda r: r.source_table
+        )
+        assert store.list_routes(other_target.target_table) == [other_target]
+        assert set(store.list_routes()) == {ROUTE, respelled, other_target}
+        bound = store._select_routes_to.params(target_table=ROUTE.target_table)
+        statement = str(bound.compile(dialect=store._engine.dialect, compile_kwargs={"literal_binds": True}))
     plan = " ".join(str(row[-1]) for row in raw_rows(url, "EXPLAIN QUERY PLAN " + statement))
-    assert "COVERING INDEX ix_dpone_partition_checkpoints_routes" in plan  # no payload page is read
+    # no payload page and no other target's entries are read
+    assert "COVERING INDEX ix_dpone_partition_checkpoints_target_routes (target_table=?)" in plan, plan
 
 
 def assert_hides(error: DponeError, *secrets: str) -> None:

@@ -113,6 +113,13 @@ class SqlCheckpointStore(SqlStoreBase):
             .distinct()
             .order_by(c.c.source_table, c.c.target_table, c.c.strategy)
         )
+        # the routes of one target: a range of the (target, source, strategy) index, whatever else is stored
+        self._select_routes_to = (
+            select(c.c.target_table, c.c.source_table, c.c.strategy)
+            .where(c.c.target_table == bindparam("target_table"))
+            .distinct()
+            .order_by(c.c.target_table, c.c.source_table, c.c.strategy)
+        )
         self._select_state = select(s.c.payload).where(s.c.route_key == bindparam("route_key"))
         upsert = (postgresql.insert if self._backend == "postgresql" else sqlite.insert)(s)
         self._upsert_state = upsert.on_conflict_do_update(
@@ -200,11 +207,15 @@ class SqlCheckpointStore(SqlStoreBase):
             rows = self._fetch("list_latest", route, self._select_latest, {"route_key": route.key()})
             return self._parse_all(rows, route)
 
-    def list_routes(self) -> list[RouteIdentity]:
-        """Every route the table holds checkpoints of, as stored (older releases stored raw spellings)."""
+    def list_routes(self, target_table: str | None = None) -> list[RouteIdentity]:
+        """Every route the table holds checkpoints of, as stored (older releases stored raw spellings);
+        with ``target_table``, those writing it (a range of one index, however many other routes there are)."""
         self._check_open("list_routes")
         with self._translated("list_routes"), self._engine.connect() as conn:
-            rows = conn.execute(self._select_routes).all()
+            if target_table is None:
+                rows = conn.execute(self._select_routes).all()
+            else:
+                rows = conn.execute(self._select_routes_to, {"target_table": target_table}).all()
         routes: list[RouteIdentity] = []
         for row in rows:
             try:
