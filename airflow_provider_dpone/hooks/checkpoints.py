@@ -49,11 +49,17 @@ class DponeCheckpointStoreHook(DponeEndpointHook):
         return str(self.sqlalchemy_url.render_as_string(hide_password=False))
 
     def route_status(
-        self, manifest: str | os.PathLike[str] | Mapping[str, Any], *, manifest_dir: str | None = None
+        self,
+        manifest: str | os.PathLike[str] | Mapping[str, Any],
+        *,
+        manifest_dir: str | None = None,
+        run_id: str | None = None,
     ) -> RouteStatus:
-        """The guard status of ``manifest``'s route in this store: clear, or the blocked partitions with
-        their phase and batch, or busy (another run holds the target's lease: its host, pid and since).
-        Read-only (the lease is looked at, not taken); opens neither the source nor the target."""
+        """The status of ``manifest``'s route in this store: clear, or what blocks it (partitions with their
+        guard phase and batch, operations with unresolved durable quality evidence), or busy (another run
+        holds the target's lease: its host, pid and since). With ``run_id``, that run's own operation does
+        not block while a retry of the run decides it. Read-only (the lease is looked at, not taken); opens
+        neither the source nor the target."""
         from airflow_provider_dpone.hooks.route_status import route_status
         from airflow_provider_dpone.manifests.loader import load_manifest, load_manifest_dict
 
@@ -63,4 +69,4 @@ class DponeCheckpointStoreHook(DponeEndpointHook):
         else:
             path = Path(manifest)
             loaded = load_manifest(path if path.is_absolute() else base / path)
-        return route_status(loaded, self.get_endpoint())
+        return route_status(loaded, self.get_endpoint(), run_id)

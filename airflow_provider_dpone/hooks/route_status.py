@@ -4,16 +4,28 @@ Read-only: the latest checkpoints of every route writing the manifest's target t
 same scan a run starts with, and who holds the target's lease (``busy``: another run is writing it), read
 from the store's lock tables without taking the lease (taking it, even for a moment, could make a starting
 run fail as busy). It opens neither the source nor the target.
+
+A route is blocked by either of the two scans a run starts with: the commit guard's (partitions) and the
+durable quality capsules' (operations that owe target evidence, or whose evidence failed; ADR 0074). The
+capsule scan is the run's own: every operation the route's latest checkpoints reference, under any stored
+spelling, whatever ``durable_quality_replay`` says. Asked for one run ID (the sensor gives its DAG run's),
+that run's own operation does not count when a retry of the run decides it (it observes the target
+again, replays, or reports the final failure: ``OperationRecord.decided_by_its_run``); a retained reader
+guard, which on-call must release, or a missing or invalid capsule keeps it blocking.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from airflow_provider_dpone.contracts.checkpoint import PartitionCheckpoint
 from airflow_provider_dpone.contracts.endpoints import EndpointDescriptor
 from airflow_provider_dpone.manifests.loader import LoadedManifest
 from airflow_provider_dpone.runtime.guard.route_guard import BlockedPartition, scan_route
+from airflow_provider_dpone.runtime.replay.ref import operation_id_for
+from airflow_provider_dpone.runtime.replay.scan import CapsuleStores, OperationRecord, scan_capsules
 from airflow_provider_dpone.runtime.route_family import load_family
 
 if TYPE_CHECKING:
@@ -32,11 +44,15 @@ class RouteStatus:
     blocked: tuple[BlockedPartition, ...]
     invalid: tuple[BlockedPartition, ...]
     holder: LeaseHolder | None = None
+    #: operations whose durable quality evidence blocks a run (see the module)
+    operations: tuple[OperationRecord, ...] = ()
+    #: partitions whose capsule reference is malformed (they block every run too)
+    invalid_references: tuple[BlockedPartition, ...] = ()
 
     @property
     def clear(self) -> bool:
-        """No partition blocks (a busy route is clear of blocks; see :attr:`busy`)."""
-        return not self.blocked and not self.invalid
+        """Nothing blocks (a busy route is clear of blocks; see :attr:`busy`)."""
+        return not (self.blocked or self.invalid or self.operations or self.invalid_references)
 
     @property
     def busy(self) -> bool:
@@ -55,6 +71,8 @@ class RouteStatus:
             "state": self.state,
             "blocked": [b.as_json() for b in self.blocked],
             "invalid": [b.as_json() for b in self.invalid],
+            "operations": [r.as_json() for r in self.operations],
+            "invalid_capsule_references": [b.as_json() for b in self.invalid_references],
             "holder": self.holder.as_json() if self.holder else None,
         }
 
@@ -68,22 +86,74 @@ class RouteStatus:
             f"  partition {b.label}  phase={b.phase}  batch={b.checkpoint_batch_id}" for b in self.blocked
         ]
         lines += [f"  partition {b.label}  guard invalid: {b.phase}" for b in self.invalid]
+        lines += [
+            f"  operation {r.operation_id}  run={r.run_id}  state={r.state.value}  ({r.reason()})"
+            for r in self.operations
+        ]
+        lines += [f"  partition {b.label}  malformed capsule reference" for b in self.invalid_references]
         return "\n".join(lines)
 
+    @property
+    def runbook(self) -> str:
+        """The runbook for what blocks: the commit guard's, else durable quality replay's."""
+        return "dpone runbook guard" if self.blocked or self.invalid else "dpone runbook replay"
 
-def route_status(loaded: LoadedManifest, store_endpoint: EndpointDescriptor) -> RouteStatus:
-    """The status of ``loaded``'s route in the checkpoint store at ``store_endpoint``."""
+
+def route_status(
+    loaded: LoadedManifest, store_endpoint: EndpointDescriptor, run_id: str | None = None
+) -> RouteStatus:
+    """The status of ``loaded``'s route in the checkpoint store at ``store_endpoint``; for the run
+    ``run_id`` when given (its own operation, see the module)."""
     from airflow_provider_dpone.adapters.checkpoint_sql import store_from_endpoint, store_url_for
     from airflow_provider_dpone.adapters.checkpoint_sql.lease_holder import lease_holder
     from airflow_provider_dpone.adapters.sources.route_naming import SourceRouteNaming
 
     naming = SourceRouteNaming(loaded.manifest.source)
     route = naming.canonical(loaded.manifest.route())
+    store_url = store_url_for(store_endpoint, loaded.manifest_dir)
     store = store_from_endpoint(store_endpoint, loaded.manifest_dir)
     try:
         family = load_family(store, route, naming)
     finally:
         store.close()
     scan = scan_route(family.target_wide)
-    holder = lease_holder(store_url_for(store_endpoint, loaded.manifest_dir), loaded.route.target_table)
-    return RouteStatus(route=route.describe(), blocked=scan.unresolved, invalid=scan.invalid, holder=holder)
+    own = operation_id_for(loaded.identity, run_id) if run_id is not None else None
+    operations, references = _capsule_blocks(family.own, store_url, own)
+    holder = lease_holder(store_url, loaded.route.target_table)
+    return RouteStatus(
+        route=route.describe(),
+        blocked=scan.unresolved,
+        invalid=scan.invalid,
+        holder=holder,
+        operations=operations,
+        invalid_references=references,
+    )
+
+
+def _capsule_blocks(
+    latest: Sequence[PartitionCheckpoint], store_url: Any, own: str | None
+) -> tuple[tuple[OperationRecord, ...], tuple[BlockedPartition, ...]]:
+    """The operations that block a run (``own``: the asking run's, which a retry settles unless its reader
+    guard is retained) and the malformed references; the capsule tables are read only when referenced.
+    ``store_url``: the store adapter's own URL object (``store_url_for``), handed on as it is."""
+    from airflow_provider_dpone.adapters.capsule_store import SqlCapsuleStore, SqlReaderGuardStore
+
+    opened: list[SqlCapsuleStore | SqlReaderGuardStore] = []
+
+    def open_stores() -> CapsuleStores:
+        capsules, guards = SqlCapsuleStore(store_url), SqlReaderGuardStore(store_url)
+        opened.extend((capsules, guards))
+        return CapsuleStores(capsules=capsules, guards=guards)
+
+    try:
+        records, invalid = scan_capsules(latest, open_stores)
+    finally:
+        for store in opened:
+            store.close()
+    blocking = tuple(
+        r for r in records if r.blocking and not (r.operation_id == own and r.decided_by_its_run)
+    )
+    references = tuple(
+        BlockedPartition(c.partition_id, c.bounds.label, "malformed capsule reference", None) for c in invalid
+    )
+    return blocking, references

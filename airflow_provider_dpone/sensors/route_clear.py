@@ -25,8 +25,9 @@ except ImportError:  # Airflow 2.10
 
 
 class RouteClearSensor(BaseSensorOperator):
-    """Succeeds once no partition of the manifest's target table has an unresolved or invalid guard
-    and no other run holds the target's lease (busy).
+    """Succeeds once nothing blocks the manifest's route — no partition of its target table with an
+    unresolved or invalid guard, no operation with unresolved durable quality evidence (but its own DAG
+    run's, while a retry of that run decides it) — and no other run holds the target's lease (busy).
 
     :param manifest: path (relative to the DAG file's folder) or dict, as for ``NativeTransferOperator``.
     :param checkpoints_conn_id: replaces the manifest's ``checkpoints.connection``.
@@ -61,14 +62,15 @@ class RouteClearSensor(BaseSensorOperator):
         resolver = AirflowEndpointResolver(
             loaded.manifest_dir, overrides={"checkpoints": self.checkpoints_conn_id}
         )
-        status = route_status(loaded, resolver(loaded.manifest.checkpoints.connection, "checkpoints"))
+        run_id = context.get("run_id") if isinstance(context, Mapping) else None
+        status = route_status(loaded, resolver(loaded.manifest.checkpoints.connection, "checkpoints"), run_id)
         if status.state == "clear":
             self.log.info("%s", status.describe())
             return True
         if status.state == "busy":
             self.log.info("%s\n  waiting for that run to end", status.describe())
         else:
-            self.log.warning("%s\n  waiting for on-call: dpone runbook guard", status.describe())
+            self.log.warning("%s\n  waiting for on-call: %s", status.describe(), status.runbook)
         return False
 
     def _load(self, dag_dir: Path) -> Any:

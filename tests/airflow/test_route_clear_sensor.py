@@ -140,3 +140,58 @@ def test_an_invalid_guard_blocks_too(route: dict[str, object]) -> None:
     status = DponeCheckpointStoreHook(checkpoints_conn_id="sensor_state").route_status(manifest)
     assert status.state == "blocked" and len(status.invalid) == 1
     assert RouteClearSensor(task_id="w", manifest=str(manifest)).poke({}) is False
+
+
+def durable_route(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The route with durable quality replay (checks on the source and the target), not yet run."""
+    create_demo_source(tmp_path / "source.sqlite", 90, days=3)
+    manifest = tmp_path / "orders.yaml"
+    durable = MANIFEST.replace(
+        "  order_by: [order_date, id]\n",
+        "  order_by: [order_date, id]\n  options:\n    durable_quality_replay: true\n",
+    )
+    manifest.write_text(durable + "quality:\n  checks:\n    - {type: row_count}\n")
+    conn = json.dumps(
+        {
+            "conn_type": "dpone_checkpoints",
+            "extra": {"backend": "sqlite", "path": str(tmp_path / "state.sqlite")},
+        }
+    )
+    monkeypatch.setenv("AIRFLOW_CONN_SENSOR_STATE", conn)
+    return manifest
+
+
+def dpone_run(manifest: Path, run_id: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(DPONE), "run", str(manifest), "--run-id", run_id],
+        env={**os.environ, "TZ": "UTC", **env},
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+
+
+def test_the_sensor_waits_on_an_operation_that_owes_its_target_evidence_but_not_in_its_own_dag_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    manifest = durable_route(tmp_path, monkeypatch)
+    hook = DponeCheckpointStoreHook(checkpoints_conn_id="sensor_state")
+    sensor = RouteClearSensor(task_id="wait_for_route", manifest=str(manifest))
+    # published, then its observation ran out of budget: the capsule stays pending and blocks the route
+    first = dpone_run(manifest, "day_1", DPONE_REPLAY_OBSERVATION_BUDGET_S="0.001")
+    assert first.returncode == 3 and "quality_replay_unresolved" in first.stderr, first.stderr
+    assert dpone_run(manifest, "day_2").returncode == 3  # what the sensor must wait for
+
+    status = hook.route_status(manifest)
+    assert status.state == "blocked" and status.blocked == () and status.runbook == "dpone runbook replay"
+    [operation] = json.loads(json.dumps(status.as_json()))["operations"]
+    assert (operation["run_id"], operation["state"]) == ("day_1", "target_pending")
+    assert sensor.poke({"run_id": "day_2"}) is False
+    # in day_1's own DAG run a retry of its transfer observes the target again: nothing to wait for
+    assert hook.route_status(manifest, run_id="day_1").state == "clear"
+    assert sensor.poke({"run_id": "day_1"}) is True
+
+    assert dpone_run(manifest, "day_1").returncode == 0  # that retry completes the evidence
+    assert hook.route_status(manifest).state == "clear"
+    assert sensor.poke({"run_id": "day_2"}) is True
+    assert dpone_run(manifest, "day_2").returncode == 0

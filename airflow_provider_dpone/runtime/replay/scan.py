@@ -57,6 +57,17 @@ class OperationState(str, Enum):
     INVALID = "invalid"  # stored capsule or reference refused (tampered, malformed, wrong format)
 
 
+_DECIDED_BY_ITS_RUN = frozenset(
+    {
+        OperationState.TARGET_PENDING,
+        OperationState.SEALED_CORE,
+        OperationState.COMPLETE,
+        OperationState.COMPLETE_FAILED,
+        OperationState.FAILED,
+    }
+)
+
+
 @dataclass(frozen=True)
 class CapsuleStores:
     capsules: CapsuleStore
@@ -96,6 +107,13 @@ class OperationRecord:
         if self.closed_by_operator or not self.published:
             return False
         return self.state is not OperationState.COMPLETE or self.guard_retained
+
+    @property
+    def decided_by_its_run(self) -> bool:
+        """Whether a retry of the operation's own run ID decides it without on-call: it observes the target
+        again, replays the evidence, or reports the final failure (``DurableReplay.resume``). Not while a
+        reader guard is retained, nor for a missing, invalid or v1 capsule."""
+        return not self.guard_retained and self.state in _DECIDED_BY_ITS_RUN
 
     def reason(self) -> str:
         if self.problem:
