@@ -80,7 +80,14 @@ class RouteStatus:
         held = f"another run holds the target's lease ({self.holder.describe()})" if self.holder else ""
         if self.clear:
             return f"route {self.route} is busy: {held}" if held else f"route {self.route} is clear"
-        lines = [f"route {self.route} is blocked: {len(self.blocked) + len(self.invalid)} partition(s)"]
+        counts = (
+            [f"{len(self.blocked) + len(self.invalid)} partition(s)"] if self.blocked or self.invalid else []
+        )
+        if self.operations or self.invalid_references:
+            counts.append(
+                f"{len(self.operations) + len(self.invalid_references)} durable quality operation(s)"
+            )
+        lines = [f"route {self.route} is blocked: {', '.join(counts)}"]
         lines += [f"  {held}"] if held else []
         lines += [
             f"  partition {b.label}  phase={b.phase}  batch={b.checkpoint_batch_id}" for b in self.blocked

@@ -184,6 +184,7 @@ def test_the_sensor_waits_on_an_operation_that_owes_its_target_evidence_but_not_
 
     status = hook.route_status(manifest)
     assert status.state == "blocked" and status.blocked == () and status.runbook == "dpone runbook replay"
+    assert status.describe().splitlines()[0].endswith("is blocked: 1 durable quality operation(s)")
     [operation] = json.loads(json.dumps(status.as_json()))["operations"]
     assert (operation["run_id"], operation["state"]) == ("day_1", "target_pending")
     assert sensor.poke({"run_id": "day_2"}) is False
