@@ -112,6 +112,13 @@ def test_a_decimal_type_is_accepted_only_when_the_source_extremes_fit_it_unchang
         ("Int32", "Float64", False),  # a number of another kind, though it would fit
         ("Date", "Date32", False),  # stored differently; no load proven
         ("DateTime", "DateTime64(3)", False),
+        ("DateTime", "DateTime('UTC')", True),  # the same epoch seconds; the zone is how they are shown
+        ("DateTime", "DateTime( 'America/New_York' )", True),
+        ("DateTime", "Nullable(DateTime('Asia/Tokyo'))", True),
+        ("Nullable(DateTime)", "DateTime('UTC')", False),  # a NULL there must be counted first
+        ("DateTime", "DateTime64(0, 'UTC')", False),
+        ("DateTime", "LowCardinality(DateTime('UTC'))", False),
+        ("Date", "DateTime('UTC')", False),
         ("Int64", "Int128", False),
         ("Nullable(Int32)", "Int64", False),
         ("Int32", "Nullable(Int64)", True),

@@ -18,6 +18,9 @@ _DECIMAL_ALIAS = re.compile(r"Decimal(32|64|128|256)\(\s*(\d+)\s*\)")
 #: loads were proven exact for it, on chDB and on the 18.16 server, not for other inner types.
 _LOW_CARDINALITY = re.compile(r"^LowCardinality\((String|Nullable\(String\))\)$")
 _INTEGER = re.compile(r"^(U?)Int(8|16|32|64)$")
+#: ``DateTime`` with a time zone: the same epoch seconds as ``DateTime`` (the zone only says how the server
+#: shows and parses them), common in hand-made tables (``DateTime('UTC')``).
+_ZONED_DATETIME = re.compile(r"^DateTime\('[^'\\]*'\)$")
 
 
 def normalize_type(type_name: str) -> str:
@@ -46,10 +49,13 @@ def holds_every_value(source: str, target: str) -> bool:
     ``Nullable``): the same type; a wider integer of the same signedness, or a signed one of more bits for
     an unsigned one (``Int64`` for SQL Server's ``int``, a common hand-made target); ``Float64`` for
     ``Float32``; a ``Decimal`` with at least the digits on both sides of the point (``Decimal(18, 4)`` for
-    ``Decimal(12, 2)``: every load writes the value at the target's scale, tested on each path). Nothing
-    else: an integer into a float, ``Date32`` or ``DateTime64`` store their values differently, and no load
-    of them was proven exact."""
+    ``Decimal(12, 2)``: every load writes the value at the target's scale, tested on each path); a
+    ``DateTime('zone')`` for ``DateTime`` (the same epoch seconds; every load hands them over as integers and
+    every predicate compares instants). Nothing else: an integer into a float, ``Date32`` or ``DateTime64``
+    store their values differently, and no load of them was proven exact."""
     if source == target:
+        return True
+    if source == "DateTime" and _ZONED_DATETIME.match(target):
         return True
     source_int, target_int = _INTEGER.match(source), _INTEGER.match(target)
     if source_int and target_int:
