@@ -19,7 +19,11 @@ from airflow_provider_dpone.adapters.clickhouse.table_schema import (
     compatibility_problems,
     types_compatible,
 )
-from airflow_provider_dpone.adapters.clickhouse.type_names import holds_every_value, stored_type
+from airflow_provider_dpone.adapters.clickhouse.type_names import (
+    holds_every_value,
+    stored_type,
+    ticks_per_second,
+)
 from airflow_provider_dpone.adapters.sources.profiling import null_counts_from_row
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.schema import ColumnSpec, TableSchema
@@ -110,13 +114,17 @@ def test_a_decimal_type_is_accepted_only_when_the_source_extremes_fit_it_unchang
         ("Float32", "Float64", True),
         ("Float64", "Float32", False),
         ("Int32", "Float64", False),  # a number of another kind, though it would fit
-        ("Date", "Date32", False),  # stored differently; no load proven
-        ("DateTime", "DateTime64(3)", False),
+        ("Date", "Date32", True),  # the same day numbers over a wider range
+        ("DateTime", "Date32", False),
+        ("DateTime", "DateTime64(3)", True),  # whole seconds are whole ticks
+        ("DateTime", "DateTime64(0, 'UTC')", True),
+        ("DateTime", "Nullable(DateTime64(9, 'Asia/Tokyo'))", True),
+        ("DateTime", "DateTime64(10)", False),  # not a type
+        ("Date", "DateTime64(3)", False),
         ("DateTime", "DateTime('UTC')", True),  # the same epoch seconds; the zone is how they are shown
         ("DateTime", "DateTime( 'America/New_York' )", True),
         ("DateTime", "Nullable(DateTime('Asia/Tokyo'))", True),
         ("Nullable(DateTime)", "DateTime('UTC')", False),  # a NULL there must be counted first
-        ("DateTime", "DateTime64(0, 'UTC')", False),
         ("DateTime", "LowCardinality(DateTime('UTC'))", False),
         ("Date", "DateTime('UTC')", False),
         ("Int64", "Int128", False),
@@ -170,3 +178,29 @@ def test_an_arrow_block_with_a_null_in_a_column_without_nullable_is_left_to_the_
     nullable = arrow_table(["c"], ["Nullable(Int64)"], [[1, None]])
     assert nullable is not None and nullable.column("c").null_count == 1
     assert arrow_table(["c"], ["LowCardinality(Nullable(String))"], [["a", None]]) is not None
+
+
+@pytest.mark.parametrize(
+    ("type_name", "ticks"),
+    [
+        ("DateTime64(0)", 1),
+        ("DateTime64(3)", 1000),
+        ("DateTime64(6, 'UTC')", 1_000_000),
+        ("Nullable(DateTime64(9,'Asia/Tokyo'))", 1_000_000_000),
+        ("DateTime", None),
+        ("DateTime('UTC')", None),
+        ("Date32", None),
+    ],
+)
+def test_what_a_whole_second_is_in_a_columns_ticks(type_name: str, ticks: int | None) -> None:
+    assert ticks_per_second(type_name) == ticks
+
+
+def test_a_datetime64_column_is_handed_whole_seconds_as_ticks_nulls_kept() -> None:
+    """Integers, never naive datetimes: clickhouse-connect would read those in the process's time zone."""
+    from datetime import datetime
+
+    from airflow_provider_dpone.adapters.clickhouse.column_encoders import insert_columns
+
+    values = [datetime(2026, 11, 1, 5, 30), None, datetime(1970, 1, 1)]
+    assert insert_columns(["Nullable(DateTime64(3))"], [values]) == [[1793511000 * 1000, None, 0]]

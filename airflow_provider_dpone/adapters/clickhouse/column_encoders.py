@@ -33,6 +33,7 @@ import pyarrow as pa
 from clickhouse_connect.datatypes.registry import get_from_name
 
 from airflow_provider_dpone.adapters.clickhouse.predicates import base_type
+from airflow_provider_dpone.adapters.clickhouse.type_names import ticks_per_second
 from airflow_provider_dpone.adapters.sources.arrow_column import ArrowColumn
 from airflow_provider_dpone.ports.source import ValueLimits
 
@@ -179,10 +180,14 @@ def native_column(type_name: str, column: ArrowColumn, encoder: Any = None) -> S
     types match exactly, otherwise the column's Python values (the stock encoders then decide). Unscaled
     decimals only for a :class:`FastDecimal` ``encoder`` of the same scale."""
     kind = column.array.type
-    if pa.types.is_date32(kind) and base_type(type_name) == "Date":
+    if pa.types.is_date32(kind) and base_type(type_name) in ("Date", "Date32"):
         return column.array.cast(pa.int32()).to_pylist()  # type: ignore[no-any-return]
-    if pa.types.is_timestamp(kind) and kind.unit == "s" and kind.tz is None and _is_datetime(type_name):
-        return column.array.cast(pa.int64()).to_pylist()  # type: ignore[no-any-return]
+    if pa.types.is_timestamp(kind) and kind.unit == "s" and kind.tz is None:
+        if _is_datetime(type_name):
+            return column.array.cast(pa.int64()).to_pylist()  # type: ignore[no-any-return]
+        ticks = ticks_per_second(type_name)
+        if ticks is not None:
+            return in_ticks(column.array.cast(pa.int64()).to_pylist(), ticks)
     target = _decimal_of(type_name)
     if (
         AVAILABLE
@@ -208,9 +213,17 @@ def insert_columns(
         if isinstance(values, ArrowColumn)
         else utc_seconds(values)
         if _is_datetime(name)
+        else in_ticks(utc_seconds(values), ticks)
+        if (ticks := ticks_per_second(name)) is not None
         else values
         for name, values, encoder in zip(type_names, columns, chosen, strict=True)
     ]
+
+
+def in_ticks(seconds: Sequence[Any], ticks: int) -> list[Any]:
+    """Epoch seconds as ``DateTime64`` ticks (``ticks`` per second), NULLs kept. clickhouse-connect writes
+    integers as they are; a naive datetime it would turn into ticks in the process's time zone."""
+    return [None if s is None else s * ticks for s in seconds]
 
 
 def column_types(type_names: Sequence[str]) -> list[Any]:

@@ -21,6 +21,9 @@ _INTEGER = re.compile(r"^(U?)Int(8|16|32|64)$")
 #: ``DateTime`` with a time zone: the same epoch seconds as ``DateTime`` (the zone only says how the server
 #: shows and parses them), common in hand-made tables (``DateTime('UTC')``).
 _ZONED_DATETIME = re.compile(r"^DateTime\('[^'\\]*'\)$")
+#: ``DateTime64(P[, 'zone'])``: ticks of 10^-P seconds; every whole-second ``DateTime`` value is one exactly
+#: (its range, 1900-2299, holds ``DateTime``'s). Normalized spelling (no blanks).
+_DATETIME64 = re.compile(r"^DateTime64\((\d)(?:,'[^'\\]*')?\)$")
 
 
 def normalize_type(type_name: str) -> str:
@@ -51,11 +54,15 @@ def holds_every_value(source: str, target: str) -> bool:
     ``Float32``; a ``Decimal`` with at least the digits on both sides of the point (``Decimal(18, 4)`` for
     ``Decimal(12, 2)``: every load writes the value at the target's scale, tested on each path); a
     ``DateTime('zone')`` for ``DateTime`` (the same epoch seconds; every load hands them over as integers and
-    every predicate compares instants). Nothing else: an integer into a float, ``Date32`` or ``DateTime64``
-    store their values differently, and no load of them was proven exact."""
+    every predicate compares instants); a ``DateTime64(P[, 'zone'])`` for ``DateTime`` (whole seconds are
+    whole ticks: the loads hand it the seconds times 10^P) and a ``Date32`` for ``Date`` (the same day numbers,
+    a wider range). Nothing else: an integer into a float stores another kind of number, and no other load
+    was proven exact."""
     if source == target:
         return True
-    if source == "DateTime" and _ZONED_DATETIME.match(target):
+    if source == "DateTime" and (_ZONED_DATETIME.match(target) or _DATETIME64.match(target)):
+        return True
+    if (source, target) == ("Date", "Date32"):
         return True
     source_int, target_int = _INTEGER.match(source), _INTEGER.match(target)
     if source_int and target_int:
@@ -72,3 +79,13 @@ def holds_every_value(source: str, target: str) -> bool:
             and target_precision - target_scale >= source_precision - source_scale
         )
     return False
+
+
+def ticks_per_second(type_name: str) -> int | None:
+    """10^P for a ``DateTime64(P[, 'zone'])`` type (wrappers allowed), else None: what a whole second is
+    in that column's ticks."""
+    inner = normalize_type(type_name)
+    while inner.startswith(("Nullable(", "LowCardinality(")) and inner.endswith(")"):
+        inner = inner[inner.index("(") + 1 : -1]
+    match = _DATETIME64.match(inner)
+    return 10 ** int(match.group(1)) if match else None
