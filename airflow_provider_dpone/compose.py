@@ -167,11 +167,12 @@ class Runtime:
 
     def sink_factory(self) -> Callable[[], Sink]:
         endpoint = self.sink_endpoint()
+        allow_ttl = bool(self.manifest.sink.options.allow_target_ttl)
 
         def _open() -> Sink:
             from airflow_provider_dpone.adapters.clickhouse.sink import ClickHouseSink
 
-            return ClickHouseSink(endpoint)
+            return ClickHouseSink(endpoint, allow_ttl=allow_ttl)
 
         return _open
 

@@ -178,6 +178,9 @@ class SinkOptions(BaseModel):
     model_config = _STRICT
 
     durable_quality_replay: bool = False
+    #: ``true``: the target may have a TTL that deletes rows or resets values (a retention table; ADR 0083).
+    #: Unset (or ``false``): such a target is refused before arming. Unset keeps a manifest's identity.
+    allow_target_ttl: bool | None = None
 
 
 class SinkSpec(BaseModel):

@@ -28,6 +28,7 @@ IDENTITY_EXCLUDED_PATHS: tuple[tuple[str, ...], ...] = (("sink", "options", "dur
 OMITTED_WHEN_UNSET: tuple[tuple[str, ...], ...] = (
     ("source", "partitioning", "settle"),
     ("source", "partitioning", "lookback"),
+    ("sink", "options", "allow_target_ttl"),
 )
 
 

@@ -123,3 +123,27 @@ def test_ttl_rules_that_only_move_or_recompress_parts_keep_every_row_and_value(
     assert target_rows(endpoint) == source
     assert run(manifest, "r2").rows_committed == 0
     assert target_rows(endpoint) == source
+
+
+def allowing_ttl(manifest: Path) -> Path:
+    """``manifest`` with ``sink.options.allow_target_ttl: true`` (a retention table's owner said so)."""
+    text = manifest.read_text(encoding="utf-8")
+    manifest.write_text(
+        text.replace("  load: ", "  options:\n    allow_target_ttl: true\n  load: ", 1), encoding="utf-8"
+    )
+    return manifest
+
+
+@pytest.mark.parametrize("load", ["direct", "staged"])
+def test_a_retention_table_is_loaded_when_the_manifest_allows_target_ttls(tmp_path: Path, load: str) -> None:
+    """A TTL that has not expired for the rows moved, on the table and on a written column: every row
+    arrives as the source holds it; without the option the same table is refused."""
+    source = make_source(tmp_path / "source.sqlite")
+    columns = "id Int64, order_date Date, customer String TTL order_date + INTERVAL 100 YEAR"
+    manifest = route(tmp_path, columns, f"{KEY} TTL order_date + INTERVAL 100 YEAR", load=load)
+    refused_before_arming(manifest, chdb_at(tmp_path), TABLE)
+
+    allowing_ttl(manifest)
+    assert run(manifest, "r1").rows_committed == len(source)
+    assert target_rows(chdb_at(tmp_path)) == source
+    assert run(manifest, "r2").rows_committed == 0

@@ -295,6 +295,10 @@ def test_existing_manifests_keep_their_identity_and_partition_ids() -> None:
     plain = load_manifest_dict(_manifest(), "m.yaml")
     assert plain.identity == BASE_IDENTITY
     assert "settle" not in plain.normalized["source"]["partitioning"]
+    assert "allow_target_ttl" not in plain.normalized["sink"]["options"]  # ADR 0083's opt-in, unset
+    retention = _manifest()
+    retention["sink"]["options"] = {"allow_target_ttl": True}
+    assert load_manifest_dict(retention, "m.yaml").identity != BASE_IDENTITY
     settled = load_manifest_dict(_manifest(settle="2h"), "m.yaml")
     assert settled.identity != BASE_IDENTITY  # once set, the key is bound like every other field
     assert settled.normalized["source"]["partitioning"]["settle"] == "2h"

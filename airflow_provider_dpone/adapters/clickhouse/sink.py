@@ -96,10 +96,17 @@ class ClickHouseSink:
     so a caller can release a chDB path (e.g. for a reader process) and keep using the sink afterwards."""
 
     def __init__(
-        self, endpoint: EndpointDescriptor, *, mutation_timeout_s: float = DEFAULT_MUTATION_TIMEOUT_S
+        self,
+        endpoint: EndpointDescriptor,
+        *,
+        mutation_timeout_s: float = DEFAULT_MUTATION_TIMEOUT_S,
+        allow_ttl: bool = False,
     ) -> None:
+        """``allow_ttl``: the manifest's ``sink.options.allow_target_ttl`` (a target with a deleting TTL is
+        refused before arming without it; ADR 0083)."""
         self._endpoint = endpoint
         self._mutation_timeout_s = mutation_timeout_s
+        self._allow_ttl = allow_ttl
         self._conn: Client | None = None
 
     # -- connection --------------------------------------------------------------------------------
@@ -178,7 +185,7 @@ class ClickHouseSink:
             require_plain_inserts(client, self._endpoint, str(name))
             target = self._describe(client, name) if self._exists(client, name) else None
             if target is not None:
-                require_row_keeping_engine(client, name)
+                require_row_keeping_engine(client, name, allow_ttl=self._allow_ttl)
         if target is not None:
             self._require_compatible(name, schema, target)
 
@@ -209,7 +216,7 @@ class ClickHouseSink:
                 )
                 log.info("created target table %s", name)
             target = self._describe(client, name)
-            require_row_keeping_engine(client, name)
+            require_row_keeping_engine(client, name, allow_ttl=self._allow_ttl)
         # compared even right after creation: another writer may have created it first
         self._require_compatible(name, schema, target)
 
@@ -540,7 +547,7 @@ class ClickHouseSink:
         self, name: TableName, schema: TableSchema, target: Mapping[str, TargetColumn]
     ) -> dict[str, str]:
         """Refuse before any write; return the target's own type of each source column for inserts."""
-        problems = compatibility_problems(schema, target)
+        problems = compatibility_problems(schema, target, allow_ttl=self._allow_ttl)
         if problems:
             first = problems[0]
             raise DponeError(

@@ -12,8 +12,9 @@ column without ``Nullable`` only once a run proved the rows it moves hold no NUL
 values (``type_names.stored_type``). Every load declares the target's own types, so a value is written as
 the target column's type (``arrow_insert``, ``native_body``, clickhouse-connect's encoders).
 ``MATERIALIZED`` and ``ALIAS`` columns cannot be inserted, so they never satisfy a source column. A column
-the route writes may not have a TTL: once it expires, merges reset the loaded values to the column's default
-(a table TTL that deletes rows is refused with the engine, ``target_engine``).
+the route writes may not have a TTL unless the manifest allows target TTLs: once it expires, merges reset the
+loaded values to the column's default (a table TTL that deletes rows is refused with the engine,
+``target_engine``).
 
 A target column the route does not write is filled in every new row by the engine. It is accepted when
 its owner said how (a ``DEFAULT``, ``MATERIALIZED``, ``ALIAS`` or ``EPHEMERAL`` expression) or when it is
@@ -71,7 +72,11 @@ class Incompatibility:
     found_type: str | None
 
 
-def compatibility_problems(schema: TableSchema, target: Mapping[str, TargetColumn]) -> list[Incompatibility]:
+def compatibility_problems(
+    schema: TableSchema, target: Mapping[str, TargetColumn], *, allow_ttl: bool = False
+) -> list[Incompatibility]:
+    """Why each source column cannot be loaded into ``target`` (none: compatible). A column TTL on a written
+    column is one, unless the manifest allows target TTLs (``allow_ttl``)."""
     problems: list[Incompatibility] = []
     for column in schema.columns:
         expected = column.full_type()
@@ -84,11 +89,12 @@ def compatibility_problems(schema: TableSchema, target: Mapping[str, TargetColum
             continue
         if not types_compatible(expected, found.type_name):
             problems.append(Incompatibility(column.name, "of a different type", expected, found.type_name))
-        elif found.ttl:
+        elif found.ttl and not allow_ttl:
             problems.append(
                 Incompatibility(
                     column.name,
-                    "declared with a TTL: merges reset its values to the default once it expires",
+                    "declared with a TTL: merges reset its values to the default once it expires "
+                    "(a retention table: sink.options.allow_target_ttl: true)",
                     "a column without TTL",
                     found.type_name,
                 )

@@ -21,7 +21,9 @@ its rules only moves parts (``TO DISK`` / ``TO VOLUME``) or recompresses them (`
 every row and value. The rules are read from the server's own formatting of the engine clause
 (``system.tables.engine_full``); anything else there (a ``DELETE``, ``WHERE`` or ``GROUP BY`` rule, a rule
 this reading does not recognise) is refused. Column TTLs are refused with the columns
-(``table_schema.compatibility_problems``).
+(``table_schema.compatibility_problems``). A manifest that sets ``sink.options.allow_target_ttl: true`` (a
+retention table, loaded with partitions younger than its TTL) accepts both: its owner has said that rows leave
+the table by design.
 """
 
 from __future__ import annotations
@@ -105,22 +107,24 @@ def _word_at(text: str, at: int) -> re.Match[str] | None:
     return _WORD.match(text, at)
 
 
-def require_row_keeping_engine(client: Client, name: TableName) -> None:
-    """Read-only, before arming: refuse a target whose engine or table TTL does not keep the rows inserted
-    into it."""
+def require_row_keeping_engine(client: Client, name: TableName, *, allow_ttl: bool = False) -> None:
+    """Read-only, before arming: refuse a target whose engine, or table TTL unless the manifest allows one
+    (``allow_ttl``: a retention table), does not keep the rows inserted into it."""
     found = table_engine(client, name)
     if found is None:
         return
     engine, engine_full = found
     if engine in ROW_KEEPING_ENGINES:
-        if rows_dropping_ttl(engine_full):
+        if not allow_ttl and rows_dropping_ttl(engine_full):
             raise DponeError(
                 ErrorCode.TARGET_INCOMPATIBLE,
                 f"target table {name} has a TTL that deletes rows or changes values once they expire (on "
                 "insert already, when they are old), so the target could not hold exactly the source's "
                 "rows of every committed partition. Load into a table without a deleting TTL (TTL rules "
                 "that only move parts TO DISK / TO VOLUME or RECOMPRESS them are accepted) and expire "
-                "rows elsewhere (a materialized view into a table with the TTL)",
+                "rows elsewhere (a materialized view into a table with the TTL), or, for a retention table "
+                "whose partitions are never older than its TTL when they arrive, set "
+                "sink.options.allow_target_ttl: true",
                 details={"table": str(name), "step": "prepare", "engine": engine, "problem": "table_ttl"},
             )
         return
