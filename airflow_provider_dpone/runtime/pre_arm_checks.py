@@ -307,7 +307,25 @@ class PreArmChecks:
                 f"{self._route.describe()} had no checkpoint; appending anyway (allow_nonempty_target)"
             )
             return
-        others = len({c.route for c in family.target_wide})
+        others = sorted({c.route.describe() for c in family.target_wide})
+        why: tuple[str, ...]
+        if others:
+            # the store knows who wrote the table: most likely a second source table of a fan-in
+            why = (
+                f"{len(others)} other route(s) of this checkpoint store write this table: "
+                + ", ".join(others[:3])
+                + (", ..." if len(others) > 3 else ""),
+                "another source table feeding it (a fan-in) whose rows are not in it yet: appending is right, "
+                f"once: dpone run {self._manifest_ref} --allow-nonempty-target",
+                "but if this route reads the same rows under another name (a view or a copy of that table), "
+                "appending would duplicate them: do not",
+            )
+        else:
+            why = (
+                "was the checkpoint store lost or replaced? point the manifest at the store that holds the route",
+                "if the rows are not this route's (another writer) and appending is right: "
+                f"dpone run {self._manifest_ref} --allow-nonempty-target",
+            )
         raise DponeError(
             ErrorCode.TARGET_NOT_EMPTY,
             f"route {self._route.describe()} has no checkpoint, but the target table {table} already holds "
@@ -316,15 +334,14 @@ class PreArmChecks:
                 "route": self._route.describe(),
                 "target_table": table,
                 "target_rows": target_rows,
-                "other_routes_writing_target": others,
+                "other_routes_writing_target": len(others),
+                "other_routes": others,
             },
             hint_lines=(
                 "nothing was written to the target or the checkpoint store",
-                "was the checkpoint store lost or replaced? point the manifest at the store that holds the route",
+                *why,
                 "to adopt the table deliberately, record what it holds: "
                 f"dpone guard rebaseline {self._manifest_ref} --adopt-target --reason '<what you checked>'",
-                "if the rows are not this route's (another writer) and appending is right: "
-                f"dpone run {self._manifest_ref} --allow-nonempty-target",
                 "see `dpone runbook guard`, 'An empty checkpoint store in front of a non-empty target'",
             ),
         )

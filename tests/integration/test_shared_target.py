@@ -78,6 +78,23 @@ def test_a_second_source_that_would_delete_the_first_sources_rows_stops_before_t
     assert target(base) == source(base, "shard_a")  # untouched
 
 
+def test_a_second_append_source_first_stops_naming_the_route_that_filled_the_table_and_the_fan_in_way(
+    base: Path,
+) -> None:
+    """Its first run cannot tell a second source from a copy of the first: it stops, and says which."""
+    run(manifest(base, "shard_a", "incremental_append"), "a-1")
+    with pytest.raises(DponeError) as stopped:
+        run(manifest(base, "shard_b", "incremental_append"), "b-1")
+    assert stopped.value.code is ErrorCode.TARGET_NOT_EMPTY
+    assert stopped.value.details["other_routes"] == ["main.shard_a -> demo.orders (incremental_append)"]
+    hints = "\n".join(stopped.value.hint_lines)
+    assert (
+        "main.shard_a -> demo.orders" in hints and "a fan-in" in hints and "--allow-nonempty-target" in hints
+    )
+    assert "checkpoint store lost" not in hints  # the store is not lost: it knows who wrote the table
+    assert target(base) == source(base, "shard_a")
+
+
 def test_appending_a_second_source_beside_the_first_keeps_both(base: Path) -> None:
     """The fan-in that is safe (append deletes nothing), once the non-empty target is allowed."""
     run(manifest(base, "shard_a", "incremental_append"), "a-1")
