@@ -307,10 +307,14 @@ class PreArmChecks:
                 f"{self._route.describe()} had no checkpoint; appending anyway (allow_nonempty_target)"
             )
             return
-        others = sorted({c.route.describe() for c in family.target_wide})
+        routes = {c.route for c in family.target_wide}
+        others = sorted(r.describe() for r in routes)
+        other_sources = all(
+            self._naming.canonical(r).source_table != self._route.source_table for r in routes
+        )
         why: tuple[str, ...]
-        if others:
-            # the store knows who wrote the table: most likely a second source table of a fan-in
+        if others and other_sources:
+            # the store knows who wrote the table, and they read other tables: most likely a fan-in
             why = (
                 f"{len(others)} other route(s) of this checkpoint store write this table: "
                 + ", ".join(others[:3])
@@ -322,6 +326,11 @@ class PreArmChecks:
             )
         else:
             why = (
+                *(
+                    (f"other route(s) of this checkpoint store write this table: {', '.join(others[:3])}",)
+                    if others
+                    else ()
+                ),
                 "was the checkpoint store lost or replaced? point the manifest at the store that holds the route",
                 "if the rows are not this route's (another writer) and appending is right: "
                 f"dpone run {self._manifest_ref} --allow-nonempty-target",
