@@ -24,6 +24,7 @@ def status_command(manifest: str, run_id: str | None, as_json: bool) -> None:
     """Read-only: every operation's capsule state, reader guard and whether it blocks the route."""
     from airflow_provider_dpone.compose import open_runtime
     from airflow_provider_dpone.manifests.loader import load_manifest
+    from airflow_provider_dpone.runtime.replay.scan import ANOTHER_MANIFEST
 
     try:
         loaded = load_manifest(manifest)
@@ -53,11 +54,7 @@ def status_command(manifest: str, run_id: str | None, as_json: bool) -> None:
         )
         for r in status.operations:
             if r.blocking and r.operation_id in status.under_another_manifest:
-                click.echo(
-                    f"run {r.run_id} ran under another version of this manifest: re-running it with this "
-                    "one cannot observe its target; run it with the manifest it ran with, or resolve it "
-                    "as failed"
-                )
+                click.echo(f"run {r.run_id}: {ANOTHER_MANIFEST}")
     else:
         click.echo("no operation of this route has a durable quality capsule")
     if status.unverified:
@@ -94,7 +91,7 @@ def resolve_command(manifest: str, run_id: str, resolve_as: str, reason: str, as
         ReplayResolutionRequest,
         ReplayResolveAs,
     )
-    from airflow_provider_dpone.runtime.replay.scan import recorded_under_another_manifest
+    from airflow_provider_dpone.runtime.replay.scan import ANOTHER_MANIFEST, recorded_under_another_manifest
 
     try:
         loaded = load_manifest(manifest)
@@ -121,9 +118,6 @@ def resolve_command(manifest: str, run_id: str, resolve_as: str, reason: str, as
     if resolve_as != "retry":
         return
     if recorded_under_another_manifest(record, loaded.identity):
-        click.echo(
-            f"note: run {run_id} ran under another version of this manifest: re-run it with the manifest it "
-            "ran with (this one cannot observe its target), or resolve it as failed"
-        )
+        click.echo(f"note: run {run_id}: {ANOTHER_MANIFEST}")
         return
     click.echo(f"next: dpone run {manifest} --run-id {run_id}   (or clear the Airflow task)")

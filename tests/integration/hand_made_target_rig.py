@@ -24,6 +24,13 @@ from airflow_provider_dpone.manifests.loader import load_manifest
 
 SERVER_CREATE_SETTINGS = {"allow_experimental_low_cardinality_type": 1}
 CHDB_CONNECTION = "chdb:///ch"
+#: every (export, load) path, as the suites parametrize them
+PATHS = [
+    ("lazy_plan", "direct"),
+    ("lazy_plan", "staged"),
+    ("file_artifact", "direct"),
+    ("file_artifact", "staged"),
+]
 
 
 def chdb_at(base: Path) -> EndpointDescriptor:

@@ -21,6 +21,7 @@ from airflow_provider_dpone.adapters.clickhouse.client import open_client
 from airflow_provider_dpone.contracts.endpoints import EndpointDescriptor
 from tests.integration.hand_made_target_rig import (
     CHDB_CONNECTION,
+    PATHS,
     chdb_at,
     column_types,
     create_target,
@@ -32,12 +33,6 @@ from tests.integration.hand_made_target_rig import (
 )
 
 DAYS = 4
-PATHS = [
-    ("lazy_plan", "direct"),
-    ("lazy_plan", "staged"),
-    ("file_artifact", "direct"),
-    ("file_artifact", "staged"),
-]
 #: as the owner of the table declared it; the route writes String values into both encoded columns
 TARGET_COLUMNS = (
     "id Int64, order_date Date, customer LowCardinality(String), note LowCardinality(Nullable(String))"

@@ -21,6 +21,7 @@ from airflow_provider_dpone.adapters.clickhouse.client import open_client
 from airflow_provider_dpone.contracts.endpoints import EndpointDescriptor
 from tests.integration.hand_made_target_rig import (
     CHDB_CONNECTION,
+    PATHS,
     chdb_at,
     create_target,
     query_rows,
@@ -30,12 +31,6 @@ from tests.integration.hand_made_target_rig import (
 )
 
 TABLE = "demo.orders"
-PATHS = [
-    ("lazy_plan", "direct"),
-    ("lazy_plan", "staged"),
-    ("file_artifact", "direct"),
-    ("file_artifact", "staged"),
-]
 SOURCE = "  type: sqlite\n  connection: sqlite:///source.sqlite\n  table: orders"
 PARTITIONING = "{kind: day, column: order_date}"
 COLUMNS = "id Int64, order_date Date, customer String"

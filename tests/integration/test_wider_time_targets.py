@@ -27,6 +27,7 @@ import pytest
 from airflow_provider_dpone.contracts.endpoints import EndpointDescriptor
 from tests.integration.hand_made_target_rig import (
     CHDB_CONNECTION,
+    PATHS,
     chdb_at,
     column_types,
     create_target,
@@ -36,12 +37,6 @@ from tests.integration.hand_made_target_rig import (
     write_manifest,
 )
 
-PATHS = [
-    ("lazy_plan", "direct"),
-    ("lazy_plan", "staged"),
-    ("file_artifact", "direct"),
-    ("file_artifact", "staged"),
-]
 SOURCE = "  type: sqlite\n  connection: sqlite:///source.sqlite\n  table: events"
 #: UTC wall times: the edges of UTC days, and 05:00-06:59 UTC on 2026-11-01 (01:00-01:59 twice in New York)
 FIRST = datetime(2026, 10, 31)

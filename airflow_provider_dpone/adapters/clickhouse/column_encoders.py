@@ -32,8 +32,7 @@ from typing import Any
 import pyarrow as pa
 from clickhouse_connect.datatypes.registry import get_from_name
 
-from airflow_provider_dpone.adapters.clickhouse.predicates import base_type
-from airflow_provider_dpone.adapters.clickhouse.type_names import ticks_per_second
+from airflow_provider_dpone.adapters.clickhouse.type_names import base_type, ticks_per_second
 from airflow_provider_dpone.adapters.sources.arrow_column import ArrowColumn
 from airflow_provider_dpone.ports.source import ValueLimits
 

@@ -19,19 +19,12 @@ from datetime import date, datetime, time, timezone
 
 from airflow_provider_dpone.adapters.bounds_sql import bounds_condition
 from airflow_provider_dpone.adapters.clickhouse.quoting import quote_identifier, quote_string
+from airflow_provider_dpone.adapters.clickhouse.type_names import base_type
 from airflow_provider_dpone.contracts.partition import PartitionBounds
 
 
 class BoundsError(ValueError):
     """Bounds that cannot be expressed as a predicate. The reason never repeats the value."""
-
-
-def base_type(type_name: str) -> str:
-    """The type inside any ``Nullable(...)``/``LowCardinality(...)`` wrappers."""
-    for wrapper in ("Nullable(", "LowCardinality("):
-        while type_name.startswith(wrapper) and type_name.endswith(")"):
-            type_name = type_name[len(wrapper) : -1]
-    return type_name
 
 
 def _is_datetime(type_name: str | None) -> bool:

@@ -81,11 +81,16 @@ def holds_every_value(source: str, target: str) -> bool:
     return False
 
 
+def base_type(type_name: str) -> str:
+    """The type inside any ``Nullable(...)``/``LowCardinality(...)`` wrappers."""
+    for wrapper in ("Nullable(", "LowCardinality("):
+        while type_name.startswith(wrapper) and type_name.endswith(")"):
+            type_name = type_name[len(wrapper) : -1]
+    return type_name
+
+
 def ticks_per_second(type_name: str) -> int | None:
     """10^P for a ``DateTime64(P[, 'zone'])`` type (wrappers allowed), else None: what a whole second is
     in that column's ticks."""
-    inner = normalize_type(type_name)
-    while inner.startswith(("Nullable(", "LowCardinality(")) and inner.endswith(")"):
-        inner = inner[inner.index("(") + 1 : -1]
-    match = _DATETIME64.match(inner)
+    match = _DATETIME64.match(base_type(normalize_type(type_name)))
     return 10 ** int(match.group(1)) if match else None

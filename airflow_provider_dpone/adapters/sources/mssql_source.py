@@ -312,22 +312,28 @@ class MssqlSource:
         """Exact quality metrics of the rows that reads of ``bounds`` return (see ``profiling``)."""
         schema = self.describe()
         names = profiling.profile_columns(schema, columns, self._spec.table)
-        profiling.require_bounds(bounds)
-        statement = self._statement(
-            lambda: profiling.mssql_profile(self._source_sql, bounds, names, schema), bounds[0]
+        row = self._aggregate_row(
+            bounds,
+            lambda: profiling.mssql_profile(self._source_sql, bounds, names, schema),
+            "the quality profile",
         )
-        row = self._fetch_all(statement, what="the quality profile")[0]
         return profiling.profile_from_row(row, names, self._spec.table)
 
     def count_nulls(self, bounds: Sequence[PartitionBounds], columns: Sequence[str]) -> dict[str, int]:
         """NULLs per column in the rows that reads of ``bounds`` return (``NullCountingSource``)."""
         names = profiling.null_count_columns(self.describe(), columns, self._spec.table)
-        profiling.require_bounds(bounds)
-        statement = self._statement(
-            lambda: profiling.mssql_null_counts(self._source_sql, bounds, names), bounds[0]
+        row = self._aggregate_row(
+            bounds, lambda: profiling.mssql_null_counts(self._source_sql, bounds, names), "the NULL counts"
         )
-        row = self._fetch_all(statement, what="the NULL counts")[0]
         return profiling.null_counts_from_row(row, names, self._spec.table)
+
+    def _aggregate_row(
+        self, bounds: Sequence[PartitionBounds], build: Callable[[], tsql.Statement], what: str
+    ) -> Sequence[object]:
+        """The one row of an aggregate over the union of ``bounds`` (``build``: its statement), read as
+        every partition read is (:meth:`_statement`): the quality profile's and the NULL counts'."""
+        profiling.require_bounds(bounds)
+        return self._fetch_all(self._statement(build, bounds[0]), what=what)[0]
 
     def audit_values(self, bounds: Sequence[PartitionBounds], limits: ValueLimits | None) -> None:
         """Before arming: calendar ranges, sub-second digits and offset partitions (see ``value_audit``)."""

@@ -40,8 +40,10 @@ from airflow_provider_dpone.runtime.replay.ref import (
 )
 
 RUNBOOK = "dpone runbook replay"  # shipped with the package: no repository path
-_ANOTHER_MANIFEST = (
-    "; it ran under another version of this manifest: re-running its run ID with this one cannot observe "
+#: What on-call is told of a blocking operation whose run ran under another version of the manifest
+#: (:func:`recorded_under_another_manifest`): the blocked line, ``replay status`` and ``replay resolve``.
+ANOTHER_MANIFEST = (
+    "it ran under another version of this manifest: re-running its run ID with this one cannot observe "
     "it (run it with the manifest it ran with, or resolve it as failed)"
 )
 
@@ -321,7 +323,7 @@ def require_clear_capsules(
         *(
             f"operation {_short(r.operation_id)}  run={r.run_id}  state={r.state.value}  "
             f"reader_guard={'retained' if r.guard_retained else 'free'}  ({r.reason()})"
-            + (_ANOTHER_MANIFEST if identity and recorded_under_another_manifest(r, identity) else "")
+            + (f"; {ANOTHER_MANIFEST}" if identity and recorded_under_another_manifest(r, identity) else "")
             for r in blocking
         ),
         *(
