@@ -24,6 +24,7 @@ from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.partition import PartitionBounds
 from tests.integration.hand_made_target_rig import (
     CHDB_CONNECTION,
+    PATHS,
     chdb_at,
     column_types,
     create_target,
@@ -87,15 +88,7 @@ def loads_without_nullable(
     assert run(manifest, "r2").rows_committed == 0
 
 
-@pytest.mark.parametrize(
-    ("export", "load"),
-    [
-        ("lazy_plan", "direct"),
-        ("lazy_plan", "staged"),
-        ("file_artifact", "direct"),
-        ("file_artifact", "staged"),
-    ],
-)
+@pytest.mark.parametrize(("export", "load"), PATHS)
 def test_every_path_loads_a_nullable_column_without_nulls_into_a_column_without_nullable_on_chdb(
     tmp_path: Path, export: str, load: str
 ) -> None:
