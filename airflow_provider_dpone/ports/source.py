@@ -80,6 +80,15 @@ class NullCountingSource(Source, Protocol):
         of ``columns`` (refused by name when one is not a column of the read)."""
 
 
+class ListSpellingSource(Source, Protocol):
+    """A source that can tell, read-only, whether a listed text value selects rows stored otherwise."""
+
+    def lists_stored_otherwise(self, bounds: Sequence[PartitionBounds]) -> list[PartitionBounds]:
+        """Those of ``bounds`` (``list`` partitions of a text column) whose read selects a row stored under
+        another spelling than the listed values: the source's collation ignores case, accents or trailing
+        spaces, or the column pads its text. The target keeps such rows as stored, outside the partition."""
+
+
 class ConcurrentSource(Source, Protocol):
     """A source whose partition reads may run at once, each in a thread of its own."""
 

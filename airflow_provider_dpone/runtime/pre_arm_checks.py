@@ -15,11 +15,12 @@ from collections.abc import Callable, Sequence
 from airflow_provider_dpone.contracts.checkpoint import CheckpointStatus, PartitionCheckpoint
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.manifest import LoadPath, Manifest, PartitionKind
-from airflow_provider_dpone.contracts.partition import PlannedPartition
+from airflow_provider_dpone.contracts.partition import PartitionBounds, PlannedPartition
 from airflow_provider_dpone.contracts.route import RouteIdentity, Strategy
 from airflow_provider_dpone.ports.clock import Clock
 from airflow_provider_dpone.ports.route_naming import RouteNaming
 from airflow_provider_dpone.ports.sink import Sink
+from airflow_provider_dpone.ports.source import Source
 from airflow_provider_dpone.runtime.bounds_coverage import may_overlap
 from airflow_provider_dpone.runtime.resume_planner import Action, Reason, ResumeDecision, still_filling
 from airflow_provider_dpone.runtime.route_family import (
@@ -206,6 +207,35 @@ class PreArmChecks:
         drop = getattr(sink, "drop_leftover_staging", None)
         if callable(drop):
             drop(self._manifest.sink.table, self._route.key())  # never raises
+
+    def require_lists_stored_as_listed(self, source: Source, bounds: Sequence[PartitionBounds]) -> None:
+        """A ``list`` value that selects source rows stored under another spelling stops the run
+        (``manifest_invalid``): the target keeps those rows as stored, outside the partition that moved them,
+        so ``replace_partition`` would append them again on every run and two values that differ only in
+        case or trailing spaces would move the same rows twice."""
+        find = getattr(source, "lists_stored_otherwise", None)
+        if not callable(find):
+            return
+        found: list[PartitionBounds] = find(bounds)
+        if not found:
+            return
+        column = found[0].column
+        labels = ", ".join(b.label for b in found[:3]) + (", ..." if len(found) > 3 else "")
+        raise DponeError(
+            ErrorCode.MANIFEST_INVALID,
+            f"{len(found)} value(s) of source.partitioning.values ({labels}) select rows of column "
+            f"{column!r} that the source stores under another spelling: its collation ignores case, accents or "
+            "trailing spaces, or a fixed-width char column pads the text. The target keeps each row as stored "
+            "and compares exactly, so those rows would sit outside the partition that moved them: a "
+            "replace_partition run would never delete them, and values that differ only so move the same rows "
+            "twice. List each value exactly as the source stores it, one entry per spelling, "
+            "or normalise the column in source.query (UPPER, RTRIM); nothing was written",
+            details={
+                "column": column,
+                "problem": "list_value_spelled_otherwise",
+                "partitions": [b.label for b in found],
+            },
+        )
 
     def say_what_may_still_fill(self, decisions: Sequence[ResumeDecision]) -> None:
         """A notice for partitions this run commits while rows may still arrive in them (``still_filling``)."""

@@ -581,6 +581,7 @@ class TransferEngine:
                 self._order_by(schema),
                 quality.bounds,
             )
+            self._checks.require_lists_stored_as_listed(self._ports.source, quality.bounds)
             # read-only, before the first target write or checkpoint: a value the reads would refuse or
             # the target could not hold stops here (manifest_invalid, the route stays clear), not mid-stream
             deferred_audit = self._audit_values(sink, quality.bounds)

@@ -8,6 +8,7 @@ Rows come from ``fetchmany(chunk_rows)``: FreeTDS streams them off the socket, s
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from datetime import date, datetime
@@ -15,7 +16,13 @@ from typing import Any
 
 import pymssql
 
-from airflow_provider_dpone.adapters.sources import mssql_connect, mssql_types, profiling, value_audit
+from airflow_provider_dpone.adapters.sources import (
+    list_spelling,
+    mssql_connect,
+    mssql_types,
+    profiling,
+    value_audit,
+)
 from airflow_provider_dpone.adapters.sources import mssql_sql as tsql
 from airflow_provider_dpone.adapters.sources import partition_counts as grouped
 from airflow_provider_dpone.adapters.sources import partition_planning as planning
@@ -37,6 +44,8 @@ from airflow_provider_dpone.ports.source import ColumnProfile, ValueLimits
 log = logging.getLogger(__name__)
 
 INVALID_OBJECT_NAME = 208
+#: rows per fetch of the list-spelling read (one text column)
+_SPELLING_BATCH = 10_000
 
 
 def error_number(exc: BaseException) -> int | None:
@@ -334,6 +343,28 @@ class MssqlSource:
         every partition read is (:meth:`_statement`): the quality profile's and the NULL counts'."""
         profiling.require_bounds(bounds)
         return self._fetch_all(self._statement(build, bounds[0]), what=what)[0]
+
+    def lists_stored_otherwise(self, bounds: Sequence[PartitionBounds]) -> list[PartitionBounds]:
+        """``ListSpellingSource``: each text ``list`` partition's column read until a row is stored under
+        another spelling (see ``list_spelling``); one column, in bounded batches."""
+        found = []
+        for one in list_spelling.text_lists(bounds):
+            statement = self._statement(
+                functools.partial(list_spelling.mssql_statement, self._source_sql, one), one
+            )
+            connection = self._connect()  # its own: a read left unfinished is ended by closing it
+            try:
+                cursor = connection.cursor()
+                cursor.execute(statement.render())
+                while batch := cursor.fetchmany(_SPELLING_BATCH):
+                    if any(list_spelling.stored_otherwise(row[0], one) for row in batch):
+                        found.append(one)
+                        break
+            except pymssql.Error as exc:
+                raise self._classified(exc, f"the values of partition {one.label}") from exc
+            finally:
+                _close_quietly(connection)
+        return found
 
     def audit_values(self, bounds: Sequence[PartitionBounds], limits: ValueLimits | None) -> None:
         """Before arming: calendar ranges, sub-second digits and offset partitions (see ``value_audit``)."""

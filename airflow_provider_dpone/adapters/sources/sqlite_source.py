@@ -22,9 +22,8 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from airflow_provider_dpone.adapters.sources import partition_counts as grouped
-from airflow_provider_dpone.adapters.sources import partition_planning as planning
 from airflow_provider_dpone.adapters.sources import (
+    list_spelling,
     profiling,
     sqlite_arrow,
     sqlite_arrow_audit,
@@ -33,6 +32,8 @@ from airflow_provider_dpone.adapters.sources import (
     sqlite_types,
     value_audit,
 )
+from airflow_provider_dpone.adapters.sources import partition_counts as grouped
+from airflow_provider_dpone.adapters.sources import partition_planning as planning
 from airflow_provider_dpone.adapters.sources import sqlite_sql as lite
 from airflow_provider_dpone.adapters.sources.chunking import ChunkBuilder, stream_chunks
 from airflow_provider_dpone.adapters.sources.read_shape import (
@@ -475,6 +476,17 @@ class SqliteSource:
         every partition read is (:meth:`_statement`): the quality profile's and the NULL counts'."""
         profiling.require_bounds(bounds)
         return self._fetch_all(self._statement(build, bounds[0]), what=what)[0]  # type: ignore[no-any-return]
+
+    def lists_stored_otherwise(self, bounds: Sequence[PartitionBounds]) -> list[PartitionBounds]:
+        """``ListSpellingSource``: one indexed probe per text ``list`` partition (see ``list_spelling``)."""
+        found = []
+        for one in list_spelling.text_lists(bounds):
+            statement = self._statement(
+                functools.partial(list_spelling.sqlite_statement, self._source_sql, one), one
+            )
+            if self._fetch_all(statement, what=f"the values of partition {one.label}"):
+                found.append(one)
+        return found
 
     def audit_values(self, bounds: Sequence[PartitionBounds], limits: ValueLimits | None) -> None:
         """Before arming: aggregates find every value a read would refuse (see ``value_audit``), one range

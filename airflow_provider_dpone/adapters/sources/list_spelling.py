@@ -1,0 +1,52 @@
+"""Whether the listed values of ``list`` partitions select only rows stored exactly as listed.
+
+A source compares text under its collation: SQL Server's usual ones ignore case and trailing spaces, and a
+SQLite column may be declared ``COLLATE NOCASE`` or ``RTRIM``. A listed ``eu`` then also selects the rows
+stored as ``EU``; the target keeps every row as stored and compares bytes, so those rows sit outside the
+partition that moved them: ``replace_partition`` never deletes them (each run appends them again), and two
+listed values that differ only so (``EU`` and ``eu``) move the same rows twice. A fixed-width ``char``
+column is the same case: it hands its values back padded with spaces.
+
+SQLite asks the question itself (``COLLATE BINARY``); SQL Server's answer is read row by row, because the
+comparison it would need (a binary collation) is not one every server speaking its protocol knows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from airflow_provider_dpone.adapters.sources import mssql_sql as tsql
+from airflow_provider_dpone.adapters.sources import sqlite_sql as lite
+from airflow_provider_dpone.contracts.partition import BoundsKind, PartitionBounds
+
+
+def text_lists(bounds: Sequence[PartitionBounds]) -> list[PartitionBounds]:
+    """The partitions whose rows are selected by comparing text with listed values."""
+    return [b for b in bounds if b.kind is BoundsKind.VALUES and b.value_type == "string" and b.column]
+
+
+def stored_otherwise(value: object, bounds: PartitionBounds) -> bool:
+    """A row value the partition's read delivers that is not one of its listed values, byte for byte."""
+    return not (isinstance(value, str) and value in (bounds.values or ()))
+
+
+def sqlite_statement(source: str, bounds: PartitionBounds) -> tuple[str, lite.Params]:
+    """One row when the partition's read selects a row stored under another spelling, none otherwise."""
+    condition = lite.predicate(bounds)
+    if condition is None or bounds.column is None:
+        raise lite.SqlBuildError("a list partition has values and a column")
+    column = lite.quote_ident(bounds.column)
+    values = tuple(bounds.values or ())
+    marks = ", ".join("?" for _ in values)
+    text = (
+        f"SELECT 1\nFROM {source}\nWHERE ({condition[0]}) AND NOT ({column} COLLATE BINARY IN ({marks}))\n"
+        "LIMIT 1"
+    )
+    return text, (*condition[1], *values)
+
+
+def mssql_statement(source: str, bounds: PartitionBounds) -> tsql.Statement:
+    """The partition's values of its list column, as its read selects them."""
+    if bounds.column is None:
+        raise tsql.SqlBuildError("a list partition has a column")
+    return tsql.select_rows(source, [bounds.column], bounds, ())

@@ -1,0 +1,161 @@
+"""A ``list`` value that selects source rows stored under another spelling stops the run before arming.
+
+Found by hand: a SQLite column declared ``COLLATE NOCASE`` and ``values: [EU, eu, US]`` moved the ``EU`` rows
+twice (15 rows from a 10-row table, exit 0); ``values: [eu, US]`` under ``replace_partition`` with a
+lookback appended the ``EU`` rows again on every run, because the target holds them as ``EU`` and its delete
+of ``region = 'eu'`` finds nothing. SQL Server's usual collations ignore case and trailing spaces, so there
+this is the default. Each refusal leaves no checkpoint and an untouched target; the fixes it names (list the
+values as stored, or normalise the column in ``source.query``) then load every row exactly once. Real
+SQLite, chDB and the TDS emulator (which compares text as a case-insensitive collation does).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_provider_dpone.contracts.endpoints import EndpointDescriptor
+from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
+from tests.integration.hand_made_target_rig import (
+    CHDB_CONNECTION,
+    PATHS,
+    chdb_at,
+    checkpoints,
+    query_rows,
+    run,
+    served,
+    tds_rows_in,
+    write_manifest,
+)
+
+TABLE = "demo.regions"
+SOURCE = "  type: sqlite\n  connection: sqlite:///source.sqlite\n  table: sales"
+
+
+def make_source(base: Path, collation: str, regions: list[str]) -> list[tuple[int, str, int]]:
+    rows = [(i, regions[i % len(regions)], i * 10) for i in range(1, 31)]
+    with sqlite3.connect(base / "source.sqlite") as conn:
+        conn.execute(
+            f"CREATE TABLE sales (id INTEGER PRIMARY KEY, region TEXT {collation} NOT NULL, amount INTEGER NOT NULL)"
+        )
+        conn.executemany("INSERT INTO sales VALUES (?, ?, ?)", rows)
+    return rows
+
+
+def route(
+    base: Path,
+    values: str,
+    *,
+    strategy: str = "incremental_append",
+    lookback: int | None = None,
+    source: str = SOURCE,
+    export: str = "lazy_plan",
+    load: str = "direct",
+) -> Path:
+    extra = f", lookback: {lookback}" if lookback else ""
+    return write_manifest(
+        base,
+        source=source,
+        partitioning=f"{{kind: list, column: region, values: {values}{extra}}}",
+        connection=CHDB_CONNECTION,
+        table=TABLE,
+        export=export,
+        load=load,
+        strategy=strategy,
+    )
+
+
+def target_rows(base: Path) -> list[tuple[Any, ...]]:
+    return query_rows(chdb_at(base), f"SELECT id, region, amount FROM {TABLE} ORDER BY id")
+
+
+def refused(manifest: Path) -> DponeError:
+    """The run stops with ``manifest_invalid`` and leaves no checkpoint (the route stays clear)."""
+    with pytest.raises(DponeError) as stopped:
+        run(manifest, "r1")
+    assert stopped.value.code is ErrorCode.MANIFEST_INVALID
+    assert stopped.value.details["problem"] == "list_value_spelled_otherwise"
+    assert checkpoints(manifest) == []
+    return stopped.value
+
+
+def table_exists(endpoint: EndpointDescriptor) -> bool:
+    return query_rows(endpoint, f"EXISTS TABLE {TABLE}") == [(1,)]
+
+
+@pytest.mark.parametrize(("export", "load"), PATHS)
+def test_two_values_one_collation_finds_equal_stop_every_path_before_arming(
+    tmp_path: Path, export: str, load: str
+) -> None:
+    make_source(tmp_path, "COLLATE NOCASE", ["EU", "US"])
+    err = refused(route(tmp_path, "[EU, eu, US]", export=export, load=load))
+    assert err.details["partitions"] == ["region=eu"] and err.details["column"] == "region"
+    assert "another spelling" in err.safe_message and "source.query" in err.safe_message
+    assert not table_exists(chdb_at(tmp_path))
+
+
+def test_a_respelled_value_under_replace_partition_stops_and_the_stored_spelling_loads_once(
+    tmp_path: Path,
+) -> None:
+    rows = make_source(tmp_path, "COLLATE NOCASE", ["EU", "US"])
+    refused(route(tmp_path, "[eu, US]", strategy="replace_partition", lookback=2))
+    manifest = route(tmp_path, "[EU, US]", strategy="replace_partition", lookback=2)
+    for attempt in ("r1", "r2", "r3"):
+        run(manifest, attempt)
+        assert target_rows(tmp_path) == rows  # every lookback run replaced, none appended again
+
+
+def test_trailing_spaces_an_rtrim_column_ignores_stop_the_run(tmp_path: Path) -> None:
+    make_source(tmp_path, "COLLATE RTRIM", ["EU  ", "US"])
+    err = refused(route(tmp_path, "[EU, US]", strategy="replace_partition", lookback=2))
+    assert err.details["partitions"] == ["region=EU"]
+
+
+def test_a_binary_column_keeps_spellings_apart_and_every_value_loads_once(tmp_path: Path) -> None:
+    rows = make_source(tmp_path, "", ["EU", "eu", "US"])
+    manifest = route(tmp_path, "[EU, eu, US]", strategy="replace_partition", lookback=3)
+    for attempt in ("r1", "r2"):
+        run(manifest, attempt)
+        assert target_rows(tmp_path) == rows
+
+
+def test_a_column_normalised_in_the_query_loads_every_row_once(tmp_path: Path) -> None:
+    rows = make_source(tmp_path, "COLLATE NOCASE", ["EU", "eu", "US"])
+    source = SOURCE + "\n  query: SELECT id, UPPER(region) AS region, amount FROM sales"
+    manifest = route(tmp_path, "[EU, US]", strategy="replace_partition", lookback=2, source=source)
+    for attempt in ("r1", "r2"):
+        run(manifest, attempt)
+        assert target_rows(tmp_path) == [(i, region.upper(), amount) for i, region, amount in rows]
+
+
+@pytest.mark.parametrize(("export", "load"), [("lazy_plan", "direct"), ("file_artifact", "staged")])
+def test_a_case_insensitive_sql_server_stops_a_respelled_value_and_loads_the_stored_one(
+    tmp_path: Path,
+    tds_orders_source: str,
+    tds_orders: list[dict[str, Any]],
+    export: str,
+    load: str,
+) -> None:
+    def manifest(values: str) -> Path:
+        return write_manifest(
+            tmp_path,
+            source=tds_orders_source,
+            partitioning=f"{{kind: list, column: customer, values: {values}}}",
+            connection=CHDB_CONNECTION,
+            table="demo.orders",
+            export=export,
+            load=load,
+        )
+
+    with pytest.raises(DponeError) as stopped:
+        run(manifest('["acme gmbh", "Müller AG"]'), "r1")
+    assert stopped.value.code is ErrorCode.MANIFEST_INVALID
+    assert stopped.value.details["partitions"] == ["customer=acme gmbh"]
+    assert checkpoints(manifest('["acme gmbh", "Müller AG"]')) == []
+
+    run(manifest('["Acme GmbH", "Müller AG"]'), "r2")
+    chosen = [r for r in tds_orders if r["customer"] in ("Acme GmbH", "Müller AG")]
+    assert chosen and tds_rows_in(chdb_at(tmp_path), "demo.orders") == served(chosen)
