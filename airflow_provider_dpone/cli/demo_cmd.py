@@ -45,17 +45,46 @@ def _is_demo_part(name: str) -> bool:
     return name in DEMO_PARTS or name.startswith(("source.sqlite-", "state.sqlite-", "state.sqlite.lease-"))
 
 
+def _holds_a_demo(base: Path) -> bool:
+    """Whether ``base``'s manifest is one ``dpone demo`` wrote (its first line, kept through edits): only
+    then are a ``state.sqlite`` and a ``clickhouse/`` beside it the demo's, names a real route uses too."""
+    manifest = base / "manifest.yaml"
+    try:
+        if not manifest.is_file() or manifest.is_symlink():
+            return False
+        with manifest.open(encoding="utf-8") as text:
+            return text.readline() == DEMO_MANIFEST.splitlines(keepends=True)[0]
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
 def prepare_demo_dir(base: Path, *, force: bool) -> None:
     """Make ``base`` an empty demo folder, or refuse.
 
     A demo over an existing one would rewrite the source under a target and checkpoints that no longer
-    match it, so a non-empty folder is refused; ``--force`` removes the demo's own parts (and nothing
-    else: a folder holding other files is refused even then) so that all four are created anew.
+    match it, so a non-empty folder is refused; ``--force`` removes the demo's own parts so that all four
+    are created anew, and only from a folder whose manifest the demo wrote: a folder holding other files,
+    or a manifest of its own beside a ``state.sqlite`` (a real route's checkpoints), is refused even then.
     """
     if base.exists() and not base.is_dir():
         raise DponeError(ErrorCode.USAGE, f"demo folder {base} is a file")
     entries = sorted(p.name for p in base.iterdir()) if base.exists() else []
-    if entries and not force:
+    if not entries:
+        base.mkdir(parents=True, exist_ok=True)
+        return
+    foreign = [name for name in entries if not _is_demo_part(name)]
+    is_demo = not foreign and _holds_a_demo(base)
+    if not is_demo:
+        first = foreign[0] if foreign else "manifest.yaml"
+        raise DponeError(
+            ErrorCode.USAGE,
+            f"demo folder {base} is not empty and is not a demo's (first entry the demo did not write: {first}); "
+            "the demo only writes into an empty or new folder, and --force removes only a demo's own parts "
+            "from a folder whose manifest.yaml `dpone demo` wrote (its first line says so): choose an empty or "
+            "new folder",
+            details={"dir": str(base), "entries": len(entries), "foreign_entries": len(foreign)},
+        )
+    if not force:
         cmd = dpone_invocation()
         raise DponeError(
             ErrorCode.USAGE,
@@ -67,21 +96,12 @@ def prepare_demo_dir(base: Path, *, force: bool) -> None:
                 "   (recreates source, target, checkpoints and manifest)",
             ),
         )
-    foreign = [name for name in entries if not _is_demo_part(name)]
-    if foreign:
-        raise DponeError(
-            ErrorCode.USAGE,
-            f"demo folder {base} holds {len(foreign)} file(s) that are not the demo's (first: {foreign[0]}); "
-            "--force removes only a demo's own parts: choose an empty or new folder",
-            details={"dir": str(base), "foreign_entries": len(foreign)},
-        )
     for name in entries:
         path = base / name
         if path.is_dir() and not path.is_symlink():
             shutil.rmtree(path)
         else:
             path.unlink()
-    base.mkdir(parents=True, exist_ok=True)
 
 
 @click.command("demo")

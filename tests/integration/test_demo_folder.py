@@ -106,7 +106,8 @@ def test_force_recreates_all_four_parts(tmp_path: Path) -> None:
     first = dpone("demo", "--dir", "d", "--rows", "400", cwd=tmp_path)
     assert first.returncode == 0, first.stderr
     base = tmp_path / "d"
-    (base / "manifest.yaml").write_text("edited by hand\n", encoding="utf-8")
+    manifest = base / "manifest.yaml"
+    manifest.write_text(manifest.read_text(encoding="utf-8").replace("load: direct", "load: staged"), "utf-8")
     forced = dpone("demo", "--dir", "d", "--rows", "120", "--force", cwd=tmp_path)
     assert forced.returncode == 0, forced.stderr
     assert "nothing to do" not in forced.stdout
@@ -124,7 +125,7 @@ def test_force_never_deletes_files_that_are_not_the_demos(tmp_path: Path) -> Non
     (base / "manifest.yaml").write_text("kind: x\n", encoding="utf-8")
     forced = dpone("demo", "--dir", "mine", "--rows", "10", "--force", cwd=tmp_path)
     assert forced.returncode == 2
-    assert "not the demo's (first: notes.txt)" in forced.stderr
+    assert "is not a demo's (first entry the demo did not write: notes.txt)" in forced.stderr
     assert (base / "notes.txt").read_text(encoding="utf-8") == "keep me\n"
     assert (base / "manifest.yaml").read_text(encoding="utf-8") == "kind: x\n"
 
@@ -134,3 +135,24 @@ def test_an_empty_existing_folder_is_used(tmp_path: Path) -> None:
     done = dpone("demo", "--dir", "empty", "--rows", "30", "--json", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert '"rows_committed": 30' in done.stdout
+
+
+@pytest.mark.parametrize("manifest", ["kind: native_transfer\nname: prod\n", None])
+def test_force_never_deletes_a_real_routes_checkpoints_under_the_demos_names(
+    tmp_path: Path, manifest: str | None
+) -> None:
+    """``state.sqlite`` and ``manifest.yaml`` are names a real route uses too: without the demo's own
+    manifest beside them, ``--force`` refuses and the folder keeps every byte."""
+    base = tmp_path / "route"
+    base.mkdir()
+    if manifest is not None:
+        (base / "manifest.yaml").write_text(manifest, encoding="utf-8")
+    with sqlite3.connect(base / "state.sqlite") as db:
+        db.execute("CREATE TABLE dpone_partition_checkpoints (id INTEGER PRIMARY KEY, payload TEXT)")
+        db.execute("INSERT INTO dpone_partition_checkpoints (payload) VALUES ('{}')")
+    before = {p.name: p.read_bytes() for p in base.iterdir()}
+    for args in ((), ("--force",)):
+        refused = dpone("demo", "--dir", "route", "--rows", "10", *args, cwd=tmp_path)
+        assert refused.returncode == 2
+        assert "is not a demo's" in refused.stderr and "start over" not in refused.stderr
+        assert {p.name: p.read_bytes() for p in base.iterdir()} == before
