@@ -219,13 +219,16 @@ class Runtime:
                 result = adopt(engine.adoption_counts(run_id), engine.route, run_id, self.clock, request)
             else:
                 overlaps = engine.identity_overlaps(run_id)
+                planned = [o.partition.bounds for o in overlaps]
+                # one grouped query for every new partition's rows, not one count each
+                source_rows = dict(zip(planned, engine.count_source_partitions(planned), strict=True))
                 result = rebaseline(
                     overlaps,
                     engine.route,
                     run_id,
                     self.clock,
                     request,
-                    count_source=engine.count_source,
+                    count_source=lambda b: source_rows[b] if b in source_rows else engine.count_source(b),
                     count_target=engine.count_target,
                 )
                 if release_partial and result.partial:

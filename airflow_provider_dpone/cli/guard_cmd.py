@@ -201,9 +201,12 @@ def rebaseline_command(
         payload = {
             "recorded": [r.model_dump(mode="json") for r in result.recorded],
             "partially_covered": [o.as_json() for o in result.partial],
+            "rows_differ": [d.as_json() for d in result.rows_differ],
             "released": [r.model_dump(mode="json") for r in result.released],
         }
         click.echo(json.dumps(payload, sort_keys=True))
+        if result.partial:
+            sys.exit(3)  # as the text output: partitions stay blocking
         return
     if not result.recorded and not result.partial and not result.released:
         click.echo(
@@ -221,11 +224,18 @@ def rebaseline_command(
         click.echo(
             f"released old {record.bounds.label}  id={record.partition_id}  (not loaded; the new partition loads it)"
         )
+    differ = {d.partition_id: d for d in result.rows_differ}
     for overlap in result.partial:
+        changed = differ.get(overlap.partition.partition_id)
+        why = (
+            f"only partly covered by {len(overlap.committed)} old partition(s)"
+            if changed is None
+            else f"the source holds {changed.source_rows} row(s) within it under the new definition, the old "
+            f"partition(s) committed {changed.committed_rows}: the target lacks rows or holds others"
+        )
         click.echo(
-            f"still blocking {overlap.partition.bounds.label}  id={overlap.partition.partition_id}: only partly "
-            f"covered by {len(overlap.committed)} old partition(s): delete the target's rows within it, then run "
-            "(it loads whole); see `dpone runbook guard`",
+            f"still blocking {overlap.partition.bounds.label}  id={overlap.partition.partition_id}: {why}: delete "
+            "the target's rows within it, then run (it loads whole); see `dpone runbook guard`",
             err=True,
         )
     if result.partial:

@@ -154,11 +154,33 @@ class RebaselineRequest:
 
 
 @dataclass(frozen=True)
+class RowsDiffer:
+    """A new partition with the old bounds whose source rows, under the new definition, are not the rows
+    committed under the old one: the target may lack rows (a filter removed) or hold others."""
+
+    partition_id: str
+    label: str
+    source_rows: int
+    committed_rows: int
+
+    def as_json(self) -> dict[str, JsonValue]:
+        return {
+            "partition_id": self.partition_id,
+            "bounds": self.label,
+            "source_rows": self.source_rows,
+            "committed_rows": self.committed_rows,
+        }
+
+
+@dataclass(frozen=True)
 class RebaselineResult:
     recorded: tuple[PartitionCheckpoint, ...]
+    #: new partitions that stay blocking: partly covered, or (``rows_differ``) their rows changed
     partial: tuple[IdentityOverlap, ...]
     #: old committed partitions marked not loaded (``--release-partial``): their new partition loads whole
     released: tuple[PartitionCheckpoint, ...] = ()
+    #: those of ``partial`` whose bounds the old partitions cover but whose source rows changed
+    rows_differ: tuple[RowsDiffer, ...] = ()
 
 
 def checked_reason(request: RebaselineRequest) -> str:
@@ -230,19 +252,28 @@ def rebaseline(
 ) -> RebaselineResult:
     """COMMITTED records for the new partitions the old committed partitions hold. Writes nothing.
 
-    No target I/O: the old identity's checkpoints are the evidence. A new partition is held when the old
-    partitions' bounds cover it, or (a coarser new partitioning, e.g. days -> months, where days without
-    rows were never partitions) when every old partition lies inside it and the source now holds exactly
-    their committed rows within its bounds. Anything else is partially covered and stays blocking.
+    The old identity's checkpoints and the source's counts under the new definition are the evidence. A
+    new partition is held when old partitions of the same bounds committed exactly the rows the source now
+    holds within them under the new definition (a filter removed from ``source.query`` selects more rows
+    than the target got: recording them would lose those rows for good), or (a coarser new partitioning,
+    e.g. days -> months, where days without rows were never partitions) when every old partition lies
+    inside it and the source now holds exactly their committed rows within its bounds. Anything else stays
+    blocking: partially covered, or with ``rows_differ``.
     """
     reason = checked_reason(request)
     at = clock.now()
     held: list[tuple[IdentityOverlap, int | None, str]] = []
     partial: list[IdentityOverlap] = []
+    differ: list[RowsDiffer] = []
     for overlap in overlaps:
         inside_rows = _old_rows_inside(overlap)
         if overlap.covered and all(c.bounds == overlap.partition.bounds for c in overlap.committed):
-            held.append((overlap, inside_rows, "bounds"))
+            changed = _rows_changed(overlap, inside_rows, count_source, count_target)
+            if changed is None:
+                held.append((overlap, inside_rows, "bounds"))
+            else:
+                partial.append(overlap)
+                differ.append(changed)
         elif overlap.covered:  # only wider old partitions: rows may have arrived after they were committed
             target_rows = count_target(overlap.partition.bounds) if count_target is not None else 0
             if (
@@ -274,7 +305,27 @@ def rebaseline(
             "old_rows": [c.rows for c in overlap.committed],
         }
         records.append(committed_record(overlap.partition, route, run_id, at, batch, rows, audit))
-    return RebaselineResult(recorded=tuple(records), partial=tuple(partial))
+    return RebaselineResult(recorded=tuple(records), partial=tuple(partial), rows_differ=tuple(differ))
+
+
+def _rows_changed(
+    overlap: IdentityOverlap,
+    committed_rows: int | None,
+    count_source: SourceCounter | None,
+    count_target: TargetCounter | None,
+) -> RowsDiffer | None:
+    """``None`` when the source holds, within the partition's bounds and under the new definition, the rows
+    the old partitions committed (the target's count stands in where a commit recorded none)."""
+    if count_source is None:
+        return None
+    bounds = overlap.partition.bounds
+    expected = committed_rows
+    if expected is None:
+        expected = count_target(bounds) if count_target is not None else None
+    now = count_source(bounds)
+    if expected is not None and now == expected:
+        return None
+    return RowsDiffer(overlap.partition.partition_id, bounds.label, now, -1 if expected is None else expected)
 
 
 def release_partly_covered(
@@ -338,7 +389,7 @@ def release_partly_covered(
                     }
                 )
             )
-    return RebaselineResult(recorded=result.recorded, partial=(), released=tuple(released))
+    return RebaselineResult(recorded=result.recorded, partial=(), released=tuple(released), rows_differ=())
 
 
 @dataclass(frozen=True)

@@ -262,6 +262,10 @@ class TransferEngine:
         """Rows the source holds now within ``bounds`` (read-only)."""
         return self._ports.source.count(bounds)
 
+    def count_source_partitions(self, bounds: Sequence[PartitionBounds]) -> list[int]:
+        """Rows the source holds now within each of ``bounds``, in order (read-only, grouped)."""
+        return self._ports.source.count_partitions(bounds) if bounds else []
+
     def count_target(self, bounds: PartitionBounds) -> int:
         """Rows the target table holds now within ``bounds`` (read-only; 0 when it does not exist)."""
         sink = self._ports.open_sink()

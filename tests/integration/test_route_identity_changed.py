@@ -236,6 +236,43 @@ def test_adoption_refuses_a_partition_the_target_holds_only_part_of_and_records_
     assert dpone("run", str(manifest)).exit_code == 3  # still stopped in front of the non-empty target
 
 
+EVEN_IDS = "  query: SELECT id, order_date, customer, amount, updated_at FROM orders WHERE id % 2 = 0\n"
+
+
+@pytest.mark.parametrize(
+    ("before", "after"), [(EVEN_IDS, ""), ("", EVEN_IDS)], ids=["filter-removed", "filter-added"]
+)
+def test_a_rebaseline_over_a_query_that_selects_other_rows_records_nothing_and_emptied_days_load_whole(
+    base: Path, store_url: str, before: str, after: str
+) -> None:
+    """Found by hand: after a filter was removed from ``source.query``, the rebaseline the blocked run
+    suggests recorded every day as committed with the old row counts, and the rows the filter had held back
+    were never moved (exit 0 throughout). Each day's source rows under the new definition are now compared
+    with what its old partition committed; a day that differs stays blocking until its rows are deleted
+    from the target, and then loads whole, exactly as the new definition selects."""
+    assert dpone("run", str(manifest_at(base, extra=before))).exit_code == 0
+    manifest = manifest_at(base, extra=after)
+    assert dpone("run", str(manifest)).exit_code == 3
+
+    rebased = dpone("guard", "rebaseline", str(manifest), "--reason", "edited the filter", "--json")
+
+    assert rebased.exit_code == 3, rebased.output
+    payload = json.loads(rebased.output)
+    assert payload["recorded"] == [] and len(payload["rows_differ"]) == len(payload["partially_covered"])
+    wider = (
+        (lambda d: d["source_rows"] > d["committed_rows"])
+        if before
+        else (lambda d: d["source_rows"] < d["committed_rows"])
+    )
+    assert payload["rows_differ"] and all(wider(d) for d in payload["rows_differ"])
+    assert dpone("run", str(manifest)).exit_code == 3  # still stopped: nothing recorded on a guess
+    chdb_command(base, f"DELETE FROM {TARGET} WHERE order_date >= '2000-01-01'")
+    loaded = dpone("run", "--json", str(manifest))
+    assert loaded.exit_code == 0, loaded.output
+    expected = [r for r in source_rows(base) if not after or r[0] % 2 == 0]
+    assert target_rows(base) == expected
+
+
 def test_a_partly_covered_partition_emptied_in_the_target_is_loaded_whole_without_a_release(
     routed: Path,
 ) -> None:
@@ -258,7 +295,12 @@ def test_a_partly_covered_partition_emptied_in_the_target_is_loaded_whole_withou
     released = dpone(*release, "--json")
 
     assert released.exit_code == 0, released.output
-    assert json.loads(released.output) == {"recorded": [], "partially_covered": [], "released": []}
+    assert json.loads(released.output) == {
+        "recorded": [],
+        "partially_covered": [],
+        "released": [],
+        "rows_differ": [],
+    }
     after = dpone("run", "--json", str(manifest))
     assert after.exit_code == 0, after.output
     assert json.loads(after.output)["rows_committed"] == len(source_rows(routed))
