@@ -148,8 +148,9 @@ def rebaseline_command(
 
     After a manifest edit of an incremental_append route (source.columns, source.query, partitioning, or
     its strategy switched back) gave the partitions new IDs, the new partitions fully covered by partitions
-    committed under the old definition are recorded as committed, with an audit naming the old ones;
-    partially covered ones are listed and stay blocking. Never writes the target. A replacing route needs
+    committed under the old definition, whose source rows under the new definition are the rows those
+    committed, are recorded as committed, with an audit naming the old ones; the others are listed and
+    stay blocking (exit 3). Never writes the target. A replacing route needs
     none (refused). With --source-moved: the route's table is now read through this manifest's source
     connection; one audited record names it, so runs from it are no longer stopped.
     """
