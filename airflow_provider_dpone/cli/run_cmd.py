@@ -181,7 +181,7 @@ def _report_interrupt(manifest: str, as_json: bool, signal_name: str = "SIGINT")
     default=False,
     help="Write although the target table holds rows this route did not load: append when an "
     "incremental_append route has no checkpoint, or let full_refresh / replace_partition delete rows another "
-    "source table's route committed (see the runbook before using it).",
+    "source table's route committed, or rows no route loaded on their first run (see the runbook first).",
 )
 @click.pass_context
 def run_command(

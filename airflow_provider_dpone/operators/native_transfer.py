@@ -94,6 +94,7 @@ class NativeTransferOperator(BaseOperator):
         self.checkpoints_conn_id = checkpoints_conn_id
         #: write although the target holds rows this route did not load (``--allow-nonempty-target``): append
         #: with no checkpoint, or let full_refresh / replace_partition delete another source's committed rows
+        #: (or, on their first run, rows no route loaded)
         self.allow_nonempty_target = allow_nonempty_target
 
     def execute(self, context: Any) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 
 from airflow_provider_dpone.contracts.checkpoint import CheckpointStatus, PartitionCheckpoint
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
+from airflow_provider_dpone.contracts.guard import GuardInvalid, GuardPhase, read_guard
 from airflow_provider_dpone.contracts.manifest import LoadPath, Manifest, PartitionKind
 from airflow_provider_dpone.contracts.partition import PartitionBounds, PlannedPartition
 from airflow_provider_dpone.contracts.route import RouteIdentity, Strategy
@@ -320,6 +321,67 @@ class PreArmChecks:
             ),
         )
 
+    def require_first_replacement_knows_the_rows(
+        self,
+        family: RouteFamily,
+        sink: Sink,
+        active: Sequence[PlannedPartition],
+        *,
+        before_reading_target: Callable[[], None] | None = None,
+    ) -> None:
+        """A ``full_refresh`` / ``replace_partition`` route of a source table that never wrote the target
+        through this checkpoint store stops in front of rows within its scope (``native_transfer_target_not_empty``).
+
+        Its run would delete them, and nothing this store knows wrote them: another tool, a route kept in
+        another store, or a ``sink.table`` that names the wrong table. ``incremental_append`` has the same stop
+        (``require_target_empty_for_new_route``); rows of another source table's route in this store are
+        ``require_scope_spares_other_sources``'s. Once the route or a sibling of the same source table
+        committed, or an attempt of the route may have reached the target, the rows are its own history.
+        ``before_reading_target``: what the sink refuses read-only (a user mistake found before the target is
+        opened stays found so), run only when the rows must be counted."""
+        if self._route.strategy is Strategy.INCREMENTAL_APPEND or not active:
+            return
+        same_source, _ = committed_by_source(family.target_wide, self._route.source_table, self._naming)
+        if same_source or any(_may_have_written(c) for c in family.own):
+            return
+        if before_reading_target is not None:
+            before_reading_target()
+        table = self._manifest.sink.table
+        if sink.count_rows(table, None) == 0:  # read-only; 0 also when the table does not exist yet
+            return
+        if self._route.strategy is Strategy.FULL_REFRESH:
+            where = f"all {sink.count_rows(table, None)} row(s) (full_refresh truncates the table)"
+        else:
+            first = next((p for p in active if sink.count_rows(table, p.bounds) > 0), None)
+            if first is None:
+                return
+            where = f"rows within the partitions it replaces (first: {first.bounds.label})"
+        strategy = self._route.strategy.value
+        if self._allow_nonempty_target:
+            self._notice(
+                f"the first run of route {self._route.describe()} deletes {where} in the target table {table}, "
+                f"which no route of this checkpoint store loaded; {strategy} replaces them (allow_nonempty_target)"
+            )
+            return
+        raise DponeError(
+            ErrorCode.TARGET_NOT_EMPTY,
+            f"the first run of route {self._route.describe()} would delete {where} in the target table {table}, "
+            "which no route of this checkpoint store loaded (another tool, a route kept in another checkpoint "
+            "store, or a sink.table naming the wrong table)",
+            details={
+                "route": self._route.describe(),
+                "target_table": table,
+                "problem": "unknown_rows_in_scope",
+            },
+            hint_lines=(
+                "nothing was written to the target or the checkpoint store",
+                f"check sink.table in {self._manifest_ref} names the table this route is meant to own",
+                f"if {strategy} is to take the table over (a migration from another loader): "
+                f"dpone run {self._manifest_ref} --allow-nonempty-target",
+                "see `dpone runbook guard`, 'An empty checkpoint store in front of a non-empty target'",
+            ),
+        )
+
     def require_target_empty_for_new_route(self, family: RouteFamily, sink: Sink) -> None:
         """An append route with no checkpoint at all must not append into a table that already holds rows.
 
@@ -458,3 +520,17 @@ class PreArmChecks:
 def some_labels(partitions: Sequence[PlannedPartition]) -> str:
     """The first three partitions' labels, for a message that names them (``, ...`` when there are more)."""
     return ", ".join(p.bounds.label for p in partitions[:3]) + (", ..." if len(partitions) > 3 else "")
+
+
+def _may_have_written(checkpoint: PartitionCheckpoint) -> bool:
+    """Whether an attempt behind ``checkpoint`` may have reached the target (anything but a record of a
+    partition planned, or failed before the target; an unreadable guard counts as reached)."""
+    if checkpoint.status is CheckpointStatus.COMMITTED:
+        return True
+    try:
+        guard = read_guard(checkpoint)
+    except GuardInvalid:
+        return True
+    if guard is None:
+        return checkpoint.status not in (CheckpointStatus.PLANNED, CheckpointStatus.FAILED)
+    return guard.phase is not GuardPhase.FAILED_BEFORE_TARGET

@@ -597,9 +597,18 @@ class TransferEngine:
                 self._write_progress(run_id, active, CheckpointStatus.PLANNED)
 
             check_target = getattr(sink, "check_target", None)
-            if deferred_audit is not None and callable(check_target):
+            checking = (
+                functools.partial(check_target, self._manifest.sink.table, schema, self._order_by(schema))
+                if callable(check_target)
+                else None
+            )
+            if deferred_audit is not None and checking is not None:
                 # the target is prepared after the reads: a user mistake it would refuse stops the run now
-                check_target(self._manifest.sink.table, schema, self._order_by(schema))
+                checking()
+                checking = None
+            self._checks.require_first_replacement_knows_the_rows(
+                family, sink, [a.planned for a in active], before_reading_target=checking
+            )
 
             lifecycle = TargetCommitLifecycle(
                 store=self._ports.store,
