@@ -291,23 +291,31 @@ class Runtime:
     def resolve_replay(
         self, request: ReplayResolutionRequest
     ) -> tuple[OperationRecord, list[PartitionCheckpoint]]:
-        """An operator's audited resolution of a blocked operation. Opens neither the source nor the target."""
-        return resolve_replay(
-            self.store(),
-            self.family().own,
-            self.capsule_stores(),
-            self.clock,
-            self.loaded.route,
-            self.loaded.identity,
-            request,
-        )
+        """An operator's audited resolution of a blocked operation. Opens neither the source nor the target.
+
+        Under the target's lease, as a run: while a run of the target is live (ROUTE_BUSY), what looks
+        blocked may be its own operation in progress, and it would write past the resolution."""
+        store = self.store()
+        with self._target_lease(store):
+            return resolve_replay(
+                store,
+                self.family().own,
+                self.capsule_stores(),
+                self.clock,
+                self.loaded.route,
+                self.loaded.identity,
+                request,
+            )
 
     def checkpoints(self) -> list[PartitionCheckpoint]:
         """The latest checkpoints of every route writing this target (any blocks this route's runs)."""
         return sorted(self.family().target_wide, key=lambda c: (c.bounds.label, c.partition_id))
 
     def resolve_guards(self, request: ResolutionRequest) -> list[PartitionCheckpoint]:
-        """Append audited resolutions. Opens neither the source nor the target."""
+        """Append audited resolutions. Opens neither the source nor the target (counts its rows read-only).
+
+        Under the target's lease, as a run: a live run's ARMED partitions look blocked, and resolving them
+        while it loads (``not-applied`` before its insert lands) would let the next run append them again."""
         sinks: list[Sink] = []
 
         def count_target(checkpoint: PartitionCheckpoint) -> int:
@@ -315,15 +323,17 @@ class Runtime:
                 sinks.append(self.sink_factory()())  # read-only counts, opened only when needed
             return sinks[0].count_rows(checkpoint.route.target_table, checkpoint.bounds)
 
+        store = self.store()
         try:
-            return resolve(
-                self.store(),
-                self.clock,
-                self.loaded.route,
-                request,
-                latest=self.family().target_wide,
-                count_target=count_target,
-            )
+            with self._target_lease(store):
+                return resolve(
+                    store,
+                    self.clock,
+                    self.loaded.route,
+                    request,
+                    latest=self.family().target_wide,
+                    count_target=count_target,
+                )
         finally:
             for sink in sinks:
                 sink.close()

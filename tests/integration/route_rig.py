@@ -232,8 +232,13 @@ LEASE_HOLDER = textwrap.dedent(
 
 def hold_lease(url: str) -> subprocess.Popen[str]:
     """A child process holding TARGET's lease in the store at ``url`` (for real) until it is killed."""
+    return hold_lease_of(url, TARGET)
+
+
+def hold_lease_of(url: str, target: str) -> subprocess.Popen[str]:
+    """A child process holding ``target``'s lease in the store at ``url`` (for real) until it is killed."""
     holder = subprocess.Popen(
-        [sys.executable, "-c", LEASE_HOLDER, url, TARGET], stdout=subprocess.PIPE, text=True, cwd=os.getcwd()
+        [sys.executable, "-c", LEASE_HOLDER, url, target], stdout=subprocess.PIPE, text=True, cwd=os.getcwd()
     )
     assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
     return holder

@@ -32,7 +32,7 @@ from airflow_provider_dpone.contracts.target_observation import ReaderOutcome, T
 from airflow_provider_dpone.manifests.loader import load_manifest
 from airflow_provider_dpone.runtime.replay.budget import BUDGET_VARIABLE
 from airflow_provider_dpone.runtime.replay.ref import operation_id_for
-from tests.integration.route_rig import rewrite_as_legacy
+from tests.integration.route_rig import hold_lease_of, rewrite_as_legacy
 
 pytestmark = pytest.mark.service
 
@@ -348,3 +348,21 @@ def test_an_operation_recorded_under_an_older_spelling_is_listed_and_resolved(ro
     status = route.dpone("replay", "status", str(route.manifest), "--json")
     assert status.returncode == 0 and json.loads(status.stdout)["blocked"] is True, status.stdout
     resolve_r1_as_failed_unblocks(route, "r3")
+
+
+@pytest.mark.parametrize("route", ["chdb"], indirect=True)
+def test_a_replay_resolution_while_a_run_of_the_target_is_live_stops_busy(route: Route) -> None:
+    """``replay resolve`` takes the target's lease, as a run does: a live run's own operation looks
+    pending while it publishes, and a resolution would be written past by it."""
+    pending_under_r1(route)
+    holder = hold_lease_of(f"sqlite:///{route.base / 'state.sqlite'}", route.table)
+    try:
+        busy = route.dpone(
+            "replay", "resolve", str(route.manifest), "--run-id", "r1", "--as", "failed", "--reason", "x"
+        )
+        assert busy.returncode == 4, busy.stderr
+        assert "native_transfer_route_busy" in busy.stderr
+    finally:
+        holder.kill()
+        holder.wait(timeout=30)
+    resolve_r1_as_failed_unblocks(route, "r2")
