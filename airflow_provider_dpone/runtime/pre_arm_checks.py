@@ -14,7 +14,6 @@ from collections.abc import Callable, Sequence
 
 from airflow_provider_dpone.contracts.checkpoint import CheckpointStatus, PartitionCheckpoint
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
-from airflow_provider_dpone.contracts.guard import GuardInvalid, GuardPhase, read_guard
 from airflow_provider_dpone.contracts.manifest import LoadPath, Manifest, PartitionKind
 from airflow_provider_dpone.contracts.partition import PartitionBounds, PlannedPartition
 from airflow_provider_dpone.contracts.route import RouteIdentity, Strategy
@@ -335,14 +334,15 @@ class PreArmChecks:
         Its run would delete them, and nothing this store knows wrote them: another tool, a route kept in
         another store, or a ``sink.table`` that names the wrong table. ``incremental_append`` has the same stop
         (``require_target_empty_for_new_route``); rows of another source table's route in this store are
-        ``require_scope_spares_other_sources``'s. Once the route or a sibling of the same source table
-        committed, or an attempt of the route may have reached the target, the rows are its own history.
+        ``require_scope_spares_other_sources``'s. Once the route has any checkpoint (an earlier run of it passed
+        this check, or was let through; a failed attempt may have left rows of its own, resolved or not), or
+        a sibling of the same source table committed, the rows are its history.
         ``before_reading_target``: what the sink refuses read-only (a user mistake found before the target is
         opened stays found so), run only when the rows must be counted."""
         if self._route.strategy is Strategy.INCREMENTAL_APPEND or not active:
             return
         same_source, _ = committed_by_source(family.target_wide, self._route.source_table, self._naming)
-        if same_source or any(_may_have_written(c) for c in family.own):
+        if same_source or family.own:
             return
         if before_reading_target is not None:
             before_reading_target()
@@ -520,17 +520,3 @@ class PreArmChecks:
 def some_labels(partitions: Sequence[PlannedPartition]) -> str:
     """The first three partitions' labels, for a message that names them (``, ...`` when there are more)."""
     return ", ".join(p.bounds.label for p in partitions[:3]) + (", ..." if len(partitions) > 3 else "")
-
-
-def _may_have_written(checkpoint: PartitionCheckpoint) -> bool:
-    """Whether an attempt behind ``checkpoint`` may have reached the target (anything but a record of a
-    partition planned, or failed before the target; an unreadable guard counts as reached)."""
-    if checkpoint.status is CheckpointStatus.COMMITTED:
-        return True
-    try:
-        guard = read_guard(checkpoint)
-    except GuardInvalid:
-        return True
-    if guard is None:
-        return checkpoint.status not in (CheckpointStatus.PLANNED, CheckpointStatus.FAILED)
-    return guard.phase is not GuardPhase.FAILED_BEFORE_TARGET

@@ -188,3 +188,27 @@ def test_not_applied_with_an_unknown_target_count_is_refused_without_force() -> 
     route = transfer_engine(store=store, sink=sink)._route
     with pytest.raises(DponeError):
         resolve(store, FixedClock(), route, ResolutionRequest(None, ResolveAs.NOT_APPLIED, "x", "me"))
+
+
+def test_a_replacing_route_resolved_after_its_failed_first_run_is_not_stopped_as_a_first_run() -> None:
+    """The first-run stop in front of rows no route loaded (``require_first_replacement_knows_the_rows``)
+    must not mistake a failed first attempt's own rows for another loader's: after ``not-applied``, the
+    retry replaces them."""
+    store = InMemoryCheckpointStore()
+    sink = RecordingSink(fail_after_mutation=True)
+    with pytest.raises(InjectedFault):
+        transfer_engine(store=store, sink=sink, strategy="full_refresh").run("r1")
+    assert sink.tables["analytics.orders"]  # the failed attempt left rows behind
+    route = transfer_engine(store=store, sink=sink, strategy="full_refresh")._route
+    resolve(
+        store,
+        FixedClock(),
+        route,
+        ResolutionRequest(None, ResolveAs.NOT_APPLIED, "full_refresh replaces them", "me"),
+        count_target=lambda c: len(sink.tables["analytics.orders"]),
+    )
+    sink.fail_after_mutation = False
+
+    report = transfer_engine(store=store, sink=sink, strategy="full_refresh").run("r2")
+
+    assert report.partitions_committed == 3  # not stopped in front of its own first attempt's rows
