@@ -232,7 +232,8 @@ def rebaseline_command(
             f"only partly covered by {len(overlap.committed)} old partition(s)"
             if changed is None
             else f"the source holds {changed.source_rows} row(s) within it under the new definition, the old "
-            f"partition(s) committed {changed.committed_rows}: the target lacks rows or holds others"
+            f"partition(s) committed {'an unknown number' if changed.committed_rows is None else changed.committed_rows}"
+            ": the target lacks rows or holds others"
         )
         click.echo(
             f"still blocking {overlap.partition.bounds.label}  id={overlap.partition.partition_id}: {why}: delete "

@@ -347,10 +347,11 @@ class PreArmChecks:
         if before_reading_target is not None:
             before_reading_target()
         table = self._manifest.sink.table
-        if sink.count_rows(table, None) == 0:  # read-only; 0 also when the table does not exist yet
+        held = sink.count_rows(table, None)  # read-only; 0 also when the table does not exist yet
+        if held == 0:
             return
         if self._route.strategy is Strategy.FULL_REFRESH:
-            where = f"all {sink.count_rows(table, None)} row(s) (full_refresh truncates the table)"
+            where = f"all {held} row(s) (full_refresh truncates the table)"
         else:
             first = next((p for p in active if sink.count_rows(table, p.bounds) > 0), None)
             if first is None:

@@ -161,7 +161,8 @@ class RowsDiffer:
     partition_id: str
     label: str
     source_rows: int
-    committed_rows: int
+    #: ``None``: no commit recorded its rows and the target could not be counted
+    committed_rows: int | None
 
     def as_json(self) -> dict[str, JsonValue]:
         return {
@@ -325,7 +326,7 @@ def _rows_changed(
     now = count_source(bounds)
     if expected is not None and now == expected:
         return None
-    return RowsDiffer(overlap.partition.partition_id, bounds.label, now, -1 if expected is None else expected)
+    return RowsDiffer(overlap.partition.partition_id, bounds.label, now, expected)
 
 
 def release_partly_covered(
