@@ -72,7 +72,12 @@ class Partitioning(BaseModel):
 
     kind: PartitionKind
     column: str | None = None
-    size: int | None = Field(default=None, ge=1, description="integer_range: width of each range")
+    size: int | None = Field(
+        default=None,
+        ge=1,
+        le=2**62,  # a range start (value - value mod size) stays within 64-bit arithmetic in every source
+        description="integer_range: width of each range",
+    )
     values: tuple[str | int, ...] | None = Field(default=None, description="list: the partition values")
     settle: str | None = Field(
         default=None,

@@ -63,12 +63,19 @@ def source_sql(table: TableRef, query: str | None) -> str:
 # -- predicates ------------------------------------------------------------------------------------------
 
 
+#: what SQLite binds as an INTEGER; an ``integer_range`` bound past it (the edge ranges of a 64-bit key)
+_INT64 = range(-(2**63), 2**63)
+
+
 def _bound(value: str, value_type: str) -> object:
     if value_type == "integer":
         try:
-            return int(value.strip())
+            number = int(value.strip())
         except ValueError:
             raise SqlBuildError("integer bound is not an integer") from None
+        # past 64 bits it is bound as a REAL: it rounds to +-2**63 or beyond, past every value a column holds,
+        # so each comparison keeps its answer (a Python int past 64 bits cannot be bound at all)
+        return number if number in _INT64 else float(number)
     return value
 
 
