@@ -16,7 +16,13 @@ from airflow_provider_dpone.adapters.sources.sqlite_source import SqliteSource
 from airflow_provider_dpone.contracts.chunk import ColumnChunk
 from airflow_provider_dpone.contracts.endpoints import EndpointDescriptor, EndpointKind
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
-from airflow_provider_dpone.contracts.manifest import Partitioning, PartitionKind, SourceSpec, SourceType
+from airflow_provider_dpone.contracts.manifest import (
+    Incremental,
+    Partitioning,
+    PartitionKind,
+    SourceSpec,
+    SourceType,
+)
 from airflow_provider_dpone.contracts.partition import BoundsKind, PartitionBounds
 from airflow_provider_dpone.contracts.schema import ColumnSpec
 
@@ -151,6 +157,50 @@ def test_decimal_wider_than_clickhouse_allows_is_unsupported_naming_the_column(t
             source.describe()
         assert caught.value.code is ErrorCode.UNSUPPORTED_COLUMN_TYPE
         assert caught.value.details["column"] == "huge"
+    finally:
+        source.close()
+
+
+@pytest.mark.parametrize(
+    ("changes", "stops"),
+    [
+        ({"columns": ("id", "note")}, False),  # the unmapped column left out, as the error advises
+        ({}, True),  # every column: the unmapped one too
+        ({"columns": ("id", "huge")}, True),
+        (
+            {
+                "columns": ("id", "note"),
+                "partitioning": Partitioning.model_validate_json(
+                    '{"kind": "integer_range", "column": "huge", "size": 10}'
+                ),
+            },
+            True,
+        ),
+        ({"columns": ("id", "note"), "incremental": Incremental(cursor="huge")}, True),
+    ],
+    ids=["left-out", "all-columns", "pinned", "partition-column", "cursor"],
+)
+def test_a_column_without_a_mapping_stops_a_read_only_when_the_read_needs_it(
+    tmp_path: Path, changes: dict[str, object], stops: bool
+) -> None:
+    """Found by hand: ``unsupported_column_type`` says "leave it out with 'columns'", and a table with one
+    ``NUMERIC(40,2)`` column (an ``xml`` one on SQL Server) still stopped when ``source.columns`` left it
+    out. It stops a read only when the read returns it or the manifest names it."""
+    path = tmp_path / "wide.sqlite"
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, huge DECIMAL(50, 2), note TEXT)")
+        db.execute("INSERT INTO t VALUES (1, 2.5, 'a')")
+    source = _source(path, table="t", **changes)
+    try:
+        if stops:
+            with pytest.raises(DponeError) as caught:
+                source.describe()
+            assert caught.value.code is ErrorCode.UNSUPPORTED_COLUMN_TYPE
+            assert caught.value.details["column"] == "huge"
+        else:
+            assert source.describe().names == ("id", "note")
+            (bounds,) = source.plan_partitions()
+            assert _rows(list(source.read("p", bounds, 10))) == [(1, "a")]
     finally:
         source.close()
 

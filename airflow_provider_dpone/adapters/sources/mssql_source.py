@@ -28,6 +28,7 @@ from airflow_provider_dpone.adapters.sources import partition_counts as grouped
 from airflow_provider_dpone.adapters.sources import partition_planning as planning
 from airflow_provider_dpone.adapters.sources.chunking import ChunkBuilder, stream_chunks
 from airflow_provider_dpone.adapters.sources.read_shape import (
+    DescribedColumns,
     checked_schema,
     order_columns,
     read_schema,
@@ -88,6 +89,8 @@ class MssqlSource:
         self._meta: Any = None
         self._readers: set[Any] = set()
         self._full: TableSchema | None = None
+        #: described columns whose type has no mapping (``DescribedColumns``)
+        self._unsupported: dict[str, DponeError] = {}
         self._schema: TableSchema | None = None
         self._keys: list[str] | None = None
         self._coarse = False
@@ -152,13 +155,21 @@ class MssqlSource:
                 f"source table {self._spec.table} does not exist (or is not visible to this login)",
                 details=self._details(),
             )
-        columns = [
-            mssql_types.column_spec(
-                str(name), str(data_type), str(is_nullable).upper() == "YES", precision, scale
+        described = DescribedColumns()
+        for name, data_type, is_nullable, precision, scale in rows:
+            described.add(
+                str(name),
+                functools.partial(
+                    mssql_types.column_spec,
+                    str(name),
+                    str(data_type),
+                    str(is_nullable).upper() == "YES",
+                    precision,
+                    scale,
+                ),
             )
-            for name, data_type, is_nullable, precision, scale in rows
-        ]
-        return checked_schema(columns)
+        self._unsupported = described.unsupported
+        return described.schema()
 
     def _describe_query(self) -> TableSchema:
         assert self._spec.query is not None
@@ -184,16 +195,23 @@ class MssqlSource:
                 "the source query cannot be described by the server",
                 details=self._details(sql_error_number=number),
             )
-        columns = []
+        described = DescribedColumns()
         for position, (name, type_name, nullable, precision, scale, _) in enumerate(rows, start=1):
             if not name:
                 raise unnamed_column(position)
-            columns.append(
-                mssql_types.column_spec(
-                    str(name), str(type_name), nullable is None or bool(nullable), precision, scale
-                )
+            described.add(
+                str(name),
+                functools.partial(
+                    mssql_types.column_spec,
+                    str(name),
+                    str(type_name),
+                    nullable is None or bool(nullable),
+                    precision,
+                    scale,
+                ),
             )
-        return checked_schema(columns)
+        self._unsupported = described.unsupported
+        return described.schema()
 
     def _describe_top0(self) -> TableSchema:
         cursor = self._meta_connection().cursor()
@@ -215,7 +233,7 @@ class MssqlSource:
     def describe(self) -> TableSchema:
         if self._schema is None:
             # every manifest field naming a source column is checked here, before planning
-            self._schema = read_schema(self._describe_full(), self._spec)
+            self._schema = read_schema(self._describe_full(), self._spec, self._unsupported)
         return self._schema
 
     def query_hash(self) -> str:

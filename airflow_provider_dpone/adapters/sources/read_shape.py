@@ -11,7 +11,7 @@ the same way by the sink's ``prepare_target``, before any checkpoint or statemen
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.manifest import PartitionKind, SourceSpec
@@ -19,6 +19,29 @@ from airflow_provider_dpone.contracts.schema import ColumnSpec, TableSchema, req
 
 #: The suffix SQLite strips from, and then appends to, a colliding column name (``id`` -> ``id:1``).
 _SQLITE_SUFFIX = re.compile(r":[0-9]+\Z")
+
+
+class DescribedColumns:
+    """The columns a source described, with those whose type has no mapping set aside: such a column stops a
+    run only when the read needs it (every column, or one the manifest names), so a table with an ``xml``
+    or a too-wide ``NUMERIC`` column moves when ``source.columns`` leaves it out, as the error advises."""
+
+    def __init__(self) -> None:
+        self.columns: list[ColumnSpec] = []
+        self.unsupported: dict[str, DponeError] = {}
+
+    def add(self, name: str, describe: Callable[[], ColumnSpec]) -> None:
+        try:
+            self.columns.append(describe())
+        except DponeError as err:
+            if err.code is not ErrorCode.UNSUPPORTED_COLUMN_TYPE:
+                raise
+            self.unsupported.setdefault(name, err)
+
+    def schema(self) -> TableSchema:
+        if not self.columns and self.unsupported:
+            raise next(iter(self.unsupported.values()))
+        return checked_schema(self.columns)
 
 
 def checked_schema(columns: Sequence[ColumnSpec]) -> TableSchema:
@@ -63,10 +86,20 @@ def refuse_sqlite_renamed_duplicates(names: Sequence[str]) -> None:
         seen.setdefault(stem, name)
 
 
-def read_schema(full: TableSchema, spec: SourceSpec) -> TableSchema:
+def read_schema(
+    full: TableSchema, spec: SourceSpec, unsupported: Mapping[str, DponeError] | None = None
+) -> TableSchema:
     """The columns a read returns (``source.columns``, in that order, or every column), after checking
-    every manifest field that names a source column against ``full``, the columns the source described."""
+    every manifest field that names a source column against ``full``, the columns the source described.
+    ``unsupported``: described columns without a mapping (left out of ``full``), refused here only when the
+    read needs them."""
     partition = spec.partitioning.column if spec.partitioning.kind is not PartitionKind.NONE else None
+    if unsupported:
+        cursor = spec.incremental.cursor if spec.incremental is not None else None
+        needed = [partition, cursor, *(spec.columns if spec.columns is not None else unsupported)]
+        for name in needed:
+            if name is not None and name in unsupported:
+                raise unsupported[name]
     if partition is not None:
         require_column(full, "source.partitioning.column", partition)
     schema = project(full, spec.columns)

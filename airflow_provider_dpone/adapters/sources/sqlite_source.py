@@ -37,7 +37,7 @@ from airflow_provider_dpone.adapters.sources import partition_planning as planni
 from airflow_provider_dpone.adapters.sources import sqlite_sql as lite
 from airflow_provider_dpone.adapters.sources.chunking import ChunkBuilder, stream_chunks
 from airflow_provider_dpone.adapters.sources.read_shape import (
-    checked_schema,
+    DescribedColumns,
     order_columns,
     read_schema,
     refuse_sqlite_renamed_duplicates,
@@ -103,6 +103,8 @@ class SqliteSource:
         self._source_sql = lite.source_sql(self._table, spec.query)
         self._connection: sqlite3.Connection | None = None
         self._full: TableSchema | None = None
+        #: described columns whose type has no mapping (``DescribedColumns``)
+        self._unsupported: dict[str, DponeError] = {}
         self._schema: TableSchema | None = None
         self._keys: list[str] = []
         #: (column, placeable 10-character prefixes) from the last calendar ``column_stats`` of a plan
@@ -202,13 +204,17 @@ class SqliteSource:
         without_rowid = self._without_rowid()
         keys = [(pk, name) for name, _, _, pk in rows if pk]
         single_key = len(keys) == 1
-        columns = []
+        described = DescribedColumns()
         for name, declared, not_null, pk in rows:
             rowid_alias = bool(pk) and single_key and str(declared).strip().upper() == "INTEGER"
             guaranteed = bool(not_null) or rowid_alias or (bool(pk) and without_rowid)
-            columns.append(sqlite_types.column_spec(str(name), str(declared or ""), guaranteed))
+            described.add(
+                str(name),
+                functools.partial(sqlite_types.column_spec, str(name), str(declared or ""), guaranteed),
+            )
         self._keys = [str(name) for _, name in sorted(keys)]
-        return checked_schema(columns)
+        self._unsupported = described.unsupported
+        return described.schema()
 
     def _without_rowid(self) -> bool:
         try:
@@ -242,17 +248,20 @@ class SqliteSource:
         except sqlite3.Error as exc:
             raise self._classified(exc, "the query description") from exc
         refuse_sqlite_renamed_duplicates([str(name) for name, _ in rows])  # SELECT id, id -> id, id:1
-        columns = []
+        described = DescribedColumns()
         for position, (name, declared) in enumerate(rows, start=1):
             if not name:
                 raise unnamed_column(position)
-            columns.append(sqlite_types.column_spec(str(name), str(declared or ""), False))
-        return checked_schema(columns)
+            described.add(
+                str(name), functools.partial(sqlite_types.column_spec, str(name), str(declared or ""), False)
+            )
+        self._unsupported = described.unsupported
+        return described.schema()
 
     def describe(self) -> TableSchema:
         if self._schema is None:
             # every manifest field naming a source column is checked here, before planning
-            self._schema = read_schema(self._describe_full(), self._spec)
+            self._schema = read_schema(self._describe_full(), self._spec, self._unsupported)
         return self._schema
 
     def query_hash(self) -> str:
