@@ -139,7 +139,17 @@ def require_unchanged_identity(
                 if any("strategy" in o.changed for o in overlaps)
                 else ()
             ),
-            "revert the manifest change, or record the new definition over the old one deliberately:",
+            *(
+                (
+                    "only the schema changed, not source.query or source.columns: if nobody edited the "
+                    "manifest, the source table's columns did (a column added, dropped or retyped); give the "
+                    "target table the same columns first (ALTER TABLE ... ADD COLUMN), then record it:",
+                )
+                if changed_summary(overlaps) == "schema"
+                else (
+                    "revert the manifest change, or record the new definition over the old one deliberately:",
+                )
+            ),
             f"  dpone guard rebaseline {manifest_ref} --reason '<what changed and why>'",
             "partially covered partitions stay blocking after a rebaseline; see `dpone runbook guard`, "
             "'The route's identity changed'",

@@ -329,3 +329,19 @@ def test_pinned_columns_that_leave_out_a_target_column_stop_before_arming_instea
     with SqlCheckpointStore(store_url) as store:  # the route stays clear: nothing armed
         latest = store.list_latest(load_manifest(manifest).route)
     assert latest and all(c.status is CheckpointStatus.COMMITTED for c in latest)
+
+
+def test_a_column_added_to_the_source_says_so_instead_of_blaming_the_manifest(routed: Path) -> None:
+    """Only the schema hash changed (the manifest was not edited): the stop names the source's columns as
+    the change and the target's columns as the first thing to fix, not "revert the manifest change"."""
+    import sqlite3
+
+    with sqlite3.connect(routed / "source.sqlite") as db:
+        db.execute("ALTER TABLE orders ADD COLUMN note TEXT")
+
+    result = dpone("run", str(manifest_at(routed)))
+
+    assert result.exit_code == 3, result.output
+    assert "the source table's columns did" in result.output
+    assert "revert the manifest change" not in result.output
+    assert target_rows(routed) == source_rows(routed)
