@@ -143,11 +143,13 @@ def test_each_insert_request_carries_a_token_of_its_own_where_the_engine_has_tok
     chdb_sink: ClickHouseSink,
     clickhouse_http: EndpointDescriptor,
 ) -> None:
-    """chDB (a current engine): a fresh ``insert_deduplication_token`` per request and ``async_insert = 0``;
-    18.16 (no tokens, no asynchronous inserts): ``insert_deduplicate = 0`` alone."""
+    """chDB (a current engine): a fresh ``insert_deduplication_token`` per request, ``async_insert = 0`` and
+    no limit of partitions per block; 18.16 (no tokens, no asynchronous inserts, no such limit):
+    ``insert_deduplicate = 0`` alone."""
     client = chdb_sink._client()
     first, second = plain_insert_settings(client), plain_insert_settings(client)
-    assert set(first) == {"insert_deduplication_token", "async_insert"} and first["async_insert"] == 0
+    assert set(first) == {"insert_deduplication_token", "async_insert", "max_partitions_per_insert_block"}
+    assert first["async_insert"] == 0 and first["max_partitions_per_insert_block"] == 0
     assert first["insert_deduplication_token"].startswith("dpone-")
     assert first["insert_deduplication_token"] != second["insert_deduplication_token"]
     server = ClickHouseSink(clickhouse_http)

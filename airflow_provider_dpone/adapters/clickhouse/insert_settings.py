@@ -16,7 +16,12 @@ of the same rows never is. An engine without tokens (before 22.2; the 18.16 serv
 
 An asynchronous insert (``async_insert`` without waiting) returns before the rows are written, so a
 checkpoint would be committed for rows that may never arrive: ``async_insert = 0`` where the engine knows
-it. A server that does not let the connection's user set these is found before arming by
+it. A target table declared by hand with a fine partition key (``PARTITION BY day``) refuses a block
+that touches more than ``max_partitions_per_insert_block`` (100) of its partitions: a load of many small
+days (merged into blocks) or a staged copy of them failed inside the guarded call, leaving the route
+blocked with part of the rows written. The limit is lifted (``0``) on dpone's inserts where the engine
+knows it: the rows land in the parts the table's own partitioning makes, as many as one insert per day
+would make. A server that does not let the connection's user set these is found before arming by
 :func:`require_plain_inserts`, never by an insert inside the guarded call.
 """
 
@@ -32,6 +37,8 @@ from airflow_provider_dpone.contracts.endpoints import EndpointDescriptor
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 
 TOKEN = "insert_deduplication_token"
+#: the engine's limit of target partitions one insert block may touch (100 by default; 18.16 has none)
+PARTITIONS_PER_BLOCK = "max_partitions_per_insert_block"
 TOKEN_PREFIX = "dpone-"
 
 
@@ -45,6 +52,8 @@ def plain_insert_settings(client: Client) -> dict[str, Any]:
         settings["insert_deduplicate"] = 0
     if "async_insert" in known:
         settings["async_insert"] = 0
+    if PARTITIONS_PER_BLOCK in known:
+        settings[PARTITIONS_PER_BLOCK] = 0
     return settings
 
 
