@@ -228,7 +228,7 @@ class Runtime:
                     run_id,
                     self.clock,
                     request,
-                    count_source=lambda b: source_rows[b] if b in source_rows else engine.count_source(b),
+                    count_source=source_rows.__getitem__,  # only the overlaps' own bounds are asked
                     count_target=engine.count_target,
                 )
                 if release_partial and result.partial:

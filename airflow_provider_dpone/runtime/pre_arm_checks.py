@@ -220,7 +220,7 @@ class PreArmChecks:
         if not found:
             return
         column = found[0].column
-        labels = ", ".join(b.label for b in found[:3]) + (", ..." if len(found) > 3 else "")
+        labels = some_bounds_labels(found)
         raise DponeError(
             ErrorCode.MANIFEST_INVALID,
             f"{len(found)} value(s) of source.partitioning.values ({labels}) select rows of column "
@@ -520,4 +520,9 @@ class PreArmChecks:
 
 def some_labels(partitions: Sequence[PlannedPartition]) -> str:
     """The first three partitions' labels, for a message that names them (``, ...`` when there are more)."""
-    return ", ".join(p.bounds.label for p in partitions[:3]) + (", ..." if len(partitions) > 3 else "")
+    return some_bounds_labels([p.bounds for p in partitions])
+
+
+def some_bounds_labels(bounds: Sequence[PartitionBounds]) -> str:
+    """:func:`some_labels` of bare bounds."""
+    return ", ".join(b.label for b in bounds[:3]) + (", ..." if len(bounds) > 3 else "")

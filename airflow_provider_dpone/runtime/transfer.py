@@ -258,10 +258,6 @@ class TransferEngine:
         with self._releasing_target():
             return self._checks.append_overlaps(family, decisions)
 
-    def count_source(self, bounds: PartitionBounds) -> int:
-        """Rows the source holds now within ``bounds`` (read-only)."""
-        return self._ports.source.count(bounds)
-
     def count_source_partitions(self, bounds: Sequence[PartitionBounds]) -> list[int]:
         """Rows the source holds now within each of ``bounds``, in order (read-only, grouped)."""
         return self._ports.source.count_partitions(bounds) if bounds else []
