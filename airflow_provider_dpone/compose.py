@@ -30,6 +30,7 @@ from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.manifest import ExportPath
 from airflow_provider_dpone.contracts.partition import PartitionBounds
 from airflow_provider_dpone.contracts.report import RunReport
+from airflow_provider_dpone.contracts.route import Strategy
 from airflow_provider_dpone.manifests.loader import LoadedManifest
 from airflow_provider_dpone.ports.checkpoint_store import CheckpointStore
 from airflow_provider_dpone.ports.clock import Clock
@@ -167,12 +168,16 @@ class Runtime:
 
     def sink_factory(self) -> Callable[[], Sink]:
         endpoint = self.sink_endpoint()
-        allow_ttl = bool(self.manifest.sink.options.allow_target_ttl)
+        sink = self.manifest.sink
+        allow_ttl = bool(sink.options.allow_target_ttl)
+        replacing = sink.strategy is not Strategy.INCREMENTAL_APPEND and not sink.options.allow_target_views
 
         def _open() -> Sink:
             from airflow_provider_dpone.adapters.clickhouse.sink import ClickHouseSink
 
-            return ClickHouseSink(endpoint, allow_ttl=allow_ttl)
+            return ClickHouseSink(
+                endpoint, allow_ttl=allow_ttl, views_refused_for=sink.strategy if replacing else None
+            )
 
         return _open
 

@@ -186,6 +186,10 @@ class SinkOptions(BaseModel):
     #: ``true``: the target may have a TTL that deletes rows or resets values (a retention table; ADR 0083).
     #: Unset (or ``false``): such a target is refused before arming. Unset keeps a manifest's identity.
     allow_target_ttl: bool | None = None
+    #: ``true``: a ``replace_partition`` / ``full_refresh`` target may feed materialized views, whose tables
+    #: then receive every replaced partition's rows again on each run (they absorb repeats by design; ADR
+    #: 0086). Unset (or ``false``): such a target is refused before arming. Unset keeps a manifest's identity.
+    allow_target_views: bool | None = None
 
 
 class SinkSpec(BaseModel):

@@ -29,6 +29,7 @@ OMITTED_WHEN_UNSET: tuple[tuple[str, ...], ...] = (
     ("source", "partitioning", "settle"),
     ("source", "partitioning", "lookback"),
     ("sink", "options", "allow_target_ttl"),
+    ("sink", "options", "allow_target_views"),
 )
 
 

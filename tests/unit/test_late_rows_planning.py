@@ -299,6 +299,10 @@ def test_existing_manifests_keep_their_identity_and_partition_ids() -> None:
     retention = _manifest()
     retention["sink"]["options"] = {"allow_target_ttl": True}
     assert load_manifest_dict(retention, "m.yaml").identity != BASE_IDENTITY
+    assert "allow_target_views" not in plain.normalized["sink"]["options"]  # ADR 0086's opt-in, unset
+    viewed = _manifest()
+    viewed["sink"]["options"] = {"allow_target_views": True}
+    assert load_manifest_dict(viewed, "m.yaml").identity != BASE_IDENTITY
     settled = load_manifest_dict(_manifest(settle="2h"), "m.yaml")
     assert settled.identity != BASE_IDENTITY  # once set, the key is bound like every other field
     assert settled.normalized["source"]["partitioning"]["settle"] == "2h"

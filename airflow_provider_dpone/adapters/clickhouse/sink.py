@@ -52,6 +52,7 @@ from airflow_provider_dpone.adapters.clickhouse.table_schema import (
     types_compatible,
 )
 from airflow_provider_dpone.adapters.clickhouse.target_engine import require_row_keeping_engine
+from airflow_provider_dpone.adapters.clickhouse.target_views import require_views_fed_once
 from airflow_provider_dpone.adapters.sources.arrow_column import join_columns
 from airflow_provider_dpone.contracts.chunk import ColumnChunk
 from airflow_provider_dpone.contracts.endpoints import ClickHouseInterface, EndpointDescriptor
@@ -101,12 +102,15 @@ class ClickHouseSink:
         *,
         mutation_timeout_s: float = DEFAULT_MUTATION_TIMEOUT_S,
         allow_ttl: bool = False,
+        views_refused_for: Strategy | None = None,
     ) -> None:
         """``allow_ttl``: the manifest's ``sink.options.allow_target_ttl`` (a target with a deleting TTL is
-        refused before arming without it; ADR 0083)."""
+        refused before arming without it; ADR 0083). ``views_refused_for``: the strategy of a route that
+        replaces rows and may not feed materialized views (ADR 0086); ``None``: views are not checked."""
         self._endpoint = endpoint
         self._mutation_timeout_s = mutation_timeout_s
         self._allow_ttl = allow_ttl
+        self._views_refused_for = views_refused_for
         self._conn: Client | None = None
 
     # -- connection --------------------------------------------------------------------------------
@@ -186,6 +190,7 @@ class ClickHouseSink:
             target = self._describe(client, name) if self._exists(client, name) else None
             if target is not None:
                 require_row_keeping_engine(client, name, allow_ttl=self._allow_ttl)
+                require_views_fed_once(client, name, self._views_refused_for)
         if target is not None:
             self._require_compatible(name, schema, target)
 
@@ -217,6 +222,7 @@ class ClickHouseSink:
                 log.info("created target table %s", name)
             target = self._describe(client, name)
             require_row_keeping_engine(client, name, allow_ttl=self._allow_ttl)
+            require_views_fed_once(client, name, self._views_refused_for)
         # compared even right after creation: another writer may have created it first
         self._require_compatible(name, schema, target)
 
