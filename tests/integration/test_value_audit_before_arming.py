@@ -154,6 +154,13 @@ BAD_VALUES = {
         "'2026-11-30 24:00:00'",
         "ISO datetimes",
     ),
+    # a day 01-28 skips SQLite's normalizing modifier, which alone showed hour 24 (exit 1, blocked before)
+    "datetime at hour 24 on an early day": ("ts", "'2026-11-01 24:00:00'", "ISO datetimes"),
+    "datetime at hour 24 with minutes": ("ts", "'2026-11-01 24:59:59'", "ISO datetimes"),
+    # SQLite's functions read up to the NUL (midnight), Python's parser past it (20:24): blocked, or 20:24
+    "date with a NUL before a time": ("d", "'2026-01-01' || char(0) || '2024'", "ISO dates"),
+    "datetime with a NUL as its separator": ("ts", "'2026-11-30' || char(0) || '2024'", "ISO datetimes"),
+    "datetime with a letter as its separator": ("ts", "'2026-11-30x10:00:00'", "ISO datetimes"),
     "datetime with a lowercase z": ("ts", "'2026-11-30 10:00:00z'", "ISO datetimes"),
     "date with a time of day": ("d", "'2026-01-01 10:30:00'", "time of day"),
     "date at midnight with an offset": ("d", "'2026-01-01 00:00:00-05:00'", "time of day"),

@@ -202,10 +202,12 @@ def _sqlite_decimal(q: str, precision: int, scale: int) -> str:
 def _not_iso(q: str, kind: str) -> str:
     """``q`` is not text starting with a real calendar date followed by a time that parses (or nothing), for
     SQLite and for the converters' parser of ``kind`` (``PARSES_FUNCTION``, asked only of the text SQLite
-    accepts)."""
+    accepts). SQLite's functions read text only up to a NUL, Python's parser reads past it (and takes any
+    character between date and time), so only ASCII text without a NUL (its byte length is its length)
+    reaches them: ``2026-11-30\\x002024`` is midnight to SQLite and 20:24 to Python."""
     t = f"trim({q})"
     sqlite_reads = (
-        f"typeof({q}) = 'text' AND {t} GLOB '{lite.ISO_DATE_GLOB}' "
+        f"typeof({q}) = 'text' AND length({q}) = length(CAST({q} AS BLOB)) AND {t} GLOB '{lite.ISO_DATE_GLOB}' "
         f"AND date(substr({t}, 1, 10), '+0 days') IS substr({t}, 1, 10) "
         f"AND (length({t}) = 10 OR datetime({t}) IS NOT NULL)"
     )
@@ -232,9 +234,13 @@ def _time_of_day(t: str) -> str:
 
 def _canonical(function: str, q: str) -> str:
     """``q`` is the canonical text of a real date (or whole-second naive datetime). SQLite's ``date()``
-    keeps a day 29-31 that the month lacks (``2026-02-30``); only a modifier normalizes it, at twice the
-    cost, so it is applied to those days alone."""
-    return f"({function}({q}) IS {q} AND (substr({q}, 9, 2) <= '28' OR {function}({q}, '+0 days') IS {q}))"
+    keeps a day 29-31 that the month lacks (``2026-02-30``), and ``datetime()`` an hour 24
+    (``2026-11-30 24:59:59``, which Python's parser refuses); only a modifier normalizes them, at twice the
+    cost, so it is applied to those texts alone."""
+    plain = f"substr({q}, 9, 2) <= '28'"
+    if function == "datetime":
+        plain += f" AND substr({q}, 12, 2) < '24'"
+    return f"({function}({q}) IS {q} AND ({plain} OR {function}({q}, '+0 days') IS {q}))"
 
 
 #: The SQL names of the Python functions the audit's connections register (:func:`register_functions`).
