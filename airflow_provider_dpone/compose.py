@@ -34,7 +34,7 @@ from airflow_provider_dpone.contracts.route import Strategy
 from airflow_provider_dpone.manifests.loader import LoadedManifest
 from airflow_provider_dpone.ports.checkpoint_store import CheckpointStore
 from airflow_provider_dpone.ports.clock import Clock
-from airflow_provider_dpone.ports.route_lease import RouteLease
+from airflow_provider_dpone.ports.route_lease import LeaseHold, RouteLease
 from airflow_provider_dpone.ports.route_naming import RouteNaming
 from airflow_provider_dpone.ports.sink import Sink
 from airflow_provider_dpone.ports.source import Source
@@ -190,10 +190,11 @@ class Runtime:
         use_system_allocator()  # Arrow's buffers: see adapters/arrow_memory.py (the user's pool wins)
         store = self.store()
         # the target's lease first: a second run stops before it opens the source or reads a checkpoint
-        with self._target_lease(store):
-            return self._engine(store, allow_nonempty_target=allow_nonempty_target).run(run_id)
+        with self._target_lease(store) as lease:
+            engine = self._engine(store, allow_nonempty_target=allow_nonempty_target, lease=lease)
+            return engine.run(run_id)
 
-    def _target_lease(self, store: CheckpointStore) -> contextlib.AbstractContextManager[object]:
+    def _target_lease(self, store: CheckpointStore) -> contextlib.AbstractContextManager[LeaseHold]:
         lease = cast(RouteLease, store)  # the SQL store is also the lease (its own database holds it)
         return lease.lease(self.loaded.route.target_table)
 
@@ -245,7 +246,9 @@ class Runtime:
                 store.write_batch(records)
             return result
 
-    def _engine(self, store: CheckpointStore, *, allow_nonempty_target: bool = False) -> TransferEngine:
+    def _engine(
+        self, store: CheckpointStore, *, allow_nonempty_target: bool = False, lease: LeaseHold | None = None
+    ) -> TransferEngine:
         source = self.open_source()
         artifacts = None
         if self.manifest.source.export is ExportPath.FILE_ARTIFACT:
@@ -266,6 +269,7 @@ class Runtime:
             naming=self.naming(),
             cancellation=self.cancellation,
             source_connection=self.resolve_endpoint(self.manifest.source.connection, "source").name,
+            lease=lease,
         )
         return TransferEngine(
             self.manifest,

@@ -6,7 +6,16 @@ from contextlib import AbstractContextManager
 from typing import Protocol
 
 
+class LeaseHold(Protocol):
+    """A held lease. Where the lease lives outside the process (a database session), it can end while the
+    run goes on: the run proves it is still held at the one step after which another run must not start."""
+
+    def require_held(self) -> None:
+        """Return when the lease is still held; raise ``native_transfer_route_busy`` (``details.problem:
+        lease_lost``) when it ended or cannot be proven held."""
+
+
 class RouteLease(Protocol):
-    def lease(self, key: str) -> AbstractContextManager[None]:
+    def lease(self, key: str) -> AbstractContextManager[LeaseHold]:
         """Hold the lease named ``key`` until the block ends, or raise ``native_transfer_route_busy`` at
         once when another process holds it. The lease must end with its holder's process, however it dies."""

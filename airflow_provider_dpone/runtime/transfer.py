@@ -40,6 +40,7 @@ from airflow_provider_dpone.contracts.target_observation import TargetReadReques
 from airflow_provider_dpone.ports.artifacts import ArtifactStore
 from airflow_provider_dpone.ports.checkpoint_store import CheckpointStore, SourceStateStore
 from airflow_provider_dpone.ports.clock import Clock
+from airflow_provider_dpone.ports.route_lease import LeaseHold
 from airflow_provider_dpone.ports.route_naming import RawRouteNaming, RouteNaming
 from airflow_provider_dpone.ports.sink import Sink, StagedSink
 from airflow_provider_dpone.ports.source import Source, ValuesUnproven
@@ -129,6 +130,9 @@ class TransferPorts:
     #: The source connection's name (or inline URI) the run reads; checkpoints record its digest and a
     #: route last committed from another one stops (``runtime.source_binding``). None: not recorded.
     source_connection: str | None = None
+    #: The run's hold on its target's lease, proven still held right before arming (a database session
+    #: can end under a live run, and a second run may then take the lease). None: nothing to prove.
+    lease: LeaseHold | None = None
 
 
 @dataclass
@@ -803,6 +807,14 @@ class TransferEngine:
 
             # ---- arm, then the one guarded target mutation ----
             self._progress.stage("arm")
+            if self._ports.lease is not None:
+                try:
+                    self._ports.lease.require_held()
+                except BaseException:
+                    # another run may own these partitions now: no record of ours may become their latest,
+                    # and the staging table, named for the route, may be that run's
+                    staging = None
+                    raise
             permit = lifecycle.arm()
             self._progress.stage("target")
             if staged_sink is not None and staging is not None:

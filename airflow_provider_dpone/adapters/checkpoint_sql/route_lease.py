@@ -7,6 +7,13 @@
   file itself is left in place (it holds the last holder's host/pid line, see ``lease_holder``): removing
   it would race with the next holder.
 
+A PostgreSQL session can end under a live run: ``idle_session_timeout``, ``pg_terminate_backend``, a
+failover, a pooler or firewall dropping the idle connection. The lock ends with it while the run goes on, and
+a second run can then take the lease and move the same partitions (seen: both committed every partition,
+every row twice). So the hold a run gets proves itself on that session (``pg_locks``) right before the run
+arms; a session that is gone, or one that no longer holds the lock, is ``lease_lost``. An ``flock`` cannot
+end while its holder's descriptor is open, so the SQLite hold has nothing to prove.
+
 A lease is not a fence: it stops a second *dpone* run of the same target while the first is alive; it does
 not make the guard an exactly-once protocol, and a writer outside dpone is not excluded.
 """
@@ -21,7 +28,7 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
-from sqlalchemy import Engine, text
+from sqlalchemy import Connection, Engine, text
 from sqlalchemy.exc import SQLAlchemyError
 
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
@@ -59,8 +66,57 @@ def busy(key: str) -> DponeError:
     )
 
 
+def lease_lost(key: str) -> DponeError:
+    return DponeError(
+        ErrorCode.ROUTE_BUSY,
+        f"this run's lease of target table {key} ended before it armed (its checkpoint store session was "
+        "closed), so another run may be writing the target; it stopped before arming and wrote no rows to "
+        "the target, retry later",
+        details={"target_table": key, "problem": "lease_lost"},
+        hint_lines=(
+            "the lease lives in a PostgreSQL session the run keeps open; the server ended it (an "
+            "idle_session_timeout, pg_terminate_backend, a failover, a pooler or firewall closing idle "
+            "connections). Exempt dpone's checkpoint connections from such limits. This attempt wrote no "
+            "checkpoint after it found the lease gone and is safe to retry.",
+        ),
+    )
+
+
+class HeldFlock:
+    """The SQLite lease's hold: an ``flock`` lasts as long as its descriptor, so it is always held."""
+
+    def require_held(self) -> None:
+        return None
+
+
+class HeldAdvisoryLock:
+    """The PostgreSQL lease's hold: proven on the lease's own session, which must still hold the lock."""
+
+    def __init__(self, conn: Connection, lock: int, key: str) -> None:
+        self._conn = conn
+        self._key = key
+        unsigned = lock & 0xFFFF_FFFF_FFFF_FFFF  # pg_locks shows a bigint key as two unsigned halves
+        self._halves = {"high": unsigned >> 32, "low": unsigned & 0xFFFF_FFFF}
+
+    def require_held(self) -> None:
+        try:
+            held = self._conn.execute(
+                text(
+                    "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted "
+                    "AND pid = pg_backend_pid() AND objsubid = 1 AND classid::bigint = :high "
+                    "AND objid::bigint = :low)"
+                ),
+                self._halves,
+            ).scalar()
+            self._conn.commit()
+        except SQLAlchemyError:
+            held = False
+        if not held:
+            raise lease_lost(self._key)
+
+
 @contextmanager
-def postgres_lease(engine: Engine, key: str) -> Iterator[None]:
+def postgres_lease(engine: Engine, key: str) -> Iterator[HeldAdvisoryLock]:
     lock = lock_id(key)
     try:
         conn = engine.connect()
@@ -78,7 +134,7 @@ def postgres_lease(engine: Engine, key: str) -> Iterator[None]:
         if not got:
             raise busy(key)
         try:
-            yield
+            yield HeldAdvisoryLock(conn, lock, key)
         finally:
             try:
                 conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": lock})
@@ -89,7 +145,7 @@ def postgres_lease(engine: Engine, key: str) -> Iterator[None]:
 
 
 @contextmanager
-def sqlite_lease(store_file: Path, key: str) -> Iterator[None]:
+def sqlite_lease(store_file: Path, key: str) -> Iterator[HeldFlock]:
     import fcntl
 
     path = lease_file(store_file, key)
@@ -106,7 +162,7 @@ def sqlite_lease(store_file: Path, key: str) -> Iterator[None]:
         except OSError:
             pass
         try:
-            yield
+            yield HeldFlock()
         finally:
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:

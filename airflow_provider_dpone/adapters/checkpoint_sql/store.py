@@ -34,7 +34,7 @@ from sqlalchemy.schema import CreateIndex, CreateTable
 from sqlalchemy.sql import Executable
 
 from airflow_provider_dpone.adapters.checkpoint_sql.batch_sync import one_sync_per_batch
-from airflow_provider_dpone.adapters.checkpoint_sql.route_lease import postgres_lease, sqlite_lease
+from airflow_provider_dpone.adapters.checkpoint_sql.route_lease import HeldFlock, postgres_lease, sqlite_lease
 from airflow_provider_dpone.adapters.checkpoint_sql.store_base import SqlStoreBase
 from airflow_provider_dpone.adapters.checkpoint_sql.tables import build_tables
 from airflow_provider_dpone.contracts.checkpoint import PartitionCheckpoint
@@ -47,7 +47,7 @@ from airflow_provider_dpone.runtime.collector import collector_paused
 
 if TYPE_CHECKING:
     from airflow_provider_dpone.ports.checkpoint_store import CheckpointStore, SourceStateStore
-    from airflow_provider_dpone.ports.route_lease import RouteLease
+    from airflow_provider_dpone.ports.route_lease import LeaseHold, RouteLease
 
 #: ensure_schema re-runs its IF-NOT-EXISTS DDL after losing a creation race to another process.
 _SCHEMA_ATTEMPTS = 3
@@ -249,14 +249,14 @@ class SqlCheckpointStore(SqlStoreBase):
 
     # -- RouteLease ------------------------------------------------------------------------------------
 
-    def lease(self, key: str) -> AbstractContextManager[None]:
+    def lease(self, key: str) -> AbstractContextManager[LeaseHold]:
         """Exclusive for the run, released by process death (see ``route_lease``)."""
         self._check_open("lease")
         if self._backend == "postgresql":
             return postgres_lease(self._engine, key)
         database = self._engine.url.database
         if not database or database == ":memory:":
-            return nullcontext()  # a private in-memory store: no other process can share it
+            return nullcontext(HeldFlock())  # a private in-memory store: no other process can share it
         return sqlite_lease(Path(database), key)
 
     # -- SourceStateStore ------------------------------------------------------------------------------

@@ -1,0 +1,203 @@
+"""A run whose PostgreSQL lease ended under it stops before arming, writing nothing more.
+
+The PostgreSQL lease is a session advisory lock on a connection the run keeps open and idle. The server
+ends such sessions on its own terms (``idle_session_timeout``, ``pg_terminate_backend`` by a DBA, a
+connection pooler or firewall dropping an idle connection), and the lock goes with them while the run goes
+on. Found trying it: run A paused before arming (its pre-target work: export, staging, checks), its lease
+session terminated; run B took the lease and committed every partition; run A then armed and loaded the
+same partitions again, exit 0 for both, every row of the target twice. A run now proves it still holds its
+lease right before arming and stops otherwise (``native_transfer_route_busy``, exit 4, details
+``problem: lease_lost``), writing no further checkpoint: a ``failed_before_target`` record of its own
+would hide the other run's guard. Real PostgreSQL store, the 18.16 server as the shared target, the
+demo SQLite source; every target value is compared with the source.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from airflow_provider_dpone.adapters.checkpoint_sql.route_lease import lock_id, postgres_lease
+from airflow_provider_dpone.adapters.clickhouse.client import open_client
+from airflow_provider_dpone.adapters.sources.demo_data import create_demo_source
+from airflow_provider_dpone.compose import open_runtime
+from airflow_provider_dpone.contracts.endpoints import EndpointDescriptor
+from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
+from airflow_provider_dpone.contracts.report import RunReport
+from airflow_provider_dpone.manifests.loader import load_manifest
+from airflow_provider_dpone.runtime.progress import SilentProgress
+
+ROWS = 3_000
+COLUMNS = "id, toString(order_date), customer, toString(amount), toString(updated_at)"
+
+
+class PausedAtArm(SilentProgress):
+    """A progress listener that holds the run at the moment it is about to arm, until released."""
+
+    def __init__(self) -> None:
+        self.reached = threading.Event()
+        self.release = threading.Event()
+
+    def stage(self, name: str) -> None:
+        if name == "arm":
+            self.reached.set()
+            assert self.release.wait(timeout=120)
+
+
+@pytest.fixture
+def store(postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A fresh PostgreSQL database as connection ``lease_state``; yields its URL."""
+    name = f"dpone_lease_{uuid.uuid4().hex[:10]}"
+    admin = sa.create_engine(postgres_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    url = sa.engine.make_url(postgres_url).set(database=name)
+    monkeypatch.setenv("AIRFLOW_CONN_LEASE_STATE", url.set(drivername="postgresql").render_as_string(False))
+    yield url.render_as_string(hide_password=False)
+    with admin.connect() as conn:
+        conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    admin.dispose()
+
+
+@pytest.fixture
+def target(clickhouse_http: EndpointDescriptor, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A database of its own on the 18.16 server as connection ``lease_target``; yields the table."""
+    password = clickhouse_http.password.get_secret_value() if clickhouse_http.password else ""
+    credentials = clickhouse_http.user + (f":{password}" if password else "")
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_LEASE_TARGET",
+        f"clickhouse://{credentials}@{clickhouse_http.host}:{clickhouse_http.port}/default",
+    )
+    database = f"lease_{uuid.uuid4().hex[:8]}"
+    yield f"{database}.orders"
+    client = open_client(clickhouse_http)
+    try:
+        client.command(f"DROP DATABASE IF EXISTS {database}")
+    finally:
+        client.close()
+
+
+def write_manifest(base: Path, table: str, load: str) -> Path:
+    create_demo_source(base / "source.sqlite", ROWS, days=4)
+    path = base / "manifest.yaml"
+    path.write_text(
+        f"""
+kind: native_transfer
+name: lease_lost
+source:
+  type: sqlite
+  connection: sqlite:///source.sqlite
+  table: orders
+  partitioning: {{kind: day, column: order_date}}
+sink:
+  type: clickhouse
+  connection: lease_target
+  table: {table}
+  strategy: incremental_append
+  load: {load}
+checkpoints:
+  connection: lease_state
+""",
+        encoding="utf-8",
+    )
+    return path
+
+
+def terminate_lease_sessions(store_url: str) -> int:
+    """What a DBA's ``pg_terminate_backend`` (or ``idle_session_timeout``) does to the idle lease session."""
+    engine = sa.create_engine(store_url, isolation_level="AUTOCOMMIT")
+    try:
+        with engine.connect() as conn:
+            return len(
+                conn.execute(
+                    sa.text(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                        "WHERE application_name LIKE 'dpone lease%' AND datname = current_database()"
+                    )
+                ).all()
+            )
+    finally:
+        engine.dispose()
+
+
+def source_values(base: Path) -> list[tuple[Any, ...]]:
+    import sqlite3
+
+    with sqlite3.connect(base / "source.sqlite") as db:
+        rows = db.execute(
+            "SELECT id, order_date, customer, amount, updated_at FROM orders ORDER BY id"
+        ).fetchall()
+    return [(i, d, c, f"{a:.2f}", u) for i, d, c, a, u in rows]
+
+
+def target_values(endpoint: EndpointDescriptor, table: str) -> list[tuple[Any, ...]]:
+    client = open_client(endpoint)
+    try:
+        rows = client.query(f"SELECT {COLUMNS} FROM {table} ORDER BY id").result_rows
+    finally:
+        client.close()
+    return [(i, d, c, f"{float(a):.2f}", u) for i, d, c, a, u in rows]
+
+
+@pytest.mark.parametrize("load", ["direct", "staged"])
+def test_a_run_that_lost_its_lease_before_arming_stops_and_the_target_holds_each_row_once(
+    tmp_path: Path, store: str, target: str, clickhouse_http: EndpointDescriptor, load: str
+) -> None:
+    """Red without the check: run A armed after run B committed, and the target held every row twice."""
+    manifest = write_manifest(tmp_path, target, load)
+    paused = PausedAtArm()
+    outcome: dict[str, object] = {}
+
+    def run_a() -> None:
+        try:
+            with open_runtime(load_manifest(manifest), progress=paused) as runtime:
+                outcome["report"] = runtime.run("run-a")
+        except BaseException as exc:  # handed to the test thread
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=run_a)
+    thread.start()
+    try:
+        assert paused.reached.wait(timeout=120), outcome
+        assert terminate_lease_sessions(store) == 1
+        with open_runtime(load_manifest(manifest)) as runtime:
+            report_b: RunReport = runtime.run("run-b")
+        assert report_b.rows_committed == ROWS
+    finally:
+        paused.release.set()
+        thread.join(timeout=120)
+
+    error = outcome.get("error")
+    assert isinstance(error, DponeError), outcome
+    assert error.code is ErrorCode.ROUTE_BUSY and error.details["problem"] == "lease_lost"
+    assert target_values(clickhouse_http, target) == source_values(tmp_path)
+    with open_runtime(load_manifest(manifest)) as runtime:  # nothing of run A's blocks the route
+        assert runtime.run("run-c").rows_committed == 0
+    assert target_values(clickhouse_http, target) == source_values(tmp_path)
+
+
+def test_a_live_lease_proves_itself_whatever_the_sign_of_its_lock_key_and_an_ended_one_does_not(
+    store: str,
+) -> None:
+    """``pg_locks`` shows the 64-bit key as two unsigned halves: keys of both signs are found held."""
+    keys = [f"demo.t{i}" for i in range(40)]
+    assert {lock_id(key) < 0 for key in keys} == {True, False}
+    engine = sa.create_engine(store)
+    try:
+        for key in keys[:6] + [k for k in keys if lock_id(k) < 0][:3]:
+            with postgres_lease(engine, key) as hold:
+                hold.require_held()
+        with postgres_lease(engine, keys[0]) as hold:
+            assert terminate_lease_sessions(store) == 1
+            with pytest.raises(DponeError) as lost:
+                hold.require_held()
+            assert lost.value.code is ErrorCode.ROUTE_BUSY
+            assert lost.value.details == {"target_table": keys[0], "problem": "lease_lost"}
+    finally:
+        engine.dispose()
