@@ -167,7 +167,11 @@ def _report_interrupt(manifest: str, as_json: bool, signal_name: str = "SIGINT")
 
 @click.command("run")
 @click.argument("manifest", type=click.Path(dir_okay=False))
-@click.option("--run-id", help="Run identity; retries of one run must share it (default: a new manual run).")
+@click.option(
+    "--run-id",
+    help="Run identity; retries of one run must share it, and a new run needs a new one: with durable "
+    "quality replay a completed run ID is replayed, reading nothing (default: a new manual run).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON report instead of text.")
 @click.option(
     "--debug",

@@ -76,6 +76,7 @@ def capsule_report(
     seconds: float,
     durable: bool,
     replayed: bool,
+    notices: Sequence[str] = (),
 ) -> RunReport:
     """The report of a run decided by its capsule: nothing read from the source, nothing moved."""
     assert record.chain is not None and record.verdict is not None
@@ -110,6 +111,7 @@ def capsule_report(
             replayed=replayed,
             checks=record.verdict.outcomes(),
         ),
+        notices=tuple(notices),
     )
 
 

@@ -506,6 +506,12 @@ class TransferEngine:
             return None
         match self._replay.resume(run_id, latest):
             case Replayed(record=record):
+                self._notice(
+                    f"run {run_id!r} of this route completed before: this run replayed its durable evidence "
+                    "and read nothing from the source, and rows that reached the source since that run are "
+                    "not moved by a retry of it. A new run ID moves them (omit --run-id; in Airflow, the next "
+                    "DAG run): reuse a run ID only to retry that run"
+                )
                 return self._capsule_report(run_id, record, started, replayed=True)
             case ObserveAgain(record=record):
                 self._progress.stage("observe")
@@ -727,6 +733,7 @@ class TransferEngine:
             seconds=seconds,
             durable=self._durable,
             replayed=replayed,
+            notices=self._notices,
         )
 
     def _execute_path(

@@ -100,6 +100,9 @@ def test_retry_of_a_completed_run_succeeds_from_the_capsule_without_source_or_ta
     assert report.quality is not None and report.quality.replayed and report.quality.verdict == "passed"
     assert report.partitions_skipped == 3 and report.rows_committed == 0
     assert {p.reason for p in report.partitions} == {"replayed_from_capsule"}
+    # a run ID reused for a new run (a cron job's fixed --run-id) reads nothing: the report says so
+    assert len(report.notices) == 1 and "'run-1' of this route completed before" in report.notices[0]
+    assert "A new run ID moves them" in report.notices[0]
 
 
 def test_target_altered_after_publication_is_a_mismatch_that_blocks_the_route(rig: Rig) -> None:
