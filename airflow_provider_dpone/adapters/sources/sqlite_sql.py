@@ -157,8 +157,10 @@ def count_rows(source: str, bounds: PartitionBounds) -> tuple[str, Params]:
 
 
 def table_info(table: TableRef) -> tuple[str, Params]:
-    """cid, name, declared type, notnull, pk of every column (empty when the table does not exist)."""
-    return 'SELECT name, type, "notnull", pk FROM pragma_table_info(?, ?) ORDER BY cid', (
+    """Name, declared type, notnull, pk of every column ``SELECT *`` returns (empty when the table does not
+    exist). ``table_xinfo``, not ``table_info``: the latter leaves out generated columns (hidden 2 and 3),
+    which ``SELECT *`` returns and the route must move; a virtual table's hidden columns (1) are not."""
+    return 'SELECT name, type, "notnull", pk FROM pragma_table_xinfo(?, ?) WHERE hidden <> 1 ORDER BY cid', (
         table.name,
         table.schema or "main",
     )
