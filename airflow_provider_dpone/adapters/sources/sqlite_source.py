@@ -203,7 +203,8 @@ class SqliteSource:
             raise self._table_missing()
         without_rowid = self._without_rowid()
         keys = [(pk, name) for name, _, _, pk in rows if pk]
-        single_key = len(keys) == 1
+        # a key with an index of its own is no rowid alias (``INTEGER PRIMARY KEY DESC``: SQLite's quirk)
+        single_key = len(keys) == 1 and not self._key_has_own_index()
         described = DescribedColumns()
         for name, declared, not_null, pk in rows:
             rowid_alias = bool(pk) and single_key and str(declared).strip().upper() == "INTEGER"
@@ -215,6 +216,19 @@ class SqliteSource:
         self._keys = [str(name) for _, name in sorted(keys)]
         self._unsupported = described.unsupported
         return described.schema()
+
+    def _key_has_own_index(self) -> bool:
+        """The primary key has an automatic index (``origin = 'pk'``), which a rowid alias never has: an
+        ``INTEGER PRIMARY KEY DESC`` column constraint is an ordinary column that may hold ``'abc'``, 2.5
+        or NULL, though its declaration reads like an alias."""
+        rows = self._fetch_all(
+            (
+                "SELECT 1 FROM pragma_index_list(?, ?) WHERE origin = 'pk'",
+                (self._table.name, self._table.schema or "main"),
+            ),
+            what="the column list",
+        )
+        return bool(rows)
 
     def _without_rowid(self) -> bool:
         try:
@@ -593,7 +607,7 @@ class SqliteSource:
         names = {name.lower() for name in self._describe_full().names}
         if self._spec.query or len(self._keys) != 1 or self._keys[0] not in schema.names or "rowid" in names:
             return frozenset()
-        if (schema.column(self._keys[0]).source_type or "").upper() != "INTEGER":
+        if (schema.column(self._keys[0]).source_type or "").upper() != "INTEGER" or self._key_has_own_index():
             return frozenset()
         try:
             self._db().execute(f"SELECT rowid FROM {self._table.sql()} LIMIT 0").fetchall()
