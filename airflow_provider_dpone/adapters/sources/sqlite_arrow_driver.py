@@ -23,6 +23,11 @@ from airflow_provider_dpone.adapters.sources.sqlite_arrow import BATCH_ROWS, Arr
 #: The environment switch: ``0`` keeps every SQLite read on the row path.
 SWITCH = "DPONE_SQLITE_ARROW_READ"
 _DRIVER = "adbc_driver_sqlite"
+#: How long a read waits for another connection's write lock before it fails (SQLite's busy timeout). An
+#: application writing the source file holds that lock while it commits (the whole transaction in rollback
+#: journal mode, once it spills); without waiting, a read failed at once, inside the guarded target call on
+#: ``lazy_plan + direct``, and blocked the route (seen: 4 runs in 5 beside a writer committing every 50 ms).
+BUSY_TIMEOUT_S = 60.0
 
 
 def _driver_errors() -> tuple[type[BaseException], ...]:
@@ -82,10 +87,23 @@ def _loads() -> bool:
 
 
 def connect(path: Path) -> Any:
-    """A read-only connection in autocommit: every statement its own snapshot, as on the row path."""
+    """A read-only connection in autocommit: every statement its own snapshot, as on the row path. It waits
+    for a writer's lock as the row path's connection does (``BUSY_TIMEOUT_S``): the driver's own default is
+    not to wait at all."""
     from adbc_driver_sqlite import dbapi
 
-    return dbapi.connect(path.resolve().as_uri() + "?mode=ro", autocommit=True)
+    connection = dbapi.connect(path.resolve().as_uri() + "?mode=ro", autocommit=True)
+    try:
+        cursor = connection.cursor()
+        try:
+            cursor.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+            cursor.fetchall()
+        finally:
+            cursor.close()
+    except BaseException:
+        connection.close()
+        raise
+    return connection
 
 
 @contextmanager

@@ -132,7 +132,9 @@ class SqliteSource:
         """A new read-only connection to the file (``source_unreachable`` when it cannot be read)."""
         uri = self._path.resolve().as_uri() + "?mode=ro"
         try:
-            connection = sqlite3.connect(uri, uri=True, check_same_thread=False)
+            connection = sqlite3.connect(
+                uri, uri=True, check_same_thread=False, timeout=sqlite_arrow_driver.BUSY_TIMEOUT_S
+            )
             try:
                 value_audit.register_functions(connection)
                 connection.execute("SELECT count(*) FROM sqlite_master").fetchone()
