@@ -76,6 +76,24 @@ def env_resolver(manifest_dir: Path) -> EndpointResolver:
     return _resolve
 
 
+#: Airflow's own limit of a run ID's length (``dag_run.run_id``).
+RUN_ID_MAX_CHARS = 250
+
+
+def require_printable_run_id(run_id: str) -> None:
+    """A new run's ID is recorded in every checkpoint and printed in task logs and reports: one printable
+    line of at most ``RUN_ID_MAX_CHARS`` characters. A line break in it forged lines of the run's own output
+    (``--run-id $'x\\nerror: ...'`` printed an ``error:`` line of its own)."""
+    if not run_id.strip():
+        raise DponeError(ErrorCode.USAGE, "a run ID must not be empty")
+    if len(run_id) > RUN_ID_MAX_CHARS or not run_id.isprintable():
+        raise DponeError(
+            ErrorCode.USAGE,
+            f"a run ID must be one printable line of at most {RUN_ID_MAX_CHARS} characters (no line breaks, "
+            "tabs or control characters); nothing was read or written",
+        )
+
+
 @dataclass
 class Runtime:
     """Everything one manifest needs, opened lazily and closed together."""
@@ -185,8 +203,7 @@ class Runtime:
 
     def run(self, run_id: str, *, allow_nonempty_target: bool = False) -> RunReport:
         """One run of the manifest's route under the target commit guard."""
-        if not run_id.strip():
-            raise DponeError(ErrorCode.USAGE, "a run ID must not be empty")
+        require_printable_run_id(run_id)
         use_system_allocator()  # Arrow's buffers: see adapters/arrow_memory.py (the user's pool wins)
         store = self.store()
         # the target's lease first: a second run stops before it opens the source or reads a checkpoint
