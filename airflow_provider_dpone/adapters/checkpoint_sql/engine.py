@@ -16,6 +16,9 @@ Every PostgreSQL call is bounded, so a frozen or unreachable server ends a run w
 
 The statement timeout defaults to :data:`POSTGRES_STATEMENT_TIMEOUT_S` and is set with the environment
 variable :data:`STATEMENT_TIMEOUT_ENV` (seconds).
+
+Every commit is durable before it returns: SQLite with ``synchronous = FULL``, PostgreSQL sessions with a
+lossy ``synchronous_commit`` default raised to ``on`` (``_durable_commits``).
 """
 
 from __future__ import annotations
@@ -130,12 +133,39 @@ def create_store_engine(url: URL) -> Engine:
     """A pooled engine: connections and compiled statements are reused across writes."""
     if url.get_backend_name() == "sqlite":
         return _sqlite_engine(url)
-    return create_engine(
+    engine = create_engine(
         url,
         hide_parameters=True,  # error text in task logs never carries bound values (bounds are source data)
         pool_pre_ping=True,
         connect_args=postgres_connect_args(url.query, statement_timeout_s()),
     )
+    event.listen(engine, "connect", _durable_commits)
+    return engine
+
+
+#: ``synchronous_commit`` values under which a commit can be acknowledged and then lost: ``off`` (a server
+#: crash loses the last commits), ``local`` (a failover to a synchronous standby loses them).
+_LOSSY_COMMITS = frozenset({"off", "local"})
+
+
+def _durable_commits(dbapi_connection: Any, _record: Any) -> None:
+    """Every checkpoint commit is durable before it returns, whatever the database's or role's default.
+
+    The guard's armed records must be on disk before the target is touched (see ``_sqlite_pragmas``). A
+    database or role set to ``synchronous_commit = off`` (a common tuning) acknowledges commits the server
+    then loses in a crash: a retry would find no armed record and move the partitions again. A session may
+    always raise its own setting, so a lossy default is raised to ``on``; stronger ones (``remote_write``,
+    ``remote_apply``) are kept.
+    """
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute("SHOW synchronous_commit")
+        row = cursor.fetchone()
+        if row is not None and str(row[0]).lower() in _LOSSY_COMMITS:
+            cursor.execute("SET synchronous_commit TO on")
+    finally:
+        cursor.close()
+    dbapi_connection.commit()
 
 
 def statement_timeout_s(env: Mapping[str, str] | None = None) -> float:

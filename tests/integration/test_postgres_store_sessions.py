@@ -1,4 +1,6 @@
-"""A run whose PostgreSQL lease ended under it stops before arming, writing nothing more.
+"""What a run relies on in its PostgreSQL store's sessions: a lease that still holds, durable commits.
+
+A run whose PostgreSQL lease ended under it stops before arming, writing nothing more.
 
 The PostgreSQL lease is a session advisory lock on a connection the run keeps open and idle. The server
 ends such sessions on its own terms (``idle_session_timeout``, ``pg_terminate_backend`` by a DBA, a
@@ -10,6 +12,9 @@ lease right before arming and stops otherwise (``native_transfer_route_busy``, e
 ``problem: lease_lost``), writing no further checkpoint: a ``failed_before_target`` record of its own
 would hide the other run's guard. Real PostgreSQL store, the 18.16 server as the shared target, the
 demo SQLite source; every target value is compared with the source.
+
+A database or role tuned to ``synchronous_commit = off`` acknowledges commits that a server crash loses; the
+store's sessions raise such a default to ``on`` (``engine._durable_commits``).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from airflow_provider_dpone.adapters.checkpoint_sql import SqlCheckpointStore
 from airflow_provider_dpone.adapters.checkpoint_sql.route_lease import lock_id, postgres_lease
 from airflow_provider_dpone.adapters.clickhouse.client import open_client
 from airflow_provider_dpone.adapters.sources.demo_data import create_demo_source
@@ -201,3 +207,28 @@ def test_a_live_lease_proves_itself_whatever_the_sign_of_its_lock_key_and_an_end
             assert lost.value.details == {"target_table": keys[0], "problem": "lease_lost"}
     finally:
         engine.dispose()
+
+
+@pytest.mark.parametrize(
+    ("default", "session"), [("off", "on"), ("local", "on"), ("remote_apply", "remote_apply")]
+)
+def test_checkpoint_commits_are_durable_whatever_the_databases_default(
+    store: str, default: str, session: str
+) -> None:
+    """A database tuned to ``synchronous_commit = off`` acknowledges commits a crash then loses: an armed
+    record gone after the target was touched lets a retry move the partitions again. The store's sessions
+    raise a lossy default to ``on`` and keep a stronger one. Red without it: the sessions said ``off``."""
+    admin = sa.create_engine(store, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        database = conn.execute(sa.text("SELECT current_database()")).scalar_one()
+        conn.execute(sa.text(f'ALTER DATABASE "{database}" SET synchronous_commit = {default}'))
+    admin.dispose()
+    checkpoints = SqlCheckpointStore(store)
+    try:
+        checkpoints.ensure_schema()
+        with checkpoints._engine.connect() as conn:
+            assert conn.execute(sa.text("SHOW synchronous_commit")).scalar_one() == session
+        with checkpoints.lease("demo.orders") as hold:
+            hold.require_held()
+    finally:
+        checkpoints.close()
