@@ -1,4 +1,4 @@
-"""The SQLite value audit never passes a date or datetime text that the read refuses or reads otherwise.
+"""The SQLite value audit never passes a value that the read refuses or reads otherwise.
 
 On ``lazy_plan + direct`` the rows are converted inside the guarded target call: a text the audit passed
 and the converters refuse stops the run after arming (``target_outcome_unknown``, the route blocked). Two
@@ -7,13 +7,16 @@ such texts were found by a generated search like this one: ``2026-11-01 24:00:00
 (SQLite's functions stop at it, Python's parser takes any character between date and time:
 ``2026-01-01\\x002024`` was midnight to the audit and 20:24 to the read). Each generated text is classified
 by the audit's own expression in a real SQLite and converted by the read's converter; where the audit
-passes, the converter must accept it and agree with SQLite on the day or instant.
+passes, the converter must accept it and agree with SQLite on the day or instant. Numbers the same way:
+integers, reals and numeric text the audit passes for a ``Decimal``, integer, flag or float column are
+accepted by the converter, and a decimal arrives as the number SQLite holds.
 """
 
 from __future__ import annotations
 
 import sqlite3
 from datetime import date, datetime
+from decimal import Decimal
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -95,3 +98,42 @@ def test_the_texts_found_are_refused_by_the_audit() -> None:
     for text in ("2026-11-01 24:00:00", "2026-11-01 24:59:59", "2026-11-30\x002024", "2026-11-30x10:00:00"):
         assert not _passes(*_DATETIME_AUDIT, text)[0], repr(text)
     assert not _passes(*_DATE_AUDIT, "2026-01-01\x002024")[0]
+
+
+_NUMBER_TEXT = st.from_regex(r"\A[ +-]?[0-9]{0,17}(\.[0-9]{0,8})?([eE][+-]?[0-9]{1,3})?[ ]?\Z")
+_NUMBERS = st.one_of(
+    st.integers(min_value=-(2**63), max_value=2**63 - 1),
+    st.floats(allow_nan=False, allow_infinity=True),
+    st.decimals(min_value=-(10**16), max_value=10**16, places=4, allow_nan=False).map(float),
+    _NUMBER_TEXT,
+)
+_NUMBER_KINDS = [
+    "Decimal(12, 2)",
+    "Decimal(15, 0)",
+    "Decimal(18, 4)",
+    "Decimal(38, 10)",
+    "Int64",
+    "UInt8",
+    "Float64",
+]
+_NUMBER_AUDITS = {kind: _audit(kind) for kind in _NUMBER_KINDS}
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.sampled_from(_NUMBER_KINDS), _NUMBERS)
+def test_a_number_the_audit_passes_is_read_as_the_number_sqlite_holds(kind: str, value: object) -> None:
+    connection, expression = _NUMBER_AUDITS[kind]
+    connection.execute("DELETE FROM t")
+    connection.execute("INSERT INTO t VALUES (?)", (value,))
+    code, stored = connection.execute(f"SELECT {expression}, x FROM t").fetchone()
+    if code != 0 or stored is None:
+        return
+    convert = column_values.converter_for(ColumnSpec(name="x", clickhouse_type=kind, nullable=True))
+    read = convert([stored])[0] if convert is not None else stored
+    if kind.startswith("Decimal"):
+        held = Decimal(repr(stored)) if isinstance(stored, float) else Decimal(str(stored).strip())
+        assert Decimal(read) == held
+    elif kind == "Float64":
+        assert float(read) == float(stored)
+    else:
+        assert int(read) == int(stored) and float(stored) == int(stored)
