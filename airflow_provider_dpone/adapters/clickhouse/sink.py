@@ -51,7 +51,7 @@ from airflow_provider_dpone.adapters.clickhouse.table_schema import (
     create_table_sql,
     types_compatible,
 )
-from airflow_provider_dpone.adapters.clickhouse.target_engine import require_row_keeping_engine
+from airflow_provider_dpone.adapters.clickhouse.target_engine import require_row_keeping_engine, table_facts
 from airflow_provider_dpone.adapters.clickhouse.target_views import require_views_fed_once
 from airflow_provider_dpone.adapters.sources.arrow_column import join_columns
 from airflow_provider_dpone.contracts.chunk import ColumnChunk
@@ -189,8 +189,7 @@ class ClickHouseSink:
             require_plain_inserts(client, self._endpoint, str(name))
             target = self._describe(client, name) if self._exists(client, name) else None
             if target is not None:
-                require_row_keeping_engine(client, name, allow_ttl=self._allow_ttl)
-                require_views_fed_once(client, name, self._views_refused_for)
+                self._require_rows_kept(client, name)
         if target is not None:
             self._require_compatible(name, schema, target)
 
@@ -221,10 +220,18 @@ class ClickHouseSink:
                 )
                 log.info("created target table %s", name)
             target = self._describe(client, name)
-            require_row_keeping_engine(client, name, allow_ttl=self._allow_ttl)
-            require_views_fed_once(client, name, self._views_refused_for)
+            self._require_rows_kept(client, name)
         # compared even right after creation: another writer may have created it first
         self._require_compatible(name, schema, target)
+
+    def _require_rows_kept(self, client: Client, name: TableName) -> None:
+        """Read-only, before arming, from one read of the table's ``system.tables`` row: its engine and TTL
+        keep every row it is given (ADR 0083), and a replacing route feeds no view twice (ADR 0086)."""
+        found = table_facts(client, name)
+        if found is None:
+            return
+        require_row_keeping_engine(found, name, allow_ttl=self._allow_ttl)
+        require_views_fed_once(client, name, found.dependents, self._views_refused_for)
 
     def _refusals_before_statements(
         self, table: str, schema: TableSchema, order_by: tuple[str, ...]

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from clickhouse_connect.driver.client import Client
 
@@ -48,14 +49,28 @@ _WORD = re.compile(r"[A-Za-z_]\w*")
 _WORD_CHAR = re.compile(r"\w")
 
 
-def table_engine(client: Client, name: TableName) -> tuple[str, str] | None:
-    """The table's engine and its full engine clause as ``system.tables`` gives them (``None``: no such
-    table)."""
+@dataclass(frozen=True)
+class TableFacts:
+    """What ``system.tables`` says of a target table, read once before arming."""
+
+    engine: str
+    #: the full engine clause as the server formats it (``TTL`` rules included)
+    engine_full: str
+    #: ``(database, table)`` of every table that depends on it (views reading it), sorted
+    dependents: tuple[tuple[str, str], ...]
+
+
+def table_facts(client: Client, name: TableName) -> TableFacts | None:
+    """The table's engine, engine clause and dependents (``None``: no such table)."""
     rows = client.query(
-        "SELECT engine, engine_full FROM system.tables WHERE database = "
-        f"{quote_string(name.database)} AND name = {quote_string(name.table)}"
+        "SELECT engine, engine_full, dependencies_database, dependencies_table FROM system.tables WHERE "
+        f"database = {quote_string(name.database)} AND name = {quote_string(name.table)}"
     ).result_rows
-    return (str(rows[0][0]), str(rows[0][1] or "")) if rows else None
+    if not rows:
+        return None
+    engine, engine_full, databases, tables = rows[0]
+    dependents = sorted(set(zip(map(str, databases), map(str, tables), strict=True)))
+    return TableFacts(str(engine), str(engine_full or ""), tuple(dependents))
 
 
 def ttl_rules(engine_full: str) -> list[str] | None:
@@ -107,13 +122,10 @@ def _word_at(text: str, at: int) -> re.Match[str] | None:
     return _WORD.match(text, at)
 
 
-def require_row_keeping_engine(client: Client, name: TableName, *, allow_ttl: bool = False) -> None:
-    """Read-only, before arming: refuse a target whose engine, or table TTL unless the manifest allows one
+def require_row_keeping_engine(found: TableFacts, name: TableName, *, allow_ttl: bool = False) -> None:
+    """Before arming: refuse a target whose engine, or table TTL unless the manifest allows one
     (``allow_ttl``: a retention table), does not keep the rows inserted into it."""
-    found = table_engine(client, name)
-    if found is None:
-        return
-    engine, engine_full = found
+    engine, engine_full = found.engine, found.engine_full
     if engine in ROW_KEEPING_ENGINES:
         if not allow_ttl and rows_dropping_ttl(engine_full):
             raise DponeError(

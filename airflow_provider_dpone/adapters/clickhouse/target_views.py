@@ -18,6 +18,8 @@ design (a ``ReplacingMergeTree`` keyed by the row), its owner has said so.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from clickhouse_connect.driver.client import Client
 
 from airflow_provider_dpone.adapters.clickhouse.quoting import TableName, quote_string
@@ -28,15 +30,8 @@ from airflow_provider_dpone.contracts.route import Strategy
 _NOT_FED = "View"
 
 
-def fed_views(client: Client, name: TableName) -> list[str]:
-    """``db.table`` of every dependent of ``name`` that inserts reach, sorted (``[]``: none, or no table)."""
-    rows = client.query(
-        "SELECT dependencies_database, dependencies_table FROM system.tables WHERE database = "
-        f"{quote_string(name.database)} AND name = {quote_string(name.table)}"
-    ).result_rows
-    if not rows:
-        return []
-    dependents = sorted(set(zip(map(str, rows[0][0]), map(str, rows[0][1]), strict=True)))
+def fed_views(client: Client, dependents: Sequence[tuple[str, str]]) -> list[str]:
+    """``db.table`` of every dependent (``TableFacts.dependents``) that inserts reach, sorted."""
     if not dependents:
         return []
     databases = ", ".join(quote_string(database) for database in sorted({d for d, _ in dependents}))
@@ -53,12 +48,14 @@ def fed_views(client: Client, name: TableName) -> list[str]:
     ]
 
 
-def require_views_fed_once(client: Client, name: TableName, replacing: Strategy | None) -> None:
+def require_views_fed_once(
+    client: Client, name: TableName, dependents: Sequence[tuple[str, str]], replacing: Strategy | None
+) -> None:
     """Read-only, before arming: a route that replaces rows (``replacing``: its strategy; ``None`` when it
-    only appends or the manifest allows views) refuses a target that feeds views."""
+    only appends or the manifest allows views) refuses a target whose ``dependents`` include fed views."""
     if replacing is None:
         return
-    views = fed_views(client, name)
+    views = fed_views(client, dependents)
     if not views:
         return
     raise DponeError(
