@@ -107,6 +107,8 @@ class SqliteSource:
         self._unsupported: dict[str, DponeError] = {}
         self._schema: TableSchema | None = None
         self._keys: list[str] = []
+        #: the table's key is one column without an index of its own (read once, by ``_describe_table``)
+        self._single_unindexed_key = False
         #: (column, placeable 10-character prefixes) from the last calendar ``column_stats`` of a plan
         self._calendar_prefixes: tuple[str, list[str]] | None = None
         self._arrow = sqlite_arrow_driver.wanted() if arrow_read is None else arrow_read
@@ -206,7 +208,7 @@ class SqliteSource:
         without_rowid = self._without_rowid()
         keys = [(pk, name) for name, _, _, pk in rows if pk]
         # a key with an index of its own is no rowid alias (``INTEGER PRIMARY KEY DESC``: SQLite's quirk)
-        single_key = len(keys) == 1 and not self._key_has_own_index()
+        single_key = self._single_unindexed_key = len(keys) == 1 and not self._key_has_own_index()
         described = DescribedColumns()
         for name, declared, not_null, pk in rows:
             rowid_alias = bool(pk) and single_key and str(declared).strip().upper() == "INTEGER"
@@ -607,15 +609,16 @@ class SqliteSource:
         """The ``INTEGER PRIMARY KEY`` of a rowid table: SQLite stores only integers there. Exempted only
         when the table provably has a rowid (a ``WITHOUT ROWID`` table's key keeps ``1.5``)."""
         names = {name.lower() for name in self._describe_full().names}
-        if self._spec.query or len(self._keys) != 1 or self._keys[0] not in schema.names or "rowid" in names:
+        key = self._keys[0] if self._single_unindexed_key else None  # one key column, no index of its own
+        if self._spec.query or key not in schema.names or "rowid" in names:
             return frozenset()
-        if (schema.column(self._keys[0]).source_type or "").upper() != "INTEGER" or self._key_has_own_index():
+        if (schema.column(key).source_type or "").upper() != "INTEGER":
             return frozenset()
         try:
             self._db().execute(f"SELECT rowid FROM {self._table.sql()} LIMIT 0").fetchall()
         except sqlite3.Error:  # no rowid: WITHOUT ROWID
             return frozenset()
-        return frozenset(self._keys)
+        return frozenset({key})
 
     def close(self) -> None:
         with self._arrow_lock:
