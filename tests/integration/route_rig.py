@@ -13,6 +13,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+from collections.abc import Sequence
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -85,12 +86,17 @@ def source_rows(base: Path, table: str = "orders") -> list[tuple[Any, ...]]:
     return sorted((r[0], r[1], r[2], cents(str(r[3])), r[4]) for r in rows)
 
 
-def target_rows(base: Path, target: str = TARGET) -> list[tuple[Any, ...]]:
-    rows = chdb_query(
-        base,
-        f"SELECT id, toString(order_date), customer, toString(amount), toString(updated_at) FROM {target}",
-    )
+#: The demo table's columns as ``printed`` reads them from any ClickHouse target.
+TARGET_COLUMNS = "id, toString(order_date), customer, toString(amount), toString(updated_at)"
+
+
+def printed(rows: Sequence[Sequence[Any]]) -> list[tuple[Any, ...]]:
+    """Target rows of ``SELECT TARGET_COLUMNS`` in the form :func:`source_rows` gives, sorted."""
     return sorted((r[0], r[1], r[2], cents(r[3]), r[4]) for r in rows)
+
+
+def target_rows(base: Path, target: str = TARGET) -> list[tuple[Any, ...]]:
+    return printed(chdb_query(base, f"SELECT {TARGET_COLUMNS} FROM {target}"))
 
 
 def chdb_query(base: Path, sql: str) -> list[tuple[Any, ...]]:

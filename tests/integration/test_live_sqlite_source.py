@@ -12,18 +12,17 @@ it), the run through the CLI on chDB, every target value compared with the sourc
 
 from __future__ import annotations
 
-import sqlite3
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 from click.testing import CliRunner
 
 from airflow_provider_dpone.adapters.sources.demo_data import create_demo_source
+from airflow_provider_dpone.cli.demo_cmd import DEMO_MANIFEST
 from airflow_provider_dpone.cli.main import cli
-from tests.integration.hand_made_target_rig import chdb_at, query_rows
+from tests.integration.route_rig import source_rows, target_rows
 
 ROWS = 60_000
 WRITER = """
@@ -40,47 +39,6 @@ while True:
 """
 
 
-def manifest(base: Path) -> Path:
-    path = base / "manifest.yaml"
-    path.write_text(
-        """
-kind: native_transfer
-name: live
-source:
-  type: sqlite
-  connection: sqlite:///source.sqlite
-  table: orders
-  partitioning: {kind: day, column: order_date}
-sink:
-  type: clickhouse
-  connection: chdb:///ch
-  table: demo.orders
-  strategy: incremental_append
-checkpoints:
-  connection: sqlite:///state.sqlite
-""",
-        encoding="utf-8",
-    )
-    return path
-
-
-def source_values(base: Path) -> list[tuple[Any, ...]]:
-    with sqlite3.connect(base / "source.sqlite") as db:
-        rows = db.execute(
-            "SELECT id, order_date, customer, amount, updated_at FROM orders ORDER BY id"
-        ).fetchall()
-    return [(i, d, c, f"{a:.2f}", u) for i, d, c, a, u in rows]
-
-
-def target_values(base: Path) -> list[tuple[Any, ...]]:
-    rows = query_rows(
-        chdb_at(base),
-        "SELECT id, toString(order_date), customer, toString(amount), toString(updated_at) "
-        "FROM demo.orders ORDER BY id",
-    )
-    return [(i, d, c, f"{float(a):.2f}", u) for i, d, c, a, u in rows]
-
-
 def test_runs_beside_a_writer_committing_to_the_source_all_land_exactly(tmp_path: Path) -> None:
     """Red without the busy timeout: most runs stopped with source_read_failed after arming (exit 1, the
     route blocked)."""
@@ -94,9 +52,13 @@ def test_runs_beside_a_writer_committing_to_the_source_all_land_exactly(tmp_path
         try:
             assert writer.stdout is not None and writer.stdout.readline().strip() == "writing"
             time.sleep(0.2)
-            result = CliRunner().invoke(cli, ["run", str(manifest(base))], catch_exceptions=False)
+            manifest = base / "manifest.yaml"
+            manifest.write_text(
+                DEMO_MANIFEST, encoding="utf-8"
+            )  # the demo route: chDB target, checkpoints in their own file
+            result = CliRunner().invoke(cli, ["run", str(manifest)], catch_exceptions=False)
         finally:
             writer.kill()
             writer.wait(timeout=30)
         assert result.exit_code == 0, result.output
-        assert target_values(base) == source_values(base)
+        assert target_rows(base) == source_rows(base)

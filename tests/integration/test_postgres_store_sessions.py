@@ -32,15 +32,21 @@ from airflow_provider_dpone.adapters.checkpoint_sql import SqlCheckpointStore
 from airflow_provider_dpone.adapters.checkpoint_sql.route_lease import lock_id, postgres_lease
 from airflow_provider_dpone.adapters.clickhouse.client import open_client
 from airflow_provider_dpone.adapters.sources.demo_data import create_demo_source
+from airflow_provider_dpone.cli.demo_cmd import DEMO_MANIFEST
 from airflow_provider_dpone.compose import open_runtime
 from airflow_provider_dpone.contracts.endpoints import EndpointDescriptor
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.report import RunReport
 from airflow_provider_dpone.manifests.loader import load_manifest
 from airflow_provider_dpone.runtime.progress import SilentProgress
+from tests.integration.hand_made_target_rig import query_rows, server_connection
+from tests.integration.route_rig import TARGET_COLUMNS, printed, source_rows
 
 ROWS = 3_000
-COLUMNS = "id, toString(order_date), customer, toString(amount), toString(updated_at)"
+
+
+def server_rows(endpoint: EndpointDescriptor, table: str) -> list[tuple[Any, ...]]:
+    return printed(query_rows(endpoint, f"SELECT {TARGET_COLUMNS} FROM {table}"))
 
 
 class PausedAtArm(SilentProgress):
@@ -74,12 +80,7 @@ def store(postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
 @pytest.fixture
 def target(clickhouse_http: EndpointDescriptor, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """A database of its own on the 18.16 server as connection ``lease_target``; yields the table."""
-    password = clickhouse_http.password.get_secret_value() if clickhouse_http.password else ""
-    credentials = clickhouse_http.user + (f":{password}" if password else "")
-    monkeypatch.setenv(
-        "AIRFLOW_CONN_LEASE_TARGET",
-        f"clickhouse://{credentials}@{clickhouse_http.host}:{clickhouse_http.port}/default",
-    )
+    server_connection(clickhouse_http, monkeypatch, "lease_target")
     database = f"lease_{uuid.uuid4().hex[:8]}"
     yield f"{database}.orders"
     client = open_client(clickhouse_http)
@@ -90,28 +91,17 @@ def target(clickhouse_http: EndpointDescriptor, monkeypatch: pytest.MonkeyPatch)
 
 
 def write_manifest(base: Path, table: str, load: str) -> Path:
+    """The demo's route into ``table`` on the server, its checkpoints in the PostgreSQL store."""
     create_demo_source(base / "source.sqlite", ROWS, days=4)
-    path = base / "manifest.yaml"
-    path.write_text(
-        f"""
-kind: native_transfer
-name: lease_lost
-source:
-  type: sqlite
-  connection: sqlite:///source.sqlite
-  table: orders
-  partitioning: {{kind: day, column: order_date}}
-sink:
-  type: clickhouse
-  connection: lease_target
-  table: {table}
-  strategy: incremental_append
-  load: {load}
-checkpoints:
-  connection: lease_state
-""",
-        encoding="utf-8",
+    text = (
+        DEMO_MANIFEST.replace("connection: chdb:///clickhouse", "connection: lease_target")
+        .replace("table: demo.orders", f"table: {table}")
+        .replace("load: direct", f"load: {load}")
+        .replace("connection: sqlite:///state.sqlite", "connection: lease_state")
     )
+    assert "lease_target" in text and "lease_state" in text and f"load: {load}" in text
+    path = base / "manifest.yaml"
+    path.write_text(text, encoding="utf-8")
     return path
 
 
@@ -130,25 +120,6 @@ def terminate_lease_sessions(store_url: str) -> int:
             )
     finally:
         engine.dispose()
-
-
-def source_values(base: Path) -> list[tuple[Any, ...]]:
-    import sqlite3
-
-    with sqlite3.connect(base / "source.sqlite") as db:
-        rows = db.execute(
-            "SELECT id, order_date, customer, amount, updated_at FROM orders ORDER BY id"
-        ).fetchall()
-    return [(i, d, c, f"{a:.2f}", u) for i, d, c, a, u in rows]
-
-
-def target_values(endpoint: EndpointDescriptor, table: str) -> list[tuple[Any, ...]]:
-    client = open_client(endpoint)
-    try:
-        rows = client.query(f"SELECT {COLUMNS} FROM {table} ORDER BY id").result_rows
-    finally:
-        client.close()
-    return [(i, d, c, f"{float(a):.2f}", u) for i, d, c, a, u in rows]
 
 
 @pytest.mark.parametrize("load", ["direct", "staged"])
@@ -182,10 +153,10 @@ def test_a_run_that_lost_its_lease_before_arming_stops_and_the_target_holds_each
     error = outcome.get("error")
     assert isinstance(error, DponeError), outcome
     assert error.code is ErrorCode.ROUTE_BUSY and error.details["problem"] == "lease_lost"
-    assert target_values(clickhouse_http, target) == source_values(tmp_path)
+    assert server_rows(clickhouse_http, target) == source_rows(tmp_path)
     with open_runtime(load_manifest(manifest)) as runtime:  # nothing of run A's blocks the route
         assert runtime.run("run-c").rows_committed == 0
-    assert target_values(clickhouse_http, target) == source_values(tmp_path)
+    assert server_rows(clickhouse_http, target) == source_rows(tmp_path)
 
 
 def test_a_live_lease_proves_itself_whatever_the_sign_of_its_lock_key_and_an_ended_one_does_not(
