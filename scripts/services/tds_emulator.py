@@ -10,6 +10,10 @@ The rows are deterministic (``orders_rows()``) so tests can compare what they re
 row a pure function of its id (``large_order_row``), so a benchmark or test can check every value or a
 checksum without the emulator. Values that repeat (days, customers) are shared objects, so a million rows
 hold about 200 MB in the emulator.
+
+``dbo.clocks`` holds a SQL Server ``time(7)`` column sent as the real server sends it (``TIMEN``, scale 7:
+100-nanosecond units), which pysqlbridge has no type for: what shows how pymssql reads such a value
+(``CLOCK_UNITS``).
 """
 
 from __future__ import annotations
@@ -59,6 +63,28 @@ def orders_rows() -> list[dict[str, Any]]:
             }
         )
     return rows
+
+
+CLOCKS_TABLE = "clocks"
+#: ``dbo.clocks``'s values of ``clock``, in 100-nanosecond units since midnight: 10:00:00.1234567 (a seventh
+#: digit), 10:00:00.1234560 (six digits), 23:59:59.9999999, and NULL.
+CLOCK_UNITS: tuple[int | None, ...] = (360_001_234_567, 360_001_234_560, 863_999_999_999, None)
+
+
+def _time7_type() -> Any:
+    """``TIMEN`` of scale 7 (TDS type 0x29): a length byte (5) and five little-endian bytes of 100 ns units."""
+    from pysqlbridge.tds.result import ColumnType
+
+    class Time7(ColumnType):  # type: ignore[misc]
+        def type_info(self) -> bytes:
+            return bytes([0x29, 7])
+
+        def encode(self, value: object) -> bytes:
+            if value is None:
+                return b"\x00"
+            return b"\x05" + int(value).to_bytes(5, "little")  # type: ignore[call-overload]
+
+    return Time7()
 
 
 LARGE_TABLE = "large_orders"
@@ -112,6 +138,8 @@ def build_server(host: str, port: int, large_rows: int = 0) -> Any:
     ]
     catalog = Catalog()
     catalog.add(Table(TABLE, columns, values))
+    clocks = [[i, units] for i, units in enumerate(CLOCK_UNITS, start=1)]
+    catalog.add(Table(CLOCKS_TABLE, [Column("id", Integer(4)), Column("clock", _time7_type())], clocks))
     if large_rows > 0:
         catalog.add(Table(LARGE_TABLE, list(columns), _large_values(large_rows)))
     logins = LoginStore([Login(USER, PASSWORD, hashed=False)])

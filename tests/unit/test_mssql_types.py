@@ -248,6 +248,7 @@ def _audit_schema() -> TableSchema:
             mssql_types.column_spec("small", "smalldatetime", True),
             mssql_types.column_spec("amount", "decimal", True, 12, 2),
             mssql_types.column_spec("name", "nvarchar", True),
+            mssql_types.column_spec("clock", "time(7)", True),
         )
     )
 
@@ -265,6 +266,9 @@ def test_the_audit_checks_calendar_ranges_and_sub_second_digits_only_where_a_rea
     assert by_column["at"][0] == "MIN(CAST(SWITCHOFFSET([at], '+00:00') AS DATETIME2))"  # ranges in UTC
     assert "CAST([at] AS DATETIMEOFFSET(0)) <> [at]" in by_column["at"][2]
     assert len(by_column["small"]) == 2  # smalldatetime holds no seconds' fraction
+    assert by_column["clock"] == [
+        "COALESCE(SUM(CASE WHEN CAST([clock] AS TIME(6)) <> [clock] THEN 1 ELSE 0 END), 0)"
+    ]
     assert (
         "amount" not in by_column and "name" not in by_column
     )  # decimal(p,s) maps exactly; text never refused
@@ -277,6 +281,30 @@ def test_the_audit_checks_calendar_ranges_and_sub_second_digits_only_where_a_rea
         and low.refused(date(1970, 1, 1)) == 0
         and not low.refused(None)
     )
+
+
+def test_a_time_with_a_seventh_digit_stops_the_run_naming_the_column_and_how_to_keep_it() -> None:
+    """pymssql hands ``time`` over as ``datetime.time`` (microseconds): the 100 ns digit of ``time(7)`` would
+    be dropped without a word, so the audit counts the values a cast to ``time(6)`` changes."""
+    from airflow_provider_dpone.adapters.clickhouse.column_encoders import LEGACY_LIMITS
+    from airflow_provider_dpone.adapters.sources import value_audit
+
+    checks = value_audit.mssql_checks(_audit_schema(), LEGACY_LIMITS)
+    row = [3 if c.column.name == "clock" else (None if c.expression.startswith("M") else 0) for c in checks]
+    with pytest.raises(DponeError) as caught:
+        value_audit.require_clean(checks, row, "dbo.t")
+    error = caught.value
+    assert error.code is ErrorCode.MANIFEST_INVALID
+    assert error.details == {
+        "column": "clock",
+        "clickhouse_type": "String",
+        "reason": "sub_microsecond_digits",
+        "table": "dbo.t",
+        "rows": 3,
+    }
+    assert "seventh fractional digit" in error.safe_message and "(3 rows)" in error.safe_message
+    assert any("CAST(col AS varchar(16))" in line for line in error.hint_lines)
+    value_audit.require_clean(checks, [0 if v == 3 else v for v in row], "dbo.t")  # none: the run goes on
 
 
 def test_a_datetimeoffset_day_partition_column_is_refused_by_its_type() -> None:

@@ -27,8 +27,10 @@ What is checked, per column of the read (only types whose values can be refused)
   ``2026-11-30 24:00:00``) is also asked of the converters' own parser (``PARSES_FUNCTION``), so the audit
   never passes a text the read would refuse, whatever the Python version's ``fromisoformat`` accepts.
 * SQL Server (typed: only what the mapping can refuse): MIN/MAX of date and datetime columns against the
-  target's range, sub-second digits of datetime columns, decimals of a coarse description wider than its
-  scale; a ``datetimeoffset`` day/month partition column is refused by its type.
+  target's range, sub-second digits of datetime columns, a seventh fractional digit of ``time`` columns
+  (pymssql hands a ``time`` over as Python's ``datetime.time``, which holds microseconds: it drops the
+  100-nanosecond digit of ``time(7)``, SQL Server's default precision, without a word), decimals of a coarse
+  description wider than its scale; a ``datetimeoffset`` day/month partition column is refused by its type.
 """
 
 from __future__ import annotations
@@ -66,6 +68,7 @@ SUB_SECOND = "sub_second_digits"
 UTC_OFFSET = "utc_offset_in_partition_column"
 NOT_UTF8 = "not_utf8_text"
 TIME_IN_DATE = "time_of_day_in_date"
+SUB_MICROSECOND = "sub_microsecond_digits"
 
 _TEXTS = {
     NOT_INTEGER: "are not integers",
@@ -79,6 +82,8 @@ _TEXTS = {
     UTC_OFFSET: "carry a UTC offset: the day partition would be their local date but they are stored in UTC",
     NOT_UTF8: "are not valid UTF-8 text",
     TIME_IN_DATE: "carry a time of day (or a UTC offset), which Date does not hold",
+    SUB_MICROSECOND: "have a seventh fractional digit (100 ns), which the SQL Server driver cannot read "
+    "(it keeps microseconds)",
 }
 _HINTS = {
     SUB_SECOND: "to drop the fraction deliberately, truncate it in source.query (SQL Server: "
@@ -88,6 +93,8 @@ _HINTS = {
     DECIMAL_DIGITS: "values are never rounded to fit: widen the declared type, or ROUND/CAST in source.query",
     TIME_IN_DATE: "declare the column DATETIME to keep the time; to drop it deliberately, select "
     "date(col) AS col in source.query (SQLite; it arrives as String) or CAST(col AS date) (SQL Server)",
+    SUB_MICROSECOND: "to keep every digit, select CAST(col AS varchar(16)) AS col in source.query (SQL Server's "
+    "own text of the time); to drop the digit deliberately, CAST(col AS time(6)) AS col",
     NOT_UTF8: "the text was stored in another encoding: re-encode it in the source table, or select "
     "CAST(col AS BLOB) AS col in source.query to move the bytes as they are",
 }
@@ -520,7 +527,8 @@ def mssql_offset_partition(schema: TableSchema, bounds: Sequence[PartitionBounds
 
 
 def mssql_checks(schema: TableSchema, limits: ValueLimits | None) -> list[Check]:
-    """MIN/MAX of calendar columns against the target's range, sub-second digits, coarse decimal scale."""
+    """MIN/MAX of calendar columns against the target's range, sub-second digits, a ``time`` column's
+    seventh digit, coarse decimal scale."""
     lim = held_limits(limits)
     checks: list[Check] = []
     for column in schema.columns:
@@ -543,6 +551,9 @@ def mssql_checks(schema: TableSchema, limits: ValueLimits | None) -> list[Check]
                 # TDS emulator knows no DATEPART(NANOSECOND))
                 whole = "DATETIMEOFFSET(0)" if source_type == "datetimeoffset" else "DATETIME2(0)"
                 checks.append(Check(column, SUB_SECOND, _sum(f"CAST({q} AS {whole}) <> {q}"), _count))
+        elif source_type == "time":
+            # the describe keeps no scale for time (time(0) .. time(7)): below 7 the cast changes nothing
+            checks.append(Check(column, SUB_MICROSECOND, _sum(f"CAST({q} AS TIME(6)) <> {q}"), _count))
         elif kind.startswith("Decimal(") and source_type == "tds:decimal":
             scale = int(kind[len("Decimal(") : -1].split(",")[1])
             checks.append(Check(column, DECIMAL_DIGITS, _sum(f"ROUND({q}, {scale}) <> {q}"), _count))
