@@ -53,6 +53,7 @@ from airflow_provider_dpone.runtime.guard.batch_id import checkpoint_batch_id
 from airflow_provider_dpone.runtime.guard.commit_lifecycle import ActivePartition, TargetCommitLifecycle
 from airflow_provider_dpone.runtime.guard.route_guard import require_clear_route
 from airflow_provider_dpone.runtime.null_free import schema_for_target
+from airflow_provider_dpone.runtime.partition_column import require_partition_column_written
 from airflow_provider_dpone.runtime.pre_arm_checks import PreArmChecks
 from airflow_provider_dpone.runtime.progress import ProgressListener, SilentProgress
 from airflow_provider_dpone.runtime.quality.gate import QualityGate
@@ -384,6 +385,7 @@ class TransferEngine:
         """Schema, resume decisions, and the stored checkpoint each decision was taken from."""
         source = self._ports.source
         schema = source.describe()
+        require_partition_column_written(self._manifest, schema)
         query_hash = source.query_hash()
         schema_hash = schema.schema_hash()
         planned = [

@@ -46,6 +46,7 @@ def orders_manifest(
     order_by: str = "[order_date, id]",
     columns: str = GOOD_COLUMNS,
     partition_column: str = "order_date",
+    strategy: str = "incremental_append",
 ) -> Path:
     path = base / "orders.yaml"
     path.write_text(
@@ -64,7 +65,7 @@ sink:
   type: clickhouse
   connection: chdb:///clickhouse
   table: demo.orders
-  strategy: incremental_append
+  strategy: {strategy}
   order_by: {order_by}
 checkpoints:
   connection: user_errors_state
@@ -112,6 +113,33 @@ def test_a_misspelled_column_in_a_manifest_field_exits_2_blocks_nothing_and_the_
     assert fixed.exit_code == 0, fixed.output
     assert target_rows(base) == source_rows(base)
     assert len(target_rows(base)) == ROWS
+
+
+@pytest.mark.parametrize("strategy", ["incremental_append", "replace_partition"])
+def test_a_partitioned_route_that_leaves_its_partition_column_unwritten_stops_before_arming(
+    base: Path, strategy: str
+) -> None:
+    """The guard counts (and a replace deletes) a partition's target rows by its partition column: left out
+    of source.columns, an append could count nothing after its first run and a replace blocked its route."""
+    unwritten = "[id, customer, amount, updated_at]"
+    manifest = orders_manifest(base, columns=unwritten, order_by="[id]", strategy=strategy)
+    assert_refused_before_anything(
+        base, manifest, "manifest_invalid", "'order_date'", "source.columns leaves out", strategy
+    )
+    assert not (base / "clickhouse").exists() or chdb_query(base, "EXISTS TABLE demo.orders") == [(0,)]
+
+    fixed = dpone("run", str(orders_manifest(base, strategy=strategy)), "--run-id", "fixed")
+    assert fixed.exit_code == 0, fixed.output
+    assert target_rows(base) == source_rows(base) and len(target_rows(base)) == ROWS
+
+
+def test_a_full_refresh_may_leave_its_partition_column_unwritten(base: Path) -> None:
+    unwritten = "[id, customer, amount, updated_at]"
+    manifest = orders_manifest(base, columns=unwritten, order_by="[id]", strategy="full_refresh")
+    for run_id in ("first", "second"):  # it replaces the whole table: nothing is counted by partition
+        result = dpone("run", str(manifest), "--run-id", run_id)
+        assert result.exit_code == 0, result.output
+    assert chdb_query(base, "SELECT count(), uniqExact(id) FROM demo.orders") == [(ROWS, ROWS)]
 
 
 # -- column names the ClickHouse client would misquote -------------------------------------------------------
