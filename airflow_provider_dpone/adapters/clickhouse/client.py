@@ -105,8 +105,24 @@ def open_client(endpoint: EndpointDescriptor, *, readonly: bool = False) -> Clie
             details={"connection": endpoint.name},
         )
     if endpoint.interface is ClickHouseInterface.CHDB:
-        return _open_chdb(endpoint, readonly=readonly)
-    return _open_http(endpoint, readonly=readonly)
+        client = _open_chdb(endpoint, readonly=readonly)
+    else:
+        client = _open_http(endpoint, readonly=readonly)
+    return client if readonly else results_in_full(client)
+
+
+def results_in_full(client: Client) -> Client:
+    """Every ``*_overflow_mode`` the engine knows set to ``throw`` on this client, over what a settings
+    profile or the connection's ``session_settings`` say. With ``break``, a limit (``max_rows_to_read``,
+    ``max_result_rows``, ``max_execution_time`` ...) ends a statement early *without an error*: a staged
+    publish's ``INSERT ... SELECT`` copied part of the staging rows and the run committed them all (seen:
+    52,486 of 200,000 rows, exit 0), and a count could read part of a table. A limit now fails the
+    statement instead. (A read-only client's requests carry ``readonly=1``, which forbids changing a
+    setting: those keep the profile's modes.)"""
+    for name in client.server_settings:
+        if name.endswith(("_overflow_mode", "_overflow_mode_leaf")):
+            client.set_client_setting(name, "throw")
+    return client
 
 
 def _open_http(endpoint: EndpointDescriptor, *, readonly: bool = False) -> Client:
