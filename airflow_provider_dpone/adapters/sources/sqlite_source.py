@@ -109,6 +109,8 @@ class SqliteSource:
         self._keys: list[str] = []
         #: the table's key is one column without an index of its own (read once, by ``_describe_table``)
         self._single_unindexed_key = False
+        #: whether a TEXT column holds only text (a table's affinity); None until asked
+        self._text_affinity: bool | None = None
         #: (column, placeable 10-character prefixes) from the last calendar ``column_stats`` of a plan
         self._calendar_prefixes: tuple[str, list[str]] | None = None
         self._arrow = sqlite_arrow_driver.wanted() if arrow_read is None else arrow_read
@@ -247,6 +249,33 @@ class SqliteSource:
         except sqlite3.Error:  # SQLite before 3.37 has no table_list; such tables are rare, stay Nullable
             return False
         return bool(rows and rows[0][0])
+
+    def _needs_coercion(self, column: ColumnSpec) -> bool:
+        """``sqlite_types.needs_coercion``, and every String column of a view or a query: a TEXT column's
+        affinity turns numbers into text where a *table* stores them, but a view's or query's column (a
+        UNION's later arm, a CASE) hands a REAL over as a REAL, which the Arrow read, pinned to text, printed
+        as ``1.234568e+02`` (exit 0). Such columns are counted like untyped ones: text moves in Arrow, a
+        number takes the row read's exact text of it."""
+        if sqlite_types.needs_coercion(column):
+            return True
+        return column.clickhouse_type == "String" and not self._text_is_text()
+
+    def _text_is_text(self) -> bool:
+        if self._text_affinity is None:
+            self._text_affinity = not self._spec.query and not self._is_view()
+        return self._text_affinity
+
+    def _is_view(self) -> bool:
+        schema = lite.quote_ident(self._table.schema or "main")
+        master = "sqlite_temp_master" if (self._table.schema or "").lower() == "temp" else "sqlite_master"
+        rows = self._fetch_all(
+            (
+                f"SELECT 1 FROM {schema}.{master} WHERE type = 'view' AND name = ? COLLATE NOCASE",
+                (self._table.name,),
+            ),
+            what="the column list",
+        )
+        return bool(rows)
 
     def _describe_query(self) -> TableSchema:
         """A temporary view over the query: SQLite then reports each column's declared type (the
@@ -448,9 +477,7 @@ class SqliteSource:
         chunk_rows: int,
         label: str,
     ) -> Iterator[ColumnChunk]:
-        builder = ChunkBuilder(
-            partition_id, schema, lambda name: sqlite_types.needs_coercion(schema.column(name))
-        )
+        builder = ChunkBuilder(partition_id, schema, lambda name: self._needs_coercion(schema.column(name)))
         cursor = self._db().cursor()
         try:
             try:
@@ -527,7 +554,7 @@ class SqliteSource:
             return
         # the storage facts cost the SQL audit a per-row expression each: counted only when they can prove
         # the Arrow read (a flag or coerced text column rules it out whatever they say)
-        counted = self._arrow and sqlite_arrow.readable(schema, sqlite_types.needs_coercion)
+        counted = self._arrow and sqlite_arrow.readable(schema, self._needs_coercion)
         plan = value_audit.sqlite_plan(schema, bounds, limits, exempt=exempt, with_facts=counted)
         if plan is None:
             return
@@ -554,8 +581,8 @@ class SqliteSource:
         if not (self._arrow and bounds):
             return False
         schema = self.describe()
-        audit = sqlite_arrow_audit.audit_read(schema, self._rowid_alias(schema), sqlite_types.needs_coercion)
-        plan = sqlite_arrow.arrow_plan(schema, sqlite_types.needs_coercion, _clean_facts(schema))
+        audit = sqlite_arrow_audit.audit_read(schema, self._rowid_alias(schema), self._needs_coercion)
+        plan = sqlite_arrow.arrow_plan(schema, self._needs_coercion, _clean_facts(schema))
         held = value_audit.held_limits(limits)
         proving = sqlite_arrow_proving.proving_read(plan, audit, held)
         if plan is None or proving is None:
@@ -567,7 +594,7 @@ class SqliteSource:
     def _prove_arrow_read(
         self, schema: TableSchema, bounds: Sequence[PartitionBounds], facts: dict[str, int]
     ) -> None:
-        arrow = sqlite_arrow.arrow_plan(schema, sqlite_types.needs_coercion, facts)
+        arrow = sqlite_arrow.arrow_plan(schema, self._needs_coercion, facts)
         if arrow is not None:
             self._arrow_proven = (frozenset(bounds), arrow)
 
@@ -581,7 +608,7 @@ class SqliteSource:
         """Whether the audited columns, read into Arrow, prove the run clean (``sqlite_arrow_audit``): one
         statement per group of partitions, as the SQL audit's, each on a driver connection of its own and
         all at once. ``False`` (the SQL audit decides) on anything it cannot prove, a driver error too."""
-        read = sqlite_arrow_audit.audit_read(schema, exempt, sqlite_types.needs_coercion)
+        read = sqlite_arrow_audit.audit_read(schema, exempt, self._needs_coercion)
         if read is None:
             return False
         statements = [
