@@ -6,10 +6,14 @@ import json
 import signal
 from pathlib import Path
 
+from airflow_provider_dpone.adapters.checkpoint_sql import SqlCheckpointStore
+from airflow_provider_dpone.contracts.checkpoint import CheckpointStatus
+from airflow_provider_dpone.contracts.guard import GUARD_KEY, GuardPhase, TargetCommitGuard
 from airflow_provider_dpone.manifests.loader import load_manifest
 from tests.integration.route_rig import (
     TARGET,
     append_armed,
+    chdb_command,
     dpone,
     hold_lease,
     latest_of,
@@ -110,5 +114,70 @@ def test_a_resolution_while_a_run_of_the_target_is_live_stops_busy_and_writes_no
     assert TARGET in busy.output
     resolved = dpone("guard", "resolve", str(manifest), "--all-blocked", "--as", "committed", "--reason", "x")
     assert resolved.exit_code == 0, resolved.output
+    assert dpone("run", str(manifest)).exit_code == 0
+    assert target_rows(base) == source_rows(base)
+
+
+def test_committed_over_a_partition_the_target_holds_none_of_is_refused_and_counted_rows_are_recorded(
+    base: Path, store_url: str
+) -> None:
+    """A direct load's armed record knows no rows: `--as committed` over a partition whose rows never reached
+    the target recorded it committed with rows unknown, and no run would ever move or miss those rows."""
+    manifest = write_manifest(base, "orders", store_url)
+    assert dpone("run", str(manifest)).exit_code == 0
+    committed = latest_of(store_url, load_manifest(manifest).route)
+    reached, missing = sorted(committed, key=lambda c: c.bounds.label)[:2]
+    armed = TargetCommitGuard.for_phase(GuardPhase.ARMED, "sha256:" + "cd" * 32).to_json()
+    with SqlCheckpointStore(store_url) as store:  # what a direct attempt leaves: EXPORTED/armed, rows unknown
+        store.write_batch(
+            [
+                c.model_copy(
+                    update={
+                        "status": CheckpointStatus.EXPORTED,
+                        "completed_at": None,
+                        "rows": None,
+                        "diagnostics": {GUARD_KEY: armed},
+                    }
+                )
+                for c in (reached, missing)
+            ]
+        )
+    day = missing.bounds.lower
+    chdb_command(base, f"ALTER TABLE {TARGET} DELETE WHERE order_date = '{day}' SETTINGS mutations_sync = 2")
+
+    refused = dpone("guard", "resolve", str(manifest), "--all-blocked", "--as", "committed", "--reason", "x")
+
+    assert refused.exit_code == 2, refused.output
+    assert "refusing --as committed" in refused.output and missing.bounds.label in refused.output
+    assert reached.bounds.label not in refused.output.split("refusing")[1].split("If the attempt")[0]
+    assert dpone("run", str(manifest)).exit_code == 3  # nothing was written: still blocked
+
+    one = dpone(
+        "guard",
+        "resolve",
+        str(manifest),
+        "--partition",
+        reached.partition_id,
+        "--as",
+        "committed",
+        "--reason",
+        "counted",
+        "--json",
+    )
+    assert one.exit_code == 0, one.output
+    (record,) = json.loads(one.stdout)["resolved"]
+    assert record["rows"] == reached.rows and record["diagnostics"]["resolution"]["attempt_rows"] is None
+    other = dpone(
+        "guard",
+        "resolve",
+        str(manifest),
+        "--partition",
+        missing.partition_id,
+        "--as",
+        "not-applied",
+        "--reason",
+        "deleted",
+    )
+    assert other.exit_code == 0, other.output
     assert dpone("run", str(manifest)).exit_code == 0
     assert target_rows(base) == source_rows(base)

@@ -121,9 +121,12 @@ def test_open_client_passes_the_receive_and_connect_timeouts_to_clickhouse_conne
 ) -> None:
     seen: dict[str, Any] = {}
 
+    class Connected:  # what open_client asks of a client after connecting
+        server_settings: dict[str, Any] = {}
+
     def fake_get_client(**kwargs: Any) -> object:
         seen.update(kwargs)
-        return object()
+        return Connected()
 
     monkeypatch.setattr(ch_client.clickhouse_connect, "get_client", fake_get_client)
     ch_client.open_client(server_endpoint(connect_timeout_s=4, receive_timeout_s=45))

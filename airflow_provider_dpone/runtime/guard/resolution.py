@@ -7,7 +7,10 @@ Resolving ``committed`` records that the operator verified the target holds the 
 It does protect the operator from the answer that duplicates: before ``not-applied`` on an
 ``incremental_append`` route it counts the target's rows within each partition's bounds and refuses when
 any are there, or when the attempt's target call is known to have succeeded (``checkpoint_incomplete``),
-unless ``force``. ``committed`` is recorded with the counts, so a mismatch is visible and audited.
+unless ``force``. ``committed`` is recorded with the counts, so a mismatch is visible and audited; it
+is refused (unless ``force``) where the target holds no row of the partition, since no run would move its rows
+again, and where the attempt's rows are unknown (a direct load) the counted rows become the checkpoint's, so
+later runs check that the target still holds them.
 """
 
 from __future__ import annotations
@@ -110,6 +113,8 @@ def resolve(
     counts = _target_counts([by_id[pid] for pid in chosen], count_target, force=request.force)
     if request.resolve_as is ResolveAs.NOT_APPLIED and not request.force:
         _refuse_duplicating_not_applied([by_id[pid] for pid in chosen], blocked, counts)
+    if request.resolve_as is ResolveAs.COMMITTED and not request.force:
+        _refuse_losing_committed([by_id[pid] for pid in chosen], blocked, counts)
     at = clock.now()
     records: list[PartitionCheckpoint] = []
     for pid in chosen:
@@ -138,16 +143,18 @@ def resolve(
             "forced": request.force,
             "over_unreadable_row": UNREADABLE_KEY in previous.diagnostics,
         }
-        records.append(
-            previous.model_copy(
-                update={
-                    "status": status,
-                    "started_at": at,
-                    "completed_at": at,
-                    "diagnostics": diagnostics,
-                }
-            )
-        )
+        update: dict[str, object] = {
+            "status": status,
+            "started_at": at,
+            "completed_at": at,
+            "diagnostics": diagnostics,
+        }
+        counted = counts.get(pid)
+        if status is CheckpointStatus.COMMITTED and previous.rows is None and counted is not None:
+            # the attempt's rows are unknown (a direct load counts them inside the target call): what the
+            # operator declared committed is what the target holds, and later runs check it is still there
+            update["rows"] = counted
+        records.append(previous.model_copy(update=update))
     store.write_batch(records)
     return records
 
@@ -199,6 +206,32 @@ def _refuse_duplicating_not_applied(
                 *problems,
                 "If the rows are the attempt's, resolve --as committed. If they are not (you verified and deleted",
                 "or they belong to another writer), re-run with --force; the counts are kept in the audit record.",
+                "runbook:  dpone runbook guard",
+            ),
+        )
+
+
+def _refuse_losing_committed(
+    chosen: Sequence[PartitionCheckpoint], blocked: dict[str, BlockedPartition], counts: dict[str, int | None]
+) -> None:
+    """``committed`` over a partition of which the target holds no row would skip its rows for ever: no
+    later run moves a committed partition again (and nothing would say the rows are missing)."""
+    problems = [
+        f"partition {blocked[c.partition_id].label}: the target holds no row within its bounds; "
+        f"attempt_rows={c.rows}"
+        for c in chosen
+        if counts.get(c.partition_id) == 0 and c.rows != 0
+    ]
+    if problems:
+        raise DponeError(
+            ErrorCode.USAGE,
+            "refusing --as committed: the target holds none of these partitions' rows, and no run would "
+            "move them again",
+            details={"partitions": problems},
+            hint_lines=(
+                *problems,
+                "If the attempt never reached the target, resolve --as not-applied: the next run moves them.",
+                "If the source partition is empty too (nothing to move), re-run with --force.",
                 "runbook:  dpone runbook guard",
             ),
         )
