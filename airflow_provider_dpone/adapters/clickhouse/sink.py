@@ -34,7 +34,12 @@ from airflow_provider_dpone.adapters.clickhouse.insert_settings import (
 )
 from airflow_provider_dpone.adapters.clickhouse.mutations import MutationTimeout, delete_where
 from airflow_provider_dpone.adapters.clickhouse.native_body import native_body
-from airflow_provider_dpone.adapters.clickhouse.predicates import BoundsError, any_of, where_clause
+from airflow_provider_dpone.adapters.clickhouse.predicates import (
+    BoundsError,
+    any_of,
+    delete_conditions,
+    where_clause,
+)
 from airflow_provider_dpone.adapters.clickhouse.quoting import (
     TableName,
     driver_misquotes,
@@ -405,11 +410,12 @@ class ClickHouseSink:
             with self._failures("truncate the target table", name, step="truncate", code=_LOAD):
                 client.command(f"TRUNCATE TABLE {name.sql()}")
         elif scope.bounds:
-            condition = any_of(scope.bounds, _types_of(target))  # validated by _scope already
-            if condition is None:
+            conditions = delete_conditions(scope.bounds, _types_of(target))  # validated by _scope already
+            if conditions is None:
                 raise DponeError(ErrorCode.TARGET_LOAD_FAILED, "a partition scope lost its bounds")
             with self._failures("delete the armed partitions' rows", name, step="delete", code=_LOAD):
-                delete_where(client, name, condition, self._mutation_timeout_s)
+                for condition in conditions:  # one statement per few hundred ranges (max_query_size)
+                    delete_where(client, name, condition, self._mutation_timeout_s)
 
     def _insert_all(
         self,
