@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from datetime import date, timedelta
 
+import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
@@ -79,3 +80,14 @@ def test_separate_ranges_go_in_statements_of_at_most_the_limit_each() -> None:
     assert delete_conditions([day(i) for i in range(5_000)]) == [
         "(`d` >= toDate('2026-01-01') AND `d` < toDate('2039-09-10'))"
     ]
+
+
+def test_calendar_bounds_on_a_text_column_compare_as_text_as_the_source_did() -> None:
+    from airflow_provider_dpone.adapters.clickhouse.predicates import BoundsError, literal, predicate
+
+    types = {"d": "Nullable(String)"}
+    assert predicate(day(0), types) == "`d` >= '2026-01-01' AND `d` < '2026-01-02'"
+    assert predicate(day(0), {"d": "Date"}) == "`d` >= toDate('2026-01-01') AND `d` < toDate('2026-01-02')"
+    assert literal("2026-01-01 10:00:00", "datetime", "LowCardinality(String)") == "'2026-01-01 10:00:00'"
+    with pytest.raises(BoundsError):
+        literal("2026-13-01", "date", "String")  # still ISO text, whatever the column
