@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 
 from airflow_provider_dpone.contracts.checkpoint import CheckpointStatus, PartitionCheckpoint
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
+from airflow_provider_dpone.contracts.guard import GuardInvalid, GuardPhase, read_guard
 from airflow_provider_dpone.contracts.manifest import LoadPath, Manifest, PartitionKind
 from airflow_provider_dpone.contracts.partition import PartitionBounds, PlannedPartition
 from airflow_provider_dpone.contracts.route import RouteIdentity, Strategy
@@ -449,7 +450,12 @@ class PreArmChecks:
         )
 
     def require_target_holds_committed(
-        self, decisions: Sequence[ResumeDecision], matched: dict[str, PartitionCheckpoint], *, moving: bool
+        self,
+        decisions: Sequence[ResumeDecision],
+        matched: dict[str, PartitionCheckpoint],
+        *,
+        moving: bool,
+        family: RouteFamily | None = None,
     ) -> int | None:
         """Before any target I/O: the target must still hold the rows the skipped committed partitions
         loaded.
@@ -479,6 +485,9 @@ class PreArmChecks:
         target_rows = sink.count_rows(table, None)  # 0 when the table does not exist
         if target_rows >= committed_rows:
             return target_rows  # the common case: no partition is ordered or counted
+        rewritten = [] if family is None else rewritten_since(family, skipped)
+        if rewritten:
+            raise self._rewritten_by_another_route(rewritten, target_rows, committed_rows)
         newest = max(skipped, key=lambda c: (bounds_order(c.bounds), c.completed_at or c.started_at))
         if target_rows > 0 and sink.count_rows(table, newest.bounds) > 0:
             if not moving:
@@ -516,6 +525,90 @@ class PreArmChecks:
                 "'The target lost committed rows'",
             ),
         )
+
+    def _rewritten_by_another_route(
+        self,
+        rewritten: Sequence[tuple[PartitionCheckpoint, PartitionCheckpoint]],
+        target_rows: int,
+        committed_rows: int,
+    ) -> DponeError:
+        table = self._manifest.sink.table
+        partitions = [own.bounds for own, _ in rewritten]
+        others = sorted({other.route.describe() for _, other in rewritten})
+        return DponeError(
+            ErrorCode.TARGET_LOST_COMMITTED_ROWS,
+            f"target table {table} holds {target_rows} rows, fewer than the {committed_rows} the committed "
+            f"partitions of route {self._route.describe()} loaded, and {len(partitions)} of them "
+            f"({some_bounds_labels(partitions)}) lie within bounds another route of the table replaced (or "
+            f"began to replace) after they were committed: {', '.join(others)}. This route never moves a "
+            "committed partition again, so their missing rows would stay missing",
+            details={
+                "route": self._route.describe(),
+                "target_table": table,
+                "target_rows": target_rows,
+                "committed_rows": committed_rows,
+                "partitions": [b.label for b in partitions],
+                "other_routes": others,
+                "problem": "rewritten_by_another_route",
+            },
+            hint_lines=(
+                "nothing was read or written",
+                "a replacing route (replace_partition, full_refresh) of this table deleted rows within these "
+                "partitions: run it again to completion, or reload the partitions deliberately",
+                "see `dpone runbook guard`, 'The target lost committed rows'",
+            ),
+        )
+
+
+#: Guard phases whose attempt began its target call (its deletes may have run).
+_REACHED_TARGET = frozenset(
+    {
+        GuardPhase.ARMED.value,
+        GuardPhase.TARGET_OUTCOME_UNKNOWN.value,
+        GuardPhase.CHECKPOINT_INCOMPLETE.value,
+        GuardPhase.CHECKPOINT_COMMITTED.value,
+    }
+)
+
+
+def _replaced_the_target(checkpoint: PartitionCheckpoint) -> bool:
+    """A replacing route's checkpoint whose attempt deleted (or may have deleted) rows in the target: it
+    committed, it was left in the target call, or an operator resolved such an attempt ``not-applied``."""
+    if checkpoint.route.strategy is Strategy.INCREMENTAL_APPEND:
+        return False
+    try:
+        guard = read_guard(checkpoint)
+    except GuardInvalid:
+        return True
+    if guard is None:
+        return checkpoint.status is CheckpointStatus.COMMITTED
+    if guard.phase.value in _REACHED_TARGET:
+        return True
+    resolution = checkpoint.diagnostics.get("resolution")
+    return isinstance(resolution, dict) and resolution.get("previous_phase") in _REACHED_TARGET
+
+
+def rewritten_since(
+    family: RouteFamily, committed: Sequence[PartitionCheckpoint]
+) -> list[tuple[PartitionCheckpoint, PartitionCheckpoint]]:
+    """(committed partition, other route's checkpoint) where another route of the target that replaces
+    rows began an attempt within the partition's bounds after the partition was committed: its delete ran
+    (or may have), and an append route skips its own committed partitions for ever. Seen: a
+    ``replace_partition`` run of one day failed after its delete, was resolved ``not-applied``, and the
+    append route then reported "nothing to do", exit 0, with the day's rows missing (a notice blamed
+    retention); a ``full_refresh`` with a filtering query did the same to every day it left out."""
+    own = {c.route for c in family.own} | {family.route}
+    replacing = [c for c in family.target_wide if c.route not in own and _replaced_the_target(c)]
+    found: list[tuple[PartitionCheckpoint, PartitionCheckpoint]] = []
+    for checkpoint in committed:
+        since = checkpoint.completed_at or checkpoint.started_at
+        for other in replacing:
+            # a full refresh empties the whole table, whatever bounds its own partitions have
+            whole = other.route.strategy is Strategy.FULL_REFRESH
+            if other.started_at > since and (whole or may_overlap(checkpoint.bounds, other.bounds)):
+                found.append((checkpoint, other))
+                break
+    return found
 
 
 def some_labels(partitions: Sequence[PlannedPartition]) -> str:

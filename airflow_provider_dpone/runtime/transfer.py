@@ -443,7 +443,9 @@ class TransferEngine:
         self._checks.require_unchanged_identity(family, decisions)
         self._checks.require_scope_spares_other_sources(family, [a.planned for a in active])
         unverified = self._unverified(decisions, matched)
-        target_rows = self._checks.require_target_holds_committed(decisions, matched, moving=bool(active))
+        target_rows = self._checks.require_target_holds_committed(
+            decisions, matched, moving=bool(active), family=family
+        )
         if not active:
             self._checks.drop_leftover_staging()
             self._checks.say_the_whole_table_moved_once(decisions)

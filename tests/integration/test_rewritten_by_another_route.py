@@ -1,0 +1,80 @@
+"""An append route whose committed days another route of the table replaced since does not say "nothing to do".
+
+An ``incremental_append`` route never moves a committed partition again. When another route of the same
+target that *replaces* rows (the same source table under ``replace_partition`` or ``full_refresh``: a
+one-day repair, a refresh) deletes within its committed days and does not put every row back, the rows are
+gone: a repair that failed after its delete and was resolved ``not-applied``, or a refresh whose query
+filtered. The append route then reported "nothing to do", exit 0, and a notice blamed retention. It stops
+now (``native_transfer_target_lost_committed_rows``, ``details.problem: rewritten_by_another_route``),
+naming the partitions and the other route, before it reads or writes anything.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_provider_dpone.adapters.clickhouse.sink import ClickHouseSink
+from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
+from tests.integration.route_rig import ROWS, chdb_query, dpone, manifest_at, source_rows, target_rows
+
+pytestmark = pytest.mark.service
+
+
+@pytest.fixture
+def appended(base: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("AIRFLOW_CONN_SPELLING_STATE", f"sqlite:///{base / 'state.sqlite'}")
+    manifest = manifest_at(base, name="daily")
+    assert dpone("run", str(manifest)).exit_code == 0
+    assert len(target_rows(base)) == ROWS
+    return manifest
+
+
+def lost(result: Any) -> dict[str, Any]:
+    assert result.exit_code == 3, result.output
+    error: dict[str, Any] = json.loads(result.stdout)
+    assert error["error"] == "native_transfer_target_lost_committed_rows", error
+    return error["details"]
+
+
+def test_a_filtering_full_refresh_then_the_append_route_stops_naming_the_refresh(
+    base: Path, appended: Path
+) -> None:
+    first_day = min(row[1] for row in source_rows(base))
+    query = f"  query: \"SELECT * FROM orders WHERE order_date = '{first_day}'\"\n"
+    refresh = manifest_at(base, name="refresh", strategy="full_refresh", extra=query, file="refresh.yaml")
+    assert dpone("run", str(refresh), "--allow-nonempty-target").exit_code == 0
+
+    details = lost(dpone("run", str(appended), "--json"))  # red: exit 0, "nothing to do"
+
+    assert details["problem"] == "rewritten_by_another_route"
+    assert details["other_routes"] == ["main.orders -> demo.orders (full_refresh)"]
+    assert len(details["partitions"]) == 4  # a refresh empties the whole table: every committed day
+
+
+def test_a_repair_that_failed_after_its_delete_and_was_resolved_not_applied_stops_the_append_route(
+    base: Path, appended: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    day = max(row[1] for row in source_rows(base))
+    query = f"  query: \"SELECT * FROM orders WHERE order_date = '{day}'\"\n"
+    repair = manifest_at(base, name="repair", strategy="replace_partition", extra=query, file="repair.yaml")
+
+    def fail_to_insert(*_: Any, **__: Any) -> int:
+        raise DponeError(ErrorCode.TARGET_LOAD_FAILED, "inserting failed")
+
+    with monkeypatch.context() as patched:  # the delete ran, the insert failed: the day is empty
+        patched.setattr(ClickHouseSink, "_insert_block", fail_to_insert)
+        assert dpone("run", str(repair), "--allow-nonempty-target").exit_code != 0
+    assert chdb_query(base, f"SELECT count() FROM demo.orders WHERE order_date = '{day}'") == [(0,)]
+    resolved = dpone("guard", "resolve", str(repair), "--all-blocked", "--as", "not-applied", "--reason", "x")
+    assert resolved.exit_code == 0, resolved.output  # allowed: a replace re-run replaces the day
+
+    details = lost(dpone("run", str(appended), "--json"))  # red: exit 0 with the day's rows missing
+
+    assert details["partitions"] == [f"order_date={day}"]
+    assert details["other_routes"] == ["main.orders -> demo.orders (replace_partition)"]
+    assert dpone("run", str(repair)).exit_code == 0  # the repair run to completion puts the day back
+    assert dpone("run", str(appended)).exit_code == 0 and target_rows(base) == source_rows(base)
