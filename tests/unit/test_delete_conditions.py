@@ -91,3 +91,13 @@ def test_calendar_bounds_on_a_text_column_compare_as_text_as_the_source_did() ->
     assert literal("2026-01-01 10:00:00", "datetime", "LowCardinality(String)") == "'2026-01-01 10:00:00'"
     with pytest.raises(BoundsError):
         literal("2026-13-01", "date", "String")  # still ISO text, whatever the column
+
+
+def test_a_listed_number_is_written_as_the_number_the_source_compared() -> None:
+    from airflow_provider_dpone.adapters.clickhouse.predicates import BoundsError, literal
+
+    assert literal(" 10.5", "string", "Nullable(Decimal(12, 2))") == "'10.5'"  # the engine refuses ' 10.5'
+    assert literal("1e1", "string", "Float64") == "'10'"
+    assert literal(" 10.5", "string", "String") == "' 10.5'"  # text is compared as it is spelled
+    with pytest.raises(BoundsError):
+        literal("ten", "string", "Decimal(12, 2)")

@@ -140,6 +140,20 @@ def test_a_list_value_that_does_not_fit_the_column_is_a_manifest_error() -> None
     assert caught.value.details["position"] == 1
 
 
+def test_list_values_of_a_decimal_column_fold_by_their_number_and_must_be_numbers() -> None:
+    """The source compares numbers: ``10.5``, ``10.50`` and `` 10.5`` select the same rows, and as three
+    partitions an append moved them three times. The first spelling stays (its partition ID is unchanged)."""
+    bounds = _plan(
+        Partitioning(kind=PartitionKind.LIST, column="amount", values=("10.5", "10.50", " 10.5", "7"))
+    )
+    assert [b.values for b in bounds] == [("10.5",), ("7",)]
+    for bad in ("ten", "NaN", "Infinity"):
+        with pytest.raises(DponeError) as caught:
+            _plan(Partitioning(kind=PartitionKind.LIST, column="amount", values=("1", bad)))
+        assert caught.value.code is ErrorCode.MANIFEST_INVALID and caught.value.details["position"] == 2
+        assert "number" in caught.value.render() and bad not in caught.value.render()
+
+
 def test_an_empty_source_plans_no_partitions() -> None:
     probe = ProbeAnswers(rows=0)
     assert _plan(Partitioning(kind=PartitionKind.DAY, column="order_date"), probe) == []

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from datetime import date, datetime, time, timezone
+from decimal import Decimal, InvalidOperation
 
 from airflow_provider_dpone.adapters.bounds_sql import bounds_condition
 from airflow_provider_dpone.adapters.clickhouse.quoting import quote_identifier, quote_string
@@ -77,7 +78,21 @@ def literal(value: str, value_type: str, column_type: str | None = None) -> str:
         except ValueError:
             raise BoundsError("datetime bound is not an ISO datetime") from None
         return f"toDateTime({utc_epoch(moment)})"
+    if _is_number(column_type):
+        # a listed value of a Decimal or float column, as the source compared it: the number (the engine
+        # cannot read `` 10.5`` as a Decimal, and a replace's delete failed inside the target call)
+        try:
+            number = Decimal(value.strip())
+        except InvalidOperation:
+            raise BoundsError("a number column's value is not a number") from None
+        if not number.is_finite():
+            raise BoundsError("a number column's value is not a finite number")
+        return quote_string(format(number, "f"))
     return quote_string(value)
+
+
+def _is_number(type_name: str | None) -> bool:
+    return type_name is not None and base_type(type_name).startswith(("Decimal", "Float"))
 
 
 def _check_calendar(value: str, value_type: str) -> None:

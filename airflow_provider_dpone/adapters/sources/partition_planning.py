@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
+from decimal import Decimal, InvalidOperation
 from typing import Protocol
 
 from airflow_provider_dpone.adapters.sources.table_names import canonical_source_table
@@ -209,23 +210,43 @@ def canonical_value(value: str | int, value_type: str) -> str:
     return str(value)
 
 
+def _numeric_key(value: str, column: ColumnSpec) -> object:
+    """What a ``Decimal`` or float column's source compares a listed text value as: its number (``10.5``,
+    ``10.50`` and `` 10.5`` select the same rows). ``ValueError`` when it is no finite number."""
+    try:
+        number = Decimal(value.strip())
+    except InvalidOperation:
+        raise ValueError("not a number") from None
+    if not number.is_finite():
+        raise ValueError("not a finite number")
+    return float(number) if column.clickhouse_type.startswith("Float") else number
+
+
 def list_partitions(column: ColumnSpec, values: Sequence[str | int]) -> list[PartitionBounds]:
-    """One ``VALUES`` partition per listed value, in manifest order, duplicates folded."""
+    """One ``VALUES`` partition per listed value, in manifest order, duplicates folded.
+
+    On a ``Decimal`` or float column, values are folded by their number, not their spelling: the source
+    compares numbers, so ``[10.5, "10.50"]`` were two partitions that each moved the same rows (an append
+    loaded them twice, exit 0). Such a value must be a number (a text one was refused only inside the
+    target call, where the delete of a replacing route could not compare it, and the route blocked)."""
     value_type = list_value_type(column)
-    seen: set[str] = set()
+    numeric = column.clickhouse_type.startswith(("Decimal(", "Float"))
+    seen: set[object] = set()
     bounds: list[PartitionBounds] = []
     for position, raw in enumerate(values):
         try:
             value = canonical_value(raw, value_type)
+            key = _numeric_key(value, column) if numeric else value
         except ValueError:
+            kind = "number" if numeric else value_type
             raise DponeError(
                 ErrorCode.MANIFEST_INVALID,
-                f"partition value #{position + 1} is not a valid {value_type} for column {column.name!r}",
+                f"partition value #{position + 1} is not a valid {kind} for column {column.name!r}",
                 details={"column": column.name, "position": position + 1, "value_type": value_type},
             ) from None
-        if value in seen:
+        if key in seen:
             continue
-        seen.add(value)
+        seen.add(key)
         bounds.append(
             PartitionBounds(
                 kind=BoundsKind.VALUES,
