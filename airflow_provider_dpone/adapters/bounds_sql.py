@@ -10,7 +10,8 @@ for the sources, plain text for ClickHouse).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from decimal import Decimal, InvalidOperation
 from typing import Protocol, TypeVar
 
 from airflow_provider_dpone.contracts.partition import BoundsKind, PartitionBounds
@@ -56,3 +57,42 @@ def bounds_condition(bounds: PartitionBounds, dialect: BoundsDialect[Fragment]) 
     if not values:
         return dialect.nothing()
     return dialect.member(column, values, bounds.value_type)
+
+
+#: Whether ``low <= high`` as one engine compares a bound's value type (``None``: that side is open).
+Ordered = Callable[[str | None, str | None, str], bool]
+
+
+def merge_adjacent(bounds: Sequence[PartitionBounds], ordered: Ordered) -> list[PartitionBounds]:
+    """The same rows as the union of ``bounds``, each run of adjacent ranges as one: ``[a, b)`` then ``[b, c)``
+    on one column and value type become ``[a, c)`` when ``ordered`` says ``a <= b <= c`` in every order the
+    engine may compare with (``[a, b) | [b, c)`` is ``[a, c)`` in any total order). Anything else stays."""
+    merged: list[PartitionBounds] = []
+    for one in bounds:
+        last = merged[-1] if merged else None
+        if (
+            last is not None
+            and last.kind is BoundsKind.RANGE
+            and one.kind is BoundsKind.RANGE
+            and (last.column, last.value_type) == (one.column, one.value_type)
+            and last.upper is not None
+            and last.upper == one.lower
+            and ordered(last.lower, last.upper, one.value_type)
+            and ordered(one.lower, one.upper, one.value_type)
+        ):
+            merged[-1] = last.model_copy(update={"upper": one.upper, "label": f"{last.label}..{one.label}"})
+        else:
+            merged.append(one)
+    return merged
+
+
+def finite_number(text: str) -> Decimal:
+    """A listed value of a number column as the number the engines compare it as (``ValueError`` when it is
+    no finite number; the message never repeats the value)."""
+    try:
+        number = Decimal(text.strip())
+    except InvalidOperation:
+        raise ValueError("not a number") from None
+    if not number.is_finite():
+        raise ValueError("not a finite number")
+    return number

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -33,13 +34,11 @@ CREATE TABLE dbo.{table} (
 )"""
 
 
-def test_live_sql_server_route_lands_every_row_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def _connect(endpoint: EndpointDescriptor) -> Any:
+    """A pymssql connection of the test's own, for the table it creates and drops."""
     import pymssql
 
-    monkeypatch.setenv("AIRFLOW_CONN_LIVE_MSSQL", LIVE_URL or "")
-    endpoint = resolve_endpoint("live_mssql", role="source", manifest_dir=tmp_path)
-    table = "dpone_live_" + uuid.uuid4().hex[:8]
-    conn = pymssql.connect(
+    return pymssql.connect(
         server=endpoint.host,
         port=endpoint.port or 1433,
         user=endpoint.user,
@@ -47,6 +46,13 @@ def test_live_sql_server_route_lands_every_row_once(tmp_path: Path, monkeypatch:
         database=endpoint.database,
         autocommit=True,
     )
+
+
+def test_live_sql_server_route_lands_every_row_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AIRFLOW_CONN_LIVE_MSSQL", LIVE_URL or "")
+    endpoint = resolve_endpoint("live_mssql", role="source", manifest_dir=tmp_path)
+    table = "dpone_live_" + uuid.uuid4().hex[:8]
+    conn = _connect(endpoint)
     try:
         cursor = conn.cursor()
         cursor.execute(TYPES_DDL.format(table=table))
@@ -98,21 +104,12 @@ def test_live_sql_server_time_with_a_seventh_digit_stops_before_arming(
 ) -> None:
     """pymssql reads ``time(7)`` as microseconds (``test_mssql_time_digits.py``): the audit refuses the
     seventh digit before arming, and ``CAST(t AS varchar(16))`` in ``source.query`` moves every digit."""
-    import pymssql
-
     from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 
     monkeypatch.setenv("AIRFLOW_CONN_LIVE_MSSQL", LIVE_URL or "")
     endpoint = resolve_endpoint("live_mssql", role="source", manifest_dir=tmp_path)
     table = "dpone_live_" + uuid.uuid4().hex[:8]
-    conn = pymssql.connect(
-        server=endpoint.host,
-        port=endpoint.port or 1433,
-        user=endpoint.user,
-        password=endpoint.secret(),
-        database=endpoint.database,
-        autocommit=True,
-    )
+    conn = _connect(endpoint)
     try:
         cursor = conn.cursor()
         cursor.execute(

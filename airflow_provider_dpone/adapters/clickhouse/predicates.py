@@ -16,12 +16,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from datetime import date, datetime, time, timezone
-from decimal import Decimal, InvalidOperation
 
-from airflow_provider_dpone.adapters.bounds_sql import bounds_condition
+from airflow_provider_dpone.adapters.bounds_sql import bounds_condition, finite_number, merge_adjacent
 from airflow_provider_dpone.adapters.clickhouse.quoting import quote_identifier, quote_string
 from airflow_provider_dpone.adapters.clickhouse.type_names import base_type
-from airflow_provider_dpone.contracts.partition import BoundsKind, PartitionBounds
+from airflow_provider_dpone.contracts.partition import PartitionBounds
 
 
 class BoundsError(ValueError):
@@ -82,12 +81,9 @@ def literal(value: str, value_type: str, column_type: str | None = None) -> str:
         # a listed value of a Decimal or float column, as the source compared it: the number (the engine
         # cannot read `` 10.5`` as a Decimal, and a replace's delete failed inside the target call)
         try:
-            number = Decimal(value.strip())
-        except InvalidOperation:
-            raise BoundsError("a number column's value is not a number") from None
-        if not number.is_finite():
-            raise BoundsError("a number column's value is not a finite number")
-        return quote_string(format(number, "f"))
+            return quote_string(format(finite_number(value), "f"))
+        except ValueError:
+            raise BoundsError("a number column's value is not a finite number") from None
     return quote_string(value)
 
 
@@ -174,8 +170,11 @@ def any_of(all_bounds: Sequence[PartitionBounds], column_types: ColumnTypes | No
 RANGES_PER_DELETE = 100
 
 
-def _ordered(low: str, high: str, value_type: str) -> bool:
-    """``low <= high`` as the typed literals compare (``False`` for text, or a bound that does not parse)."""
+def _ordered(low: str | None, high: str | None, value_type: str) -> bool:
+    """``low <= high`` as the typed literals compare (``False`` for text, an open side, or a bound that does
+    not parse)."""
+    if low is None or high is None:
+        return False
     try:
         if value_type == "integer":
             return int(low) <= int(high)
@@ -194,25 +193,7 @@ def adjacent_merged(all_bounds: Sequence[PartitionBounds]) -> list[PartitionBoun
     """The same rows as the union of ``all_bounds``, with each run of adjacent ranges (``[a, b)`` then
     ``[b, c)`` on one column and value type, ``a <= b <= c``) as one range ``[a, c)``: consecutive days are
     one range however many there are. Lists, open-ended and text ranges stay as they are."""
-    merged: list[PartitionBounds] = []
-    for one in all_bounds:
-        last = merged[-1] if merged else None
-        if (
-            last is not None
-            and last.kind is BoundsKind.RANGE
-            and one.kind is BoundsKind.RANGE
-            and (last.column, last.value_type) == (one.column, one.value_type)
-            and last.lower is not None
-            and last.upper is not None
-            and one.upper is not None
-            and last.upper == one.lower
-            and _ordered(last.lower, last.upper, one.value_type)
-            and _ordered(one.lower, one.upper, one.value_type)
-        ):
-            merged[-1] = last.model_copy(update={"upper": one.upper, "label": f"{last.label}..{one.label}"})
-        else:
-            merged.append(one)
-    return merged
+    return merge_adjacent(all_bounds, _ordered)
 
 
 def delete_conditions(

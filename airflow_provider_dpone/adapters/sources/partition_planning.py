@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
-from decimal import Decimal, InvalidOperation
 from typing import Protocol
 
+from airflow_provider_dpone.adapters.bounds_sql import finite_number
 from airflow_provider_dpone.adapters.sources.table_names import canonical_source_table
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.manifest import Partitioning, PartitionKind, SourceSpec
@@ -213,12 +213,7 @@ def canonical_value(value: str | int, value_type: str) -> str:
 def _numeric_key(value: str, column: ColumnSpec) -> object:
     """What a ``Decimal`` or float column's source compares a listed text value as: its number (``10.5``,
     ``10.50`` and `` 10.5`` select the same rows). ``ValueError`` when it is no finite number."""
-    try:
-        number = Decimal(value.strip())
-    except InvalidOperation:
-        raise ValueError("not a number") from None
-    if not number.is_finite():
-        raise ValueError("not a finite number")
+    number = finite_number(value)
     return float(number) if column.clickhouse_type.startswith("Float") else number
 
 

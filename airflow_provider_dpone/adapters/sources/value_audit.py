@@ -40,6 +40,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 
+from airflow_provider_dpone.adapters.bounds_sql import merge_adjacent
 from airflow_provider_dpone.adapters.sources import column_values
 from airflow_provider_dpone.adapters.sources import mssql_sql as tsql
 from airflow_provider_dpone.adapters.sources import sqlite_sql as lite
@@ -426,23 +427,7 @@ def merged_ranges(bounds: Sequence[PartitionBounds]) -> list[PartitionBounds]:
     ``a <= b <= c`` in every order the engine may compare with (otherwise, as for lists and ``string``
     ranges, each bound stays its own); ``[a, b) | [b, c)`` is ``[a, c)`` in any total order, so the
     merged predicate selects exactly the rows of the reads."""
-    merged: list[PartitionBounds] = []
-    for one in bounds:
-        last = merged[-1] if merged else None
-        if (
-            last is not None
-            and last.kind is BoundsKind.RANGE
-            and one.kind is BoundsKind.RANGE
-            and (last.column, last.value_type) == (one.column, one.value_type)
-            and last.upper is not None
-            and last.upper == one.lower
-            and _in_order(last.lower, last.upper, one.value_type)
-            and _in_order(one.lower, one.upper, one.value_type)
-        ):
-            merged[-1] = last.model_copy(update={"upper": one.upper, "label": f"{last.label}..{one.label}"})
-        else:
-            merged.append(one)
-    return merged
+    return merge_adjacent(bounds, _in_order)
 
 
 def audit_runs(bounds: Sequence[PartitionBounds], workers: int) -> list[PartitionBounds]:
