@@ -482,12 +482,17 @@ class PreArmChecks:
             return None
         table = self._manifest.sink.table
         sink = self._target()
+        rewritten = [] if family is None else rewritten_since(family, skipped)
+        short = [
+            (own, other, held)
+            for own, other in rewritten
+            if (held := sink.count_rows(table, own.bounds)) < (own.rows or 0)
+        ]
+        if short:
+            raise self._rewritten_by_another_route(short)
         target_rows = sink.count_rows(table, None)  # 0 when the table does not exist
         if target_rows >= committed_rows:
             return target_rows  # the common case: no partition is ordered or counted
-        rewritten = [] if family is None else rewritten_since(family, skipped)
-        if rewritten:
-            raise self._rewritten_by_another_route(rewritten, target_rows, committed_rows)
         newest = max(skipped, key=lambda c: (bounds_order(c.bounds), c.completed_at or c.started_at))
         if target_rows > 0 and sink.count_rows(table, newest.bounds) > 0:
             if not moving:
@@ -527,32 +532,30 @@ class PreArmChecks:
         )
 
     def _rewritten_by_another_route(
-        self,
-        rewritten: Sequence[tuple[PartitionCheckpoint, PartitionCheckpoint]],
-        target_rows: int,
-        committed_rows: int,
+        self, short: Sequence[tuple[PartitionCheckpoint, PartitionCheckpoint, int]]
     ) -> DponeError:
         table = self._manifest.sink.table
-        partitions = [own.bounds for own, _ in rewritten]
-        others = sorted({other.route.describe() for _, other in rewritten})
+        partitions = [own.bounds for own, _, _ in short]
+        others = sorted({other.route.describe() for _, other, _ in short})
+        counts = ", ".join(f"{own.bounds.label}: {held} of {own.rows}" for own, _, held in short[:3])
         return DponeError(
             ErrorCode.TARGET_LOST_COMMITTED_ROWS,
-            f"target table {table} holds {target_rows} rows, fewer than the {committed_rows} the committed "
-            f"partitions of route {self._route.describe()} loaded, and {len(partitions)} of them "
-            f"({some_bounds_labels(partitions)}) lie within bounds another route of the table replaced (or "
-            f"began to replace) after they were committed: {', '.join(others)}. This route never moves a "
-            "committed partition again, so their missing rows would stay missing",
+            f"{len(short)} committed partition(s) of route {self._route.describe()} hold fewer rows in "
+            f"target table {table} than they loaded ({counts}{', ...' if len(short) > 3 else ''}), and "
+            f"another route of the table replaced (or began to replace) rows within them after they were "
+            f"committed: {', '.join(others)}. This route never moves a committed partition again, so their "
+            "missing rows would stay missing",
             details={
                 "route": self._route.describe(),
                 "target_table": table,
-                "target_rows": target_rows,
-                "committed_rows": committed_rows,
                 "partitions": [b.label for b in partitions],
+                "target_rows": [held for _, _, held in short],
+                "committed_rows": [own.rows for own, _, _ in short],
                 "other_routes": others,
                 "problem": "rewritten_by_another_route",
             },
             hint_lines=(
-                "nothing was read or written",
+                "nothing was written; the target's rows within these partitions were counted, read-only",
                 "a replacing route (replace_partition, full_refresh) of this table deleted rows within these "
                 "partitions: run it again to completion, or reload the partitions deliberately",
                 "see `dpone runbook guard`, 'The target lost committed rows'",
@@ -593,7 +596,9 @@ def rewritten_since(
 ) -> list[tuple[PartitionCheckpoint, PartitionCheckpoint]]:
     """(committed partition, other route's checkpoint) where another route of the target that replaces
     rows began an attempt within the partition's bounds after the partition was committed: its delete ran
-    (or may have), and an append route skips its own committed partitions for ever. Seen: a
+    (or may have), and an append route skips its own committed partitions for ever. The run counts these
+    partitions in the target (only these: a mix of strategies on one table is rare) and stops on one that
+    holds fewer rows than it loaded; a replace that put every row back passes. Seen: a
     ``replace_partition`` run of one day failed after its delete, was resolved ``not-applied``, and the
     append route then reported "nothing to do", exit 0, with the day's rows missing (a notice blamed
     retention); a ``full_refresh`` with a filtering query did the same to every day it left out."""

@@ -19,7 +19,16 @@ import pytest
 
 from airflow_provider_dpone.adapters.clickhouse.sink import ClickHouseSink
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
-from tests.integration.route_rig import ROWS, chdb_query, dpone, manifest_at, source_rows, target_rows
+from tests.integration.route_rig import (
+    ROWS,
+    add_source_rows,
+    chdb_command,
+    chdb_query,
+    dpone,
+    manifest_at,
+    source_rows,
+    target_rows,
+)
 
 pytestmark = pytest.mark.service
 
@@ -52,7 +61,40 @@ def test_a_filtering_full_refresh_then_the_append_route_stops_naming_the_refresh
 
     assert details["problem"] == "rewritten_by_another_route"
     assert details["other_routes"] == ["main.orders -> demo.orders (full_refresh)"]
-    assert len(details["partitions"]) == 4  # a refresh empties the whole table: every committed day
+    # a refresh empties the whole table: every committed day it did not load again is short
+    assert len(details["partitions"]) == 3 and f"order_date={first_day}" not in details["partitions"]
+    assert details["target_rows"] == [0, 0, 0]
+
+
+def test_late_rows_of_another_day_do_not_hide_a_day_a_refresh_left_out(base: Path, appended: Path) -> None:
+    """Counted per partition: a refresh that also loaded rows the append never committed (late rows of a
+    committed day) keeps the table's total above the committed rows while a day it left out is empty."""
+    days = sorted({row[1] for row in source_rows(base)})
+    add_source_rows(base, [(100_000 + i, days[1]) for i in range(400)])  # late rows of a committed day
+    query = f"  query: \"SELECT * FROM orders WHERE order_date <> '{days[0]}'\"\n"
+    refresh = manifest_at(base, name="refresh", strategy="full_refresh", extra=query, file="refresh.yaml")
+    assert dpone("run", str(refresh), "--allow-nonempty-target").exit_code == 0
+    assert chdb_query(base, "SELECT count() FROM demo.orders")[0][0] > ROWS
+
+    details = lost(dpone("run", str(appended), "--json"))  # red: exit 0, the first day empty
+
+    assert details["partitions"] == [f"order_date={days[0]}"]
+
+
+def test_a_replace_that_put_every_row_back_never_stops_the_append_route_even_beside_retention(
+    base: Path, appended: Path
+) -> None:
+    days = sorted({row[1] for row in source_rows(base)})
+    query = f"  query: \"SELECT * FROM orders WHERE order_date = '{days[2]}'\"\n"
+    repair = manifest_at(base, name="repair", strategy="replace_partition", extra=query, file="repair.yaml")
+    assert dpone("run", str(repair), "--allow-nonempty-target").exit_code == 0
+    chdb_command(  # retention removes the oldest day from the table: tolerated, with a notice
+        base, f"ALTER TABLE demo.orders DELETE WHERE order_date = '{days[0]}' SETTINGS mutations_sync = 2"
+    )
+
+    result = dpone("run", str(appended), "--json")
+
+    assert result.exit_code == 0, result.output  # before: exit 3, the repaired day named
 
 
 def test_a_repair_that_failed_after_its_delete_and_was_resolved_not_applied_stops_the_append_route(

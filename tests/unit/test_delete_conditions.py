@@ -89,6 +89,7 @@ def test_calendar_bounds_on_a_text_column_compare_as_text_as_the_source_did() ->
     assert predicate(day(0), types) == "`d` >= '2026-01-01' AND `d` < '2026-01-02'"
     assert predicate(day(0), {"d": "Date"}) == "`d` >= toDate('2026-01-01') AND `d` < toDate('2026-01-02')"
     assert literal("2026-01-01 10:00:00", "datetime", "LowCardinality(String)") == "'2026-01-01 10:00:00'"
+    assert literal("2026-01-01", "date", "LowCardinality(Nullable(String))") == "'2026-01-01'"
     with pytest.raises(BoundsError):
         literal("2026-13-01", "date", "String")  # still ISO text, whatever the column
 

@@ -82,10 +82,15 @@ def holds_every_value(source: str, target: str) -> bool:
 
 
 def base_type(type_name: str) -> str:
-    """The type inside any ``Nullable(...)``/``LowCardinality(...)`` wrappers."""
-    for wrapper in ("Nullable(", "LowCardinality("):
-        while type_name.startswith(wrapper) and type_name.endswith(")"):
-            type_name = type_name[len(wrapper) : -1]
+    """The type inside any ``Nullable(...)``/``LowCardinality(...)`` wrappers, in whatever order they nest
+    (``LowCardinality(Nullable(String))`` is ``String``: unwrapping ``Nullable`` first left it half done)."""
+    unwrapped = True
+    while unwrapped:
+        unwrapped = False
+        for wrapper in ("Nullable(", "LowCardinality("):
+            if type_name.startswith(wrapper) and type_name.endswith(")"):
+                type_name = type_name[len(wrapper) : -1]
+                unwrapped = True
     return type_name
 
 

@@ -210,11 +210,33 @@ def canonical_value(value: str | int, value_type: str) -> str:
     return str(value)
 
 
+#: A listed number's most significant digits: two decimals of at most 15 never share a double, so the
+#: number, SQLite's double of it and SQL Server's decimal of it are equal exactly when the numbers are.
+MAX_LIST_NUMBER_DIGITS = 15
+
+
 def _numeric_key(value: str, column: ColumnSpec) -> object:
     """What a ``Decimal`` or float column's source compares a listed text value as: its number (``10.5``,
-    ``10.50`` and `` 10.5`` select the same rows). ``ValueError`` when it is no finite number."""
-    number = finite_number(value)
-    return float(number) if column.clickhouse_type.startswith("Float") else number
+    ``10.50`` and `` 10.5`` select the same rows). ``ValueError`` when it is no finite number, or one whose
+    digits a source would round before comparing (more than ``MAX_LIST_NUMBER_DIGITS``, or past the column's
+    scale): SQLite reads ``0.10000000000000000001`` as the double 0.1 and SQL Server casts it to the column's
+    scale, so it would select ``0.1``'s rows under another partition."""
+    number = finite_number(value).normalize()
+    _, digits, exponent = number.as_tuple()
+    if len(digits) > MAX_LIST_NUMBER_DIGITS:
+        raise ValueError("a number of more than 15 significant digits")
+    scale = decimal_scale(column.clickhouse_type)
+    if scale is not None and isinstance(exponent, int) and -exponent > scale:
+        raise ValueError("a number with more fractional digits than the column's scale")
+    return number
+
+
+def decimal_scale(clickhouse_type: str) -> int | None:
+    """``s`` of ``Decimal(p, s)``, else None."""
+    if not clickhouse_type.startswith("Decimal(") or not clickhouse_type.endswith(")"):
+        return None
+    parts = clickhouse_type[len("Decimal(") : -1].split(",")
+    return int(parts[1]) if len(parts) == 2 else None
 
 
 def list_partitions(column: ColumnSpec, values: Sequence[str | int]) -> list[PartitionBounds]:
@@ -232,11 +254,12 @@ def list_partitions(column: ColumnSpec, values: Sequence[str | int]) -> list[Par
         try:
             value = canonical_value(raw, value_type)
             key = _numeric_key(value, column) if numeric else value
-        except ValueError:
-            kind = "number" if numeric else value_type
+        except ValueError as exc:
+            why = f" ({exc})" if numeric else ""  # fixed phrases, never the value
             raise DponeError(
                 ErrorCode.MANIFEST_INVALID,
-                f"partition value #{position + 1} is not a valid {kind} for column {column.name!r}",
+                f"partition value #{position + 1} is not a valid {'number' if numeric else value_type} "
+                f"for column {column.name!r}{why}",
                 details={"column": column.name, "position": position + 1, "value_type": value_type},
             ) from None
         if key in seen:
