@@ -11,16 +11,19 @@ the newest 1,200 of them after the source changed: the target equals the source,
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from datetime import date, timedelta
 from pathlib import Path
 
+import pytest
+
 from tests.integration.hand_made_target_rig import chdb_at, query_rows, run
 
-DAYS = 3_600
+DAYS = 400
 FIRST = date(2000, 1, 1)
-#: the partitions the second run replaces again (twelve delete statements)
-LOOKBACK = 1_200
+#: the partitions the second run replaces again (two delete statements)
+LOOKBACK = 150
 
 
 def write_source(path: Path) -> None:
@@ -43,7 +46,7 @@ source:
   connection: sqlite:///source.sqlite
   table: orders
   partitioning: {{kind: day, column: d{lookback}}}
-sink: {{type: clickhouse, connection: chdb:///ch, table: demo.many, strategy: replace_partition}}
+sink: {{type: clickhouse, connection: limited_ch, table: demo.many, strategy: replace_partition}}
 checkpoints: {{connection: sqlite:///state.sqlite}}
 """,
         encoding="utf-8",
@@ -59,8 +62,16 @@ def both_sides(base: Path) -> tuple[list[tuple[object, ...]], list[tuple[object,
 
 
 def test_thousands_of_replaced_partitions_are_deleted_in_statements_the_server_accepts(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    extra = {
+        "interface": "chdb",
+        "path": str(tmp_path / "ch"),
+        "session_settings": {"max_query_size": 20_000},
+    }
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_LIMITED_CH", json.dumps({"conn_type": "dpone_clickhouse", "extra": extra})
+    )
     write_source(tmp_path / "source.sqlite")
 
     assert run(write_manifest(tmp_path), "first").rows_committed == DAYS  # red: max_query_size, blocked
