@@ -10,11 +10,10 @@
 # them on exit whatever happens. A service that cannot start fails the run unless DPONE_ALLOW_SKIP=1.
 # All four checks run even if an earlier one fails; the exit code is non-zero if any failed, including
 # pytest collecting no test (exit 5).
-# Then the newest-releases lane (scripts/newest_lane.sh): a fresh venv without constraints, unit tests and
-# the chDB-backed suites; and the Airflow-floor lane (scripts/airflow_floor_lane.sh): a fresh venv with the
-# lowest declared Airflow, the Airflow suite. Both lanes are installed in the background while the main
-# pytest runs (one after the other: each builds the package from this tree), and their suites run after it,
-# side by side.
+# Beside it, the newest-releases lane (scripts/newest_lane.sh): a fresh venv without constraints, unit tests
+# and the chDB-backed suites; and the Airflow-floor lane (scripts/airflow_floor_lane.sh): a fresh venv with
+# the lowest declared Airflow, the Airflow suite. Both run in the background while the main pytest runs, one
+# lane after the other (install, then suites); their logs are printed after pytest's.
 # Knobs: DPONE_ALLOW_SKIP=1 (local runs), DPONE_TEST_TIMEOUT (per-test seconds, default 600),
 # DPONE_NEWEST_LANE=0 and DPONE_FLOOR_LANE=0 (skip the newest / the Airflow-floor lane on a local run;
 # ignored when CI=true), and those of
@@ -56,10 +55,9 @@ run_job() {
   job=""
   return "$rc"
 }
-lane_jobs=()
 on_signal() {
   local pid
-  for pid in $job "${lane_jobs[@]}"; do
+  for pid in $job; do
     kill -TERM -- "-$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || true
   done
@@ -106,8 +104,10 @@ step mypy mypy
 step lint-imports lint-imports --no-cache --no-logo
 # the sdist and wheel an index user would get: build, `twine check --strict`, contents and metadata
 step dist "$PY" scripts/check_dist.py
-# The lanes' venvs, installed while pytest runs (scripts/lane_common.sh: DPONE_LANE_STEP). One row per lane:
-# its script, the variable naming its venv, the knob that skips it on a local run, its step name.
+# The lanes run in the background while pytest runs, one after the other (each builds the package from this
+# tree; one lane at a time beside pytest keeps the load at two heavy processes on two cores): install, then
+# its suites, each lane into its own logs (scripts/lane_common.sh: DPONE_LANE_STEP). One row per lane: its
+# script, the variable naming its venv, the knob that skips it on a local run, its step name.
 declare -A LANE_SCRIPT=([newest]=scripts/newest_lane.sh [floor]=scripts/airflow_floor_lane.sh)
 declare -A LANE_VENV=([newest]=DPONE_NEWEST_VENV [floor]=DPONE_FLOOR_VENV)
 declare -A LANE_KNOB=([newest]=DPONE_NEWEST_LANE [floor]=DPONE_FLOOR_LANE)
@@ -120,20 +120,25 @@ for lane in newest floor; do
 done
 # run_lane LANE STEP: the lane's script for one DPONE_LANE_STEP, with its venv under LANES_DIR
 run_lane() { env DPONE_LANE_STEP="$2" "${LANE_VENV[$1]}=$LANES_DIR/$1/venv" bash "${LANE_SCRIPT[$1]}"; }
-install_lanes() {
-  local lane rc
+# run_lanes: each lane's install, then (if it installed) its suites; exit codes and seconds into LANES_DIR
+run_lanes() {
+  local lane step rc t
   for lane in "${lanes[@]}"; do
-    rc=0
-    run_lane "$lane" install >"$LANES_DIR/$lane.install.log" 2>&1 || rc=$?
-    echo "$rc" >"$LANES_DIR/$lane.install.rc"
+    for step in install test; do
+      t=$(date +%s)
+      rc=0
+      run_lane "$lane" "$step" >"$LANES_DIR/$lane.$step.log" 2>&1 || rc=$?
+      echo "$rc $(($(date +%s) - t))" >"$LANES_DIR/$lane.$step.rc"
+      [ "$rc" -eq 0 ] || break
+    done
   done
 }
 lanes_job=""
 if [ "${#lanes[@]}" -gt 0 ]; then
   mkdir -p "$LANES_DIR"
-  say "== installing the lanes' venvs in the background: ${lanes[*]}"
+  say "== the lanes, in the background while pytest runs (install, then suites; one lane at a time): ${lanes[*]}"
   set -m
-  install_lanes </dev/null &
+  run_lanes </dev/null &
   lanes_job=$!
   set +m
 fi
@@ -161,49 +166,30 @@ elif [ "$pytest_rc" -ne 0 ]; then
   failed+=("pytest")
 fi
 
-# The newest releases the declared ranges allow, and the lowest Airflow pyproject.toml declares: each in
-# the venv installed above, its suites now (a fresh venv without constraints / with the floors pinned).
+# The newest releases the declared ranges allow, and the lowest Airflow pyproject.toml declares: each lane's
+# logs, printed whole and in order once the background job above has ended.
 if [ -n "$lanes_job" ]; then
   t=$(date +%s)
   wait "$lanes_job" || true
   lanes_job=""
-  say "== lane installs: waited $(($(date +%s) - t))s after pytest"
+  say "== lanes: waited $(($(date +%s) - t))s after pytest"
 fi
-# The lanes' suites run side by side (one core each; they share no table: the server suites work in
-# databases of their own), each into its own log, printed whole and in order when both have ended.
-declare -A LANE_PID=() LANE_T0=()
 for lane in newest floor; do
   name=${LANE_STEP_NAME[$lane]}
   if [[ " ${lanes[*]} " != *" $lane "* ]]; then
     say "== $name: skipped (${LANE_KNOB[$lane]}=0; CI always runs it)"
     continue
   fi
-  cat "$LANES_DIR/$lane.install.log" 2>/dev/null || true
-  if [ "$(cat "$LANES_DIR/$lane.install.rc" 2>/dev/null || echo missing)" != 0 ]; then
-    say "== $name: its install failed (above)"
-    failed+=("$name")
-    continue
-  fi
-  say "== $name: run_lane $lane test (in the background, beside the other lane)"
-  LANE_T0[$lane]=$(date +%s)
-  set -m
-  run_lane "$lane" test </dev/null >"$LANES_DIR/$lane.test.log" 2>&1 &
-  LANE_PID[$lane]=$!
-  set +m
-  lane_jobs+=("${LANE_PID[$lane]}")
+  for step in install test; do
+    cat "$LANES_DIR/$lane.$step.log" 2>/dev/null || true
+    read -r rc secs <"$LANES_DIR/$lane.$step.rc" 2>/dev/null || { rc=missing secs=0; }
+    say "== $name $step: exit $rc in ${secs}s"
+    if [ "$rc" != 0 ]; then
+      failed+=("$name")
+      break
+    fi
+  done
 done
-for lane in newest floor; do
-  [ -n "${LANE_PID[$lane]:-}" ] || continue
-  name=${LANE_STEP_NAME[$lane]}
-  rc=0
-  wait "${LANE_PID[$lane]}" || rc=$?
-  cat "$LANES_DIR/$lane.test.log"
-  say "== $name: exit $rc in $(($(date +%s) - LANE_T0[$lane]))s"
-  if [ "$rc" -ne 0 ]; then
-    failed+=("$name")
-  fi
-done
-lane_jobs=()
 
 "$PY" scripts/services/local_services.py down --dir "$SVC_DIR" || true
 if [ "${#failed[@]}" -gt 0 ]; then
