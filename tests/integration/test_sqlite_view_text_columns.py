@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from airflow_provider_dpone.adapters.sources.sqlite_source import SqliteSource
+from airflow_provider_dpone.contracts.manifest import Partitioning, PartitionKind, SourceSpec, SourceType
 from tests.integration.hand_made_target_rig import PATHS, chdb_at, query_rows, run
 
 REALS = [123.456789012345, 0.1, 0.1 + 0.2, 299792458.5, 7.0, -0.0, 1e300]
@@ -66,3 +68,42 @@ checkpoints: {{connection: sqlite:///state.sqlite}}
 
     landed = dict(query_rows(chdb_at(tmp_path), "SELECT id, val FROM demo.vals"))
     assert landed == expected  # red before: '1.234568e+02', '1.000000e-01', ...
+
+
+class _NoTableList:
+    """A connection of SQLite before 3.37, as far as the source can tell: no ``pragma_table_list``."""
+
+    def __init__(self, connection: sqlite3.Connection) -> None:
+        self._connection = connection
+
+    def execute(self, sql: str, *args: object) -> sqlite3.Cursor:
+        if "pragma_table_list" in sql:
+            raise sqlite3.OperationalError("no such table-valued function: pragma_table_list")
+        return self._connection.execute(sql, *args)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._connection, name)
+
+
+@pytest.mark.parametrize("arrow_read", [True, False])
+def test_a_view_is_known_where_sqlite_has_no_table_list(tmp_path: Path, arrow_read: bool) -> None:
+    """The view check falls back to the catalog (``sqlite_master``) where ``pragma_table_list`` is missing."""
+    expected = make_source(tmp_path / "source.sqlite")
+    spec = SourceSpec(
+        type=SourceType.SQLITE,
+        connection="src",
+        table="all_vals",
+        partitioning=Partitioning(kind=PartitionKind.DAY, column="d"),
+    )
+    source = SqliteSource(tmp_path / "source.sqlite", spec, arrow_read=arrow_read)
+    source._connection = _NoTableList(source._db())  # type: ignore[assignment]
+    try:
+        source.describe()
+        landed: dict[int, str | None] = {}
+        for bounds in source.plan_partitions():
+            for chunk in source.read("p", bounds, 1000):
+                columns = dict(zip(chunk.names, chunk.columns, strict=True))
+                landed.update(zip(columns["id"], columns["val"], strict=True))
+    finally:
+        source.close()
+    assert landed == expected

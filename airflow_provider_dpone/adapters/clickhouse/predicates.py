@@ -51,15 +51,13 @@ def utc_epoch(moment: datetime) -> int:
 def literal(value: str, value_type: str, column_type: str | None = None) -> str:
     """One typed literal. ``datetime`` bounds (and date bounds on a ``DateTime`` column) become epoch
     seconds of a UTC wall time, exactly as the sink encodes the naive datetimes it inserts
-    (:func:`utc_epoch`), so a predicate selects precisely the rows this client wrote."""
+    (:func:`utc_epoch`), so a predicate selects precisely the rows this client wrote. On a text column
+    (:func:`_is_text`) a calendar bound, once parsed as ISO, stays the text the source compared."""
     if value_type == "integer":
         try:
             return str(int(value.strip()))
         except ValueError:
             raise BoundsError("integer bound is not an integer") from None
-    if value_type in ("date", "datetime") and _is_text(column_type):
-        _check_calendar(value, value_type)
-        return quote_string(value)
     if value_type == "date":
         try:
             parsed = date.fromisoformat(value.strip())
@@ -68,6 +66,8 @@ def literal(value: str, value_type: str, column_type: str | None = None) -> str:
                 parsed = datetime.fromisoformat(value.strip()).date()
             except ValueError:
                 raise BoundsError("date bound is not an ISO date") from None
+        if _is_text(column_type):
+            return quote_string(value)
         if _is_datetime(column_type):
             return f"toDateTime({utc_epoch(datetime.combine(parsed, time()))})"
         return f"toDate({quote_string(parsed.isoformat())})"
@@ -76,6 +76,8 @@ def literal(value: str, value_type: str, column_type: str | None = None) -> str:
             moment = datetime.fromisoformat(value.strip())
         except ValueError:
             raise BoundsError("datetime bound is not an ISO datetime") from None
+        if _is_text(column_type):
+            return quote_string(value)
         return f"toDateTime({utc_epoch(moment)})"
     if _is_number(column_type):
         # a listed value of a Decimal or float column, as the source compared it: the number (the engine
@@ -89,17 +91,6 @@ def literal(value: str, value_type: str, column_type: str | None = None) -> str:
 
 def _is_number(type_name: str | None) -> bool:
     return type_name is not None and base_type(type_name).startswith(("Decimal", "Float"))
-
-
-def _check_calendar(value: str, value_type: str) -> None:
-    """A calendar bound is ISO text whatever column it is compared with (``BoundsError`` otherwise)."""
-    try:
-        if value_type == "date":
-            date.fromisoformat(value.strip()[:10])
-        else:
-            datetime.fromisoformat(value.strip())
-    except ValueError:
-        raise BoundsError(f"{value_type} bound is not ISO text") from None
 
 
 ColumnTypes = Mapping[str, str]

@@ -207,7 +207,8 @@ class SqliteSource:
         rows = self._fetch_all(lite.table_info(self._table), what="the column list")
         if not rows:
             raise self._table_missing()
-        without_rowid = self._without_rowid()
+        is_view, without_rowid = self._table_kind()
+        self._text_affinity = not is_view
         keys = [(pk, name) for name, _, _, pk in rows if pk]
         # a key with an index of its own is no rowid alias (``INTEGER PRIMARY KEY DESC``: SQLite's quirk)
         single_key = self._single_unindexed_key = len(keys) == 1 and not self._key_has_own_index()
@@ -236,19 +237,20 @@ class SqliteSource:
         )
         return bool(rows)
 
-    def _without_rowid(self) -> bool:
+    def _table_kind(self) -> tuple[bool, bool]:
+        """Whether the named table is a view, and whether it is ``WITHOUT ROWID``: one catalog row."""
         try:
             rows = (
                 self._db()
                 .execute(
-                    "SELECT wr FROM pragma_table_list(?) WHERE schema = ?",  # one argument: the table
+                    "SELECT type, wr FROM pragma_table_list(?) WHERE schema = ?",  # one argument: the table
                     (self._table.name, self._table.schema or "main"),
                 )
                 .fetchall()
             )
         except sqlite3.Error:  # SQLite before 3.37 has no table_list; such tables are rare, stay Nullable
-            return False
-        return bool(rows and rows[0][0])
+            return self._is_view(), False
+        return bool(rows and rows[0][0] == "view"), bool(rows and rows[0][1])
 
     def _needs_coercion(self, column: ColumnSpec) -> bool:
         """``sqlite_types.needs_coercion``, and every String column of a view or a query: a TEXT column's
@@ -262,10 +264,11 @@ class SqliteSource:
 
     def _text_is_text(self) -> bool:
         if self._text_affinity is None:
-            self._text_affinity = not self._spec.query and not self._is_view()
+            self._text_affinity = not self._spec.query and not self._table_kind()[0]
         return self._text_affinity
 
     def _is_view(self) -> bool:
+        """The catalog's word, where ``pragma_table_list`` is missing (SQLite before 3.37)."""
         schema = lite.quote_ident(self._table.schema or "main")
         master = "sqlite_temp_master" if (self._table.schema or "").lower() == "temp" else "sqlite_master"
         rows = self._fetch_all(
