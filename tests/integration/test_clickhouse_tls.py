@@ -31,6 +31,7 @@ from airflow_provider_dpone.adapters.target_reader.http_client import ReadOnlyHt
 from airflow_provider_dpone.cli.main import cli
 from airflow_provider_dpone.contracts.endpoints import ClickHouseInterface, EndpointDescriptor, EndpointKind
 from airflow_provider_dpone.contracts.errors import NON_RETRYABLE_CODES, DponeError, ErrorCode
+from tests.builders import day
 from tests.conftest import local_services
 
 pytestmark = pytest.mark.service
@@ -237,3 +238,35 @@ def test_the_clickhouse_hook_honours_verify_against_the_tls_server(
         DponeClickHouseHook(clickhouse_conn_id="tls_hook").get_first("SELECT 1")
     assert caught.value.code is ErrorCode.CONNECTION_INVALID
     _assert_safe(caught.value, tls_server)
+
+
+def test_the_supervised_reader_observes_a_verify_false_server(tls_server: dict[str, Any]) -> None:
+    """Through the worker process (the frame it is handed), not only its client: the frame dropped
+    ``verify``, so every durable-replay observation of a self-signed server ended ``connect_failed`` and
+    its capsule stayed pending."""
+    from airflow_provider_dpone.adapters.target_reader import SupervisedTargetReader
+    from airflow_provider_dpone.contracts.target_observation import (
+        GenerationSelector,
+        ObservationMetric,
+        ReaderOutcomeKind,
+        TargetReadRequest,
+    )
+
+    endpoint = _endpoint(tls_server, verify=False)
+    admin = open_client(endpoint)
+    try:
+        admin.command(
+            "CREATE TABLE IF NOT EXISTS default.tls_observed (order_date Date, x UInt8) ENGINE = MergeTree() ORDER BY order_date"
+        )
+        admin.command("INSERT INTO default.tls_observed VALUES ('2026-01-01', 1), ('2026-01-01', 2)")
+    finally:
+        admin.close()
+    request = TargetReadRequest(
+        target_table="default.tls_observed",
+        selector=GenerationSelector(partitions=(day("2026-01-01", "2026-01-02"),)),
+        metrics=(ObservationMetric.ROW_COUNT,),
+    )
+    outcome = SupervisedTargetReader().observe(endpoint, request, 30.0)
+    assert outcome.kind is ReaderOutcomeKind.COMPLETE, outcome.reason
+    assert outcome.observation is not None
+    assert outcome.observation.value_of(ObservationMetric.ROW_COUNT) == 2

@@ -213,6 +213,28 @@ def test_clickhouse_18_16_session_refuses_writes_and_setting_changes(
         close_quietly(client)
 
 
+@pytest.mark.parametrize(
+    "limits",
+    [
+        {"max_rows_to_read": 2, "read_overflow_mode": "break"},
+        {"max_execution_time": 30, "timeout_overflow_mode": "break"},
+        {"max_result_rows": 1, "result_overflow_mode": "break"},
+    ],
+    ids=["rows_to_read", "execution_time", "result_rows"],
+)
+def test_a_session_whose_limits_may_end_the_measuring_select_early_measures_nothing(
+    clickhouse_http: EndpointDescriptor, server_table: str, limits: dict[str, object]
+) -> None:
+    """With ``break``, a limit ends a SELECT early without an error: the counts would be of part of the
+    generation (a duplicate past the cut passes ``count == distinct``). The worker cannot set the mode
+    under ``readonly=1``, so it reads every mode back and measures nothing."""
+    endpoint = clickhouse_http.model_copy(update={"session_settings": limits})
+    outcome = SupervisedTargetReader().observe(endpoint, generation_plan(server_table), 30.0)
+    assert outcome.kind is ReaderOutcomeKind.WORKER_FAILED, outcome
+    assert outcome.reason is ReaderReason.LIMITS_MAY_CUT_READS
+    assert outcome.termination_verified
+
+
 class _LoggingProxy(LoopbackProxy):
     """A loopback proxy that asks the server to log each forwarded request (``log_queries=1`` put first
     in its URL, so the worker's own ``readonly=1`` still applies after it) and records the local port

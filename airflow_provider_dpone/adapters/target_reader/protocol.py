@@ -13,7 +13,12 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from airflow_provider_dpone.contracts.capsule import canonical_bytes, parse_model
-from airflow_provider_dpone.contracts.endpoints import ClickHouseInterface, EndpointDescriptor, EndpointKind
+from airflow_provider_dpone.contracts.endpoints import (
+    ClickHouseInterface,
+    EndpointDescriptor,
+    EndpointKind,
+    SessionSettings,
+)
 from airflow_provider_dpone.contracts.target_observation import NONCE_PATTERN, TargetReadRequest
 
 _STRICT = ConfigDict(strict=True, frozen=True, extra="forbid")
@@ -30,7 +35,9 @@ def new_nonce() -> str:
 
 class EndpointFrame(BaseModel):
     """The admitted endpoint as the worker needs it. ``password`` is plain here (``repr=False``): the frame
-    exists only as bytes in a pipe and as a short-lived object in parent and worker."""
+    exists only as bytes in a pipe and as a short-lived object in parent and worker. ``verify`` and
+    ``session_settings`` travel too: without them a ``verify: false`` server (a self-signed certificate)
+    refused every observation, and the connection's settings never reached the measuring SELECT."""
 
     model_config = _STRICT
 
@@ -42,6 +49,8 @@ class EndpointFrame(BaseModel):
     user: str | None = None
     password: str | None = Field(default=None, repr=False)
     secure: bool = False
+    verify: bool = True
+    session_settings: SessionSettings = Field(default_factory=dict)
     path: str | None = None
 
     @classmethod
@@ -56,6 +65,8 @@ class EndpointFrame(BaseModel):
             user=endpoint.user,
             password=endpoint.secret(),
             secure=endpoint.secure,
+            verify=endpoint.verify,
+            session_settings=dict(endpoint.session_settings),
             path=resolved_path,
         )
 
@@ -70,6 +81,8 @@ class EndpointFrame(BaseModel):
             user=self.user,
             password=SecretStr(self.password) if self.password is not None else None,
             secure=self.secure,
+            verify=self.verify,
+            session_settings=dict(self.session_settings),
             path=self.path,
         )
 

@@ -3,9 +3,10 @@
 It bounds itself first (``PR_SET_PDEATHSIG`` and a ``setitimer`` deadline ending in ``os._exit``), reads
 one request frame from stdin, opens its own access from the endpoint descriptor in it (its own HTTP calls,
 ``readonly=1`` on each, for a server; a clickhouse-connect client for embedded chDB), reads ``readonly``
-back (fail closed when it cannot prove it), runs the one generated SELECT, writes exactly one canonical
-JSON frame to its original stdout, and exits 0. Everything else (libraries printing, logging) goes to stderr or
-nowhere: fd 1 is pointed at /dev/null before any vendor import, the frame uses a private duplicate.
+back (fail closed when it cannot prove it, or when an ``*_overflow_mode`` is ``break``), runs the one
+generated SELECT, writes exactly one canonical JSON frame to its original stdout, and exits 0. Everything
+else (libraries printing, logging) goes to stderr or nowhere: fd 1 is pointed at /dev/null before any
+vendor import, the frame uses a private duplicate.
 
 ``readonly=1`` (not 2): on ClickHouse 18.16 ``readonly=2`` still lets a query switch ``readonly`` back to
 0, while ``readonly=1`` refuses every setting change and every write. The read-back uses
@@ -42,7 +43,10 @@ from airflow_provider_dpone.contracts.target_observation import (
 )
 
 READONLY_VALUE = "1"
-_READONLY_QUERY = "SELECT value FROM system.settings WHERE name = 'readonly'"
+#: ``readonly`` and every ``*_overflow_mode``: one read-back of what the measuring SELECT runs under.
+_SETTINGS_QUERY = (
+    "SELECT name, value FROM system.settings WHERE name = 'readonly' OR name LIKE '%overflow_mode%'"
+)
 
 
 class WorkerFault(Exception):
@@ -88,12 +92,21 @@ def open_readonly_client(endpoint: EndpointDescriptor, timeout_s: float) -> Any:
 
 
 def verify_readonly(client: Any) -> None:
+    """``readonly=1`` read back, and no limit that may end the measuring SELECT early without an error.
+
+    Under ``readonly=1`` the worker cannot set ``*_overflow_mode`` itself; with ``break`` (a profile's or
+    the connection's ``session_settings``) a limit such as ``max_rows_to_read`` or ``max_execution_time``
+    ends the SELECT early and it answers counts of part of the generation: a duplicate past the cut would
+    pass ``count == distinct``. Such a session measures nothing (``limits_may_cut_reads``)."""
     try:
-        rows = client.query(_READONLY_QUERY).result_rows
+        rows = client.query(_SETTINGS_QUERY).result_rows
     except Exception as exc:
         raise WorkerFault(WorkerErrorCode.READONLY_UNVERIFIED) from exc
-    if len(rows) != 1 or str(rows[0][0]) != READONLY_VALUE:
+    settings = {str(name): str(value) for name, value in rows}
+    if settings.get("readonly") != READONLY_VALUE:
         raise WorkerFault(WorkerErrorCode.READONLY_UNVERIFIED)
+    if any(value == "break" for name, value in settings.items() if name != "readonly"):
+        raise WorkerFault(WorkerErrorCode.LIMITS_MAY_CUT_READS)
 
 
 def close_quietly(client: Any) -> None:
