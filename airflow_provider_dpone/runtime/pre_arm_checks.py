@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from bisect import bisect_left
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import date, datetime
 from typing import Any
 
@@ -129,13 +129,21 @@ class PreArmChecks:
         )
 
     def require_no_rows_where_appending(
-        self, family: RouteFamily, decisions: Sequence[ResumeDecision], target_rows: int | None
+        self,
+        family: RouteFamily,
+        decisions: Sequence[ResumeDecision],
+        target_rows: int | None,
+        matched: Mapping[str, PartitionCheckpoint],
     ) -> None:
-        """Before any target I/O: an append partition with no checkpoint finds no rows in its bounds.
+        """Before any target I/O: an append partition that was never committed finds no rows in its bounds.
 
-        A route whose store lacks its newest checkpoints (restored from an older backup, pointed at a copy)
-        plans the partitions committed since as new and appends them again. Seen: the demo's store restored
-        from before a day was committed: the next run appended the day's 333 rows a second time (exit 0).
+        A route whose store lacks its newest checkpoints (restored from an older backup, pointed at a copy,
+        an asynchronous failover) plans the partitions committed since as new and appends them again. Seen:
+        the demo's store restored from before a day was committed: the next run appended the day's 333 rows a
+        second time (exit 0). The lost suffix most often leaves an older record of the day behind (its
+        PLANNED or LOADED row, a failure before the target): those partitions are counted too (seen: a
+        restored store whose day had failed a quality check before the target, exit 0 and the day twice). A
+        partition an operator resolved ``not-applied --force`` (its rows are another writer's) is not.
         Rows another source table's route committed within the same bounds (a fan-in) cannot be told apart
         from a lost checkpoint's: such partitions are not counted. The route's first run is
         ``require_target_empty_for_new_route``'s (it counts the whole table). ``target_rows``: the
@@ -143,7 +151,11 @@ class PreArmChecks:
         if self._route.strategy is not Strategy.INCREMENTAL_APPEND or not family.own:
             return
         fresh = [
-            d.partition for d in decisions if d.action is Action.RUN and d.reason is Reason.MISSING_CHECKPOINT
+            d.partition
+            for d in decisions
+            if d.action is Action.RUN
+            and d.reason in _NEVER_COMMITTED
+            and not _forced_not_applied(matched.get(d.partition.partition_id))
         ]
         if not fresh:
             return
@@ -166,15 +178,15 @@ class PreArmChecks:
         if self._allow_nonempty_target:
             self._notice(
                 f"the target table {table} already held {rows} row(s) within {len(held)} partition(s) of "
-                f"route {self._route.describe()} that have no checkpoint ({labels}); appending anyway "
+                f"route {self._route.describe()} that have no commit ({labels}); appending anyway "
                 "(allow_nonempty_target)"
             )
             return
         raise DponeError(
             ErrorCode.TARGET_NOT_EMPTY,
-            f"route {self._route.describe()} has no checkpoint for {len(held)} partition(s) ({labels}), but "
-            f"the target table {table} already holds {rows} row(s) within their bounds: appending them would "
-            "duplicate what it holds",
+            f"route {self._route.describe()} has no commit of {len(held)} partition(s) ({labels}) in its "
+            f"checkpoint store, but the target table {table} already holds {rows} row(s) within their bounds: "
+            "appending them would duplicate what it holds",
             details={
                 "route": self._route.describe(),
                 "target_table": table,
@@ -564,6 +576,28 @@ class PreArmChecks:
                 "see `dpone runbook guard`, 'The target lost committed rows'",
             ),
         )
+
+
+#: Why an append partition runs although it may have been committed before a lost store suffix: no record
+#: at all, or only records of attempts that never committed (stopped before the target, failed, resolved
+#: ``not-applied``).
+_NEVER_COMMITTED = frozenset(
+    {
+        Reason.MISSING_CHECKPOINT,
+        Reason.INTERRUPTED_BEFORE_TARGET,
+        Reason.FAILED_BEFORE_TARGET,
+        Reason.PREVIOUS_FAILURE,
+    }
+)
+
+
+def _forced_not_applied(checkpoint: PartitionCheckpoint | None) -> bool:
+    """An operator's ``guard resolve --as not-applied --force``: they checked the rows in the bounds are
+    another writer's (the resolution recorded the count)."""
+    if checkpoint is None:
+        return False
+    resolution = checkpoint.diagnostics.get("resolution")
+    return isinstance(resolution, dict) and resolution.get("forced") is True
 
 
 #: Guard phases whose attempt began its target call (its deletes may have run).

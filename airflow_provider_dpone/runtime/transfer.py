@@ -464,7 +464,7 @@ class TransferEngine:
                 )
             return self._report(run_id, decisions, None, {}, started, self._summary(None, None, unverified))
 
-        self._checks.require_no_rows_where_appending(family, decisions, target_rows)
+        self._checks.require_no_rows_where_appending(family, decisions, target_rows, matched)
         self._checks.say_what_may_still_fill(decisions)
         quality = self._prepare_quality(run_id, schema, active, stored_core=resumed)
         lifecycle, tally = self._publish(run_id, family, schema, active, quality)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -247,4 +248,90 @@ def test_a_store_restored_from_before_a_commit_never_appends_the_committed_rows_
     error = json.loads(result.output)
     assert error["error"] == "native_transfer_target_not_empty"
     assert len(error["details"]["partitions"]) == 1
+    assert target_rows(base) == source_rows(base)  # once each
+
+
+def test_a_store_that_lost_a_commit_but_kept_the_days_earlier_records_never_appends_it_again(
+    base: Path,
+    store_url: str,
+) -> None:
+    """The lost suffix of a store most often leaves an older record of the day behind: red before, a day
+    whose latest surviving record was its own PLANNED row (the armed and committed rows lost, as after an
+    asynchronous failover), or a failure before the target (a store restored from a backup taken after a
+    failed run), was planned as "run again" without a count and appended a second time, exit 0."""
+    manifest = write_manifest(base, "orders", store_url)
+    assert dpone("run", str(manifest)).exit_code == 0
+    engine = sa.create_engine(store_url)
+    with engine.connect() as conn:
+        before = conn.execute(sa.text("SELECT max(id) FROM dpone_partition_checkpoints")).scalar_one()
+    add_a_new_day(base)
+    assert dpone("run", str(manifest)).exit_code == 0  # the new day: PLANNED, armed, committed
+    with engine.begin() as conn:  # the newest records lost; the day's PLANNED row survives
+        statuses = (
+            conn.execute(
+                sa.text("SELECT status FROM dpone_partition_checkpoints WHERE id > :id ORDER BY id"),
+                {"id": before},
+            )
+            .scalars()
+            .all()
+        )
+        assert statuses[0] == "PLANNED"
+        conn.execute(
+            sa.text("DELETE FROM dpone_partition_checkpoints WHERE id > :id AND status <> 'PLANNED'"),
+            {"id": before},
+        )
+    engine.dispose()
+
+    result = dpone("run", "--json", str(manifest))
+
+    assert result.exit_code == 3, result.output
+    error = json.loads(result.output)
+    assert error["error"] == "native_transfer_target_not_empty"
+    assert len(error["details"]["partitions"]) == 1
+    assert target_rows(base) == source_rows(base)  # once each
+
+
+def test_a_store_restored_to_a_failed_attempt_of_a_committed_day_never_appends_it_again(
+    base: Path,
+    store_url: str,
+) -> None:
+    """The backup was taken while the day's latest record was a failure before the target (its quality
+    check failed); the day was fixed and committed after it. Red before: restored, the store planned the
+    day as a failure to run again, and it was appended a second time, exit 0."""
+    with sqlite3.connect(base / "source.sqlite") as db:  # the demo table, its customer column nullable
+        db.executescript(
+            "ALTER TABLE orders RENAME TO demo_orders;"
+            "CREATE TABLE orders (id INTEGER PRIMARY KEY, order_date DATE NOT NULL, customer TEXT,"
+            " amount NUMERIC(12,2) NOT NULL, updated_at DATETIME NOT NULL);"
+            "INSERT INTO orders SELECT * FROM demo_orders; DROP TABLE demo_orders;"
+        )
+    manifest = write_manifest(base, "orders", store_url)
+    manifest.write_text(
+        manifest.read_text(encoding="utf-8")
+        + "quality:\n  checks:\n    - {type: not_null, columns: [customer]}\n",
+        encoding="utf-8",
+    )
+    assert dpone("run", str(manifest)).exit_code == 0
+    add_a_new_day(base)
+    with sqlite3.connect(base / "source.sqlite") as db:
+        db.execute("UPDATE orders SET customer = NULL WHERE id = (SELECT max(id) FROM orders)")
+    failed = dpone("run", "--json", str(manifest))
+    assert failed.exit_code != 0 and json.loads(failed.output)["error"] == "quality_check_failed", (
+        failed.output
+    )
+    engine = sa.create_engine(store_url)
+    with engine.connect() as conn:  # the nightly backup
+        backup = conn.execute(sa.text("SELECT max(id) FROM dpone_partition_checkpoints")).scalar_one()
+    with sqlite3.connect(base / "source.sqlite") as db:
+        db.execute("UPDATE orders SET customer = 'fixed' WHERE customer IS NULL")
+    assert dpone("run", str(manifest)).exit_code == 0  # the day, committed
+    with engine.begin() as conn:  # restored from the backup
+        conn.execute(sa.text("DELETE FROM dpone_partition_checkpoints WHERE id > :id"), {"id": backup})
+    engine.dispose()
+
+    result = dpone("run", "--json", str(manifest))
+
+    assert result.exit_code == 3, result.output
+    error = json.loads(result.output)
+    assert error["error"] == "native_transfer_target_not_empty"
     assert target_rows(base) == source_rows(base)  # once each
