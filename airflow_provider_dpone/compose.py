@@ -285,7 +285,7 @@ class Runtime:
             replay=self._replay_ports() if self.manifest.sink.options.durable_quality_replay else None,
             naming=self.naming(),
             cancellation=self.cancellation,
-            source_connection=self.resolve_endpoint(self.manifest.source.connection, "source").name,
+            **self._source_connection(),
             lease=lease,
         )
         return TransferEngine(
@@ -296,6 +296,19 @@ class Runtime:
             identity=self.loaded.identity,
             allow_nonempty_target=allow_nonempty_target,
         )
+
+    def _source_connection(self) -> dict[str, str | None]:
+        """What checkpoints record of the source connection: its name, or an inline URI with its path
+        resolved (a relative path hangs off the manifest's folder: one text, two files in two folders),
+        and the URI as written, which earlier releases recorded (``runtime.source_binding``)."""
+        endpoint = self.resolve_endpoint(self.manifest.source.connection, "source")
+        if "://" not in endpoint.name or not endpoint.path:
+            return {"source_connection": endpoint.name}
+        scheme = endpoint.name.split("://", 1)[0].strip()
+        return {
+            "source_connection": f"{scheme}://{endpoint.path}",
+            "source_connection_as_written": endpoint.name,
+        }
 
     def _replay_ports(self) -> ReplayPorts:
         from airflow_provider_dpone.adapters.local_host import LocalHost

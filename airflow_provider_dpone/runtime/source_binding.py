@@ -8,7 +8,10 @@ target, 60 partitions skipped, its 20,000 rows never moved). A ``replace_partiti
 delete the first connection's rows within each day it replaced.
 
 Every checkpoint a run writes records which source connection it read (``SOURCE_KEY``: the connection's
-name, or a digest of an inline URI as written, whose path is not stored). Before anything is read from
+name, or a digest of an inline URI with its path resolved, a path that is not stored). A relative path
+hangs off the manifest's folder, so ``sqlite:///source.sqlite`` in two folders names two files: the digest
+of the text alone took two shards for one (seen: the second folder's run skipped every day, exit 0). A
+digest of the URI as written, what earlier releases recorded, is still taken as the same connection. Before anything is read from
 the source, the newest COMMITTED checkpoint that records one decides, among the route's own and its
 siblings' (the same table under another strategy: a second database's ``replace_partition`` manifest
 replaced every row an append route had committed, seen on the demo): another connection stops the run
@@ -91,18 +94,30 @@ def require_same_source(
     reference: str,
     manifest_ref: str,
     siblings: Sequence[PartitionCheckpoint] = (),
+    earlier_forms: Sequence[str] = (),
 ) -> None:
     """Stop before the source is read when the newest commit of the route (or of a sibling route: the
-    same table under another strategy) came from another connection than ``reference``."""
+    same table under another strategy) came from another connection than ``reference``.
+    ``earlier_forms``: what earlier releases recorded of this same connection (an inline URI's digest as
+    written), also taken as it."""
     newest = recorded_source(canonical, siblings)
     recorded = newest.diagnostics.get(SOURCE_KEY) if newest is not None else None
-    if newest is None or recorded == reference:
+    if newest is None or recorded == reference or recorded in earlier_forms:
         return
+    if _shown(reference) == _shown(recorded):  # two inline URIs: another file (or the same text elsewhere)
+        change = (
+            "this run reads an inline source URI naming another file than the one the target's rows of this "
+            "table were last committed from (a relative path hangs off the manifest's folder)"
+        )
+    else:
+        change = (
+            f"this run reads {_shown(reference)}, but the target's rows of this table were last committed "
+            f"through {_shown(recorded)}"
+        )
     raise DponeError(
         ErrorCode.ROUTE_IDENTITY_CHANGED,
-        f"the source of route {route.describe()} changed: this run reads {_shown(reference)}, but the "
-        f"target's rows of this table were last committed through {_shown(recorded)}; this run would skip "
-        "rows it never read, or replace that connection's rows with its own",
+        f"the source of route {route.describe()} changed: {change}; this run would skip rows it never read, "
+        "or replace that connection's rows with its own",
         details={
             "route": route.describe(),
             "changed": ["source"],

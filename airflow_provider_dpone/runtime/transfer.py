@@ -128,9 +128,13 @@ class TransferPorts:
     naming: RouteNaming = field(default_factory=RawRouteNaming)
     #: A stop request (Airflow's on_kill): honoured at the next chunk and before arming.
     cancellation: CancellationToken = field(default_factory=CancellationToken)
-    #: The source connection's name (or inline URI) the run reads; checkpoints record its digest and a
-    #: route last committed from another one stops (``runtime.source_binding``). None: not recorded.
+    #: The source connection's name (or inline URI, its path resolved) the run reads; checkpoints record
+    #: it (a URI's digest) and a route last committed from another one stops (``runtime.source_binding``).
+    #: None: not recorded.
     source_connection: str | None = None
+    #: The inline URI as the manifest writes it, where that differs: what releases before the resolved
+    #: form recorded, still taken as this connection's.
+    source_connection_as_written: str | None = None
     #: The run's hold on its target's lease, proven still held right before arming (a database session
     #: can end under a live run, and a second run may then take the lease). None: nothing to prove.
     lease: LeaseHold | None = None
@@ -305,12 +309,14 @@ class TransferEngine:
         family = self._guard_scan()
         connection = self._ports.source_connection
         if connection is not None:
+            written = self._ports.source_connection_as_written
             require_same_source(
                 self._route,
                 family.canonical_checkpoints(),
                 source_reference(connection),
                 self._manifest_ref,
                 siblings=self._siblings(family),
+                earlier_forms=() if written is None else (source_reference(written),),
             )
         return family
 

@@ -20,6 +20,7 @@ import pytest
 import sqlalchemy as sa
 
 from airflow_provider_dpone.adapters.checkpoint_sql.tables import CHECKPOINT_TABLE
+from airflow_provider_dpone.runtime.source_binding import source_reference
 from tests.integration.route_rig import (
     add_source_rows,
     cents,
@@ -233,6 +234,89 @@ def _forget_recorded_sources(url: str) -> None:
         for row_id, text in conn.execute(sa.select(table.c.id, table.c.payload_text)).all():
             payload = json.loads(text)
             payload["diagnostics"].pop("source_connection", None)
+            conn.execute(
+                table.update()
+                .where(table.c.id == row_id)
+                .values(payload_text=json.dumps(payload, sort_keys=True, separators=(",", ":")))
+            )
+    engine.dispose()
+
+
+def _shard_manifest(folder: Path, root: Path, name: str) -> Path:
+    """A manifest in ``folder`` reading ``sqlite:///source.sqlite`` there (relative: the manifest's folder),
+    into the one target and store under ``root``."""
+    path = folder / "manifest.yaml"
+    path.write_text(
+        f"""
+kind: native_transfer
+name: {name}
+source:
+  type: sqlite
+  connection: sqlite:///source.sqlite
+  table: orders
+  partitioning: {{kind: day, column: order_date}}
+sink:
+  type: clickhouse
+  connection: chdb:///{root / "clickhouse"}
+  table: demo.orders
+  strategy: incremental_append
+  order_by: [order_date, id]
+checkpoints:
+  connection: spelling_state
+""",
+        encoding="utf-8",
+    )
+    return path
+
+
+def test_one_relative_uri_in_two_folders_is_two_sources(shards: Path, store_url: str) -> None:
+    """Red before: a source connection was recorded by the digest of its text, so ``sqlite:///source.sqlite``
+    in a second folder (another file) was the first one: its run skipped every day, exit 0, its rows never
+    moved. The digest is of the resolved path now."""
+    eu, us = shards / "eu", shards / "us"
+    eu.mkdir()
+    us.mkdir()
+    shutil.copy(shards / "source.sqlite", eu / "source.sqlite")
+    shutil.copy(shards / "shard_b.sqlite", us / "source.sqlite")
+    assert dpone("run", str(_shard_manifest(eu, shards, "orders_eu"))).exit_code == 0
+
+    result = dpone("run", "--json", str(_shard_manifest(us, shards, "orders_us")))
+
+    assert result.exit_code == 3, result.output
+    error = json.loads(result.output)
+    assert error["details"]["changed"] == ["source"]
+    assert "another file" in error["message"] and str(shards) not in result.output
+    assert target_rows(shards) == rows_of(eu / "source.sqlite")  # the first folder's rows, each once
+
+
+def test_a_history_recording_the_uri_as_written_still_runs_and_then_records_the_resolved_file(
+    shards: Path, store_url: str
+) -> None:
+    """What releases before the resolved form recorded (the digest of the text) is still this connection:
+    an upgrade does not stop every route reading an inline URI. Its next commit records the file."""
+    eu, us = shards / "eu", shards / "us"
+    eu.mkdir()
+    us.mkdir()
+    shutil.copy(shards / "source.sqlite", eu / "source.sqlite")
+    shutil.copy(shards / "shard_b.sqlite", us / "source.sqlite")
+    assert dpone("run", str(_shard_manifest(eu, shards, "orders_eu"))).exit_code == 0
+    _record_sources_as(store_url, source_reference("sqlite:///source.sqlite"))  # an earlier release's record
+    add_source_rows(eu, [(900_001, "2026-12-01")])
+
+    assert dpone("run", str(_shard_manifest(eu, shards, "orders_eu"))).exit_code == 0
+
+    assert target_rows(shards) == rows_of(eu / "source.sqlite")
+    assert dpone("run", str(_shard_manifest(us, shards, "orders_us"))).exit_code == 3  # now told apart
+
+
+def _record_sources_as(url: str, reference: str) -> None:
+    engine = sa.create_engine(url)
+    table = sa.table(CHECKPOINT_TABLE, sa.column("id"), sa.column("payload_text"))
+    with engine.begin() as conn:
+        for row_id, text in conn.execute(sa.select(table.c.id, table.c.payload_text)).all():
+            payload = json.loads(text)
+            if "source_connection" in payload["diagnostics"]:
+                payload["diagnostics"]["source_connection"] = reference
             conn.execute(
                 table.update()
                 .where(table.c.id == row_id)
