@@ -17,7 +17,6 @@ from typing import Any
 
 from airflow_provider_dpone.contracts.checkpoint import CheckpointStatus, PartitionCheckpoint
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
-from airflow_provider_dpone.contracts.guard import GuardInvalid, GuardPhase, read_guard
 from airflow_provider_dpone.contracts.manifest import LoadPath, Manifest, PartitionKind
 from airflow_provider_dpone.contracts.partition import BoundsKind, PartitionBounds, PlannedPartition
 from airflow_provider_dpone.contracts.route import RouteIdentity, Strategy
@@ -31,6 +30,7 @@ from airflow_provider_dpone.runtime.route_family import (
     RouteFamily,
     committed_by_source,
     other_identity_committed,
+    replaced_the_target,
     sibling_committed,
 )
 from airflow_provider_dpone.runtime.route_identity import (
@@ -600,34 +600,6 @@ def _forced_not_applied(checkpoint: PartitionCheckpoint | None) -> bool:
     return isinstance(resolution, dict) and resolution.get("forced") is True
 
 
-#: Guard phases whose attempt began its target call (its deletes may have run).
-_REACHED_TARGET = frozenset(
-    {
-        GuardPhase.ARMED.value,
-        GuardPhase.TARGET_OUTCOME_UNKNOWN.value,
-        GuardPhase.CHECKPOINT_INCOMPLETE.value,
-        GuardPhase.CHECKPOINT_COMMITTED.value,
-    }
-)
-
-
-def _replaced_the_target(checkpoint: PartitionCheckpoint) -> bool:
-    """A replacing route's checkpoint whose attempt deleted (or may have deleted) rows in the target: it
-    committed, it was left in the target call, or an operator resolved such an attempt ``not-applied``."""
-    if checkpoint.route.strategy is Strategy.INCREMENTAL_APPEND:
-        return False
-    try:
-        guard = read_guard(checkpoint)
-    except GuardInvalid:
-        return True
-    if guard is None:
-        return checkpoint.status is CheckpointStatus.COMMITTED
-    if guard.phase.value in _REACHED_TARGET:
-        return True
-    resolution = checkpoint.diagnostics.get("resolution")
-    return isinstance(resolution, dict) and resolution.get("previous_phase") in _REACHED_TARGET
-
-
 def rewritten_since(
     family: RouteFamily, committed: Sequence[PartitionCheckpoint]
 ) -> list[tuple[PartitionCheckpoint, PartitionCheckpoint]]:
@@ -640,7 +612,7 @@ def rewritten_since(
     append route then reported "nothing to do", exit 0, with the day's rows missing (a notice blamed
     retention); a ``full_refresh`` with a filtering query did the same to every day it left out."""
     own = {c.route for c in family.own} | {family.route}
-    replacing = [c for c in family.target_wide if c.route not in own and _replaced_the_target(c)]
+    replacing = [c for c in family.target_wide if c.route not in own and replaced_the_target(c)]
     if not replacing:
         return []
     # the newest replacing attempt per exact bounds (a sibling partitioned alike: one lookup per partition),

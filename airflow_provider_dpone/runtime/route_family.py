@@ -17,8 +17,9 @@ from dataclasses import dataclass
 
 from airflow_provider_dpone.contracts.checkpoint import CheckpointStatus, PartitionCheckpoint
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
+from airflow_provider_dpone.contracts.guard import GuardInvalid, GuardPhase, read_guard
 from airflow_provider_dpone.contracts.partition import PlannedPartition, partition_id_for
-from airflow_provider_dpone.contracts.route import RouteIdentity
+from airflow_provider_dpone.contracts.route import RouteIdentity, Strategy
 from airflow_provider_dpone.ports.checkpoint_store import CheckpointStore
 from airflow_provider_dpone.ports.route_naming import RouteNaming
 
@@ -149,15 +150,54 @@ def other_identity_committed(
     They were committed under another query hash, schema hash or partitioning: their rows are in the
     target, but no planned partition ID will ever find them.
     """
+    return [c for c in _other_identity(family, planned, naming) if c.status is CheckpointStatus.COMMITTED]
+
+
+def other_identity_replacing(
+    family: RouteFamily, planned: Sequence[PlannedPartition], naming: RouteNaming
+) -> list[PartitionCheckpoint]:
+    """Latest checkpoints of the route, none of the planned partitions, whose attempt replaced (or may
+    have replaced) rows in the target (:func:`replaced_the_target`): a commit of another definition, or
+    its attempt that reached the target and was resolved ``not-applied`` (its delete ran)."""
+    return [c for c in _other_identity(family, planned, naming) if replaced_the_target(c)]
+
+
+def _other_identity(
+    family: RouteFamily, planned: Sequence[PlannedPartition], naming: RouteNaming
+) -> list[PartitionCheckpoint]:
     same: set[tuple[RouteIdentity, str]] = {(family.route, p.partition_id) for p in planned}
     legacy = family.legacy_routes()
     for part in planned:
         same.update((old_route, old_id) for old_route, _, old_id in _legacy_ids(part, legacy, naming))
-    return [
-        c
-        for c in family.own
-        if c.status is CheckpointStatus.COMMITTED and (c.route, c.partition_id) not in same
-    ]
+    return [c for c in family.own if (c.route, c.partition_id) not in same]
+
+
+#: Guard phases whose attempt began its target call (its deletes may have run).
+_REACHED_TARGET = frozenset(
+    {
+        GuardPhase.ARMED.value,
+        GuardPhase.TARGET_OUTCOME_UNKNOWN.value,
+        GuardPhase.CHECKPOINT_INCOMPLETE.value,
+        GuardPhase.CHECKPOINT_COMMITTED.value,
+    }
+)
+
+
+def replaced_the_target(checkpoint: PartitionCheckpoint) -> bool:
+    """A replacing route's checkpoint whose attempt deleted (or may have deleted) rows in the target: it
+    committed, it was left in the target call, or an operator resolved such an attempt ``not-applied``."""
+    if checkpoint.route.strategy is Strategy.INCREMENTAL_APPEND:
+        return False
+    try:
+        guard = read_guard(checkpoint)
+    except GuardInvalid:
+        return True
+    if guard is None:
+        return checkpoint.status is CheckpointStatus.COMMITTED
+    if guard.phase.value in _REACHED_TARGET:
+        return True
+    resolution = checkpoint.diagnostics.get("resolution")
+    return isinstance(resolution, dict) and resolution.get("previous_phase") in _REACHED_TARGET
 
 
 def committed_by_source(

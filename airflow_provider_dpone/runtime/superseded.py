@@ -9,8 +9,11 @@ committed 2,000 rows, an ``id % 2 = 1`` manifest of the same route replaced ever
 manifest's next run skipped all 60 days (exit 0): the target held only the other half.
 
 So, before resume decisions are final, a COMMITTED partition of this definition is run again when a
-COMMITTED checkpoint of another definition of the route is later and may overlap its bounds
-(``bounds_coverage.may_overlap``, erring toward overlap). The run's notice then says the definition changed.
+later checkpoint of another definition of the route may overlap its bounds (``bounds_coverage.may_overlap``,
+erring toward overlap) and replaced rows: a commit, or an attempt that reached the target and was resolved
+``not-applied`` (``route_family.other_identity_replacing``; seen: such an attempt's delete emptied two
+days, and the first definition, edited back, skipped them, exit 0). The run's notice then says the
+definition changed.
 """
 
 from __future__ import annotations
@@ -32,7 +35,8 @@ def rerun_superseded(
     matched: Mapping[str, PartitionCheckpoint],
     other_committed: Sequence[PartitionCheckpoint],
 ) -> list[ResumeDecision]:
-    """Skipped committed partitions that a later commit of another definition replaced run again.
+    """Skipped committed partitions that a later commit (or resolved attempt) of another definition
+    replaced run again.
 
     Only partitions committed before the newest other-definition commit are compared, so a route long past
     a manifest edit (every current commit newer than every old one) costs one pass."""

@@ -83,7 +83,7 @@ from airflow_provider_dpone.runtime.route_family import (
     RouteFamily,
     latest_by_partition,
     load_family,
-    other_identity_committed,
+    other_identity_replacing,
     sibling_committed,
 )
 from airflow_provider_dpone.runtime.route_identity import (
@@ -422,7 +422,7 @@ class TransferEngine:
                 vanished=vanished,
             )
             if self._route.strategy is Strategy.REPLACE_PARTITION:
-                others = other_identity_committed(family, [*planned, *vanished], self._ports.naming)
+                others = other_identity_replacing(family, [*planned, *vanished], self._ports.naming)
                 decisions = rerun_superseded(decisions, matched, others)
         return schema, decisions, matched
 

@@ -20,8 +20,10 @@ from airflow_provider_dpone.manifests.loader import load_manifest
 from tests.integration.route_rig import (
     TARGET,
     add_source_rows,
+    append_armed,
     chdb_command,
     dpone,
+    latest_of,
     manifest_at,
     source_rows,
     target_rows,
@@ -95,7 +97,7 @@ def test_a_rebaseline_records_what_the_old_definition_holds_and_the_next_run_mov
 def test_a_partly_covered_partition_stays_blocking_after_a_rebaseline(
     routed: Path,
 ) -> None:
-    add_source_rows(routed, [(900_001, "2026-11-03")])  # a day of the same month no day partition committed
+    add_source_rows(routed, [(900_001, "2026-11-29")])  # a day of the same month no day partition committed
     manifest = edited(routed, "partitioning-coarser")
 
     rebased = dpone("guard", "rebaseline", str(manifest), "--reason", "months now")
@@ -279,7 +281,7 @@ def test_a_partly_covered_partition_emptied_in_the_target_is_loaded_whole_withou
     """``--release-partial`` refuses while the target holds rows within the partition; once the operator
     deleted them, the partition's bounds hold no row in the target, so it is no overlap any more and the
     next run loads it whole (nothing is left to release)."""
-    add_source_rows(routed, [(900_001, "2026-11-03")])
+    add_source_rows(routed, [(900_001, "2026-11-29")])
     manifest = edited(routed, "partitioning-coarser")
     release = ("guard", "rebaseline", str(manifest), "--release-partial", "--reason", "late rows in November")
 
@@ -345,3 +347,36 @@ def test_a_column_added_to_the_source_says_so_instead_of_blaming_the_manifest(ro
     assert "the source table's columns did" in result.output
     assert "revert the manifest change" not in result.output
     assert target_rows(routed) == source_rows(routed)
+
+
+def test_a_replacing_route_edited_back_reloads_the_days_another_definitions_resolved_attempt_emptied(
+    base: Path,
+    store_url: str,
+) -> None:
+    """Definition B of a replace route (a reload of the first days through ``source.query``) died inside
+    its target call after its delete; the operator resolved it ``not-applied``, the runbook's usual answer.
+    Red before: definition A, edited back, skipped those days as committed (only another definition's
+    *commits* made it run them again), exit 0, and the target kept missing their rows."""
+    whole = manifest_at(base, strategy="replace_partition")
+    assert dpone("run", str(whole)).exit_code == 0
+    reload = "  query: SELECT id, order_date, customer, amount, updated_at FROM orders WHERE order_date < '2026-11-29'\n"
+    narrow = manifest_at(base, strategy="replace_partition", extra=reload, file="reload.yaml")
+    assert dpone("run", str(narrow)).exit_code == 0
+    route = load_manifest(narrow).route
+    latest = latest_of(store_url, route)  # both definitions' (one route)
+    whole_hashes = {c.query_hash for c in latest if c.bounds.lower >= "2026-11-29"}  # A's alone
+    reloaded = [c for c in latest if c.query_hash not in whole_hashes]
+    assert len(reloaded) == 2 and all(c.status is CheckpointStatus.COMMITTED for c in reloaded)
+    # its next attempt: armed, its delete ran, then the process died (what a crash there leaves)
+    append_armed(store_url, reloaded, how_many=len(reloaded))
+    chdb_command(
+        base, f"ALTER TABLE {TARGET} DELETE WHERE order_date < '2026-11-29' SETTINGS mutations_sync = 2"
+    )
+    resolved = dpone("guard", "resolve", str(narrow), "--all-blocked", "--as", "not-applied", "--reason", "r")
+    assert resolved.exit_code == 0, resolved.output
+    assert len(target_rows(base)) < len(source_rows(base))
+
+    result = dpone("run", str(whole))
+
+    assert result.exit_code == 0, result.output
+    assert target_rows(base) == source_rows(base)
