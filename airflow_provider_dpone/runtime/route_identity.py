@@ -243,13 +243,26 @@ TargetCounter = Callable[[PartitionBounds], int]
 
 
 def _old_rows_inside(overlap: IdentityOverlap) -> int | None:
-    """The old partitions' committed rows when they all lie wholly inside the new partition, else None."""
+    """The old partitions' committed rows when they all lie wholly inside the new partition, else None.
+
+    Old partitions of the same bounds are the same rows committed under two earlier definitions (an edit
+    rebaselined, then another edit): only the newest of them counts. Summing both doubled the rows, and a
+    second rebaseline refused every day as ``rows_differ``, which blocked the route."""
     part = overlap.partition
     if not all(fully_covered(c.bounds, [part.bounds]) for c in overlap.committed):
         return None
-    if any(c.rows is None for c in overlap.committed):
+    newest: dict[PartitionBounds, PartitionCheckpoint] = {}
+    for checkpoint in overlap.committed:
+        kept = newest.get(checkpoint.bounds)
+        if kept is None or _committed_at(checkpoint) > _committed_at(kept):
+            newest[checkpoint.bounds] = checkpoint
+    if any(c.rows is None for c in newest.values()):
         return None
-    return sum(c.rows or 0 for c in overlap.committed)
+    return sum(c.rows or 0 for c in newest.values())
+
+
+def _committed_at(checkpoint: PartitionCheckpoint) -> datetime:
+    return checkpoint.completed_at or checkpoint.started_at
 
 
 def rebaseline(

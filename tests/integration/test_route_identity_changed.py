@@ -380,3 +380,24 @@ def test_a_replacing_route_edited_back_reloads_the_days_another_definitions_reso
 
     assert result.exit_code == 0, result.output
     assert target_rows(base) == source_rows(base)
+
+
+def test_a_second_edit_is_rebaselined_too_and_the_next_run_moves_only_new_rows(routed: Path) -> None:
+    """Two edits in turn, each rebaselined. Red before: the second rebaseline summed the rows of both
+    earlier definitions' partitions of the same bounds (the original commit and the first rebaseline's
+    record), refused every day as ``rows_differ`` and exited 3: the route stayed blocked."""
+    pinned = edited(routed, "columns-pinned")
+    assert dpone("guard", "rebaseline", str(pinned), "--reason", "pinned the columns").exit_code == 0
+    spelled = manifest_at(routed, extra=f"  columns: {COLUMNS}\n" + EDITS["query-edited"])
+    assert dpone("run", str(spelled)).exit_code == 3
+
+    rebased = dpone("guard", "rebaseline", str(spelled), "--reason", "spelled the query out", "--json")
+
+    assert rebased.exit_code == 0, rebased.output
+    result = json.loads(rebased.output)
+    assert result["recorded"] and not result["rows_differ"], result
+    add_source_rows(routed, [(900_001, "2026-12-01")])
+    after = dpone("run", "--json", str(spelled))
+    assert after.exit_code == 0, after.output
+    assert json.loads(after.output)["rows_committed"] == 1
+    assert target_rows(routed) == source_rows(routed)
