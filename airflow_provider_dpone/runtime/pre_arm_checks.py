@@ -501,7 +501,7 @@ class PreArmChecks:
         short = [
             (own, other, held)
             for own, other in rewritten
-            if (held := sink.count_rows(table, own.bounds)) < (own.rows or 0)
+            if (held := sink.count_rows(table, own.bounds)) < _rows_expected(own, other)
         ]
         if short:
             raise self._rewritten_by_another_route(short)
@@ -598,6 +598,17 @@ def _forced_not_applied(checkpoint: PartitionCheckpoint | None) -> bool:
         return False
     resolution = checkpoint.diagnostics.get("resolution")
     return isinstance(resolution, dict) and resolution.get("forced") is True
+
+
+def _rows_expected(own: PartitionCheckpoint, other: PartitionCheckpoint) -> int:
+    """The rows the target should hold within ``own``'s bounds after ``other`` (the newest replacing
+    attempt there): what a replacing *commit* of these very bounds loaded (the source's rows then; rows
+    deleted at the source since the append are no loss: seen, a route switched to ``replace_partition`` to
+    mirror deletes and back to append stopped for good, naming rows missing that no source held), else
+    what ``own`` loaded."""
+    if other.status is CheckpointStatus.COMMITTED and other.bounds == own.bounds and other.rows is not None:
+        return other.rows
+    return own.rows or 0
 
 
 def rewritten_since(

@@ -120,3 +120,30 @@ def test_a_repair_that_failed_after_its_delete_and_was_resolved_not_applied_stop
     assert details["other_routes"] == ["main.orders -> demo.orders (replace_partition)"]
     assert dpone("run", str(repair)).exit_code == 0  # the repair run to completion puts the day back
     assert dpone("run", str(appended)).exit_code == 0 and target_rows(base) == source_rows(base)
+
+
+def test_a_replace_that_mirrored_deletes_at_the_source_never_stops_the_append_route(
+    base: Path, appended: Path
+) -> None:
+    """Rows deleted at the source, a ``replace_partition`` route run to mirror that (the target now holds
+    exactly the source), then back to the append route. Red before: it compared the day with what the
+    append had committed, stopped ``rewritten_by_another_route`` naming rows missing that no source holds,
+    and did so on every run: the route was blocked for good."""
+    import sqlite3
+
+    first_day = min(row[1] for row in source_rows(base))
+    with sqlite3.connect(base / "source.sqlite") as db:
+        db.execute(
+            "DELETE FROM orders WHERE id IN (SELECT id FROM orders WHERE order_date = ? LIMIT 3)",
+            (first_day,),
+        )
+    mirror = manifest_at(base, name="mirror", strategy="replace_partition", file="mirror.yaml")
+    assert dpone("run", str(mirror), "--allow-nonempty-target").exit_code == 0
+    assert target_rows(base) == source_rows(base)
+    add_source_rows(base, [(900_001, "2026-12-01")])
+
+    result = dpone("run", str(appended), "--json")
+
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["rows_committed"] == 1
+    assert target_rows(base) == source_rows(base)
