@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
@@ -298,15 +299,17 @@ class Runtime:
         )
 
     def _source_connection(self) -> dict[str, str | None]:
-        """What checkpoints record of the source connection: its name, or an inline URI with its path
-        resolved (a relative path hangs off the manifest's folder: one text, two files in two folders),
+        """What checkpoints record of the source connection: its name, or an inline URI with its real path
+        (a relative path hangs off the manifest's folder: one text, two files in two folders),
         and the URI as written, which earlier releases recorded (``runtime.source_binding``)."""
         endpoint = self.resolve_endpoint(self.manifest.source.connection, "source")
         if "://" not in endpoint.name or not endpoint.path:
             return {"source_connection": endpoint.name}
         scheme = endpoint.name.split("://", 1)[0].strip()
+        # symbolic links resolved: the operator finds manifests from the DAG file's real folder, the CLI
+        # from the path it is given; both name the same file
         return {
-            "source_connection": f"{scheme}://{endpoint.path}",
+            "source_connection": f"{scheme}://{os.path.realpath(endpoint.path)}",
             "source_connection_as_written": endpoint.name,
         }
 

@@ -14,6 +14,7 @@ from tests.integration.route_rig import (
     LEASE_HOLDER,
     dpone,
     hold_lease,
+    manifest_at,
     source_rows,
     target_rows,
     write_manifest,
@@ -62,3 +63,21 @@ def test_a_lease_on_another_target_does_not_block(base: Path, store_url: str) ->
         holder.kill()
         holder.wait(timeout=30)
     assert target_rows(base) == source_rows(base)
+
+
+def test_a_store_reached_through_a_symbolic_link_is_leased_as_one(base: Path) -> None:
+    """Red before: the lease file was named after the store's path as written, so a run through a link
+    to the store took a lease of its own beside the holder's and wrote (seen: both runs appended, exit 0).
+    (A PostgreSQL store leases by key in the server: one database, one lease.)"""
+    store_url = f"sqlite:///{base / 'state.sqlite'}"
+    link = base / "state-link.sqlite"
+    link.symlink_to(base / "state.sqlite")
+    holder = hold_lease(store_url)
+    try:
+        busy = dpone("run", str(manifest_at(base, state=f"sqlite:///{link}")))
+        assert busy.exit_code == 4, busy.output
+        assert "native_transfer_route_busy" in busy.output
+        assert checkpoint_rows(store_url) == 0
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(timeout=30)

@@ -323,3 +323,19 @@ def _record_sources_as(url: str, reference: str) -> None:
                 .values(payload_text=json.dumps(payload, sort_keys=True, separators=(",", ":")))
             )
     engine.dispose()
+
+
+def test_one_folder_reached_through_a_symbolic_link_is_one_source(shards: Path, store_url: str) -> None:
+    """The operator finds a manifest from the DAG file's real folder, the CLI from the path it is given:
+    a run through a symlinked folder reads the same file and is the same source (no stop)."""
+    eu = shards / "eu"
+    eu.mkdir()
+    shutil.copy(shards / "source.sqlite", eu / "source.sqlite")
+    (shards / "eu-link").symlink_to(eu, target_is_directory=True)
+    assert dpone("run", str(_shard_manifest(eu, shards, "orders_eu"))).exit_code == 0
+    add_source_rows(eu, [(900_001, "2026-12-01")])
+
+    result = dpone("run", str(shards / "eu-link" / "manifest.yaml"))
+
+    assert result.exit_code == 0, result.output
+    assert target_rows(shards) == rows_of(eu / "source.sqlite")

@@ -44,8 +44,11 @@ def lock_id(key: str) -> int:
 
 
 def lease_file(store_file: Path, key: str) -> Path:
-    """SQLite: the lock file of lease ``key`` beside ``store_file``."""
-    return store_file.with_name(f"{store_file.name}.lease-{lease_digest(key).hex()[:16]}")
+    """SQLite: the lock file of lease ``key`` beside ``store_file``, its symbolic links resolved: one
+    store reached as ``state.sqlite`` and through a link to it is one store, with one lease (seen: two
+    runs of one target, each through its own spelling, each took its "own" lease and both appended)."""
+    real = Path(os.path.realpath(store_file))
+    return real.with_name(f"{real.name}.lease-{lease_digest(key).hex()[:16]}")
 
 
 def holder_label() -> str:
