@@ -55,7 +55,7 @@ from airflow_provider_dpone.runtime.guard.route_guard import require_clear_route
 from airflow_provider_dpone.runtime.null_free import schema_for_target
 from airflow_provider_dpone.runtime.partition_column import require_partition_column_written
 from airflow_provider_dpone.runtime.pre_arm_checks import PreArmChecks
-from airflow_provider_dpone.runtime.progress import ProgressListener, SilentProgress
+from airflow_provider_dpone.runtime.progress import BestEffortProgress, ProgressListener, SilentProgress
 from airflow_provider_dpone.runtime.quality.gate import QualityGate
 from airflow_provider_dpone.runtime.quality.policy import build_policy
 from airflow_provider_dpone.runtime.quality.verdict import Verdict
@@ -202,7 +202,9 @@ class TransferEngine:
         self._notices: list[str] = []
         self._ports = ports
         self._manifest_ref = manifest_ref
-        self._progress: ProgressListener = progress or SilentProgress()
+        self._progress: ProgressListener = (
+            SilentProgress() if progress is None else BestEffortProgress(progress)
+        )
         self._reads = RunReads(
             ports.source,
             ports.artifacts,
