@@ -253,6 +253,31 @@ class PreArmChecks:
             },
         )
 
+    def require_table_not_emptied(self, sink: Sink, held: int) -> None:
+        """Right before arming: a table that held the route's committed rows when the run began still
+        holds rows. A table dropped or truncated while the run read the source was created anew by the
+        target's preparation and would have taken this run's rows alone, exit 0, the history gone (the
+        check at the start had passed, and the next run took the shrunk table for retention)."""
+        table = self._manifest.sink.table
+        if sink.count_rows(table, None) > 0:
+            return
+        raise DponeError(
+            ErrorCode.TARGET_LOST_COMMITTED_ROWS,
+            f"target table {table} held {held:,} rows when this run of route {self._route.describe()} "
+            "began and holds none now: it was dropped or truncated while the run read the source",
+            details={
+                "route": self._route.describe(),
+                "target_table": table,
+                "problem": "emptied_during_run",
+                "rows_at_start": held,
+            },
+            hint_lines=(
+                "nothing was written to the target: the run stopped before arming, the route is not blocked",
+                "restore the table, or reload deliberately: see `dpone runbook guard`, "
+                "'The target lost committed rows'",
+            ),
+        )
+
     def say_what_may_still_fill(self, decisions: Sequence[ResumeDecision]) -> None:
         """A notice for partitions this run commits while rows may still arrive in them (``still_filling``)."""
         partitioning = self._manifest.source.partitioning

@@ -475,7 +475,7 @@ class TransferEngine:
         self._checks.require_no_rows_where_appending(family, decisions, target_rows, matched)
         self._checks.say_what_may_still_fill(decisions)
         quality = self._prepare_quality(run_id, schema, active, stored_core=resumed)
-        lifecycle, tally = self._publish(run_id, family, schema, active, quality)
+        lifecycle, tally = self._publish(run_id, family, schema, active, quality, held=target_rows)
         self._advance_source_state(run_id, lifecycle, tally)
         self._notice_if(empty_source.refresh_emptied(self._route, tally.rows(), self._manifest.sink.table))
         verdict, operation_id = self._evidence_after_publication(run_id, quality, tally)
@@ -571,12 +571,17 @@ class TransferEngine:
         schema: TableSchema,
         active: list[ActivePartition],
         quality: _QualityRun,
+        *,
+        held: int | None = None,
     ) -> tuple[TargetCommitLifecycle, StreamTally]:
         """Pre-target checks on the sink, then the guarded path: extract/stage, verdict and seal, arm,
-        target mutation, committed promotion. The sink is closed before any reader runs."""
+        target mutation, committed promotion. The sink is closed before any reader runs. ``held``: the
+        table's rows when the run began, counted because the route has committed rows in it."""
         gate = quality.gate
 
         def before_arm(moved_rows: int | None, staging: str | None) -> None:
+            if held:
+                self._checks.require_table_not_emptied(sink, held)
             if gate is None:
                 return
             if staging is not None:
