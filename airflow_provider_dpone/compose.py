@@ -386,7 +386,7 @@ class Runtime:
         source = self.open_source() if with_source else None
         sink = self.sink_factory()()
         try:
-            return inspect_blocked(latest, source, sink, self.manifest.sink.table)
+            return inspect_blocked(latest, source, sink, self.manifest.sink.table, self.loaded.route)
         finally:
             sink.close()
 

@@ -103,6 +103,7 @@ def inspect_command(manifest: str, no_source: bool, as_json: bool) -> None:
         loaded = load_manifest(manifest)
         with open_runtime(loaded, manifest_ref=manifest, read_only=True) as runtime:
             rows = runtime.inspect(with_source=not no_source)
+            with_source_counts = not no_source
     except DponeError as err:
         fail(err, as_json)
         return
@@ -113,9 +114,39 @@ def inspect_command(manifest: str, no_source: bool, as_json: bool) -> None:
         click.echo("no blocked partitions")
         return
     print_table(
-        ["bounds", "partition_id", "phase", "attempt_rows", "source_rows", "target_rows"],
-        [[r.label, r.partition_id, r.phase, r.attempt_rows, r.source_rows, r.target_rows] for r in rows],
+        [
+            "bounds",
+            "partition_id",
+            "phase",
+            "attempt_rows",
+            "source_rows",
+            "target_rows",
+            "other_routes_rows",
+        ],
+        [
+            [
+                r.label,
+                r.partition_id,
+                r.phase,
+                r.attempt_rows,
+                r.source_rows,
+                r.target_rows,
+                r.other_routes_rows,
+            ]
+            for r in rows
+        ],
     )
+    for route in sorted({r.route for r in rows if r.source_rows is None and r.route}):
+        if with_source_counts:
+            click.echo(
+                f"partitions of route {route} (another route of this target): its source is not this "
+                "manifest's; inspect them with that route's manifest"
+            )
+    if any(r.other_routes_rows for r in rows):
+        click.echo(
+            "other_routes_rows: rows other routes committed within the same bounds (several source tables "
+            "in one target); they are in target_rows and are not the attempt's: never delete by bounds alone"
+        )
     click.echo("This compares counts only; decide after checking the target, then run `dpone guard resolve`.")
 
 

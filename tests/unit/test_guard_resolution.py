@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import datetime as dt
+
 import pytest
 
+from airflow_provider_dpone.contracts.checkpoint import CheckpointStatus, PartitionCheckpoint
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
-from airflow_provider_dpone.contracts.guard import GUARD_KEY
+from airflow_provider_dpone.contracts.guard import GUARD_KEY, GuardPhase, TargetCommitGuard
+from airflow_provider_dpone.contracts.route import RouteIdentity, Strategy
 from airflow_provider_dpone.runtime.guard.resolution import ResolutionRequest, ResolveAs, resolve
+from tests.builders import day, stored_checkpoint
 from tests.doubles import (
     FaultyStore,
     FixedClock,
@@ -212,3 +217,73 @@ def test_a_replacing_route_resolved_after_its_failed_first_run_is_not_stopped_as
     report = transfer_engine(store=store, sink=sink, strategy="full_refresh").run("r2")
 
     assert report.partitions_committed == 3  # not stopped in front of its own first attempt's rows
+
+
+def _fan_in(
+    attempt_landed: int,
+) -> tuple[InMemoryCheckpointStore, RouteIdentity, list[PartitionCheckpoint], int]:
+    """Route A committed a day of 1,000 rows; route B (another source table, the same target) was killed
+    armed within the same day, having written ``attempt_landed`` rows: the target counts both."""
+    at = dt.datetime(2026, 12, 1, tzinfo=dt.timezone.utc)
+    route_a = RouteIdentity(
+        source_table="main.orders_a", target_table="demo.orders", strategy=Strategy.INCREMENTAL_APPEND
+    )
+    route_b = RouteIdentity(
+        source_table="main.orders_b", target_table="demo.orders", strategy=Strategy.INCREMENTAL_APPEND
+    )
+    committed = stored_checkpoint(route_a, day("2026-11-28", "2026-11-29"), at, rows=1_000)
+    armed = stored_checkpoint(route_b, day("2026-11-28", "2026-11-29"), at, rows=300_000).model_copy(
+        update={
+            "status": CheckpointStatus.EXPORTED,
+            "completed_at": None,
+            "diagnostics": {
+                GUARD_KEY: TargetCommitGuard.for_phase(GuardPhase.ARMED, "sha256:" + "ab" * 32).to_json()
+            },
+        }
+    )
+    store = InMemoryCheckpointStore()
+    store.write_batch([committed, armed])
+    return store, route_a, [committed, armed], 1_000 + attempt_landed
+
+
+def test_in_a_fan_in_another_routes_committed_rows_are_not_the_blocked_attempts() -> None:
+    """Red before: the target's 1,000 rows of route A within the day were taken for route B's attempt:
+    ``not-applied`` was refused ("resolve --as committed"), and ``committed`` was accepted, so B's 300,000
+    rows would never have moved, every command exit 0."""
+    store, route_a, latest, in_target = _fan_in(attempt_landed=0)
+    count = lambda checkpoint: in_target  # noqa: E731 - the target's count within the bounds
+
+    with pytest.raises(DponeError) as refused:
+        resolve(
+            store,
+            FixedClock(),
+            route_a,
+            ResolutionRequest(None, ResolveAs.COMMITTED, "x", "me"),
+            latest=latest,
+            count_target=count,
+        )
+    assert "holds no row" in " ".join(refused.value.hint_lines)
+
+    records = resolve(
+        store,
+        FixedClock(),
+        route_a,
+        ResolutionRequest(None, ResolveAs.NOT_APPLIED, "B never landed", "me"),
+        latest=latest,
+        count_target=count,
+    )
+    audit = records[0].diagnostics["resolution"]
+    assert isinstance(audit, dict) and audit["target_rows"] == 1_000 and audit["other_routes_rows"] == 1_000
+
+
+def test_in_a_fan_in_rows_the_attempt_wrote_still_refuse_not_applied() -> None:
+    store, route_a, latest, in_target = _fan_in(attempt_landed=20_000)
+    with pytest.raises(DponeError):
+        resolve(
+            store,
+            FixedClock(),
+            route_a,
+            ResolutionRequest(None, ResolveAs.NOT_APPLIED, "x", "me"),
+            latest=latest,
+            count_target=lambda checkpoint: in_target,
+        )

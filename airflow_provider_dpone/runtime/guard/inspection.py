@@ -10,9 +10,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from airflow_provider_dpone.contracts.checkpoint import PartitionCheckpoint
+from airflow_provider_dpone.contracts.route import RouteIdentity
 from airflow_provider_dpone.ports.sink import Sink
 from airflow_provider_dpone.ports.source import Source
-from airflow_provider_dpone.runtime.guard.resolution import blocked_partitions
+from airflow_provider_dpone.runtime.guard.resolution import blocked_partitions, other_routes_rows
 
 
 @dataclass(frozen=True)
@@ -24,19 +25,30 @@ class InspectionRow:
     attempt_rows: int | None
     source_rows: int | None
     target_rows: int | None
+    #: the route whose attempt is blocked (another route of the target, in a fan-in)
+    route: str = ""
+    #: rows other routes committed within the bounds: part of ``target_rows``, not the attempt's
+    other_routes_rows: int | None = 0
 
     def as_json(self) -> dict[str, object]:
         return dict(self.__dict__)
 
 
 def inspect_blocked(
-    latest: Sequence[PartitionCheckpoint], source: Source | None, sink: Sink, target_table: str
+    latest: Sequence[PartitionCheckpoint],
+    source: Source | None,
+    sink: Sink,
+    target_table: str,
+    route: RouteIdentity | None = None,
 ) -> list[InspectionRow]:
+    """``route``: the manifest's; its source is counted only for that route's partitions (another route's
+    blocked partition reads another source table: counting this one's showed a misleading match)."""
     by_id = {c.partition_id: c for c in latest}
     rows: list[InspectionRow] = []
     for block in blocked_partitions(latest):
         checkpoint = by_id[block.partition_id]
-        source_rows = source.count(checkpoint.bounds) if source is not None else None
+        own = route is None or checkpoint.route == route
+        source_rows = source.count(checkpoint.bounds) if source is not None and own else None
         rows.append(
             InspectionRow(
                 partition_id=block.partition_id,
@@ -46,6 +58,8 @@ def inspect_blocked(
                 attempt_rows=checkpoint.rows,
                 source_rows=source_rows,
                 target_rows=sink.count_rows(target_table, checkpoint.bounds),
+                route=checkpoint.route.describe(),
+                other_routes_rows=other_routes_rows(checkpoint, latest),
             )
         )
     return rows

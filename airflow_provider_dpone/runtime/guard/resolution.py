@@ -25,6 +25,7 @@ from airflow_provider_dpone.contracts.guard import GUARD_KEY, UNREADABLE_KEY, Gu
 from airflow_provider_dpone.contracts.route import RouteIdentity, Strategy
 from airflow_provider_dpone.ports.checkpoint_store import CheckpointStore
 from airflow_provider_dpone.ports.clock import Clock
+from airflow_provider_dpone.runtime.bounds_coverage import fully_covered, may_overlap
 from airflow_provider_dpone.runtime.guard.batch_id import checkpoint_batch_id
 from airflow_provider_dpone.runtime.guard.route_guard import BlockedPartition, scan_route
 
@@ -110,7 +111,10 @@ def resolve(
                 "only blocked partitions can be resolved; see `dpone checkpoints`",
                 details={"partitions": not_blocked},
             )
-    counts = _target_counts([by_id[pid] for pid in chosen], count_target, force=request.force)
+    raw = _target_counts([by_id[pid] for pid in chosen], count_target, force=request.force)
+    # a fan-in: another route's committed rows within the bounds are not this attempt's
+    others = {pid: other_routes_rows(by_id[pid], rows) for pid in chosen}
+    counts = {pid: _net(raw[pid], others[pid]) for pid in chosen}
     if request.resolve_as is ResolveAs.NOT_APPLIED and not request.force:
         _refuse_duplicating_not_applied([by_id[pid] for pid in chosen], blocked, counts)
     if request.resolve_as is ResolveAs.COMMITTED and not request.force:
@@ -139,7 +143,8 @@ def resolve(
             "previous_status": previous.status.value,
             "previous_phase": block.phase,
             "attempt_rows": previous.rows,
-            "target_rows": counts.get(pid),
+            "target_rows": raw.get(pid),
+            "other_routes_rows": others.get(pid),
             "forced": request.force,
             "over_unreadable_row": UNREADABLE_KEY in previous.diagnostics,
         }
@@ -159,6 +164,22 @@ def resolve(
     return records
 
 
+def other_routes_rows(checkpoint: PartitionCheckpoint, latest: Sequence[PartitionCheckpoint]) -> int | None:
+    """Rows other routes of the target committed within ``checkpoint``'s bounds (several source tables
+    appending into one table): they are in the target's count but are not the blocked attempt's. None when
+    another route's commit only partly overlaps the bounds (another partitioning): its share is unknown."""
+    total = 0
+    for other in latest:
+        if other.route == checkpoint.route or other.status is not CheckpointStatus.COMMITTED:
+            continue
+        if not may_overlap(other.bounds, checkpoint.bounds):
+            continue
+        if not fully_covered(other.bounds, [checkpoint.bounds]) or other.rows is None:
+            return None
+        total += other.rows
+    return total
+
+
 def _target_counts(
     chosen: Sequence[PartitionCheckpoint], count_target: TargetCounter | None, *, force: bool
 ) -> dict[str, int | None]:
@@ -175,6 +196,15 @@ def _target_counts(
                 raise
             counts[checkpoint.partition_id] = None
     return counts
+
+
+def _net(target_rows: int | None, others: int | None) -> int | None:
+    """The target's rows within the bounds less those other routes committed there (None: unknown)."""
+    if target_rows is None or target_rows == 0:
+        return target_rows
+    if others is None:
+        return None
+    return max(target_rows - others, 0)
 
 
 def _refuse_duplicating_not_applied(
