@@ -197,7 +197,8 @@ def native_column(type_name: str, column: ArrowColumn, encoder: Any = None) -> S
         and target[1] == kind.scale == encoder.scale
     ):
         return UnscaledInts(column.unscaled.to_pylist())
-    return column.values()
+    values = column.values()
+    return one_text_kind(values) if _is_text(type_name) else values
 
 
 def insert_columns(
@@ -214,9 +215,28 @@ def insert_columns(
         if _is_datetime(name)
         else in_ticks(utc_seconds(values), ticks)
         if (ticks := ticks_per_second(name)) is not None
+        else one_text_kind(values)
+        if _is_text(name)
         else values
         for name, values, encoder in zip(type_names, columns, chosen, strict=True)
     ]
+
+
+def _is_text(type_name: str) -> bool:
+    base = base_type(type_name)
+    return base == "String" or base.startswith("FixedString(")
+
+
+def one_text_kind(values: Sequence[Any]) -> Sequence[Any]:
+    """A text column's values all ``bytes`` when some are: clickhouse-connect's encoder picks str or bytes
+    from the first value and fails on the other (SQLite keeps a blob as stored in a TEXT column, and the
+    source hands it over as bytes). On a target type without an Arrow form (``LowCardinality(String)`` on
+    the server, a zoned ``DateTime`` beside it) that failure came inside the target call, after part of
+    the rows were written: the route blocked. Text becomes its UTF-8 bytes, which is what the column
+    stores either way."""
+    if not any(isinstance(value, bytes) for value in values):
+        return values
+    return [value.encode("utf-8") if isinstance(value, str) else value for value in values]
 
 
 def in_ticks(seconds: Sequence[Any], ticks: int) -> list[Any]:
