@@ -87,6 +87,37 @@ def _time7_type() -> Any:
     return Time7()
 
 
+TEXTS_TABLE = "legacy_texts"
+#: ``dbo.legacy_texts``: text FreeTDS cannot convert to UTF-8 beside text it can. ``latin`` is a varchar
+#: under ``SQL_Latin1_General_CP1_CI_AS`` (code page 1252) holding byte 0x81, which that code page leaves
+#: undefined; ``wide`` an nvarchar holding an unpaired surrogate (U+D800). Row 1 converts exactly.
+TEXTS_ROWS: tuple[tuple[int, bytes | None, str | None], ...] = (
+    (1, b"caf\xe9", "caf\u00e9"),
+    (2, b"a\x81b", "ok"),
+    (3, b"plain", "a\ud800b"),
+)
+_CP1252_COLLATION = bytes.fromhex("0904d00034")  # SQL_Latin1_General_CP1_CI_AS
+
+
+def _cp1252_varchar_type() -> Any:
+    """``BIGVARCHAR`` (TDS type 0xA7) of 100 bytes under a code-page-1252 collation: the value's raw bytes."""
+    import struct
+
+    from pysqlbridge.tds.result import ColumnType
+
+    class Cp1252VarChar(ColumnType):  # type: ignore[misc]
+        def type_info(self) -> bytes:
+            return bytes([0xA7]) + struct.pack("<H", 100) + _CP1252_COLLATION
+
+        def encode(self, value: object) -> bytes:
+            if value is None:
+                return b"\xff\xff"
+            raw = bytes(value)  # type: ignore[call-overload]
+            return struct.pack("<H", len(raw)) + raw
+
+    return Cp1252VarChar()
+
+
 LARGE_TABLE = "large_orders"
 LARGE_FIRST_DAY = datetime.date(2026, 9, 1)
 LARGE_DAYS = 60
@@ -140,6 +171,18 @@ def build_server(host: str, port: int, large_rows: int = 0) -> Any:
     catalog.add(Table(TABLE, columns, values))
     clocks = [[i, units] for i, units in enumerate(CLOCK_UNITS, start=1)]
     catalog.add(Table(CLOCKS_TABLE, [Column("id", Integer(4)), Column("clock", _time7_type())], clocks))
+    texts = [list(row) for row in TEXTS_ROWS]
+    catalog.add(
+        Table(
+            TEXTS_TABLE,
+            [
+                Column("id", Integer(4)),
+                Column("latin", _cp1252_varchar_type()),
+                Column("wide", NVarChar(100)),
+            ],
+            texts,
+        )
+    )
     if large_rows > 0:
         catalog.add(Table(LARGE_TABLE, list(columns), _large_values(large_rows)))
     logins = LoginStore([Login(USER, PASSWORD, hashed=False)])

@@ -19,6 +19,11 @@ DEFAULT_PORT = 1433
 #: Seconds pymssql waits for the login when the endpoint sets no ``login_timeout_s``.
 LOGIN_TIMEOUT_S = 30
 APP_NAME = "dpone"
+#: DB-Library's severity of a conversion error (``EXCONVERSION``). Text FreeTDS cannot convert to UTF-8 (a
+#: byte the varchar column's code page leaves undefined, an unpaired surrogate in an nvarchar) arrives as
+#: ``?`` with a message of this severity (2403), which pymssql ignores below its ``min_error_severity``
+#: (6): ``a\x81b`` under code page 1252 was moved as ``a?b``, exit 0.
+CONVERSION_SEVERITY = 4
 
 
 def connect_options(endpoint: EndpointDescriptor, *, login_timeout: int | None = None) -> dict[str, Any]:
@@ -48,6 +53,7 @@ def connect(
     opened before it in the process. Every connection therefore sets it, 0 (no limit) included: the last
     connection opened decides for all (one run uses one source endpoint, so its connections agree).
     """
+    _raise_conversion_errors()
     connection = pymssql.connect(
         autocommit=autocommit, **connect_options(endpoint, login_timeout=login_timeout)
     )
@@ -57,6 +63,15 @@ def connect(
         connection.close()
         raise
     return connection
+
+
+def _raise_conversion_errors() -> None:
+    """A lossy conversion raises instead of handing over ``?`` (process-wide, like the statement limit:
+    pymssql keeps the threshold per process). Only lowered, never raised back."""
+    from pymssql import _mssql
+
+    if getattr(_mssql, "min_error_severity", 0) > CONVERSION_SEVERITY:
+        _mssql.min_error_severity = CONVERSION_SEVERITY
 
 
 def sqlalchemy_url(endpoint: EndpointDescriptor) -> URL:

@@ -61,6 +61,18 @@ def error_number(exc: BaseException) -> int | None:
     return first if isinstance(first, int) and not isinstance(first, bool) else None
 
 
+#: FreeTDS's message when text cannot be converted to the client's UTF-8 (a byte the varchar column's code
+#: page leaves undefined, an unpaired surrogate in an nvarchar): it would have arrived as ``?``
+#: (``mssql_connect.CONVERSION_SEVERITY``).
+TEXT_NOT_CONVERTIBLE = 2403
+_UNCONVERTIBLE_HINTS = (
+    "a varchar value holds a byte its column's code page leaves undefined, or an nvarchar value an unpaired "
+    "surrogate: it cannot arrive as the same text, and would have arrived with '?' in its place",
+    "select the column as bytes (source.query with CAST(col AS varbinary(max))), or repair the value at the "
+    "source; on lazy_plan + direct the read failed inside the target call: see `dpone runbook guard`",
+)
+
+
 class MssqlSource:
     """The ``Source`` port over a SQL Server table (or a query over it)."""
 
@@ -309,10 +321,18 @@ class MssqlSource:
                 cursor.execute(statement.render())
                 yield from stream_chunks(cursor.fetchmany, builder, chunk_rows)
             except pymssql.Error as exc:
+                number = error_number(exc)
+                unconvertible = number == TEXT_NOT_CONVERTIBLE
                 raise DponeError(
                     ErrorCode.SOURCE_READ_FAILED,
-                    f"reading partition {label} from source table {self._spec.table} failed",
-                    details=self._details(partition=label, sql_error_number=error_number(exc)),
+                    f"reading partition {label} from source table {self._spec.table} failed"
+                    + (": it holds text the driver cannot convert to UTF-8" if unconvertible else ""),
+                    details=self._details(
+                        partition=label,
+                        sql_error_number=number,
+                        **({"reason": "text_not_convertible"} if unconvertible else {}),
+                    ),
+                    hint_lines=_UNCONVERTIBLE_HINTS if unconvertible else (),
                 ) from exc
         finally:
             self._readers.discard(connection)
