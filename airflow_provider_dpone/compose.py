@@ -259,6 +259,9 @@ class Runtime:
                     result = release_partly_covered(result, run_id, self.clock, request, engine.count_target)
             # what they record was counted or planned through this manifest's source connection: they name it
             result = dataclasses.replace(result, recorded=engine.naming_the_source(result.recorded))
+            filling = engine.filling_notice(result.recorded)
+            if filling is not None:
+                result = dataclasses.replace(result, notices=(*result.notices, filling))
             records = [*result.recorded, *(result.released if isinstance(result, RebaselineResult) else ())]
             if records:
                 store.write_batch(records)

@@ -235,6 +235,7 @@ def rebaseline_command(
             "partially_covered": [o.as_json() for o in result.partial],
             "rows_differ": [d.as_json() for d in result.rows_differ],
             "released": [r.model_dump(mode="json") for r in result.released],
+            "notices": list(result.notices),
         }
         click.echo(json.dumps(payload, sort_keys=True))
         if result.partial:
@@ -271,6 +272,8 @@ def rebaseline_command(
             "the target's rows within it, then run (it loads whole); see `dpone runbook guard`",
             err=True,
         )
+    for line in result.notices:
+        click.echo(f"  note: {line}")
     if result.partial:
         sys.exit(3)
     click.echo(f"next: dpone run {manifest}   (only what is new is moved)")
@@ -288,6 +291,7 @@ def _print_adoption(result: AdoptionResult, manifest: str, as_json: bool) -> Non
                 }
                 for c in result.left_to_run
             ],
+            "notices": list(result.notices),
         }
         click.echo(json.dumps(payload, sort_keys=True))
         return
@@ -297,6 +301,8 @@ def _print_adoption(result: AdoptionResult, manifest: str, as_json: bool) -> Non
         )
     for count in result.left_to_run:
         click.echo(f"left to run {count.partition.bounds.label}: the target holds none of its rows")
+    for line in result.notices:
+        click.echo(f"  note: {line}")
     if not result.recorded:
         click.echo(
             "nothing adopted: the target holds none of the planned partitions' rows; if its rows are another "

@@ -280,10 +280,18 @@ class PreArmChecks:
 
     def say_what_may_still_fill(self, decisions: Sequence[ResumeDecision]) -> None:
         """A notice for partitions this run commits while rows may still arrive in them (``still_filling``)."""
+        line = self.what_may_still_fill(decisions)
+        if line is not None:
+            self._notice(line)
+
+    def what_may_still_fill(
+        self, decisions: Sequence[ResumeDecision], verb: str = "this run commits"
+    ) -> str | None:
+        """The notice :meth:`say_what_may_still_fill` gives (also for a rebaseline's records), or None."""
         partitioning = self._manifest.source.partitioning
         filling = still_filling(decisions, self._route.strategy, partitioning, self._clock.now())
         if not filling:
-            return
+            return None
         labels = some_labels(filling)
         if partitioning.kind in (PartitionKind.DAY, PartitionKind.MONTH):
             remedy = "set source.partitioning.settle to hold a day back until it is complete"
@@ -299,8 +307,8 @@ class PreArmChecks:
             )
         else:
             remedy = "for a table whose ids keep growing use replace_partition with lookback: 1"
-        self._notice(
-            f"{len(filling)} partition(s) this run commits may still be filling ({labels}): rows that reach "
+        return (
+            f"{len(filling)} partition(s) {verb} may still be filling ({labels}): rows that reach "
             f"the source later within their bounds will not be moved by {self._route.strategy.value}; "
             f"{remedy} (`dpone checkpoints {self._manifest_ref} --verify` shows what a partition missed)"
         )

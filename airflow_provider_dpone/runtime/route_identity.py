@@ -192,6 +192,8 @@ class RebaselineResult:
     released: tuple[PartitionCheckpoint, ...] = ()
     #: those of ``partial`` whose bounds the old partitions cover but whose source rows changed
     rows_differ: tuple[RowsDiffer, ...] = ()
+    #: what the operator should know (partitions recorded while they may still be filling)
+    notices: tuple[str, ...] = ()
 
 
 def checked_reason(request: RebaselineRequest) -> str:
@@ -437,6 +439,7 @@ class AdoptionCount:
 class AdoptionResult:
     recorded: tuple[PartitionCheckpoint, ...]
     left_to_run: tuple[AdoptionCount, ...]
+    notices: tuple[str, ...] = ()
 
 
 def adopt(

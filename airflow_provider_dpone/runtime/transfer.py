@@ -358,6 +358,25 @@ class TransferEngine:
             return []
         return sibling_committed(family, self._ports.naming)
 
+    def filling_notice(self, records: Sequence[PartitionCheckpoint]) -> str | None:
+        """For ``dpone guard rebaseline``: the notice a run gives when it commits partitions that may still
+        be filling, for the records the rebaseline writes (a still-filling month recorded committed is never
+        moved again either)."""
+        decisions = [
+            ResumeDecision(
+                PlannedPartition(
+                    partition_id=r.partition_id,
+                    bounds=r.bounds,
+                    query_hash=r.query_hash,
+                    schema_hash=r.schema_hash,
+                ),
+                Action.RUN,
+                Reason.MISSING_CHECKPOINT,
+            )
+            for r in records
+        ]
+        return self._checks.what_may_still_fill(decisions, verb="this rebaseline records as committed")
+
     def naming_the_source(self, records: Sequence[PartitionCheckpoint]) -> tuple[PartitionCheckpoint, ...]:
         """``records`` (a rebaseline's or an adoption's COMMITTED ones) naming this run's source connection,
         as a run's own commits do: from then on a run through another connection stops."""

@@ -302,6 +302,7 @@ def test_a_partly_covered_partition_emptied_in_the_target_is_loaded_whole_withou
         "partially_covered": [],
         "released": [],
         "rows_differ": [],
+        "notices": [],
     }
     after = dpone("run", "--json", str(manifest))
     assert after.exit_code == 0, after.output
@@ -401,3 +402,22 @@ def test_a_second_edit_is_rebaselined_too_and_the_next_run_moves_only_new_rows(r
     assert after.exit_code == 0, after.output
     assert json.loads(after.output)["rows_committed"] == 1
     assert target_rows(routed) == source_rows(routed)
+
+
+def test_a_rebaseline_that_records_a_month_still_filling_says_so(routed: Path) -> None:
+    """After a day -> month edit, the rebaseline records the current month as committed: rows that reach
+    it later are never moved, as after a run that commits it, which says so. Before: the rebaseline was
+    silent about it."""
+    import datetime as dt
+
+    add_source_rows(routed, [(900_001, dt.date.today().isoformat())])
+    assert dpone("run", str(manifest_at(routed))).exit_code == 0  # the day route moves today's row
+    coarser = edited(routed, "partitioning-coarser")
+
+    rebased = dpone("guard", "rebaseline", str(coarser), "--reason", "monthly now", "--json")
+
+    assert rebased.exit_code == 0, rebased.output
+    notices = json.loads(rebased.output)["notices"]
+    assert len(notices) == 1 and "may still be filling" in notices[0] and "settle" in notices[0]
+    text = dpone("guard", "rebaseline", str(coarser), "--reason", "again")
+    assert "nothing to rebaseline" in text.output  # recorded once
