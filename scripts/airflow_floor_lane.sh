@@ -4,8 +4,8 @@
 # pinned to their floors, everything else as plain pip picks it, NO constraints file), then run the
 # Airflow suite (tests/airflow without the slow real-retry test) and the unit tests that touch Airflow. The main
 # run covers the pinned Airflow of constraints/test.txt; this lane proves the bottom of the declared range.
-# About 2.5-3 minutes on 2 cores (install 50-85 s, tests ~105 s). scripts/test.sh installs it in the
-# background while the main pytest runs and runs its tests after the main pytest, not beside it.
+# About 2.5-3 minutes on 2 cores (install 50-85 s, tests ~105-170 s). scripts/test.sh runs it (install,
+# then tests) in the background while the main pytest runs, after the newest lane.
 #
 # It fails (never skips) when the install fails: a declared floor that cannot be installed is a lie.
 # Needs the services scripts/test.sh started (DPONE_TEST_* in the environment).

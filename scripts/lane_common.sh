@@ -5,8 +5,8 @@
 #   all      (default) both, in a temporary venv removed afterwards (or at the lane's *_VENV path);
 #   install  only the install, into the lane's *_VENV path (required), marked complete when it succeeded;
 #   test     only the suites, against the venv an `install` step completed at the lane's *_VENV path.
-# scripts/test.sh runs both installs in the background while the main pytest runs, then the two `test`
-# steps after it: the installs are mostly download and unpacking, so CI no longer waits for them in turn.
+# scripts/test.sh runs both lanes in the background while the main pytest runs, one after the other
+# (install, then test): the lanes add no wall time after the main pytest.
 #
 # The caller sets LANE (its log prefix) and LANE_VENV_VAR (the name of its *_VENV variable) first.
 

@@ -25,6 +25,7 @@ from airflow_provider_dpone.ports.route_naming import RouteNaming
 from airflow_provider_dpone.ports.sink import Sink
 from airflow_provider_dpone.ports.source import Source
 from airflow_provider_dpone.runtime.bounds_coverage import may_overlap
+from airflow_provider_dpone.runtime.guard.resolution import other_sources_rows
 from airflow_provider_dpone.runtime.resume_planner import Action, Reason, ResumeDecision, still_filling
 from airflow_provider_dpone.runtime.route_family import (
     RouteFamily,
@@ -144,8 +145,9 @@ class PreArmChecks:
         PLANNED or LOADED row, a failure before the target): those partitions are counted too (seen: a
         restored store whose day had failed a quality check before the target, exit 0 and the day twice). A
         partition an operator resolved ``not-applied --force`` (its rows are another writer's) is not.
-        Rows another source table's route committed within the same bounds (a fan-in) cannot be told apart
-        from a lost checkpoint's: such partitions are not counted. The route's first run is
+        Rows another source table's route committed within the same bounds (a fan-in) are subtracted (each
+        source's newest commit of each bounds, ``other_sources_rows``); where their share is unknown (another
+        partitioning) the partition is not counted. The route's first run is
         ``require_target_empty_for_new_route``'s (it counts the whole table). ``target_rows``: the
         table's rows if this run already counted them (``require_target_holds_committed``)."""
         if self._route.strategy is not Strategy.INCREMENTAL_APPEND or not family.own:
@@ -159,9 +161,16 @@ class PreArmChecks:
         ]
         if not fresh:
             return
-        # other source tables' commits; the same source's (any strategy or spelling) are this source's rows
+        # other source tables' commits (a fan-in): their rows within a partition are subtracted from the
+        # target's count; where their share is unknown (another partitioning) the partition is not counted
         _, others = committed_by_source(family.target_wide, family.route.source_table, self._naming)
-        countable = [p for p in fresh if not any(may_overlap(o.bounds, p.bounds) for o in others)]
+        index = _RangeIndex(others)
+        theirs: dict[str, int] = {}
+        for part in fresh:
+            share = other_sources_rows(self._route, part.bounds, index.overlapping(part.bounds))
+            if share is not None:
+                theirs[part.partition_id] = share
+        countable = [p for p in fresh if p.partition_id in theirs]
         if not countable:
             return
         if target_rows == 0:
@@ -170,7 +179,11 @@ class PreArmChecks:
         sink = self._target()
         if target_rows is None and sink.count_rows(table, None) == 0:
             return
-        held = [(p, rows) for p in countable if (rows := sink.count_rows(table, p.bounds)) > 0]
+        held = [
+            (p, rows)
+            for p in countable
+            if (rows := sink.count_rows(table, p.bounds) - theirs[p.partition_id]) > 0
+        ]
         if not held:
             return
         labels = some_labels([p for p, _ in held])

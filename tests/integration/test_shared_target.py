@@ -154,3 +154,38 @@ def test_two_definitions_of_one_replace_route_never_leave_the_target_short(base:
     assert again.rows_committed == len(evens)
     assert target(base) == evens
     assert run(even, "even-3").rows_committed == 0  # nothing replaced it since: skipped as committed
+
+
+def test_a_fan_in_store_that_lost_a_commit_never_appends_the_day_again(base: Path) -> None:
+    """Two source tables append into one target; the store loses shard_b's newest armed and committed
+    records of a day (its PLANNED row survives). Red before: a day within which another source had commits
+    was not counted at all, and shard_b appended its rows a second time, exit 0. Now the other source's
+    committed rows are subtracted from the day's count: what is left is shard_b's own, and the run stops."""
+    import sqlalchemy as sa
+
+    run(manifest(base, "shard_a", "incremental_append"), "a-1")
+    b = manifest(base, "shard_b", "incremental_append")
+    run(b, "b-1", allow_nonempty_target=True)
+    engine = sa.create_engine(f"sqlite:///{base / 'state.sqlite'}")
+    with engine.begin() as conn:  # the store's lost suffix: shard_b's last day, armed and committed
+        ids = (
+            conn.execute(
+                sa.text(
+                    "SELECT id FROM dpone_partition_checkpoints WHERE source_table LIKE '%shard_b' "
+                    "AND status IN ('EXPORTED', 'COMMITTED') ORDER BY id DESC"
+                )
+            )
+            .scalars()
+            .all()
+        )
+        assert ids
+        conn.execute(
+            sa.text(f"DELETE FROM dpone_partition_checkpoints WHERE id IN ({','.join(map(str, ids))})")
+        )
+    engine.dispose()
+
+    with pytest.raises(DponeError) as stopped:
+        run(b, "b-2")
+
+    assert stopped.value.code is ErrorCode.TARGET_NOT_EMPTY
+    assert target(base) == source(base, "shard_a", "shard_b")  # each row once

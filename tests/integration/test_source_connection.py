@@ -339,3 +339,32 @@ def test_one_folder_reached_through_a_symbolic_link_is_one_source(shards: Path, 
 
     assert result.exit_code == 0, result.output
     assert target_rows(shards) == rows_of(eu / "source.sqlite")
+
+
+def test_an_absolute_uri_through_a_link_flipped_to_a_new_snapshot_stays_one_source(
+    shards: Path, store_url: str
+) -> None:
+    """A refresh job re-points ``current.sqlite`` at each new snapshot of the same table: the URI, as
+    written, is the source; resolving the link made each flip a "source changed" stop."""
+    data = shards / "data"
+    data.mkdir()
+    shutil.copy(shards / "source.sqlite", data / "snap1.sqlite")
+    (data / "current.sqlite").symlink_to("snap1.sqlite")
+    manifest = _shard_manifest(data, shards, "orders_snap")
+    manifest.write_text(
+        manifest.read_text(encoding="utf-8").replace(
+            "sqlite:///source.sqlite", f"sqlite:///{data / 'current.sqlite'}"
+        ),
+        encoding="utf-8",
+    )
+    assert dpone("run", str(manifest)).exit_code == 0
+    shutil.copy(data / "snap1.sqlite", data / "snap2.sqlite")
+    with sqlite3.connect(data / "snap2.sqlite") as db:
+        db.execute("INSERT INTO orders VALUES (900001, '2026-12-01', 'late', 1.25, '2026-12-01 08:00:00')")
+    (data / "next.sqlite").symlink_to("snap2.sqlite")
+    (data / "next.sqlite").replace(data / "current.sqlite")
+
+    result = dpone("run", str(manifest))
+
+    assert result.exit_code == 0, result.output
+    assert target_rows(shards) == rows_of(data / "snap2.sqlite")

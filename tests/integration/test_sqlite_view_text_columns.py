@@ -40,13 +40,18 @@ def make_source(path: Path) -> dict[int, str | None]:
     return {i: value if value is None or isinstance(value, str) else repr(value) for i, value, _ in held}
 
 
-@pytest.mark.parametrize("source", ["view", "query"])
+@pytest.mark.parametrize("source", ["view", "view-as-MAIN", "query"])
 @pytest.mark.parametrize(("export", "load"), PATHS)
 def test_numbers_in_a_text_column_of_a_view_or_query_arrive_as_their_exact_text(
     tmp_path: Path, source: str, export: str, load: str
 ) -> None:
+    """``view-as-MAIN``: the schema spelled as SQLite allows (names compare without case)."""
     expected = make_source(tmp_path / "source.sqlite")
-    table = "table: all_vals" if source == "view" else f"table: notes\n  query: '{UNION}'"
+    table = {
+        "view": "table: all_vals",
+        "view-as-MAIN": "table: MAIN.all_vals",
+        "query": f"table: notes\n  query: '{UNION}'",
+    }[source]
     manifest = tmp_path / "manifest.yaml"
     manifest.write_text(
         f"""

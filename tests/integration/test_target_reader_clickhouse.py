@@ -216,23 +216,62 @@ def test_clickhouse_18_16_session_refuses_writes_and_setting_changes(
 @pytest.mark.parametrize(
     "limits",
     [
-        {"max_rows_to_read": 2, "read_overflow_mode": "break"},
         {"max_execution_time": 30, "timeout_overflow_mode": "break"},
-        {"max_result_rows": 1, "result_overflow_mode": "break"},
+        {"max_result_rows": 1000, "result_overflow_mode": "break"},
     ],
-    ids=["rows_to_read", "execution_time", "result_rows"],
+    ids=["execution_time", "result_rows"],
 )
-def test_a_session_whose_limits_may_end_the_measuring_select_early_measures_nothing(
+def test_a_connection_whose_overflow_modes_say_break_is_measured_whole(
     clickhouse_http: EndpointDescriptor, server_table: str, limits: dict[str, object]
 ) -> None:
     """With ``break``, a limit ends a SELECT early without an error: the counts would be of part of the
-    generation (a duplicate past the cut passes ``count == distinct``). The worker cannot set the mode
-    under ``readonly=1``, so it reads every mode back and measures nothing."""
+    generation (a duplicate past the cut passes ``count == distinct``). The reader applies the connection's
+    settings with every overflow mode ``throw``, as the sink's writing clients do, and measures whole."""
     endpoint = clickhouse_http.model_copy(update={"session_settings": limits})
     outcome = SupervisedTargetReader().observe(endpoint, generation_plan(server_table), 30.0)
+    assert outcome.kind is ReaderOutcomeKind.COMPLETE, outcome.reason
+    assert outcome.observation is not None
+    assert_generation_counts(outcome.observation)
+
+
+def test_a_read_limit_the_measuring_select_reaches_fails_it_instead_of_cutting_it(
+    clickhouse_http: EndpointDescriptor, server_table: str
+) -> None:
+    endpoint = clickhouse_http.model_copy(
+        update={"session_settings": {"max_rows_to_read": 2, "read_overflow_mode": "break"}}
+    )
+    outcome = SupervisedTargetReader().observe(endpoint, generation_plan(server_table), 30.0)
     assert outcome.kind is ReaderOutcomeKind.WORKER_FAILED, outcome
-    assert outcome.reason is ReaderReason.LIMITS_MAY_CUT_READS
+    # an error, never a count of part of the rows (here the settings read-back already reads past 2 rows)
+    assert outcome.reason in (ReaderReason.READONLY_UNVERIFIED, ReaderReason.QUERY_FAILED)
     assert outcome.termination_verified
+
+
+class _SettingsClient:
+    """A worker client whose session reads back the given settings."""
+
+    def __init__(self, settings: dict[str, str]) -> None:
+        self._settings = settings
+
+    def query(self, sql: str) -> Any:
+        class _Result:
+            result_rows = list(self._settings.items())
+
+        return _Result()
+
+
+def test_a_profile_that_says_break_is_refused_before_anything_is_measured() -> None:
+    """A user profile's ``break`` (which the session cannot override under ``readonly=1``): the worker
+    reads every mode back and measures nothing (``limits_may_cut_reads``)."""
+    from airflow_provider_dpone.adapters.target_reader.worker import WorkerFault, verify_readonly
+
+    verify_readonly(_SettingsClient({"readonly": "1", "read_overflow_mode": "throw"}))
+    with pytest.raises(WorkerFault) as refused:
+        verify_readonly(_SettingsClient({"readonly": "1", "read_overflow_mode": "break"}))
+    assert refused.value.code is WorkerErrorCode.LIMITS_MAY_CUT_READS
+    with pytest.raises(WorkerFault) as unverified:
+        verify_readonly(_SettingsClient({"readonly": "0", "read_overflow_mode": "throw"}))
+    assert unverified.value.code is WorkerErrorCode.READONLY_UNVERIFIED
 
 
 class _LoggingProxy(LoopbackProxy):

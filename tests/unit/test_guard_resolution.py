@@ -287,3 +287,40 @@ def test_in_a_fan_in_rows_the_attempt_wrote_still_refuse_not_applied() -> None:
             latest=latest,
             count_target=lambda checkpoint: in_target,
         )
+
+
+def test_another_source_committing_the_same_day_twice_is_counted_once() -> None:
+    """Route A's day committed by its append route and again by its replace route (a strategy switch):
+    the target holds those rows once. Red before: counted twice (20 of a target's 17), the 7 rows B's
+    attempt wrote were hidden, ``not-applied`` was accepted and the next run appended them again."""
+    store, route_a, latest, _ = _fan_in(attempt_landed=0)
+    replaced = latest[0].model_copy(
+        update={
+            "route": RouteIdentity(
+                source_table="main.orders_a", target_table="demo.orders", strategy=Strategy.REPLACE_PARTITION
+            ),
+            "partition_id": "sha256:" + "e" * 64,
+            "completed_at": dt.datetime(2026, 12, 2, tzinfo=dt.timezone.utc),
+        }
+    )
+    latest = [*latest, replaced]
+    store.write_batch([replaced])
+    with pytest.raises(DponeError):
+        resolve(
+            store,
+            FixedClock(),
+            route_a,
+            ResolutionRequest(None, ResolveAs.NOT_APPLIED, "x", "me"),
+            latest=latest,
+            count_target=lambda checkpoint: 1_000 + 7,
+        )
+    records = resolve(
+        store,
+        FixedClock(),
+        route_a,
+        ResolutionRequest(None, ResolveAs.COMMITTED, "B's 7 rows are there", "me"),
+        latest=latest,
+        count_target=lambda checkpoint: 1_000 + 7,
+    )
+    audit = records[0].diagnostics["resolution"]
+    assert isinstance(audit, dict) and audit["other_routes_rows"] == 1_000

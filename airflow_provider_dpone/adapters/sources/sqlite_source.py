@@ -243,7 +243,8 @@ class SqliteSource:
             rows = (
                 self._db()
                 .execute(
-                    "SELECT type, wr FROM pragma_table_list(?) WHERE schema = ?",  # one argument: the table
+                    # one argument: the table; a schema compares as SQLite compares names (``MAIN.v`` is main's)
+                    "SELECT type, wr FROM pragma_table_list(?) WHERE schema = ? COLLATE NOCASE",
                     (self._table.name, self._table.schema or "main"),
                 )
                 .fetchall()

@@ -8,7 +8,8 @@ frame (``ReaderResponseFrame``) is a contract because its worst-case size is res
 from __future__ import annotations
 
 import secrets
-from typing import Literal
+from collections.abc import Mapping
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
@@ -31,6 +32,17 @@ PROBE_FRAME_MAX_BYTES = 512
 
 def new_nonce() -> str:
     return secrets.token_hex(32)
+
+
+def measuring_settings(settings: Mapping[str, object]) -> dict[str, Any]:
+    """The connection's session settings as the reader applies them: every ``*_overflow_mode`` it names is
+    ``throw``. With ``break`` a limit ends the measuring SELECT early without an error; the sink's writing
+    clients override the mode the same way, so a connection may carry it for its hook reads. (The worker
+    still reads every mode back: a profile's ``break`` is refused, ``limits_may_cut_reads``.)"""
+    return {
+        name: "throw" if name.endswith(("_overflow_mode", "_overflow_mode_leaf")) else value
+        for name, value in settings.items()
+    }
 
 
 class EndpointFrame(BaseModel):
@@ -66,7 +78,7 @@ class EndpointFrame(BaseModel):
             password=endpoint.secret(),
             secure=endpoint.secure,
             verify=endpoint.verify,
-            session_settings=dict(endpoint.session_settings),
+            session_settings=measuring_settings(endpoint.session_settings),
             path=resolved_path,
         )
 

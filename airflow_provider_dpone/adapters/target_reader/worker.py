@@ -94,10 +94,10 @@ def open_readonly_client(endpoint: EndpointDescriptor, timeout_s: float) -> Any:
 def verify_readonly(client: Any) -> None:
     """``readonly=1`` read back, and no limit that may end the measuring SELECT early without an error.
 
-    Under ``readonly=1`` the worker cannot set ``*_overflow_mode`` itself; with ``break`` (a profile's or
-    the connection's ``session_settings``) a limit such as ``max_rows_to_read`` or ``max_execution_time``
-    ends the SELECT early and it answers counts of part of the generation: a duplicate past the cut would
-    pass ``count == distinct``. Such a session measures nothing (``limits_may_cut_reads``)."""
+    With ``break`` a limit such as ``max_rows_to_read`` or ``max_execution_time`` ends the SELECT early and
+    it answers counts of part of the generation: a duplicate past the cut would pass ``count == distinct``.
+    The connection's settings arrive with every mode ``throw`` (``protocol.measuring_settings``); a user
+    profile's ``break``, which ``readonly=1`` forbids overriding, measures nothing (``limits_may_cut_reads``)."""
     try:
         rows = client.query(_SETTINGS_QUERY).result_rows
     except Exception as exc:

@@ -17,11 +17,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from enum import Enum
 
 from airflow_provider_dpone.contracts.checkpoint import CheckpointStatus, PartitionCheckpoint
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.guard import GUARD_KEY, UNREADABLE_KEY, GuardPhase, TargetCommitGuard
+from airflow_provider_dpone.contracts.partition import PartitionBounds
 from airflow_provider_dpone.contracts.route import RouteIdentity, Strategy
 from airflow_provider_dpone.ports.checkpoint_store import CheckpointStore
 from airflow_provider_dpone.ports.clock import Clock
@@ -165,19 +167,35 @@ def resolve(
 
 
 def other_routes_rows(checkpoint: PartitionCheckpoint, latest: Sequence[PartitionCheckpoint]) -> int | None:
-    """Rows other routes of the target committed within ``checkpoint``'s bounds (several source tables
-    appending into one table): they are in the target's count but are not the blocked attempt's. None when
-    another route's commit only partly overlaps the bounds (another partitioning): its share is unknown."""
-    total = 0
+    """Rows routes of other source tables committed within ``checkpoint``'s bounds (several source tables
+    appending into one table): they are in the target's count but are not the blocked attempt's."""
+    return other_sources_rows(checkpoint.route, checkpoint.bounds, latest)
+
+
+def other_sources_rows(
+    route: RouteIdentity, bounds: PartitionBounds, latest: Sequence[PartitionCheckpoint]
+) -> int | None:
+    """Rows routes of source tables other than ``route``'s committed within ``bounds``, each source table's
+    newest commit of each bounds once (a strategy switch or an edit commits the same rows again under a
+    new partition ID: counted twice, they hid an attempt's own rows). None when such a commit only partly
+    overlaps the bounds (another partitioning) or recorded no rows: the share is unknown."""
+    newest: dict[tuple[str, PartitionBounds], PartitionCheckpoint] = {}
     for other in latest:
-        if other.route == checkpoint.route or other.status is not CheckpointStatus.COMMITTED:
+        if other.status is not CheckpointStatus.COMMITTED or other.route.source_table == route.source_table:
             continue
-        if not may_overlap(other.bounds, checkpoint.bounds):
+        if not may_overlap(other.bounds, bounds):
             continue
-        if not fully_covered(other.bounds, [checkpoint.bounds]) or other.rows is None:
+        if not fully_covered(other.bounds, [bounds]) or other.rows is None:
             return None
-        total += other.rows
-    return total
+        key = (other.route.source_table, other.bounds)
+        kept = newest.get(key)
+        if kept is None or _moment(other) > _moment(kept):
+            newest[key] = other
+    return sum(c.rows or 0 for c in newest.values())
+
+
+def _moment(checkpoint: PartitionCheckpoint) -> datetime:
+    return checkpoint.completed_at or checkpoint.started_at
 
 
 def _target_counts(
@@ -202,9 +220,9 @@ def _net(target_rows: int | None, others: int | None) -> int | None:
     """The target's rows within the bounds less those other routes committed there (None: unknown)."""
     if target_rows is None or target_rows == 0:
         return target_rows
-    if others is None:
-        return None
-    return max(target_rows - others, 0)
+    if others is None or others > target_rows:
+        return None  # unknown, or other routes' rows went missing: nothing is decided from it
+    return target_rows - others
 
 
 def _refuse_duplicating_not_applied(
