@@ -228,12 +228,21 @@ def test_a_source_move_with_nothing_to_record_is_a_usage_error(shards: Path, sto
 
 
 def _forget_recorded_sources(url: str) -> None:
+    """What an earlier release left: checkpoints that record no source connection."""
+    _rewrite_recorded_sources(url, None)
+
+
+def _rewrite_recorded_sources(url: str, reference: str | None) -> None:
+    """Every stored checkpoint's recorded source connection replaced by ``reference`` (None: removed)."""
     engine = sa.create_engine(url)
     table = sa.table(CHECKPOINT_TABLE, sa.column("id"), sa.column("payload_text"))
     with engine.begin() as conn:
         for row_id, text in conn.execute(sa.select(table.c.id, table.c.payload_text)).all():
             payload = json.loads(text)
-            payload["diagnostics"].pop("source_connection", None)
+            if reference is None:
+                payload["diagnostics"].pop("source_connection", None)
+            elif "source_connection" in payload["diagnostics"]:
+                payload["diagnostics"]["source_connection"] = reference
             conn.execute(
                 table.update()
                 .where(table.c.id == row_id)
@@ -300,29 +309,15 @@ def test_a_history_recording_the_uri_as_written_still_runs_and_then_records_the_
     shutil.copy(shards / "source.sqlite", eu / "source.sqlite")
     shutil.copy(shards / "shard_b.sqlite", us / "source.sqlite")
     assert dpone("run", str(_shard_manifest(eu, shards, "orders_eu"))).exit_code == 0
-    _record_sources_as(store_url, source_reference("sqlite:///source.sqlite"))  # an earlier release's record
+    _rewrite_recorded_sources(
+        store_url, source_reference("sqlite:///source.sqlite")
+    )  # an earlier release's record
     add_source_rows(eu, [(900_001, "2026-12-01")])
 
     assert dpone("run", str(_shard_manifest(eu, shards, "orders_eu"))).exit_code == 0
 
     assert target_rows(shards) == rows_of(eu / "source.sqlite")
     assert dpone("run", str(_shard_manifest(us, shards, "orders_us"))).exit_code == 3  # now told apart
-
-
-def _record_sources_as(url: str, reference: str) -> None:
-    engine = sa.create_engine(url)
-    table = sa.table(CHECKPOINT_TABLE, sa.column("id"), sa.column("payload_text"))
-    with engine.begin() as conn:
-        for row_id, text in conn.execute(sa.select(table.c.id, table.c.payload_text)).all():
-            payload = json.loads(text)
-            if "source_connection" in payload["diagnostics"]:
-                payload["diagnostics"]["source_connection"] = reference
-            conn.execute(
-                table.update()
-                .where(table.c.id == row_id)
-                .values(payload_text=json.dumps(payload, sort_keys=True, separators=(",", ":")))
-            )
-    engine.dispose()
 
 
 def test_one_folder_reached_through_a_symbolic_link_is_one_source(shards: Path, store_url: str) -> None:
