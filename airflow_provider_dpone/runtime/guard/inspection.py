@@ -13,7 +13,11 @@ from airflow_provider_dpone.contracts.checkpoint import PartitionCheckpoint
 from airflow_provider_dpone.contracts.route import RouteIdentity
 from airflow_provider_dpone.ports.sink import Sink
 from airflow_provider_dpone.ports.source import Source
-from airflow_provider_dpone.runtime.guard.resolution import blocked_partitions, other_routes_rows
+from airflow_provider_dpone.runtime.guard.resolution import (
+    CommitsBySource,
+    blocked_partitions,
+    other_routes_rows,
+)
 
 
 @dataclass(frozen=True)
@@ -27,7 +31,7 @@ class InspectionRow:
     target_rows: int | None
     #: the route whose attempt is blocked (another route of the target, in a fan-in)
     route: str = ""
-    #: rows other routes committed within the bounds: part of ``target_rows``, not the attempt's
+    #: rows routes of other source tables committed within the bounds: in ``target_rows``, not the attempt's
     other_routes_rows: int | None = 0
 
     def as_json(self) -> dict[str, object]:
@@ -44,6 +48,7 @@ def inspect_blocked(
     """``route``: the manifest's; its source is counted only for that route's partitions (another route's
     blocked partition reads another source table: counting this one's showed a misleading match)."""
     by_id = {c.partition_id: c for c in latest}
+    commits = CommitsBySource(latest)
     rows: list[InspectionRow] = []
     for block in blocked_partitions(latest):
         checkpoint = by_id[block.partition_id]
@@ -59,7 +64,7 @@ def inspect_blocked(
                 source_rows=source_rows,
                 target_rows=sink.count_rows(target_table, checkpoint.bounds),
                 route=checkpoint.route.describe(),
-                other_routes_rows=other_routes_rows(checkpoint, latest),
+                other_routes_rows=other_routes_rows(checkpoint, commits.of_others(checkpoint)),
             )
         )
     return rows
