@@ -269,7 +269,8 @@ def rebaseline_command(
         )
         click.echo(
             f"still blocking {overlap.partition.bounds.label}  id={overlap.partition.partition_id}: {why}: delete "
-            "the target's rows within it, then run (it loads whole); see `dpone runbook guard`",
+            "this route's rows within it (where other source tables append into the same table, theirs must "
+            "stay: never delete by the bounds alone), then run (it loads whole); see `dpone runbook guard`",
             err=True,
         )
     for line in result.notices:

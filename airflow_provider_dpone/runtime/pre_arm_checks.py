@@ -95,7 +95,8 @@ class PreArmChecks:
             return []
         table = self._manifest.sink.table
         sink = self._target()
-        held = [o for o in overlaps if sink.count_rows(table, o.partition.bounds) > 0]
+        _, others = committed_by_source(family.target_wide, self._route.source_table, self._naming)
+        held = [o for o in overlaps if self._own_rows(sink, o.partition.bounds, others) > 0]
         if len(held) < len(overlaps):
             kept = {id(o) for o in held}
             empty = [o.partition for o in overlaps if id(o) not in kept]
@@ -106,6 +107,13 @@ class PreArmChecks:
                 "retention removed): they are moved as new"
             )
         return held
+
+    def _own_rows(self, sink: Sink, bounds: PartitionBounds, others: Sequence[PartitionCheckpoint]) -> int:
+        """The target's rows within ``bounds`` less those other source tables committed there (a fan-in;
+        the whole count where their share is unknown)."""
+        held = sink.count_rows(self._manifest.sink.table, bounds)
+        theirs = other_sources_rows(self._route, bounds, others) if others and held else 0
+        return held if theirs is None or theirs > held else held - theirs
 
     def require_unchanged_identity(self, family: RouteFamily, decisions: Sequence[ResumeDecision]) -> None:
         """An append route stops when a partition to move overlaps rows committed under another identity.

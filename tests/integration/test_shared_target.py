@@ -10,6 +10,7 @@ go. Real SQLite source and checkpoint store, real chDB target; every target valu
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -189,3 +190,27 @@ def test_a_fan_in_store_that_lost_a_commit_never_appends_the_day_again(base: Pat
 
     assert stopped.value.code is ErrorCode.TARGET_NOT_EMPTY
     assert target(base) == source(base, "shard_a", "shard_b")  # each row once
+
+
+def test_a_finer_partitioning_of_one_source_in_a_fan_in_is_rebaselined(base: Path) -> None:
+    """shard_b, partitioned by month, is edited to days. Red before: the rebaseline compared the target's
+    whole count within each day (shard_a's committed rows included) with shard_b's source count, kept every
+    day blocking, and printed "delete the target's rows within it": that deletes shard_a's committed rows,
+    which nothing reloads. Other sources' committed rows are subtracted now."""
+    from click.testing import CliRunner
+
+    from airflow_provider_dpone.cli.main import cli
+
+    run(manifest(base, "shard_a", "incremental_append"), "a-1")
+    b = manifest(base, "shard_b", "incremental_append")
+    b.write_text(b.read_text(encoding="utf-8").replace("kind: day", "kind: month"), encoding="utf-8")
+    run(b, "b-1", allow_nonempty_target=True)
+    b.write_text(b.read_text(encoding="utf-8").replace("kind: month", "kind: day"), encoding="utf-8")
+
+    rebased = CliRunner().invoke(cli, ["guard", "rebaseline", str(b), "--reason", "daily now", "--json"])
+
+    assert rebased.exit_code == 0, rebased.output
+    assert len(json.loads(rebased.output)["recorded"]) == len(DAYS)
+    report = run(b, "b-2")
+    assert report.rows_committed == 0
+    assert target(base) == source(base, "shard_a", "shard_b")
