@@ -302,28 +302,28 @@ class Runtime:
         )
 
     def _source_connection(self) -> dict[str, str | None]:
-        """What checkpoints record of the source connection: its name, or an inline URI with its file (a
-        relative path hangs off the manifest's folder: one text, two files in two folders), and the URI as
-        written, which earlier releases recorded (``runtime.source_binding``)."""
+        """What checkpoints record of the source connection: its name, or an inline URI with its file, and
+        the URI as written, which earlier releases recorded (``runtime.source_binding``). The file: an
+        absolute path as written (normalised: a link it names, flipped to a new snapshot, stays the same
+        source); a relative one under the manifest folder's real path (one text names two files in two
+        folders; the operator finds a manifest from the DAG file's real folder, the CLI from the path it is
+        given: both name the same file)."""
+        from airflow_provider_dpone.connections.inline import is_inline, parse_inline
+
         endpoint = self.resolve_endpoint(self.manifest.source.connection, "source")
-        if "://" not in endpoint.name or not endpoint.path:
+        if not is_inline(endpoint.name) or not endpoint.path:
             return {"source_connection": endpoint.name}
-        scheme = endpoint.name.split("://", 1)[0].strip()
+        inline = parse_inline(endpoint.name)
+        written = os.path.expanduser(inline.path)
+        path = (
+            endpoint.path
+            if os.path.isabs(written)
+            else os.path.normpath(os.path.join(os.path.realpath(self.loaded.manifest_dir), written))
+        )
         return {
-            "source_connection": f"{scheme}://{self._recorded_path(endpoint.name, endpoint.path)}",
+            "source_connection": f"{inline.scheme}://{path}",
             "source_connection_as_written": endpoint.name,
         }
-
-    def _recorded_path(self, uri: str, resolved: str) -> str:
-        """An absolute path as written (normalised: a link it names, flipped to a new snapshot, stays the
-        same source); a relative one under the manifest folder's real path (the operator finds a manifest
-        from the DAG file's real folder, the CLI from the path it is given: both name the same file)."""
-        from airflow_provider_dpone.connections.inline import parse_inline
-
-        written = os.path.expanduser(parse_inline(uri).path)
-        if os.path.isabs(written):
-            return resolved
-        return os.path.normpath(os.path.join(os.path.realpath(self.loaded.manifest_dir), written))
 
     def _replay_ports(self) -> ReplayPorts:
         from airflow_provider_dpone.adapters.local_host import LocalHost

@@ -67,3 +67,8 @@ class PartitionCheckpoint(BaseModel):
     @classmethod
     def from_payload(cls, payload: str) -> PartitionCheckpoint:
         return cls.model_validate_json(payload)
+
+
+def checkpoint_moment(checkpoint: PartitionCheckpoint) -> datetime:
+    """When a checkpoint's step ended (its start where it records no end): how records are ordered in time."""
+    return checkpoint.completed_at or checkpoint.started_at

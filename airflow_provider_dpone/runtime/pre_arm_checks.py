@@ -96,7 +96,7 @@ class PreArmChecks:
         table = self._manifest.sink.table
         sink = self._target()
         _, others = committed_by_source(family.target_wide, self._route.source_table, self._naming)
-        held = [o for o in overlaps if self._own_rows(sink, o.partition.bounds, others) > 0]
+        held = [o for o in overlaps if self.own_rows(sink, o.partition.bounds, others) > 0]
         if len(held) < len(overlaps):
             kept = {id(o) for o in held}
             empty = [o.partition for o in overlaps if id(o) not in kept]
@@ -108,7 +108,7 @@ class PreArmChecks:
             )
         return held
 
-    def _own_rows(self, sink: Sink, bounds: PartitionBounds, others: Sequence[PartitionCheckpoint]) -> int:
+    def own_rows(self, sink: Sink, bounds: PartitionBounds, others: Sequence[PartitionCheckpoint]) -> int:
         """The target's rows within ``bounds`` less those other source tables committed there (a fan-in;
         the whole count where their share is unknown)."""
         held = sink.count_rows(self._manifest.sink.table, bounds)

@@ -26,7 +26,11 @@ from datetime import datetime
 
 from pydantic import JsonValue
 
-from airflow_provider_dpone.contracts.checkpoint import CheckpointStatus, PartitionCheckpoint
+from airflow_provider_dpone.contracts.checkpoint import (
+    CheckpointStatus,
+    PartitionCheckpoint,
+    checkpoint_moment,
+)
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.guard import GUARD_KEY, GuardPhase, TargetCommitGuard
 from airflow_provider_dpone.contracts.partition import PartitionBounds, PlannedPartition
@@ -256,15 +260,11 @@ def _old_rows_inside(overlap: IdentityOverlap) -> int | None:
     newest: dict[PartitionBounds, PartitionCheckpoint] = {}
     for checkpoint in overlap.committed:
         kept = newest.get(checkpoint.bounds)
-        if kept is None or _committed_at(checkpoint) > _committed_at(kept):
+        if kept is None or checkpoint_moment(checkpoint) > checkpoint_moment(kept):
             newest[checkpoint.bounds] = checkpoint
     if any(c.rows is None for c in newest.values()):
         return None
     return sum(c.rows or 0 for c in newest.values())
-
-
-def _committed_at(checkpoint: PartitionCheckpoint) -> datetime:
-    return checkpoint.completed_at or checkpoint.started_at
 
 
 def rebaseline(

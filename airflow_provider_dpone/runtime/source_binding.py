@@ -28,11 +28,14 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Sequence
-from datetime import datetime
 
 from pydantic import JsonValue
 
-from airflow_provider_dpone.contracts.checkpoint import CheckpointStatus, PartitionCheckpoint
+from airflow_provider_dpone.contracts.checkpoint import (
+    CheckpointStatus,
+    PartitionCheckpoint,
+    checkpoint_moment,
+)
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.partition import PartitionBounds, PlannedPartition
 from airflow_provider_dpone.contracts.route import RouteIdentity
@@ -78,14 +81,10 @@ def recorded_source(
             break
     for checkpoint in siblings:
         if isinstance(checkpoint.diagnostics.get(SOURCE_KEY), str) and (
-            newest is None or _committed_at(checkpoint) > _committed_at(newest)
+            newest is None or checkpoint_moment(checkpoint) > checkpoint_moment(newest)
         ):
             newest = checkpoint
     return newest
-
-
-def _committed_at(checkpoint: PartitionCheckpoint) -> datetime:
-    return checkpoint.completed_at or checkpoint.started_at
 
 
 def require_same_source(

@@ -19,15 +19,10 @@ definition changed.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime
 
-from airflow_provider_dpone.contracts.checkpoint import PartitionCheckpoint
+from airflow_provider_dpone.contracts.checkpoint import PartitionCheckpoint, checkpoint_moment
 from airflow_provider_dpone.runtime.bounds_coverage import may_overlap
 from airflow_provider_dpone.runtime.resume_planner import Action, Reason, ResumeDecision
-
-
-def _moment(checkpoint: PartitionCheckpoint) -> datetime:
-    return checkpoint.completed_at or checkpoint.started_at
 
 
 def rerun_superseded(
@@ -42,7 +37,7 @@ def rerun_superseded(
     a manifest edit (every current commit newer than every old one) costs one pass."""
     if not other_committed:
         return list(decisions)
-    newest_other = max(_moment(c) for c in other_committed)
+    newest_other = max(checkpoint_moment(c) for c in other_committed)
     rerun: list[ResumeDecision] = []
     for decision in decisions:
         checkpoint = matched.get(decision.partition.partition_id)
@@ -50,9 +45,10 @@ def rerun_superseded(
             decision.action is Action.SKIP
             and decision.reason is Reason.COMMITTED
             and checkpoint is not None
-            and _moment(checkpoint) < newest_other
+            and checkpoint_moment(checkpoint) < newest_other
             and any(
-                _moment(other) > _moment(checkpoint) and may_overlap(other.bounds, decision.partition.bounds)
+                checkpoint_moment(other) > checkpoint_moment(checkpoint)
+                and may_overlap(other.bounds, decision.partition.bounds)
                 for other in other_committed
             )
         ):

@@ -51,7 +51,6 @@ from airflow_provider_dpone.runtime.cleanup import cleanup
 from airflow_provider_dpone.runtime.collector import collector_paused
 from airflow_provider_dpone.runtime.guard.batch_id import checkpoint_batch_id
 from airflow_provider_dpone.runtime.guard.commit_lifecycle import ActivePartition, TargetCommitLifecycle
-from airflow_provider_dpone.runtime.guard.resolution import other_sources_rows
 from airflow_provider_dpone.runtime.guard.route_guard import require_clear_route
 from airflow_provider_dpone.runtime.null_free import schema_for_target
 from airflow_provider_dpone.runtime.partition_column import require_partition_column_written
@@ -282,20 +281,16 @@ class TransferEngine:
         does not exist): the table's rows there less those other source tables committed (a fan-in; the
         whole count where their share is unknown). A rebaseline compared the whole count with this source's
         and kept every day of a fan-in blocked; its printed fix then deleted the other source's rows."""
-        sink = self._ports.open_sink()
-        try:
-            held = sink.count_rows(self._manifest.sink.table, bounds)
-        finally:
-            sink.close()
-        if held == 0:
-            return 0
         if self._other_sources is None:
             family = self._guard_scan()  # read-only
             _, self._other_sources = committed_by_source(
                 family.target_wide, self._route.source_table, self._ports.naming
             )
-        theirs = other_sources_rows(self._route, bounds, self._other_sources) if self._other_sources else 0
-        return held if theirs is None or theirs > held else held - theirs
+        sink = self._ports.open_sink()
+        try:
+            return self._checks.own_rows(sink, bounds, self._other_sources)
+        finally:
+            sink.close()
 
     def adoption_counts(self, run_id: str) -> list[AdoptionCount]:
         """For ``dpone guard rebaseline --adopt-target``: (partition, source rows, target rows) of a route

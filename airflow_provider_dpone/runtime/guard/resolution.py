@@ -17,10 +17,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from enum import Enum
 
-from airflow_provider_dpone.contracts.checkpoint import CheckpointStatus, PartitionCheckpoint
+from airflow_provider_dpone.contracts.checkpoint import (
+    CheckpointStatus,
+    PartitionCheckpoint,
+    checkpoint_moment,
+)
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.guard import GUARD_KEY, UNREADABLE_KEY, GuardPhase, TargetCommitGuard
 from airflow_provider_dpone.contracts.partition import PartitionBounds
@@ -205,13 +208,9 @@ def other_sources_rows(
             return None
         key = (other.route.source_table, other.bounds)
         kept = newest.get(key)
-        if kept is None or _moment(other) > _moment(kept):
+        if kept is None or checkpoint_moment(other) > checkpoint_moment(kept):
             newest[key] = other
     return sum(c.rows or 0 for c in newest.values())
-
-
-def _moment(checkpoint: PartitionCheckpoint) -> datetime:
-    return checkpoint.completed_at or checkpoint.started_at
 
 
 def _target_counts(
