@@ -28,6 +28,7 @@ from datetime import date, datetime, time, timedelta, timezone
 from typing import TypeVar
 
 from airflow_provider_dpone.adapters.sources.fast_decimals import int_float_decimals
+from airflow_provider_dpone.adapters.sources.mssql_types import COARSE_BINARY
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.schema import ColumnSpec
 
@@ -403,6 +404,19 @@ def texts(column: ColumnSpec) -> Converter:
     return convert
 
 
+def coarse_binaries(column: ColumnSpec) -> Converter:
+    """``texts`` for a coarse description's BINARY family, refusing ``time`` and datetime values: the
+    driver has already cut them to microseconds and nothing says whether a seventh digit was there. The
+    pre-arm audit names such a column first (``value_audit.UNKNOWN_PRECISION``); this is the last line."""
+
+    def convert(values: Column) -> Column:
+        if any(issubclass(kind, (time, datetime)) for kind in {type(v) for v in values}):
+            raise _failed(column, "a date/time value of unknown precision")
+        return [_one_text(v) for v in values]
+
+    return convert
+
+
 def uuids(column: ColumnSpec) -> Converter:
     """Canonical lowercase text (``6f9619ff-8b86-d011-b42d-00c04fc964ff``): clickhouse-connect writes it to
     ``UUID`` as is, and an Arrow artifact can hold it as a string, which it cannot do with ``uuid.UUID``."""
@@ -450,6 +464,8 @@ def converter_for(column: ColumnSpec, *, coerce: bool = False) -> Converter | No
         return flags(column)
     if base in _INTEGER_RANGES and coerce:
         return integers(column)
+    if base == "String" and column.source_type == COARSE_BINARY:
+        return coarse_binaries(column)
     if base == "String" and coerce:
         return texts(column)
     if base in ("Float64", "Float32") and coerce:

@@ -407,6 +407,8 @@ class MssqlSource:
     def audit_values(self, bounds: Sequence[PartitionBounds], limits: ValueLimits | None) -> None:
         """Before arming: calendar ranges, sub-second digits and offset partitions (see ``value_audit``)."""
         schema = self.describe()
+        if self._coarse and bounds:
+            self._require_known_precision(schema, bounds)
         offset = value_audit.mssql_offset_partition(schema, bounds)
         if offset is not None:
             raise value_audit.refusal(offset, value_audit.UTC_OFFSET, None, self._spec.table)
@@ -418,6 +420,19 @@ class MssqlSource:
         )
         row = self._fetch_all(statement, what="the value audit")[0]
         value_audit.require_clean(checks, row, self._spec.table)
+
+    def _require_known_precision(self, schema: TableSchema, bounds: Sequence[PartitionBounds]) -> None:
+        """A coarse description's binary columns holding times or datetimes stop the run (one ``TOP 1`` read
+        per such column): their digits past microseconds would be cut unseen."""
+        for column in schema.columns:
+            if column.source_type != mssql_types.COARSE_BINARY:
+                continue
+            statement = self._statement(
+                functools.partial(value_audit.mssql_first_value, self._source_sql, column, bounds), bounds[0]
+            )
+            rows = self._fetch_all(statement, what="the value audit")
+            if rows and value_audit.is_clock_value(rows[0][0]):
+                raise value_audit.refusal(column, value_audit.UNKNOWN_PRECISION, None, self._spec.table)
 
     def close(self) -> None:
         for connection in list(self._readers):

@@ -117,11 +117,17 @@ def needs_coercion(column: ColumnSpec) -> bool:
 
 # -- coarse descriptions (servers without sys.dm_exec_describe_first_result_set) ---------------------------
 
+#: The tag of pymssql's BINARY family: every type it does not name (binary, varbinary, image, but also
+#: ``date``, ``time``, ``datetime2``, ``datetimeoffset`` and ``uniqueidentifier``). Its ``time`` and
+#: datetime values arrive as Python objects holding microseconds, the seventh digit already dropped, and
+#: nothing says the column's scale: they are refused (``value_audit.UNKNOWN_PRECISION``).
+COARSE_BINARY = "tds:binary"
+
 #: pymssql's DB-API type codes (cursor.description[i][1]) -> (ClickHouse type, tag).
 #: NUMBER covers every integer, float and bit, so it must be Float64; DECIMAL keeps money exact.
 COARSE_TYPES: dict[int, tuple[str, str]] = {
     1: ("String", "tds:string"),
-    2: ("String", "tds:binary"),
+    2: ("String", COARSE_BINARY),
     3: ("Float64", "tds:number"),
     4: ("DateTime", "tds:datetime"),
     5: ("Decimal(38, 10)", "tds:decimal"),

@@ -31,6 +31,9 @@ What is checked, per column of the read (only types whose values can be refused)
   (pymssql hands a ``time`` over as Python's ``datetime.time``, which holds microseconds: it drops the
   100-nanosecond digit of ``time(7)``, SQL Server's default precision, without a word), decimals of a coarse
   description wider than its scale; a ``datetimeoffset`` day/month partition column is refused by its type.
+  A coarse description (no describe DMV: before 2012) names ``time``, ``datetime2`` and ``datetimeoffset``
+  only as binary: each such column's first non-NULL value in the run's partitions is read, and a time or
+  datetime is refused (``UNKNOWN_PRECISION``: the scale that would say whether a digit was cut is unknown).
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import date, datetime, time
 
 from airflow_provider_dpone.adapters.bounds_sql import merge_adjacent
 from airflow_provider_dpone.adapters.sources import column_values
@@ -70,6 +73,7 @@ UTC_OFFSET = "utc_offset_in_partition_column"
 NOT_UTF8 = "not_utf8_text"
 TIME_IN_DATE = "time_of_day_in_date"
 SUB_MICROSECOND = "sub_microsecond_digits"
+UNKNOWN_PRECISION = "date_time_of_unknown_precision"
 
 _TEXTS = {
     NOT_INTEGER: "are not integers",
@@ -85,6 +89,8 @@ _TEXTS = {
     TIME_IN_DATE: "carry a time of day (or a UTC offset), which Date does not hold",
     SUB_MICROSECOND: "have a seventh fractional digit (100 ns), which the SQL Server driver cannot read "
     "(it keeps microseconds)",
+    UNKNOWN_PRECISION: "are times or datetimes of a server that cannot describe the query's types (SQL Server "
+    "before 2012): the driver keeps microseconds and nothing says whether a seventh digit was cut",
 }
 _HINTS = {
     SUB_SECOND: "to drop the fraction deliberately, truncate it in source.query (SQL Server: "
@@ -96,6 +102,8 @@ _HINTS = {
     "date(col) AS col in source.query (SQLite; it arrives as String) or CAST(col AS date) (SQL Server)",
     SUB_MICROSECOND: "to keep every digit, select CAST(col AS varchar(16)) AS col in source.query (SQL Server's "
     "own text of the time); to drop the digit deliberately, CAST(col AS time(6)) AS col",
+    UNKNOWN_PRECISION: "select CAST(col AS varchar(34)) AS col in source.query to move SQL Server's own text "
+    "of the value, every digit kept (or CAST(col AS datetime) AS col for a DateTime of whole seconds)",
     NOT_UTF8: "the text was stored in another encoding: re-encode it in the source table, or select "
     "CAST(col AS BLOB) AS col in source.query to move the bytes as they are",
 }
@@ -543,6 +551,20 @@ def mssql_checks(schema: TableSchema, limits: ValueLimits | None) -> list[Check]
             scale = int(kind[len("Decimal(") : -1].split(",")[1])
             checks.append(Check(column, DECIMAL_DIGITS, _sum(f"ROUND({q}, {scale}) <> {q}"), _count))
     return checks
+
+
+def mssql_first_value(source: str, column: ColumnSpec, bounds: Sequence[PartitionBounds]) -> tsql.Statement:
+    """The column's first non-NULL value in the partitions: what Python type the driver hands over for a
+    column a coarse description could not name (:func:`is_clock_value`)."""
+    q = tsql.quote_ident(column.name)
+    statement = tsql.sql(f"SELECT TOP 1 {q}\nFROM {source}\nWHERE {q} IS NOT NULL")
+    union = tsql.any_of(bounds)
+    return statement if union is None else statement + " AND (" + union + ")"
+
+
+def is_clock_value(value: object) -> bool:
+    """A ``time`` or datetime (``datetime2``, ``datetimeoffset``): precision past microseconds unknown."""
+    return isinstance(value, (time, datetime))
 
 
 def mssql_statement(
