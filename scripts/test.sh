@@ -13,7 +13,8 @@
 # Beside it, the newest-releases lane (scripts/newest_lane.sh): a fresh venv without constraints, unit tests
 # and the chDB-backed suites; and the Airflow-floor lane (scripts/airflow_floor_lane.sh): a fresh venv with
 # the lowest declared Airflow, the Airflow suite. Both run in the background while the main pytest runs, one
-# lane after the other (install, then suites); their logs are printed after pytest's.
+# lane after the other (install, then suites), then (a run without pytest arguments) tests/unit, which the
+# main pytest then leaves out; their logs are printed after pytest's.
 # Knobs: DPONE_ALLOW_SKIP=1 (local runs), DPONE_TEST_TIMEOUT (per-test seconds, default 600),
 # DPONE_NEWEST_LANE=0 and DPONE_FLOOR_LANE=0 (skip the newest / the Airflow-floor lane on a local run;
 # ignored when CI=true), and those of
@@ -120,7 +121,16 @@ for lane in newest floor; do
 done
 # run_lane LANE STEP: the lane's script for one DPONE_LANE_STEP, with its venv under LANES_DIR
 run_lane() { env DPONE_LANE_STEP="$2" "${LANE_VENV[$1]}=$LANES_DIR/$1/venv" bash "${LANE_SCRIPT[$1]}"; }
-# run_lanes: each lane's install, then (if it installed) its suites; exit codes and seconds into LANES_DIR
+# The whole suite (no pytest arguments): tests/unit runs in the background too, after the lanes (a second
+# pytest process on the core the lanes used), and the main pytest leaves it out.
+unit_apart=0
+main_args=("$@")
+if [ "$#" -eq 0 ]; then
+  unit_apart=1
+  main_args=(--ignore=tests/unit)
+fi
+# run_lanes: each lane's install, then (if it installed) its suites; exit codes and seconds into LANES_DIR;
+# then, if apart, the unit tests (their own basetemp: two pytest processes never share one)
 run_lanes() {
   local lane step rc t
   for lane in "${lanes[@]}"; do
@@ -132,11 +142,18 @@ run_lanes() {
       [ "$rc" -eq 0 ] || break
     done
   done
+  if [ "$unit_apart" = 1 ]; then
+    t=$(date +%s)
+    rc=0
+    "$PY" -m pytest -ra --durations=5 --timeout="${DPONE_TEST_TIMEOUT:-600}" -p no:cacheprovider \
+      --basetemp="$LANES_DIR/unit-tmp" tests/unit >"$LANES_DIR/unit.log" 2>&1 || rc=$?
+    echo "$rc $(($(date +%s) - t))" >"$LANES_DIR/unit.rc"
+  fi
 }
 lanes_job=""
-if [ "${#lanes[@]}" -gt 0 ]; then
+if [ "${#lanes[@]}" -gt 0 ] || [ "$unit_apart" = 1 ]; then
   mkdir -p "$LANES_DIR"
-  say "== the lanes, in the background while pytest runs (install, then suites; one lane at a time): ${lanes[*]}"
+  say "== in the background while pytest runs (install, then suites; one at a time): ${lanes[*]}$([ "$unit_apart" = 1 ] && echo ' tests/unit')"
   set -m
   run_lanes </dev/null &
   lanes_job=$!
@@ -154,10 +171,10 @@ pytest_teed() {
   "$PY" -m pytest -ra --durations=15 --timeout="${DPONE_TEST_TIMEOUT:-600}" "$@" 2>&1 | tee "$SVC_DIR/pytest.out"
   return "${PIPESTATUS[0]}"
 }
-say "== pytest $*"
+say "== pytest ${main_args[*]}"
 t=$(date +%s)
 pytest_rc=0
-run_job pytest_teed "$@" || pytest_rc=$?
+run_job pytest_teed "${main_args[@]}" || pytest_rc=$?
 say "== pytest: exit $pytest_rc in $(($(date +%s) - t))s"
 if [ "$pytest_rc" -eq 5 ]; then
   say "pytest collected no test: that is a failure"
@@ -191,11 +208,23 @@ for lane in newest floor; do
   done
 done
 
+if [ "$unit_apart" = 1 ]; then
+  cat "$LANES_DIR/unit.log" 2>/dev/null || true
+  read -r rc secs <"$LANES_DIR/unit.rc" 2>/dev/null || { rc=missing secs=0; }
+  say "== pytest tests/unit (apart): exit $rc in ${secs}s"
+  if [ "$rc" = 5 ]; then
+    say "pytest tests/unit collected no test: that is a failure"
+    failed+=("pytest-unit(no tests)")
+  elif [ "$rc" != 0 ]; then
+    failed+=("pytest-unit")
+  fi
+fi
+
 "$PY" scripts/services/local_services.py down --dir "$SVC_DIR" || true
 if [ "${#failed[@]}" -gt 0 ]; then
   say "FAILED: ${failed[*]} (total $(($(date +%s) - T0))s)"
 else
-  say "OK: every step passed: ruff, mypy, lint-imports, dist, pytest, newest, airflow-floor (total $(($(date +%s) - T0))s)"
+  say "OK: every step passed: ruff, mypy, lint-imports, dist, pytest$([ "$unit_apart" = 1 ] && echo " (tests/unit apart)"), newest, airflow-floor (total $(($(date +%s) - T0))s)"
 fi
 # pytest's own closing line last, for whoever reads the end of the log.
 grep -E '^=+ .*( passed| failed| error| skipped| no tests ran).* =+$' "$SVC_DIR/pytest.out" | tail -n 1 || true
