@@ -11,7 +11,7 @@ row a pure function of its id (``large_order_row``), so a benchmark or test can 
 checksum without the emulator. Values that repeat (days, customers) are shared objects, so a million rows
 hold about 200 MB in the emulator.
 
-``dbo.clocks`` holds a SQL Server ``time(7)`` column sent as the real server sends it (``TIMEN``, scale 7:
+``dbo.big_numbers`` holds a ``bigint`` past 2**53 (``BIG_NUMBERS_ROWS``). ``dbo.clocks`` holds a SQL Server ``time(7)`` column sent as the real server sends it (``TIMEN``, scale 7:
 100-nanosecond units), which pysqlbridge has no type for: what shows how pymssql reads such a value
 (``CLOCK_UNITS``).
 """
@@ -118,6 +118,15 @@ def _cp1252_varchar_type() -> Any:
     return Cp1252VarChar()
 
 
+BIG_NUMBERS_TABLE = "big_numbers"
+#: ``dbo.big_numbers``: a ``bigint`` past 2**53 (row 2), which a coarse description's ``Float64`` cannot
+#: hold exactly, beside ``float`` values.
+BIG_NUMBERS_ROWS: tuple[tuple[int, int | None, float | None], ...] = (
+    (1, 5, 0.5),
+    (2, 2**53 + 1, 1.5),
+    (3, None, None),
+)
+
 LARGE_TABLE = "large_orders"
 LARGE_FIRST_DAY = datetime.date(2026, 9, 1)
 LARGE_DAYS = 60
@@ -181,6 +190,13 @@ def build_server(host: str, port: int, large_rows: int = 0) -> Any:
                 Column("wide", NVarChar(100)),
             ],
             texts,
+        )
+    )
+    catalog.add(
+        Table(
+            BIG_NUMBERS_TABLE,
+            [Column("id", Integer(4)), Column("big", Integer(8)), Column("ratio", Float(8))],
+            [list(row) for row in BIG_NUMBERS_ROWS],
         )
     )
     if large_rows > 0:

@@ -407,12 +407,11 @@ class MssqlSource:
     def audit_values(self, bounds: Sequence[PartitionBounds], limits: ValueLimits | None) -> None:
         """Before arming: calendar ranges, sub-second digits and offset partitions (see ``value_audit``)."""
         schema = self.describe()
-        if self._coarse and bounds:
-            self._require_known_precision(schema, bounds)
+        coarse_checks = self._coarse_checks(schema, bounds) if self._coarse and bounds else []
         offset = value_audit.mssql_offset_partition(schema, bounds)
         if offset is not None:
             raise value_audit.refusal(offset, value_audit.UTC_OFFSET, None, self._spec.table)
-        checks = value_audit.mssql_checks(schema, limits)
+        checks = value_audit.mssql_checks(schema, limits) + coarse_checks
         if not checks or not bounds:
             return
         statement = self._statement(
@@ -421,18 +420,28 @@ class MssqlSource:
         row = self._fetch_all(statement, what="the value audit")[0]
         value_audit.require_clean(checks, row, self._spec.table)
 
-    def _require_known_precision(self, schema: TableSchema, bounds: Sequence[PartitionBounds]) -> None:
-        """A coarse description's binary columns holding times or datetimes stop the run (one ``TOP 1`` read
-        per such column): their digits past microseconds would be cut unseen."""
+    def _coarse_checks(
+        self, schema: TableSchema, bounds: Sequence[PartitionBounds]
+    ) -> list[value_audit.Check]:
+        """What a coarse description leaves open, asked of each column's first non-NULL value in the
+        partitions (one ``TOP 1`` read per binary or number column; a column holds one SQL Server type): a
+        binary column holding times or datetimes stops the run at once (digits past microseconds would be
+        cut unseen); a number column holding integers is checked for values past 2**53, which its
+        ``Float64`` would refuse inside the target call."""
+        checks: list[value_audit.Check] = []
         for column in schema.columns:
-            if column.source_type != mssql_types.COARSE_BINARY:
+            if column.source_type not in (mssql_types.COARSE_BINARY, mssql_types.COARSE_NUMBER):
                 continue
             statement = self._statement(
                 functools.partial(value_audit.mssql_first_value, self._source_sql, column, bounds), bounds[0]
             )
             rows = self._fetch_all(statement, what="the value audit")
-            if rows and value_audit.is_clock_value(rows[0][0]):
+            first = rows[0][0] if rows else None
+            if column.source_type == mssql_types.COARSE_BINARY and value_audit.is_clock_value(first):
                 raise value_audit.refusal(column, value_audit.UNKNOWN_PRECISION, None, self._spec.table)
+            if type(first) is int:
+                checks.append(value_audit.mssql_beyond_float(column))
+        return checks
 
     def close(self) -> None:
         for connection in list(self._readers):

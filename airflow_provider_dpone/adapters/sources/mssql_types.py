@@ -122,13 +122,16 @@ def needs_coercion(column: ColumnSpec) -> bool:
 #: datetime values arrive as Python objects holding microseconds, the seventh digit already dropped, and
 #: nothing says the column's scale: they are refused (``value_audit.UNKNOWN_PRECISION``).
 COARSE_BINARY = "tds:binary"
+#: The tag of pymssql's NUMBER family (every integer, float and bit): ``Float64``, which holds integers
+#: exactly only up to 2**53 (``value_audit.mssql_beyond_float``).
+COARSE_NUMBER = "tds:number"
 
 #: pymssql's DB-API type codes (cursor.description[i][1]) -> (ClickHouse type, tag).
 #: NUMBER covers every integer, float and bit, so it must be Float64; DECIMAL keeps money exact.
 COARSE_TYPES: dict[int, tuple[str, str]] = {
     1: ("String", "tds:string"),
     2: ("String", COARSE_BINARY),
-    3: ("Float64", "tds:number"),
+    3: ("Float64", COARSE_NUMBER),
     4: ("DateTime", "tds:datetime"),
     5: ("Decimal(38, 10)", "tds:decimal"),
 }

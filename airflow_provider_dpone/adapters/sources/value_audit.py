@@ -33,7 +33,8 @@ What is checked, per column of the read (only types whose values can be refused)
   description wider than its scale; a ``datetimeoffset`` day/month partition column is refused by its type.
   A coarse description (no describe DMV: before 2012) names ``time``, ``datetime2`` and ``datetimeoffset``
   only as binary: each such column's first non-NULL value in the run's partitions is read, and a time or
-  datetime is refused (``UNKNOWN_PRECISION``: the scale that would say whether a digit was cut is unknown).
+  datetime is refused (``UNKNOWN_PRECISION``: the scale that would say whether a digit was cut is unknown);
+  a "number" column (``Float64``) whose first value is an integer has its values past 2**53 counted.
 """
 
 from __future__ import annotations
@@ -74,6 +75,7 @@ NOT_UTF8 = "not_utf8_text"
 TIME_IN_DATE = "time_of_day_in_date"
 SUB_MICROSECOND = "sub_microsecond_digits"
 UNKNOWN_PRECISION = "date_time_of_unknown_precision"
+BEYOND_FLOAT = "integer_beyond_float64"
 
 _TEXTS = {
     NOT_INTEGER: "are not integers",
@@ -89,6 +91,8 @@ _TEXTS = {
     TIME_IN_DATE: "carry a time of day (or a UTC offset), which Date does not hold",
     SUB_MICROSECOND: "have a seventh fractional digit (100 ns), which the SQL Server driver cannot read "
     "(it keeps microseconds)",
+    BEYOND_FLOAT: "are integers past 2**53, which the Float64 of a server that cannot describe the query's "
+    "types (SQL Server before 2012) cannot hold exactly",
     UNKNOWN_PRECISION: "are times or datetimes of a server that cannot describe the query's types (SQL Server "
     "before 2012): the driver keeps microseconds and nothing says whether a seventh digit was cut",
 }
@@ -104,6 +108,8 @@ _HINTS = {
     "own text of the time); to drop the digit deliberately, CAST(col AS time(6)) AS col",
     UNKNOWN_PRECISION: "select CAST(col AS varchar(34)) AS col in source.query to move SQL Server's own text "
     "of the value, every digit kept (or CAST(col AS datetime) AS col for a DateTime of whole seconds)",
+    BEYOND_FLOAT: "select CAST(col AS decimal(38, 0)) AS col in source.query: a coarse description keeps "
+    "decimals exact",
     NOT_UTF8: "the text was stored in another encoding: re-encode it in the source table, or select "
     "CAST(col AS BLOB) AS col in source.query to move the bytes as they are",
 }
@@ -560,6 +566,13 @@ def mssql_first_value(source: str, column: ColumnSpec, bounds: Sequence[Partitio
     statement = tsql.sql(f"SELECT TOP 1 {q}\nFROM {source}\nWHERE {q} IS NOT NULL")
     union = tsql.any_of(bounds)
     return statement if union is None else statement + " AND (" + union + ")"
+
+
+def mssql_beyond_float(column: ColumnSpec) -> Check:
+    """Integers a ``Float64`` cannot hold exactly (past 2**53): the converters refuse them (``floats``)."""
+    q = tsql.quote_ident(column.name)
+    limit = 2**53
+    return Check(column, BEYOND_FLOAT, _sum(f"{q} > {limit} OR {q} < -{limit}"), _count)
 
 
 def is_clock_value(value: object) -> bool:
