@@ -111,9 +111,16 @@ class PreArmChecks:
     def own_rows(self, sink: Sink, bounds: PartitionBounds, others: Sequence[PartitionCheckpoint]) -> int:
         """The target's rows within ``bounds`` less those other source tables committed there (a fan-in;
         the whole count where their share is unknown)."""
-        held = sink.count_rows(self._manifest.sink.table, bounds)
-        theirs = other_sources_rows(self._route, bounds, others) if others and held else 0
+        held, theirs = self.held_and_theirs(sink, bounds, others)
         return held if theirs is None or theirs > held else held - theirs
+
+    def held_and_theirs(
+        self, sink: Sink, bounds: PartitionBounds, others: Sequence[PartitionCheckpoint]
+    ) -> tuple[int, int | None]:
+        """The target's rows within ``bounds`` and how many of them other source tables committed (None:
+        unknown, see ``other_sources_rows``)."""
+        held = sink.count_rows(self._manifest.sink.table, bounds)
+        return held, other_sources_rows(self._route, bounds, others) if others and held else 0
 
     def require_unchanged_identity(self, family: RouteFamily, decisions: Sequence[ResumeDecision]) -> None:
         """An append route stops when a partition to move overlaps rows committed under another identity.

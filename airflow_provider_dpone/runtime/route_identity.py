@@ -424,15 +424,19 @@ class AdoptionCount:
 
     partition: PlannedPartition
     source_rows: int
+    #: the target's rows within the bounds, less those other source tables committed there (a fan-in)
     target_rows: int
+    #: other source tables committed rows overlapping the bounds in another partitioning, or without a
+    #: count: how many of ``target_rows`` are theirs is unknown, so the partition is never adopted
+    others_unknown: bool = False
 
     @property
     def holds_exactly(self) -> bool:
-        return self.target_rows > 0 and self.target_rows == self.source_rows
+        return self.target_rows > 0 and self.target_rows == self.source_rows and not self.others_unknown
 
     @property
     def conflicting(self) -> bool:
-        return self.target_rows > 0 and self.target_rows != self.source_rows
+        return self.target_rows > 0 and (self.target_rows != self.source_rows or self.others_unknown)
 
 
 @dataclass(frozen=True)
@@ -460,12 +464,22 @@ def adopt(
     if conflicts:
         lines = tuple(
             f"{c.partition.bounds.label}: target_rows={c.target_rows} source_rows={c.source_rows}"
+            + (" (other source tables' share unknown)" if c.others_unknown else "")
             for c in conflicts
+        )
+        fan_in = (
+            (
+                "other source tables committed rows within some of these bounds in another partitioning (a "
+                "fan-in): never delete by bounds alone, only this source's rows; if the target holds none of "
+                "them, run once with --allow-nonempty-target instead",
+            )
+            if any(c.others_unknown for c in conflicts)
+            else ()
         )
         raise DponeError(
             ErrorCode.MANUAL_RECONCILIATION_REQUIRED,
-            f"route {route.describe()}: {len(conflicts)} partition(s) of the target hold some rows but not the "
-            "source's count within their bounds; nothing was recorded",
+            f"route {route.describe()}: {len(conflicts)} partition(s) of the target hold rows not known to be "
+            "exactly the source's within their bounds; nothing was recorded",
             details={
                 "route": route.describe(),
                 "partitions": [
@@ -474,13 +488,17 @@ def adopt(
                         "bounds": c.partition.bounds.label,
                         "target_rows": c.target_rows,
                         "source_rows": c.source_rows,
+                        "others_unknown": c.others_unknown,
                     }
                     for c in conflicts
                 ],
             },
             hint_lines=(
                 *lines[:_LISTED],
-                "make each of these partitions hold exactly the source's rows or none (delete them in the target),",
+                *fan_in,
+                "make each of these partitions hold exactly the source's rows or none (delete "
+                + ("only this source's rows" if fan_in else "them")
+                + " in the target),",
                 "then run the rebaseline again; see `dpone runbook guard`",
             ),
         )

@@ -281,20 +281,29 @@ class TransferEngine:
         does not exist): the table's rows there less those other source tables committed (a fan-in; the
         whole count where their share is unknown). A rebaseline compared the whole count with this source's
         and kept every day of a fan-in blocked; its printed fix then deleted the other source's rows."""
-        if self._other_sources is None:
-            family = self._guard_scan()  # read-only
-            _, self._other_sources = committed_by_source(
-                family.target_wide, self._route.source_table, self._ports.naming
-            )
+        others = self._other_sources_of(self._guard_scan() if self._other_sources is None else None)
         sink = self._ports.open_sink()
         try:
-            return self._checks.own_rows(sink, bounds, self._other_sources)
+            return self._checks.own_rows(sink, bounds, others)
         finally:
             sink.close()
 
+    def _other_sources_of(self, family: RouteFamily | None) -> list[PartitionCheckpoint]:
+        """Other source tables' latest checkpoints on the target (a fan-in), from ``family`` once."""
+        if self._other_sources is None:
+            assert family is not None
+            _, self._other_sources = committed_by_source(
+                family.target_wide, self._route.source_table, self._ports.naming
+            )
+        return self._other_sources
+
     def adoption_counts(self, run_id: str) -> list[AdoptionCount]:
         """For ``dpone guard rebaseline --adopt-target``: (partition, source rows, target rows) of a route
-        with no checkpoint at all. Read-only counts on both sides; refused when the route has checkpoints."""
+        with no checkpoint at all. Read-only counts on both sides; refused when the route has checkpoints.
+        In a fan-in the target's rows are counted less those other source tables committed there: the whole
+        count adopted another source's rows as this route's (a new route beside a committed one, equal
+        counts: its rows were never moved, exit 0); where their share is unknown, the partition cannot be
+        adopted (``others_unknown``)."""
         family = self._scan_route()
         if family.own:
             raise DponeError(
@@ -303,17 +312,22 @@ class TransferEngine:
                 "store does not know (a lost or new store); use `dpone guard rebaseline` without it",
             )
         _, decisions, _ = self._plan_from(family, run_id)
-        table = self._manifest.sink.table
+        others = self._other_sources_of(family)
         sink = self._ports.open_sink()
         try:
-            return [
-                AdoptionCount(
-                    partition=d.partition,
-                    source_rows=self._ports.source.count(d.partition.bounds),
-                    target_rows=sink.count_rows(table, d.partition.bounds),
+            counts = []
+            for d in decisions:
+                bounds = d.partition.bounds
+                held, theirs = self._checks.held_and_theirs(sink, bounds, others)
+                counts.append(
+                    AdoptionCount(
+                        partition=d.partition,
+                        source_rows=self._ports.source.count(bounds),
+                        target_rows=held if theirs is None else max(held - theirs, 0),
+                        others_unknown=theirs is None,
+                    )
                 )
-                for d in decisions
-            ]
+            return counts
         finally:
             sink.close()
 

@@ -214,3 +214,57 @@ def test_a_finer_partitioning_of_one_source_in_a_fan_in_is_rebaselined(base: Pat
     report = run(b, "b-2")
     assert report.rows_committed == 0
     assert target(base) == source(base, "shard_a", "shard_b")
+
+
+def test_adopting_the_target_for_a_new_source_beside_a_committed_one_adopts_none_of_its_rows(
+    base: Path,
+) -> None:
+    """shard_a has committed every day; shard_b is a new route into the same table, with as many rows per
+    day. Red before: ``--adopt-target`` compared the whole target count within each day (shard_a's rows)
+    with shard_b's source count, found them equal, recorded every day COMMITTED, and shard_b's next run
+    skipped them all: its rows were never moved, exit 0. Other sources' committed rows are subtracted now."""
+    from click.testing import CliRunner
+
+    from airflow_provider_dpone.cli.main import cli
+
+    run(manifest(base, "shard_a", "incremental_append"), "a-1")
+    b = manifest(base, "shard_b", "incremental_append")
+
+    adopted = CliRunner().invoke(
+        cli, ["guard", "rebaseline", str(b), "--adopt-target", "--reason", "new shard", "--json"]
+    )
+
+    assert adopted.exit_code == 0, adopted.output
+    assert json.loads(adopted.output)["recorded"] == []
+    report = run(b, "b-1", allow_nonempty_target=True)
+    assert report.rows_committed == 30
+    assert target(base) == source(base, "shard_a", "shard_b")
+
+
+def test_adoption_in_a_fan_in_of_another_partitioning_records_nothing_and_never_advises_deleting_by_bounds(
+    base: Path,
+) -> None:
+    """shard_a committed by month: how many of a day's rows are shard_a's is unknown, so no day of shard_b
+    is adopted (equal counts included) and the advice names the fan-in."""
+    from click.testing import CliRunner
+
+    from airflow_provider_dpone.cli.main import cli
+
+    a = manifest(base, "shard_a", "incremental_append")
+    a.write_text(a.read_text(encoding="utf-8").replace("kind: day", "kind: month"), encoding="utf-8")
+    run(a, "a-1")
+    b = manifest(base, "shard_b", "incremental_append")
+
+    adopted = CliRunner().invoke(
+        cli, ["guard", "rebaseline", str(b), "--adopt-target", "--reason", "new shard", "--json"]
+    )
+
+    assert adopted.exit_code == 3, adopted.output
+    error = json.loads(adopted.stdout)
+    assert error["error"] == "native_transfer_manual_reconciliation_required"
+    assert [p["others_unknown"] for p in error["details"]["partitions"]] == [True] * len(DAYS)
+    told = CliRunner().invoke(cli, ["guard", "rebaseline", str(b), "--adopt-target", "--reason", "new shard"])
+    assert "never delete by bounds alone" in told.output
+    report = run(b, "b-1", allow_nonempty_target=True)
+    assert report.rows_committed == 30
+    assert target(base) == source(base, "shard_a", "shard_b")
