@@ -324,3 +324,41 @@ def test_another_source_committing_the_same_day_twice_is_counted_once() -> None:
     )
     audit = records[0].diagnostics["resolution"]
     assert isinstance(audit, dict) and audit["other_routes_rows"] == 1_000
+
+
+def test_another_sources_days_rebaselined_to_a_month_are_counted_once() -> None:
+    """Route B's two days (5 rows each) were rebaselined to a month (10 rows): the month's commit is a new
+    partition ID beside the days'. Red before: a month of route A counted B's rows twice (20), which hid
+    10 rows of A's own (an append of a lost commit ran again; ``not-applied`` was accepted)."""
+    from airflow_provider_dpone.runtime.guard.resolution import other_sources_rows
+
+    earlier = dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc)
+    later = dt.datetime(2026, 12, 1, tzinfo=dt.timezone.utc)
+    route_a = RouteIdentity(
+        source_table="main.a", target_table="demo.t", strategy=Strategy.INCREMENTAL_APPEND
+    )
+    route_b = RouteIdentity(
+        source_table="main.b", target_table="demo.t", strategy=Strategy.INCREMENTAL_APPEND
+    )
+    month = day("2026-11-01", "2026-12-01", label="2026-11")
+    days = [
+        stored_checkpoint(route_b, day("2026-11-01", "2026-11-02"), earlier, rows=5),
+        stored_checkpoint(route_b, day("2026-11-02", "2026-11-03"), earlier, rows=5),
+    ]
+    rebaselined = stored_checkpoint(route_b, month, later, query_hash="sha256:" + "d" * 64, rows=10)
+
+    assert other_sources_rows(route_a, month, [*days, rebaselined]) == 10
+    # the other way round (two days' range rebaselined to days): the days are the newest and cover it
+    pair = stored_checkpoint(route_b, day("2026-11-01", "2026-11-03"), earlier, rows=10)
+    days_since = [c.model_copy(update={"started_at": later, "completed_at": later}) for c in days]
+    assert other_sources_rows(route_a, month, [pair, *days_since]) == 10
+    # an older commit only partly covered by newer ones: how much of it is still there is unknown
+    assert other_sources_rows(route_a, month, [pair, days_since[0]]) is None
+    assert (
+        other_sources_rows(
+            route_a,
+            month,
+            [rebaselined.model_copy(update={"started_at": earlier, "completed_at": earlier}), *days_since],
+        )
+        is None
+    )

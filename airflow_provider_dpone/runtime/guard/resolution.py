@@ -194,23 +194,31 @@ def other_routes_rows(checkpoint: PartitionCheckpoint, latest: Sequence[Partitio
 def other_sources_rows(
     route: RouteIdentity, bounds: PartitionBounds, latest: Sequence[PartitionCheckpoint]
 ) -> int | None:
-    """Rows routes of source tables other than ``route``'s committed within ``bounds``, each source table's
-    newest commit of each bounds once (a strategy switch or an edit commits the same rows again under a
-    new partition ID: counted twice, they hid an attempt's own rows). None when such a commit only partly
-    overlaps the bounds (another partitioning) or recorded no rows: the share is unknown."""
-    newest: dict[tuple[str, PartitionBounds], PartitionCheckpoint] = {}
+    """Rows routes of source tables other than ``route``'s committed within ``bounds``: of each source
+    table's commits overlapping them, newest first, each one not covered by newer ones of that source (a
+    strategy switch, an edit or a rebaseline commits the same rows again under a new partition ID, even in
+    other bounds: days rebaselined to a month. Counted twice, they hid an attempt's own rows). None when a
+    commit counted only partly overlaps the bounds (another partitioning), an older one is only partly
+    covered by newer ones, or one recorded no rows: the share is unknown (an undercount would take
+    another source's rows for an attempt's own)."""
+    by_source: dict[str, list[PartitionCheckpoint]] = {}
     for other in latest:
         if other.status is not CheckpointStatus.COMMITTED or other.route.source_table == route.source_table:
             continue
-        if not may_overlap(other.bounds, bounds):
-            continue
-        if not fully_covered(other.bounds, [bounds]) or other.rows is None:
-            return None
-        key = (other.route.source_table, other.bounds)
-        kept = newest.get(key)
-        if kept is None or checkpoint_moment(other) > checkpoint_moment(kept):
-            newest[key] = other
-    return sum(c.rows or 0 for c in newest.values())
+        if may_overlap(other.bounds, bounds):
+            by_source.setdefault(other.route.source_table, []).append(other)
+    total = 0
+    for commits in by_source.values():
+        counted: list[PartitionCheckpoint] = []
+        for other in sorted(commits, key=checkpoint_moment, reverse=True):
+            newer = [c.bounds for c in counted if may_overlap(other.bounds, c.bounds)]
+            if newer and fully_covered(other.bounds, newer):
+                continue  # the same rows, committed again since
+            if newer or not fully_covered(other.bounds, [bounds]) or other.rows is None:
+                return None
+            counted.append(other)
+            total += other.rows
+    return total
 
 
 def _target_counts(
