@@ -244,15 +244,18 @@ class Runtime:
             else:
                 overlaps = engine.identity_overlaps(run_id)
                 planned = [o.partition.bounds for o in overlaps]
+                # and the old partitions' own bounds (a coarser partitioning checks each of them)
+                older = {c.bounds for o in overlaps for c in o.committed if c.bounds not in set(planned)}
+                counted = [*planned, *older]
                 # one grouped query for every new partition's rows, not one count each
-                source_rows = dict(zip(planned, engine.count_source_partitions(planned), strict=True))
+                source_rows = dict(zip(counted, engine.count_source_partitions(counted), strict=True))
                 result = rebaseline(
                     overlaps,
                     engine.route,
                     run_id,
                     self.clock,
                     request,
-                    count_source=source_rows.__getitem__,  # only the overlaps' own bounds are asked
+                    count_source=source_rows.__getitem__,  # only these bounds are asked
                     count_target=engine.count_target,
                 )
                 if release_partial and result.partial:

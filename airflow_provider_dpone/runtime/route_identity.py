@@ -257,14 +257,27 @@ def _old_rows_inside(overlap: IdentityOverlap) -> int | None:
     part = overlap.partition
     if not all(fully_covered(c.bounds, [part.bounds]) for c in overlap.committed):
         return None
+    newest = _newest_by_bounds(overlap)
+    if any(c.rows is None for c in newest.values()):
+        return None
+    return sum(c.rows or 0 for c in newest.values())
+
+
+def _newest_by_bounds(overlap: IdentityOverlap) -> dict[PartitionBounds, PartitionCheckpoint]:
     newest: dict[PartitionBounds, PartitionCheckpoint] = {}
     for checkpoint in overlap.committed:
         kept = newest.get(checkpoint.bounds)
         if kept is None or checkpoint_moment(checkpoint) > checkpoint_moment(kept):
             newest[checkpoint.bounds] = checkpoint
-    if any(c.rows is None for c in newest.values()):
-        return None
-    return sum(c.rows or 0 for c in newest.values())
+    return newest
+
+
+def _each_old_partition_holds_its_rows(overlap: IdentityOverlap, count_source: SourceCounter) -> bool:
+    """The source holds, within each old partition's bounds, exactly the rows it committed: with the new
+    partition's total equal to their sum, no row lies outside them. The total alone passed a month whose
+    committed day lost a row while a day never partitioned gained one: the month was recorded and that
+    day's row never moved, exit 0."""
+    return all(count_source(bounds) == c.rows for bounds, c in _newest_by_bounds(overlap).items())
 
 
 def rebaseline(
@@ -283,8 +296,8 @@ def rebaseline(
     holds within them under the new definition (a filter removed from ``source.query`` selects more rows
     than the target got: recording them would lose those rows for good), or (a coarser new partitioning,
     e.g. days -> months, where days without rows were never partitions) when every old partition lies
-    inside it and the source now holds exactly their committed rows within its bounds. Anything else stays
-    blocking: partially covered, or with ``rows_differ``.
+    inside it and the source now holds exactly their committed rows within its bounds and within each of
+    theirs. Anything else stays blocking: partially covered, or with ``rows_differ``.
     """
     reason = checked_reason(request)
     at = clock.now()
@@ -311,7 +324,9 @@ def rebaseline(
             else:
                 partial.append(overlap)
         elif inside_rows is not None and count_source is not None:
-            if count_source(overlap.partition.bounds) == inside_rows:
+            if count_source(overlap.partition.bounds) == inside_rows and _each_old_partition_holds_its_rows(
+                overlap, count_source
+            ):
                 held.append((overlap, inside_rows, "source_count"))
             else:
                 partial.append(overlap)

@@ -10,6 +10,7 @@ compared with the source value by value.
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -108,6 +109,27 @@ def test_a_partly_covered_partition_stays_blocking_after_a_rebaseline(
     assert again.exit_code == 3
     assert json.loads(again.output)["error"] == "native_transfer_route_identity_changed"
     assert len(target_rows(routed)) == len(source_rows(routed)) - 1  # the late row is not appended on a guess
+
+
+def test_a_month_whose_committed_day_lost_a_row_as_a_new_day_gained_one_stays_blocking(
+    routed: Path,
+) -> None:
+    """Red before: the month's source count equalled the days' committed rows (one row deleted in a
+    committed day, one added on a day no partition held), the rebaseline recorded the month, and the new
+    day's row never moved, every run exit 0. Each old day's own count is compared now."""
+    with sqlite3.connect(routed / "source.sqlite") as db:
+        (gone,) = db.execute(
+            "SELECT max(id) FROM orders WHERE order_date >= '2026-11-01' AND order_date < '2026-11-29'"
+        ).fetchone()
+        db.execute("DELETE FROM orders WHERE id = ?", (gone,))
+    add_source_rows(routed, [(900_001, "2026-11-29")])
+    manifest = edited(routed, "partitioning-coarser")
+
+    rebased = dpone("guard", "rebaseline", str(manifest), "--reason", "months now")
+
+    assert rebased.exit_code == 3, rebased.output
+    assert "still blocking" in rebased.output
+    assert dpone("run", str(manifest)).exit_code == 3
 
 
 def test_a_replacing_route_goes_on_after_an_edit_and_says_its_identity_changed(
