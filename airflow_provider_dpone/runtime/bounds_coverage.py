@@ -8,6 +8,7 @@ that do not compare, or bounds this module cannot read overlap everything and co
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from datetime import date, datetime
 
@@ -132,3 +133,25 @@ def _range_covered(
         if step is None:
             return False
         reached = step
+
+
+def pairwise_disjoint(bounds: Sequence[PartitionBounds]) -> bool:
+    """True only when no two of ``bounds`` may select the same row: closed ranges of one column, sorted by
+    their lower bound, each starting no earlier than the one before it ends. Anything else: False (the
+    caller compares them pair by pair)."""
+    if len(bounds) < 2:
+        return True
+    first = bounds[0]
+    keyed: list[tuple[_Key, _Key]] = []
+    try:
+        for one in bounds:
+            if one.kind is not BoundsKind.RANGE or not _same_column(one, first):
+                return False
+            lower, upper = _interval(one)
+            if lower is None or upper is None:
+                return False
+            keyed.append((lower, upper))
+        keyed.sort(key=lambda pair: pair[0])
+        return all(not _lt(later[0], earlier[1]) for earlier, later in itertools.pairwise(keyed))
+    except (_Incomparable, TypeError):
+        return False

@@ -24,8 +24,8 @@ from airflow_provider_dpone.ports.clock import Clock
 from airflow_provider_dpone.ports.route_naming import RouteNaming
 from airflow_provider_dpone.ports.sink import Sink
 from airflow_provider_dpone.ports.source import Source
-from airflow_provider_dpone.runtime.bounds_coverage import may_overlap
-from airflow_provider_dpone.runtime.guard.resolution import other_sources_rows
+from airflow_provider_dpone.runtime.bounds_coverage import fully_covered, may_overlap
+from airflow_provider_dpone.runtime.guard.resolution import committed_rows_within, other_sources_rows
 from airflow_provider_dpone.runtime.resume_planner import Action, Reason, ResumeDecision, still_filling
 from airflow_provider_dpone.runtime.route_family import (
     RouteFamily,
@@ -177,17 +177,14 @@ class PreArmChecks:
         if not fresh:
             return
         # other source tables' commits (a fan-in): their rows within a partition are subtracted from the
-        # target's count; where their share is unknown (another partitioning) the partition is not counted
-        _, others = committed_by_source(family.target_wide, family.route.source_table, self._naming)
+        # target's count; where their share is unknown (another partitioning) a wider region is counted
+        own, others = committed_by_source(family.target_wide, family.route.source_table, self._naming)
         index = _RangeIndex(others)
         theirs: dict[str, int] = {}
         for part in fresh:
             share = other_sources_rows(self._route, part.bounds, index.overlapping(part.bounds))
             if share is not None:
                 theirs[part.partition_id] = share
-        countable = [p for p in fresh if p.partition_id in theirs]
-        if not countable:
-            return
         if target_rows == 0:
             return  # an empty or missing table holds nothing to duplicate
         table = self._manifest.sink.table
@@ -196,9 +193,13 @@ class PreArmChecks:
             return
         held = [
             (p, rows)
-            for p in countable
-            if (rows := sink.count_rows(table, p.bounds) - theirs[p.partition_id]) > 0
+            for p in fresh
+            if p.partition_id in theirs
+            and (rows := sink.count_rows(table, p.bounds) - theirs[p.partition_id]) > 0
         ]
+        unknown = [p for p in fresh if p.partition_id not in theirs]
+        around = self._unexplained_rows(sink, unknown, own, others, index)
+        held.extend(around)
         if not held:
             return
         labels = some_labels([p for p, _ in held])
@@ -213,8 +214,9 @@ class PreArmChecks:
         raise DponeError(
             ErrorCode.TARGET_NOT_EMPTY,
             f"route {self._route.describe()} has no commit of {len(held)} partition(s) ({labels}) in its "
-            f"checkpoint store, but the target table {table} already holds {rows} row(s) within their bounds: "
-            "appending them would duplicate what it holds",
+            f"checkpoint store, but the target table {table} already holds {rows} row(s) within their bounds"
+            + (" or around them" if around else "")
+            + ": appending them would duplicate what it holds",
             details={
                 "route": self._route.describe(),
                 "target_table": table,
@@ -223,6 +225,16 @@ class PreArmChecks:
             },
             hint_lines=(
                 "nothing was written to the target or the checkpoint store",
+                *(
+                    (
+                        "other source tables write this table in another partitioning (a fan-in): "
+                        f"{some_labels([p for p, _ in around])} counted the rows of the wider region around "
+                        "them (another source's partition, or the whole table) that no commit of this store "
+                        "explains",
+                    )
+                    if around
+                    else ()
+                ),
                 "was the checkpoint store restored from an older backup, or replaced by a copy? point the "
                 "manifest at the store that holds the route's newest checkpoints",
                 "if they are gone for good: point checkpoints.connection at a new, empty store, then "
@@ -525,6 +537,39 @@ class PreArmChecks:
             ),
         )
 
+    def _unexplained_rows(
+        self,
+        sink: Sink,
+        parts: Sequence[PlannedPartition],
+        own: Sequence[PartitionCheckpoint],
+        others: Sequence[PartitionCheckpoint],
+        index: _RangeIndex,
+    ) -> list[tuple[PlannedPartition, int]]:
+        """Never-committed append partitions within which other source tables' share is unknown (they
+        committed in another partitioning: by month, or the whole table, over this route's days): the
+        target's rows in the smallest region where every commit is known (another source's month, else
+        the whole table) less the rows every source committed there. More rows than that are nobody's
+        commit: this route's lost commit or rows someone wrote by hand, which an append would duplicate
+        (seen: a day copied into the target by hand beside a month-partitioned source, appended again,
+        exit 0). One partition per region is named with that region's excess; where no region can be
+        counted (a commit without a row count), the partition is not counted."""
+        table = self._manifest.sink.table
+        excess: dict[PartitionBounds, tuple[PlannedPartition, int]] = {}
+        for part in parts:
+            overlapping = [c for c in index.overlapping(part.bounds) if may_overlap(c.bounds, part.bounds)]
+            for region in _regions(part.bounds, overlapping):
+                if region in excess:
+                    break
+                known = [committed_rows_within(region, others), committed_rows_within(region, own)]
+                if None in known:
+                    continue
+                rows = sink.count_rows(table, None if region is _WHOLE_TABLE else region) - sum(
+                    n or 0 for n in known
+                )
+                excess[region] = (part, rows)
+                break
+        return [(part, rows) for part, rows in excess.values() if rows > 0]
+
     def require_target_holds_committed(
         self,
         decisions: Sequence[ResumeDecision],
@@ -567,13 +612,23 @@ class PreArmChecks:
         if short:
             raise self._rewritten_by_another_route(short)
         target_rows = sink.count_rows(table, None)  # 0 when the table does not exist
-        if target_rows >= committed_rows:
+        # a fan-in: other source tables' committed rows are not this route's (their route refilling a
+        # truncated table hid its loss: "nothing to do", exit 0, for good)
+        others = (
+            []
+            if family is None
+            else committed_by_source(family.target_wide, self._route.source_table, self._naming)[1]
+        )
+        theirs = committed_rows_within(_WHOLE_TABLE, others) if others else 0
+        if theirs is not None and target_rows - theirs >= committed_rows:
             return target_rows  # the common case: no partition is ordered or counted
         newest = max(skipped, key=lambda c: (bounds_order(c.bounds), c.completed_at or c.started_at))
-        if target_rows > 0 and sink.count_rows(table, newest.bounds) > 0:
+        if target_rows > 0 and self.own_rows(sink, newest.bounds, others) > 0:
             if not moving:
                 self._notice(
-                    f"target table {table} holds {target_rows:,} rows, fewer than the {committed_rows:,} the "
+                    f"target table {table} holds {target_rows:,} rows"
+                    + (f" ({theirs:,} of them other source tables' commits)" if theirs else "")
+                    + f", fewer than the {committed_rows:,} the "
                     f"committed partitions of route {self._route.describe()} loaded, while the newest of them "
                     f"({newest.bounds.label}) still holds rows: rows were removed from the table (a retention "
                     "job, a TTL, deletes); they are not reloaded"
@@ -583,7 +638,9 @@ class PreArmChecks:
         raise DponeError(
             ErrorCode.TARGET_LOST_COMMITTED_ROWS,
             f"{which} of route {self._route.describe()} {'are' if moving else 'is'} committed, but the "
-            f"target table {table} holds {target_rows} rows, fewer than the {committed_rows} its committed "
+            f"target table {table} holds {target_rows} rows"
+            + (f" ({theirs} of them other source tables' commits)" if theirs else "")
+            + f", fewer than the {committed_rows} its committed "
             f"partitions loaded, and none of the newest of them ({newest.bounds.label}): dropped, truncated, "
             "a new target, or that partition was committed into another target through this checkpoint store",
             details={
@@ -638,6 +695,16 @@ class PreArmChecks:
             ),
         )
 
+
+def _regions(bounds: PartitionBounds, others: Sequence[PartitionCheckpoint]) -> list[PartitionBounds]:
+    """Where a partition's rows can be told from other sources' when their commits use another
+    partitioning: the bounds of each of their commits covering it (a month over a day), then the table."""
+    covering = [c.bounds for c in others if fully_covered(bounds, [c.bounds]) and c.bounds != bounds]
+    return [*dict.fromkeys(covering), _WHOLE_TABLE]
+
+
+#: The whole table, for counting other source tables' commits anywhere in it.
+_WHOLE_TABLE = PartitionBounds(kind=BoundsKind.ALL, label="the whole table")
 
 #: Why an append partition runs although it may have been committed before a lost store suffix: no record
 #: at all, or only records of attempts that never committed (stopped before the target, failed, resolved

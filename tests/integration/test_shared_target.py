@@ -268,3 +268,56 @@ def test_adoption_in_a_fan_in_of_another_partitioning_records_nothing_and_never_
     report = run(b, "b-1", allow_nonempty_target=True)
     assert report.rows_committed == 30
     assert target(base) == source(base, "shard_a", "shard_b")
+
+
+def _command(base: Path, statement: str) -> None:
+    client = open_client(chdb_endpoint(base / "clickhouse"))
+    try:
+        client.command(statement)
+    finally:
+        client.close()
+
+
+def test_a_fan_in_route_whose_rows_were_deleted_stops_although_the_table_holds_another_sources_rows(
+    base: Path,
+) -> None:
+    """shard_a's rows are deleted from the target (shard_b's stay: as many). Red before: the table's whole
+    count (shard_b's 30) covered shard_a's 30 committed rows, and shard_a's run said "nothing to do", exit
+    0, for good (seen: another route refilling a truncated table). Other sources' commits are subtracted."""
+    run(manifest(base, "shard_a", "incremental_append"), "a-1")
+    run(manifest(base, "shard_b", "incremental_append"), "b-1", allow_nonempty_target=True)
+    _command(base, "ALTER TABLE demo.orders DELETE WHERE id < 1000 SETTINGS mutations_sync = 2")
+
+    with pytest.raises(DponeError) as stopped:
+        run(manifest(base, "shard_a", "incremental_append"), "a-2")
+
+    assert stopped.value.code is ErrorCode.TARGET_LOST_COMMITTED_ROWS
+    assert "other source tables' commits" in stopped.value.safe_message
+
+
+def test_a_day_written_by_hand_beside_a_month_partitioned_source_is_never_appended_again(base: Path) -> None:
+    """shard_b commits by month, shard_a by day: how many of a day's rows are shard_b's is unknown. Red
+    before: such a day was not counted at all, and a day copied into the target by hand before shard_a's
+    run was appended a second time, exit 0. The month's rows no commit explains are counted now; an
+    ordinary new day still moves."""
+    run(manifest(base, "shard_a", "incremental_append"), "a-1")
+    b = manifest(base, "shard_b", "incremental_append")
+    b.write_text(b.read_text(encoding="utf-8").replace("kind: day", "kind: month"), encoding="utf-8")
+    run(b, "b-1", allow_nonempty_target=True)
+    a = manifest(base, "shard_a", "incremental_append")
+    with sqlite3.connect(base / "source.sqlite") as db:
+        db.execute("INSERT INTO shard_a VALUES (500, '2026-11-27', 1)")
+
+    assert run(a, "a-2").rows_committed == 1  # an ordinary new day of the month: moved
+    assert target(base) == source(base, "shard_a", "shard_b")
+
+    with sqlite3.connect(base / "source.sqlite") as db:
+        db.execute("INSERT INTO shard_a VALUES (501, '2026-11-26', 2)")
+    _command(base, "INSERT INTO demo.orders (id, day, amount) VALUES (501, '2026-11-26', 2)")  # by hand
+
+    with pytest.raises(DponeError) as stopped:
+        run(a, "a-3")
+
+    assert stopped.value.code is ErrorCode.TARGET_NOT_EMPTY
+    assert "around them" in stopped.value.safe_message
+    assert target(base) == source(base, "shard_a", "shard_b")  # each row once

@@ -30,7 +30,7 @@ from airflow_provider_dpone.contracts.partition import PartitionBounds
 from airflow_provider_dpone.contracts.route import RouteIdentity, Strategy
 from airflow_provider_dpone.ports.checkpoint_store import CheckpointStore
 from airflow_provider_dpone.ports.clock import Clock
-from airflow_provider_dpone.runtime.bounds_coverage import fully_covered, may_overlap
+from airflow_provider_dpone.runtime.bounds_coverage import fully_covered, may_overlap, pairwise_disjoint
 from airflow_provider_dpone.runtime.guard.batch_id import checkpoint_batch_id
 from airflow_provider_dpone.runtime.guard.route_guard import BlockedPartition, scan_route
 
@@ -194,23 +194,37 @@ def other_routes_rows(checkpoint: PartitionCheckpoint, latest: Sequence[Partitio
 def other_sources_rows(
     route: RouteIdentity, bounds: PartitionBounds, latest: Sequence[PartitionCheckpoint]
 ) -> int | None:
-    """Rows routes of source tables other than ``route``'s committed within ``bounds``: of each source
-    table's commits overlapping them, newest first, each one not covered by newer ones of that source (a
-    strategy switch, an edit or a rebaseline commits the same rows again under a new partition ID, even in
-    other bounds: days rebaselined to a month. Counted twice, they hid an attempt's own rows). None when a
+    """Rows routes of source tables other than ``route``'s committed within ``bounds``
+    (:func:`committed_rows_within`). None: their share is unknown."""
+    return committed_rows_within(bounds, [c for c in latest if c.route.source_table != route.source_table])
+
+
+def committed_rows_within(bounds: PartitionBounds, latest: Sequence[PartitionCheckpoint]) -> int | None:
+    """Rows the COMMITTED checkpoints among ``latest`` loaded within ``bounds``: of each source table's
+    commits overlapping them, newest first, each one not covered by newer ones of that source (a strategy
+    switch, an edit or a rebaseline commits the same rows again under a new partition ID, even in other
+    bounds: days rebaselined to a month. Counted twice, they hid an attempt's own rows). None when a
     commit counted only partly overlaps the bounds (another partitioning), an older one is only partly
     covered by newer ones, or one recorded no rows: the share is unknown (an undercount would take
     another source's rows for an attempt's own)."""
     by_source: dict[str, list[PartitionCheckpoint]] = {}
     for other in latest:
-        if other.status is not CheckpointStatus.COMMITTED or other.route.source_table == route.source_table:
-            continue
-        if may_overlap(other.bounds, bounds):
+        if other.status is CheckpointStatus.COMMITTED and may_overlap(other.bounds, bounds):
             by_source.setdefault(other.route.source_table, []).append(other)
     total = 0
     for commits in by_source.values():
+        newest: dict[PartitionBounds, PartitionCheckpoint] = {}  # the same bounds again: the newest
+        for other in commits:
+            kept = newest.get(other.bounds)
+            if kept is None or checkpoint_moment(other) > checkpoint_moment(kept):
+                newest[other.bounds] = other
+        if pairwise_disjoint(list(newest)):  # the common case: one partitioning, no pair to compare
+            if any(c.rows is None or not fully_covered(c.bounds, [bounds]) for c in newest.values()):
+                return None
+            total += sum(c.rows or 0 for c in newest.values())
+            continue
         counted: list[PartitionCheckpoint] = []
-        for other in sorted(commits, key=checkpoint_moment, reverse=True):
+        for other in sorted(newest.values(), key=checkpoint_moment, reverse=True):
             newer = [c.bounds for c in counted if may_overlap(other.bounds, c.bounds)]
             if newer and fully_covered(other.bounds, newer):
                 continue  # the same rows, committed again since
