@@ -195,7 +195,10 @@ class Runtime:
             from airflow_provider_dpone.adapters.clickhouse.sink import ClickHouseSink
 
             return ClickHouseSink(
-                endpoint, allow_ttl=allow_ttl, views_refused_for=sink.strategy if replacing else None
+                endpoint,
+                allow_ttl=allow_ttl,
+                views_refused_for=sink.strategy if replacing else None,
+                deletes_rows=sink.strategy is Strategy.REPLACE_PARTITION,
             )
 
         return _open
@@ -369,7 +372,8 @@ class Runtime:
         return sorted(self.family().target_wide, key=lambda c: (c.bounds.label, c.partition_id))
 
     def resolve_guards(self, request: ResolutionRequest) -> list[PartitionCheckpoint]:
-        """Append audited resolutions. Opens neither the source nor the target (counts its rows read-only).
+        """Append audited resolutions. Writes neither the source nor the target: counts the target's rows,
+        and the source's where ``committed`` is asked over an attempt that recorded no count (read-only).
 
         Under the target's lease, as a run: a live run's ARMED partitions look blocked, and resolving them
         while it loads (``not-applied`` before its insert lands) would let the next run append them again."""
@@ -378,7 +382,21 @@ class Runtime:
         def count_target(checkpoint: PartitionCheckpoint) -> int:
             if not sinks:
                 sinks.append(self.sink_factory()())  # read-only counts, opened only when needed
+                # a killed run's statement may still be writing on the server: counts are not final then
+                require_idle = getattr(sinks[0], "require_no_writes_in_flight", None)
+                if callable(require_idle):
+                    require_idle(checkpoint.route.target_table)
             return sinks[0].count_rows(checkpoint.route.target_table, checkpoint.bounds)
+
+        sources: list[Source] = []
+        naming = self.naming()
+
+        def count_source(checkpoint: PartitionCheckpoint) -> int | None:
+            if naming.canonical(checkpoint.route).source_table != self.loaded.route.source_table:
+                return None  # another source table's partition: this manifest's source cannot count it
+            if not sources:
+                sources.append(self.open_source())  # read-only, only for committed over an uncounted attempt
+            return sources[0].count(checkpoint.bounds)
 
         store = self.store()
         try:
@@ -390,6 +408,7 @@ class Runtime:
                     request,
                     latest=self.family().target_wide,
                     count_target=count_target,
+                    count_source=count_source,
                 )
         finally:
             for sink in sinks:
@@ -404,6 +423,22 @@ class Runtime:
             return inspect_blocked(latest, source, sink, self.manifest.sink.table, self.loaded.route)
         finally:
             sink.close()
+
+    def writes_in_flight(self) -> DponeError | None:
+        """Read-only: why the target's counts are not final yet (a statement dpone sent still running on
+        the server, a mutation pending), or None; ``guard resolve`` refuses while there is one."""
+        sink = self.sink_factory()()
+        try:
+            require_idle = getattr(sink, "require_no_writes_in_flight", None)
+            if callable(require_idle):
+                require_idle(self.manifest.sink.table)
+        except DponeError as busy:
+            if busy.code is ErrorCode.ROUTE_BUSY:
+                return busy
+            raise
+        finally:
+            sink.close()
+        return None
 
     def close(self) -> None:
         while self._closers:

@@ -103,16 +103,22 @@ def inspect_command(manifest: str, no_source: bool, as_json: bool) -> None:
         loaded = load_manifest(manifest)
         with open_runtime(loaded, manifest_ref=manifest, read_only=True) as runtime:
             rows = runtime.inspect(with_source=not no_source)
+            busy = runtime.writes_in_flight() if rows else None
             with_source_counts = not no_source
     except DponeError as err:
         fail(err, as_json)
         return
     if as_json:
-        click.echo(json.dumps({"blocked": [r.as_json() for r in rows]}, sort_keys=True, default=str))
+        found = {"blocked": [r.as_json() for r in rows], "in_flight": None if busy is None else busy.details}
+        click.echo(json.dumps(found, sort_keys=True, default=str))
         return
     if not rows:
         click.echo("no blocked partitions")
         return
+    if busy is not None:  # before the counts: they are not final
+        click.echo(f"warning: {busy.safe_message}", err=True)
+        for line in busy.hint_lines:
+            click.echo(f"  {line}", err=True)
     print_table(
         [
             "bounds",

@@ -20,7 +20,7 @@ from airflow_provider_dpone.cli.output import (
     reporting_errors,
     require_run_id,
 )
-from airflow_provider_dpone.contracts.errors import DponeError
+from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.report import RunReport
 
 #: The first hint line of a route left blocked by an interrupted run (replaces "this attempt wrote nothing").
@@ -149,6 +149,30 @@ def blocked_after_interrupt(manifest_path: str, signal_name: str = "SIGINT") -> 
     return None
 
 
+#: Failures of a call that may have begun writing the target (the guard then records the outcome unknown).
+_TARGET_FAILURES = frozenset(
+    {ErrorCode.TARGET_LOAD_FAILED, ErrorCode.TARGET_UNREACHABLE, ErrorCode.TARGET_QUERY_FAILED}
+)
+
+
+def _say_the_route_is_blocked(failed: DponeError, manifest: str) -> None:
+    """After a target failure that left the route blocked, its error says so and what to do next (the
+    same object, so its traceback and code are kept); best effort: a store that cannot be read says nothing."""
+    try:
+        blocked = blocked_after_interrupt(manifest, "target failure")
+    except Exception:  # never mask the failure being reported
+        return
+    if blocked is None:
+        return
+    lines = [line for line in blocked.hint_lines if "interrupted" not in line]
+    failed.hint_lines = (
+        *failed.hint_lines,
+        "the route is now blocked: the target may hold part of this attempt's rows, and the server may still "
+        "be running its statement (guard resolve waits for it)",
+        *lines,
+    )
+
+
 def _report_interrupt(manifest: str, as_json: bool, signal_name: str = "SIGINT") -> None:
     """After Ctrl-C or SIGTERM: the blocked-route text when the run left the route blocked, else
     click's ``Aborted!`` (exit 1; 143 after SIGTERM)."""
@@ -205,9 +229,14 @@ def run_command(
             sigterm_as_exception(),
             reporting_errors(as_json),
         ):  # a DponeError exits with its code; anything else as unexpected
-            report = execute_run(
-                manifest, require_run_id(run_id), as_json, allow_nonempty_target=allow_nonempty_target
-            )
+            try:
+                report = execute_run(
+                    manifest, require_run_id(run_id), as_json, allow_nonempty_target=allow_nonempty_target
+                )
+            except DponeError as failed:
+                if failed.code in _TARGET_FAILURES:
+                    _say_the_route_is_blocked(failed, manifest)
+                raise
     except KeyboardInterrupt:
         _report_interrupt(manifest, as_json)
         return

@@ -73,7 +73,8 @@ def after_target_text(touched: TouchedTarget | None, manifest_ref: str) -> str:
         batch = "this try's batch"
     lines = [
         f"this try failed after the target was touched: the target may hold rows of batch {batch}; "
-        "the next try will stop before the target until the route is resolved"
+        "the next try will stop before the target until the route is resolved (the server may still be "
+        "running this try's statement: guard resolve waits for it)"
     ]
     if touched is not None:
         lines.extend(

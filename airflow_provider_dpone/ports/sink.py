@@ -37,6 +37,14 @@ class CheckingSink(Sink, Protocol):
         reads the whole source before preparing the target finds a user mistake before reading."""
 
 
+class InFlightCheckingSink(Sink, Protocol):
+    """A sink that can tell whether statements it sent to change a table still run on the server."""
+
+    def require_no_writes_in_flight(self, table: str) -> None:
+        """Raise ``route_busy`` while a statement that changes ``table`` or a mutation of it is unfinished:
+        an operator's decision on its row counts would count part of them (read-only)."""
+
+
 class NullRefusingSink(Sink, Protocol):
     """A sink whose existing target may declare a column non-nullable that the source may fill with NULL."""
 

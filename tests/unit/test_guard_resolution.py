@@ -314,12 +314,13 @@ def test_another_source_committing_the_same_day_twice_is_counted_once() -> None:
             latest=latest,
             count_target=lambda checkpoint: 1_000 + 7,
         )
+    landed = [latest[0], latest[1].model_copy(update={"rows": 7}), replaced]  # B's attempt exported 7 rows
     records = resolve(
         store,
         FixedClock(),
         route_a,
         ResolutionRequest(None, ResolveAs.COMMITTED, "B's 7 rows are there", "me"),
-        latest=latest,
+        latest=landed,
         count_target=lambda checkpoint: 1_000 + 7,
     )
     audit = records[0].diagnostics["resolution"]
@@ -362,3 +363,35 @@ def test_another_sources_days_rebaselined_to_a_month_are_counted_once() -> None:
         )
         is None
     )
+
+
+def test_committed_over_a_partly_landed_attempt_is_refused() -> None:
+    """Red before: a direct load killed after 50 of a day's 5,000 rows (no count recorded: a direct load
+    counts inside the target call) was resolved ``committed`` without a word, and the day kept 50 rows
+    for good, exit 0. The source's count is asked now; an exported count is compared where there is one."""
+    store = InMemoryCheckpointStore()
+    sink = RecordingSink(fail_after_mutation=True)
+    with pytest.raises(InjectedFault):
+        transfer_engine(store=store, sink=sink).run("r1")
+    route = transfer_engine(store=store, sink=sink)._route
+    assert all(c.rows is None for c in store.list_latest(route))  # the attempt recorded no count
+    before = list(store.rows)
+    request = ResolutionRequest(None, ResolveAs.COMMITTED, "looks loaded", "me")
+
+    with pytest.raises(DponeError) as refused:
+        resolve(store, FixedClock(), route, request, count_target=lambda c: 1, count_source=lambda c: 4)
+
+    assert refused.value.code is ErrorCode.USAGE
+    assert any(
+        "the target holds 1 row(s) within its bounds, the source 4" in line
+        for line in refused.value.hint_lines
+    )
+    assert store.rows == before
+    # with an exported count, fewer rows than it are refused too, without asking the source
+    exported = [c.model_copy(update={"rows": 4}) for c in store.list_latest(route)]
+    with pytest.raises(DponeError) as short:
+        resolve(store, FixedClock(), route, request, latest=exported, count_target=lambda c: 3)
+    assert any("holds 3 of the 4 row(s)" in line for line in short.value.hint_lines)
+    # whole: accepted
+    records = resolve(store, FixedClock(), route, request, count_target=lambda c: 4, count_source=lambda c: 4)
+    assert len(records) == 3

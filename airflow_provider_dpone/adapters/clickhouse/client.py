@@ -10,8 +10,9 @@ first is closed. :func:`close_client` therefore never raises, so a ``finally`` a
 
 Bounded waits (server only): the TCP connect waits at most the endpoint's ``connect_timeout_s``, and
 every wait for the server's answer at most its ``receive_timeout_s`` (clickhouse-connect's
-``send_receive_timeout``; the server sends progress headers within it while a long statement runs, so a
-live server is not cut off). Unset on the endpoint (Airflow connection extras ``connect_timeout`` and
+``send_receive_timeout``; the server's progress headers do not always keep a long statement alive: the
+18.16 server sends none while copying a staging table, and the statement goes on after the client gives
+up, see ``statements_in_flight``). Unset on the endpoint (Airflow connection extras ``connect_timeout`` and
 ``send_receive_timeout``), they come from the environment variables :data:`CONNECT_TIMEOUT_ENV` and
 :data:`RECEIVE_TIMEOUT_ENV`, else :data:`CONNECT_TIMEOUT_S` and :data:`RECEIVE_TIMEOUT_S`. A frozen server
 then fails the connect as ``target_unreachable`` instead of hanging for clickhouse-connect's 300 s.

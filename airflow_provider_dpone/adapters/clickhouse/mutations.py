@@ -8,6 +8,7 @@ setting, so the sink polls ``system.mutations`` until no mutation of the table i
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from clickhouse_connect.driver.client import Client
 
@@ -18,12 +19,15 @@ class MutationTimeout(TimeoutError):
     """The delete was sent but had not finished when the deadline passed (its outcome is unknown)."""
 
 
-def delete_where(client: Client, table: TableName, condition: str, timeout_s: float) -> None:
+def delete_where(
+    client: Client, table: TableName, condition: str, timeout_s: float, settings: dict[str, Any] | None = None
+) -> None:
+    """``settings``: the statement's own (a ``query_id``, see ``statements_in_flight``)."""
     statement = f"ALTER TABLE {table.sql()} DELETE WHERE {condition}"
     if "mutations_sync" in client.server_settings:
-        client.command(statement, settings={"mutations_sync": 2})
+        client.command(statement, settings={**(settings or {}), "mutations_sync": 2})
         return
-    client.command(statement)
+    client.command(statement, settings=settings or None)
     await_mutations(client, table, timeout_s)
 
 

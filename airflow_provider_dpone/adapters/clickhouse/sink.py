@@ -47,6 +47,11 @@ from airflow_provider_dpone.adapters.clickhouse.quoting import (
     quote_string,
 )
 from airflow_provider_dpone.adapters.clickhouse.staged_publish import attach_statement, attachable_partitions
+from airflow_provider_dpone.adapters.clickhouse.statements_in_flight import (
+    in_flight,
+    tagged,
+    target_tag,
+)
 from airflow_provider_dpone.adapters.clickhouse.table_schema import (
     TargetColumn,
     column_list,
@@ -108,15 +113,21 @@ class ClickHouseSink:
         mutation_timeout_s: float = DEFAULT_MUTATION_TIMEOUT_S,
         allow_ttl: bool = False,
         views_refused_for: Strategy | None = None,
+        deletes_rows: bool = False,
     ) -> None:
         """``allow_ttl``: the manifest's ``sink.options.allow_target_ttl`` (a target with a deleting TTL is
         refused before arming without it; ADR 0083). ``views_refused_for``: the strategy of a route that
-        replaces rows and may not feed materialized views (ADR 0086); ``None``: views are not checked."""
+        replaces rows and may not feed materialized views (ADR 0086); ``None``: views are not checked.
+        ``deletes_rows``: the route deletes the rows of its partitions (``replace_partition``): a mutation
+        of the target still pending is refused before arming (the delete would queue behind it)."""
         self._endpoint = endpoint
         self._mutation_timeout_s = mutation_timeout_s
         self._allow_ttl = allow_ttl
         self._views_refused_for = views_refused_for
+        self._deletes_rows = deletes_rows
         self._conn: Client | None = None
+        #: the ``query_id`` prefix of the statements of the target change in progress (statements_in_flight)
+        self._tag: str | None = None
 
     # -- connection --------------------------------------------------------------------------------
 
@@ -160,6 +171,34 @@ class ClickHouseSink:
                 return 0
             where = self._where(bounds, _types_of(self._describe(client, name)))
             return int(client.query(f"SELECT count() FROM {name.sql()}{where}").result_rows[0][0])
+
+    def require_no_writes_in_flight(self, table: str) -> None:
+        """Read-only, before an operator's decision on counts: no statement dpone sent to change ``table``
+        is still running on the server, and no mutation of it is pending (``statements_in_flight``)."""
+        name = self._name(table)
+        with self._failures("look for statements still running on the target table", name, step="count"):
+            found = in_flight(self._client(), name)
+        if not found.any:
+            return
+        raise DponeError(
+            ErrorCode.ROUTE_BUSY,
+            f"target table {name} is still being changed on the server ({found.statements} statement(s) "
+            f"dpone sent, {found.mutations} mutation(s) pending): its row counts are not final, so nothing "
+            "was resolved",
+            details={
+                "table": str(name),
+                "statements_running": found.statements,
+                "mutations_pending": found.mutations,
+                "query_id_prefix": target_tag(name),
+            },
+            hint_lines=(
+                "a killed or timed-out run's statement goes on writing on the server; resolving now could "
+                "count none of its rows and let the next run load them a second time",
+                "wait for it (system.processes, system.mutations) and resolve again, or stop it first: "
+                f"KILL QUERY WHERE query_id LIKE '{target_tag(name)}%' SYNC",
+                "see `dpone runbook guard`, 'Resolve'",
+            ),
+        )
 
     def column_summary(
         self, table: str, bounds: PartitionBounds | None, columns: Sequence[str]
@@ -237,6 +276,29 @@ class ClickHouseSink:
             return
         require_row_keeping_engine(found, name, allow_ttl=self._allow_ttl)
         require_views_fed_once(client, name, found.dependents, self._views_refused_for)
+        if self._deletes_rows:
+            self._require_no_pending_mutation(client, name)
+
+    def _require_no_pending_mutation(self, client: Client, name: TableName) -> None:
+        """Before arming, for a route that deletes: mutations run in order, so a pending one (a slow or a
+        failing ``ALTER ... DELETE/UPDATE`` someone sent) holds the run's delete behind it. Seen: a
+        failing mutation left on the table; the armed run's delete waited its 600 s (18.16) or failed at
+        once (chDB), with its partitions' rows deleted and not loaded again, and the route blocked."""
+        pending = in_flight(client, name).mutations
+        if pending == 0:
+            return
+        raise DponeError(
+            ErrorCode.ROUTE_BUSY,
+            f"target table {name} has {pending} mutation(s) pending: this route's delete would wait behind "
+            "them, so nothing was written",
+            details={"table": str(name), "mutations_pending": pending},
+            hint_lines=(
+                "see them: SELECT mutation_id, command, latest_fail_reason FROM system.mutations "
+                f"WHERE database = '{name.database}' AND table = '{name.table}' AND NOT is_done",
+                "wait for them to finish and run again, or (a failing one, after checking whose it is) "
+                "KILL MUTATION WHERE mutation_id = '<id>'",
+            ),
+        )
 
     def _refusals_before_statements(
         self, table: str, schema: TableSchema, order_by: tuple[str, ...]
@@ -256,7 +318,15 @@ class ClickHouseSink:
         """Strategy scope, then every chunk, column-oriented. Returns rows inserted."""
         permit.require_open(table)
         name = self._name(table)
-        scope = self._scope(permit)
+        self._tag = target_tag(name)
+        try:
+            return self._load(name, schema, self._scope(permit), chunks)
+        finally:
+            self._tag = None
+
+    def _load(
+        self, name: TableName, schema: TableSchema, scope: _Scope, chunks: Iterable[ColumnChunk]
+    ) -> int:
         stream = iter(chunks)
         # The first chunk is pulled before the target is touched: a source or artifact that fails at once
         # (unreachable, digest mismatch) then fails the call before any truncate or delete.
@@ -309,14 +379,19 @@ class ClickHouseSink:
         Returns rows published."""
         permit.require_open(table)
         name = self._name(table)
-        staging = self._staging_name(staging_table)
+        self._tag = target_tag(name)
+        try:
+            return self._publish(name, self._staging_name(staging_table), self._scope(permit))
+        finally:
+            self._tag = None
+
+    def _publish(self, name: TableName, staging: TableName, scope: _Scope) -> int:
         if staging.database != name.database:
             raise DponeError(
                 ErrorCode.TARGET_LOAD_FAILED,
                 f"staging table {staging} does not belong to target table {name}",
                 details={"table": str(name), "staging_table": str(staging)},
             )
-        scope = self._scope(permit)
         with self._failures("read the staging and target tables", name, step="describe", code=_LOAD):
             client = self._client()
             if not self._exists(client, staging):
@@ -336,11 +411,13 @@ class ClickHouseSink:
             if partitions is None:
                 client.command(
                     f"INSERT INTO {name.sql()} ({columns}) SELECT {columns} FROM {staging.sql()}",
-                    settings=plain_insert_settings(client),
+                    settings=tagged(plain_insert_settings(client), self._tag),
                 )
             else:
                 for partition_id in partitions:
-                    client.command(attach_statement(name, partition_id, staging))
+                    client.command(
+                        attach_statement(name, partition_id, staging), settings=tagged(None, self._tag)
+                    )
         how = "rows copied" if partitions is None else "parts attached"
         log.info("published %d staged rows into %s (%s)", rows, name, how)
         self._drop_staging(staging)
@@ -408,14 +485,14 @@ class ClickHouseSink:
     ) -> None:
         if scope.truncate:
             with self._failures("truncate the target table", name, step="truncate", code=_LOAD):
-                client.command(f"TRUNCATE TABLE {name.sql()}")
+                client.command(f"TRUNCATE TABLE {name.sql()}", settings=tagged(None, self._tag))
         elif scope.bounds:
             conditions = delete_conditions(scope.bounds, _types_of(target))  # validated by _scope already
             if conditions is None:
                 raise DponeError(ErrorCode.TARGET_LOAD_FAILED, "a partition scope lost its bounds")
             with self._failures("delete the armed partitions' rows", name, step="delete", code=_LOAD):
                 for condition in conditions:  # one statement per few hundred ranges (max_query_size)
-                    delete_where(client, name, condition, self._mutation_timeout_s)
+                    delete_where(client, name, condition, self._mutation_timeout_s, tagged(None, self._tag))
 
     def _insert_all(
         self,
@@ -478,7 +555,8 @@ class ClickHouseSink:
         row_count = sum(chunk.row_count for _, chunk in block)
         try:
             type_names = [types[n] for n in names]
-            settings = plain_insert_settings(client)  # this request's own token (insert_settings.py)
+            # this request's own token (insert_settings.py) and, under a permit, query_id (statements_in_flight)
+            settings = tagged(plain_insert_settings(client), self._tag)
             table = arrow_table(names, type_names, data)
             if table is not None and self._arrow_inserts():
                 client.insert_arrow(name.sql(), table, settings=settings)

@@ -53,6 +53,8 @@ class ResolutionRequest:
 
 #: Rows the target holds within one blocked checkpoint's bounds (counted read-only, per partition).
 TargetCounter = Callable[[PartitionCheckpoint], int]
+#: The source's rows now within a checkpoint's bounds; None where this manifest's source cannot say.
+SourceCounter = Callable[[PartitionCheckpoint], int | None]
 
 
 def blocked_partitions(latest: Sequence[PartitionCheckpoint]) -> list[BlockedPartition]:
@@ -82,11 +84,14 @@ def resolve(
     *,
     latest: Sequence[PartitionCheckpoint] | None = None,
     count_target: TargetCounter | None = None,
+    count_source: SourceCounter | None = None,
 ) -> list[PartitionCheckpoint]:
     """Append one resolution checkpoint per chosen blocked partition, sharing one timestamp.
 
     ``latest`` is what the route's runs scan (its target-wide family); by default the route's own rows.
-    Each resolution is written under the route its blocked checkpoint was stored with.
+    Each resolution is written under the route its blocked checkpoint was stored with. ``count_source``:
+    the source's rows within a partition's bounds (None where it cannot say: another route's partition),
+    asked only for ``committed`` over an attempt that recorded no row count (a direct load).
     """
     reason = request.reason.strip()
     if not reason:
@@ -124,7 +129,7 @@ def resolve(
     if request.resolve_as is ResolveAs.NOT_APPLIED and not request.force:
         _refuse_duplicating_not_applied([by_id[pid] for pid in chosen], blocked, counts)
     if request.resolve_as is ResolveAs.COMMITTED and not request.force:
-        _refuse_losing_committed([by_id[pid] for pid in chosen], blocked, counts)
+        _refuse_losing_committed([by_id[pid] for pid in chosen], blocked, counts, count_source)
     at = clock.now()
     records: list[PartitionCheckpoint] = []
     for pid in chosen:
@@ -297,26 +302,49 @@ def _refuse_duplicating_not_applied(
 
 
 def _refuse_losing_committed(
-    chosen: Sequence[PartitionCheckpoint], blocked: dict[str, BlockedPartition], counts: dict[str, int | None]
+    chosen: Sequence[PartitionCheckpoint],
+    blocked: dict[str, BlockedPartition],
+    counts: dict[str, int | None],
+    count_source: SourceCounter | None = None,
 ) -> None:
-    """``committed`` over a partition of which the target holds no row would skip its rows for ever: no
-    later run moves a committed partition again (and nothing would say the rows are missing)."""
-    problems = [
-        f"partition {blocked[c.partition_id].label}: the target holds no row within its bounds; "
-        f"attempt_rows={c.rows}"
-        for c in chosen
-        if counts.get(c.partition_id) == 0 and c.rows != 0
-    ]
+    """``committed`` over a partition the target holds only part of would skip the rest for ever: no
+    later run moves a committed partition again (and nothing would say the rows are missing). Part: no
+    row at all; fewer than the attempt exported; or, where the attempt recorded no count (a direct load
+    counts inside the target call), fewer or more than the source holds now. Seen: a SIGKILLed direct
+    load left 50 of a day's 5,000 rows, ``committed`` was accepted without a word, exit 0."""
+    problems: list[str] = []
+    for c in chosen:
+        held = counts.get(c.partition_id)
+        label = blocked[c.partition_id].label
+        if held is None:
+            continue
+        if held == 0 and c.rows != 0:
+            problems.append(
+                f"partition {label}: the target holds no row within its bounds; attempt_rows={c.rows}"
+            )
+        elif c.rows is not None and held < c.rows:
+            problems.append(
+                f"partition {label}: the target holds {held} of the {c.rows} row(s) the attempt exported"
+            )
+        elif c.rows is None and count_source is not None:
+            source_rows = count_source(c)
+            if source_rows is not None and source_rows != held:
+                problems.append(
+                    f"partition {label}: the target holds {held} row(s) within its bounds, the source {source_rows}"
+                )
     if problems:
         raise DponeError(
             ErrorCode.USAGE,
-            "refusing --as committed: the target holds none of these partitions' rows, and no run would "
-            "move them again",
+            "refusing --as committed: the target does not hold these partitions' rows whole, and no run "
+            "would move them again",
             details={"partitions": problems},
             hint_lines=(
                 *problems,
                 "If the attempt never reached the target, resolve --as not-applied: the next run moves them.",
-                "If the source partition is empty too (nothing to move), re-run with --force.",
+                "If it landed partly: delete its rows from the target, check the count is back, then resolve "
+                "--as not-applied.",
+                "If you checked the rows are right (the source changed since, or its partition is empty), "
+                "re-run with --force.",
                 "runbook:  dpone runbook guard",
             ),
         )
