@@ -382,10 +382,6 @@ class Runtime:
         def count_target(checkpoint: PartitionCheckpoint) -> int:
             if not sinks:
                 sinks.append(self.sink_factory()())  # read-only counts, opened only when needed
-                # a killed run's statement may still be writing on the server: counts are not final then
-                require_idle = getattr(sinks[0], "require_no_writes_in_flight", None)
-                if callable(require_idle):
-                    require_idle(checkpoint.route.target_table)
             return sinks[0].count_rows(checkpoint.route.target_table, checkpoint.bounds)
 
         sources: list[Source] = []
@@ -394,13 +390,28 @@ class Runtime:
         def count_source(checkpoint: PartitionCheckpoint) -> int | None:
             if naming.canonical(checkpoint.route).source_table != self.loaded.route.source_table:
                 return None  # another source table's partition: this manifest's source cannot count it
-            if not sources:
-                sources.append(self.open_source())  # read-only, only for committed over an uncounted attempt
-            return sources[0].count(checkpoint.bounds)
+            try:
+                if not sources:
+                    sources.append(self.open_source())  # read-only: committed over an uncounted attempt
+                return sources[0].count(checkpoint.bounds)
+            except DponeError as unavailable:  # the same error, saying why the source was asked
+                unavailable.hint_lines = (
+                    *unavailable.hint_lines,
+                    "guard resolve --as committed counts the source where the attempt recorded no row count "
+                    "(a direct load); with the source unavailable, compare the target yourself and re-run "
+                    "with --force",
+                )
+                raise
 
         store = self.store()
         try:
             with self._target_lease(store):
+                # a killed run's statement may still be writing on the server: its counts are not final
+                # then, whatever --force says (a count that fails is forced to unknown; this never is)
+                sinks.append(self.sink_factory()())
+                require_idle = getattr(sinks[0], "require_no_writes_in_flight", None)
+                if callable(require_idle):
+                    require_idle(self.manifest.sink.table)
                 return resolve(
                     store,
                     self.clock,

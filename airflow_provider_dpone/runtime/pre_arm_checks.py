@@ -191,16 +191,30 @@ class PreArmChecks:
         sink = self._target()
         if target_rows is None and sink.count_rows(table, None) == 0:
             return
-        held = [
-            (p, rows)
-            for p in fresh
-            if p.partition_id in theirs
-            and (rows := sink.count_rows(table, p.bounds) - theirs[p.partition_id]) > 0
-        ]
-        unknown = [p for p in fresh if p.partition_id not in theirs]
-        around = self._unexplained_rows(sink, unknown, own, others, index)
+        # rows no commit explains, per partition; and partitions holding rows while other sources' commits
+        # there are partly gone (retention, deletes): whose the rows are cannot be told, and a deficit of
+        # theirs would hide as many of this route's own (seen: a restored store appended a day again)
+        held: list[tuple[PlannedPartition, int]] = []
+        unclear: list[tuple[PlannedPartition, int]] = []
+        unknown: dict[str, tuple[PlannedPartition, int]] = {}
+        for p in fresh:
+            inside = sink.count_rows(table, p.bounds)
+            if inside == 0:
+                continue  # nothing within its bounds: appending it duplicates nothing
+            share = theirs.get(p.partition_id)
+            if share is None:
+                unknown[p.partition_id] = (p, inside)
+            elif inside > share:
+                held.append((p, inside - share))
+            elif inside < share:
+                unclear.append((p, inside))
+        around, short = self._unexplained_rows(sink, [p for p, _ in unknown.values()], own, others, index)
         held.extend(around)
+        unclear.extend(unknown[p.partition_id] for p in short)
+        if not held and not unclear:
+            return
         if not held:
+            self._stop_unclear(table, unclear)
             return
         labels = some_labels([p for p, _ in held])
         rows = sum(n for _, n in held)
@@ -537,6 +551,40 @@ class PreArmChecks:
             ),
         )
 
+    def _stop_unclear(self, table: str, unclear: Sequence[tuple[PlannedPartition, int]]) -> None:
+        """``target_not_empty`` for never-committed partitions holding rows nobody can attribute (or a
+        notice with ``allow_nonempty_target``)."""
+        labels = some_labels([p for p, _ in unclear])
+        rows = sum(n for _, n in unclear)
+        text = (
+            f"the target table {table} holds {rows} row(s) within (or around) {len(unclear)} partition(s) of "
+            f"route {self._route.describe()} that have no commit ({labels}), and other source tables' "
+            "committed rows there are partly gone (retention, deletes): whose these rows are cannot be told"
+        )
+        if self._allow_nonempty_target:
+            self._notice(f"{text}; appending anyway (allow_nonempty_target)")
+            return
+        raise DponeError(
+            ErrorCode.TARGET_NOT_EMPTY,
+            f"{text}; appending could duplicate them",
+            details={
+                "route": self._route.describe(),
+                "target_table": table,
+                "target_rows": rows,
+                "partitions": [p.bounds.label for p, _ in unclear[:20]],
+                "problem": "owner_unknown",
+            },
+            hint_lines=(
+                "nothing was written to the target or the checkpoint store",
+                "count this source's rows in the target within those bounds (by a column that tells the "
+                "sources apart): if none are there, appending is right: "
+                f"dpone run {self._manifest_ref} --allow-nonempty-target",
+                "if they are there (a checkpoint store restored from an older copy): point the manifest at the "
+                "store that holds the route's newest checkpoints",
+                "see `dpone runbook guard`, 'An empty checkpoint store in front of a non-empty target'",
+            ),
+        )
+
     def _unexplained_rows(
         self,
         sink: Sink,
@@ -544,7 +592,7 @@ class PreArmChecks:
         own: Sequence[PartitionCheckpoint],
         others: Sequence[PartitionCheckpoint],
         index: _RangeIndex,
-    ) -> list[tuple[PlannedPartition, int]]:
+    ) -> tuple[list[tuple[PlannedPartition, int]], list[PlannedPartition]]:
         """Never-committed append partitions within which other source tables' share is unknown (they
         committed in another partitioning: by month, or the whole table, over this route's days): the
         target's rows in the smallest region where every commit is known (another source's month, else
@@ -552,7 +600,10 @@ class PreArmChecks:
         commit: this route's lost commit or rows someone wrote by hand, which an append would duplicate
         (seen: a day copied into the target by hand beside a month-partitioned source, appended again,
         exit 0). One partition per region is named with that region's excess; where no region can be
-        counted (a commit without a row count), the partition is not counted."""
+        counted (a commit without a row count), the partition is not counted. Second: the partitions whose
+        region holds fewer rows than its commits (retention, deletes there): a deficit hides as many of
+        this route's own rows, so they cannot be told apart (the caller counted each partition's own bounds
+        first: one without a row is never here)."""
         table = self._manifest.sink.table
         excess: dict[PartitionBounds, tuple[PlannedPartition, int]] = {}
         for part in parts:
@@ -568,7 +619,9 @@ class PreArmChecks:
                 )
                 excess[region] = (part, rows)
                 break
-        return [(part, rows) for part, rows in excess.values() if rows > 0]
+        found = [(part, rows) for part, rows in excess.values() if rows > 0]
+        short = [part for part, rows in excess.values() if rows < 0]
+        return found, short
 
     def require_target_holds_committed(
         self,
@@ -626,8 +679,7 @@ class PreArmChecks:
         if target_rows > 0 and self.own_rows(sink, newest.bounds, others) > 0:
             if not moving:
                 self._notice(
-                    f"target table {table} holds {target_rows:,} rows"
-                    + (f" ({theirs:,} of them other source tables' commits)" if theirs else "")
+                    f"target table {table} holds {target_rows:,} rows{_others_share(theirs, target_rows)}"
                     + f", fewer than the {committed_rows:,} the "
                     f"committed partitions of route {self._route.describe()} loaded, while the newest of them "
                     f"({newest.bounds.label}) still holds rows: rows were removed from the table (a retention "
@@ -638,8 +690,7 @@ class PreArmChecks:
         raise DponeError(
             ErrorCode.TARGET_LOST_COMMITTED_ROWS,
             f"{which} of route {self._route.describe()} {'are' if moving else 'is'} committed, but the "
-            f"target table {table} holds {target_rows} rows"
-            + (f" ({theirs} of them other source tables' commits)" if theirs else "")
+            f"target table {table} holds {target_rows} rows{_others_share(theirs, target_rows)}"
             + f", fewer than the {committed_rows} its committed "
             f"partitions loaded, and none of the newest of them ({newest.bounds.label}): dropped, truncated, "
             "a new target, or that partition was committed into another target through this checkpoint store",
@@ -694,6 +745,15 @@ class PreArmChecks:
                 "see `dpone runbook guard`, 'The target lost committed rows'",
             ),
         )
+
+
+def _others_share(theirs: int | None, target_rows: int) -> str:
+    """How many of the table's rows other source tables committed, said as the records allow."""
+    if not theirs:
+        return ""
+    if theirs <= target_rows:
+        return f" ({theirs:,} of them other source tables' commits)"
+    return f" (other source tables committed {theirs:,} rows into it, some of them gone since)"
 
 
 def _regions(bounds: PartitionBounds, others: Sequence[PartitionCheckpoint]) -> list[PartitionBounds]:

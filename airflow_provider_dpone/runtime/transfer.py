@@ -323,8 +323,9 @@ class TransferEngine:
                     AdoptionCount(
                         partition=d.partition,
                         source_rows=self._ports.source.count(bounds),
-                        target_rows=held if theirs is None else max(held - theirs, 0),
-                        others_unknown=theirs is None,
+                        target_rows=held if theirs is None or theirs > held else held - theirs,
+                        # more than the table holds: some of their rows are gone, so whose these are is unknown
+                        others_unknown=theirs is None or theirs > held,
                     )
                 )
             return counts

@@ -321,3 +321,46 @@ def test_a_day_written_by_hand_beside_a_month_partitioned_source_is_never_append
     assert stopped.value.code is ErrorCode.TARGET_NOT_EMPTY
     assert "around them" in stopped.value.safe_message
     assert target(base) == source(base, "shard_a", "shard_b")  # each row once
+
+
+def test_a_new_day_holding_no_row_moves_although_the_month_holds_rows_no_commit_explains(base: Path) -> None:
+    """Red before (this stop's first version): a row written by hand anywhere in another source's month
+    stopped every new day of shard_a, although the day held no row in the target. A day whose bounds hold
+    no row cannot be duplicated: it moves."""
+    run(manifest(base, "shard_a", "incremental_append"), "a-1")
+    b = manifest(base, "shard_b", "incremental_append")
+    b.write_text(b.read_text(encoding="utf-8").replace("kind: day", "kind: month"), encoding="utf-8")
+    run(b, "b-1", allow_nonempty_target=True)
+    _command(base, "INSERT INTO demo.orders (id, day, amount) VALUES (9000, '2026-11-28', 5)")  # a correction
+    with sqlite3.connect(base / "source.sqlite") as db:
+        db.execute("INSERT INTO shard_a VALUES (502, '2026-11-25', 3)")
+
+    assert run(manifest(base, "shard_a", "incremental_append"), "a-2").rows_committed == 1
+
+
+def test_a_restored_store_after_retention_in_a_fan_in_never_appends_a_day_again(base: Path) -> None:
+    """shard_b commits by month; shard_a's store is restored from a copy taken before its newest day, and
+    a retention job removed older rows meanwhile. Red before: the month's deficit (the deleted rows)
+    cancelled the restored day's rows, and shard_a appended the day a second time, exit 0. Rows whose
+    owner cannot be told now stop the run (``owner_unknown``)."""
+    import shutil
+
+    a = manifest(base, "shard_a", "incremental_append")
+    run(a, "a-1")
+    b = manifest(base, "shard_b", "incremental_append")
+    b.write_text(b.read_text(encoding="utf-8").replace("kind: day", "kind: month"), encoding="utf-8")
+    run(b, "b-1", allow_nonempty_target=True)
+    shutil.copy(base / "state.sqlite", base / "state.backup")
+    with sqlite3.connect(base / "source.sqlite") as db:
+        db.execute("INSERT INTO shard_a VALUES (503, '2026-11-27', 4)")
+    assert run(a, "a-2").rows_committed == 1
+    _command(base, f"ALTER TABLE demo.orders DELETE WHERE day = '{DAYS[0]}' SETTINGS mutations_sync = 2")
+    shutil.copy(base / "state.backup", base / "state.sqlite")  # the store is restored from the copy
+
+    with pytest.raises(DponeError) as stopped:
+        run(a, "a-3")
+
+    assert stopped.value.code is ErrorCode.TARGET_NOT_EMPTY
+    assert stopped.value.details["problem"] == "owner_unknown"
+    held = [r for r in target(base) if r[0] == 503]
+    assert len(held) == 1  # the restored day's row is there once

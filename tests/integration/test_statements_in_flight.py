@@ -114,6 +114,10 @@ def test_resolve_waits_for_a_publish_the_server_still_runs_and_nothing_lands_twi
     )
     assert refused.exit_code == 4, refused.output  # red before: accepted, and every row landed twice
     assert "route_busy" in refused.output and "KILL QUERY" in refused.output
+    forced = dpone(
+        "guard", "resolve", str(hasty), "--all-blocked", "--as", "not-applied", "--reason", "0", "--force"
+    )
+    assert forced.exit_code == 4, forced.output  # --force does not pass it (it did: every row twice)
     inspected = dpone("guard", "inspect", "--json", str(hasty))
     assert json.loads(inspected.stdout)["in_flight"]["statements_running"] == 1
     deadline = time.monotonic() + 60
@@ -123,6 +127,9 @@ def test_resolve_waits_for_a_publish_the_server_still_runs_and_nothing_lands_twi
         assert time.monotonic() < deadline, "the orphaned publish never ended"
         time.sleep(0.5)
 
+    # someone else's mutation of the table (failing for ever) is not this route's to wait for
+    client.command(f"ALTER TABLE {table} DELETE WHERE throwIf(id = 1) = 1")
+    assert int(client.query("SELECT count() FROM system.mutations WHERE is_done = 0").result_rows[0][0])
     # counts are final now: the publish landed every row, so the partitions are resolved as committed
     again = dpone(
         "guard", "resolve", str(hasty), "--all-blocked", "--as", "not-applied", "--reason", "0 rows"

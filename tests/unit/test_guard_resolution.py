@@ -395,3 +395,37 @@ def test_committed_over_a_partly_landed_attempt_is_refused() -> None:
     # whole: accepted
     records = resolve(store, FixedClock(), route, request, count_target=lambda c: 4, count_source=lambda c: 4)
     assert len(records) == 3
+
+
+def test_committed_is_refused_where_other_sources_share_or_the_source_count_is_unknown() -> None:
+    """Red before: route A committed by month, B's day attempt blocked: the target's rows within the day
+    were A's as much as B's, ``committed`` was accepted for days B held none of, exit 0. And B's
+    partition resolved through A's manifest (which cannot count B's source) was accepted as well."""
+    store, route_a, latest, _ = _fan_in(attempt_landed=0)
+    month = latest[0].model_copy(
+        update={
+            "bounds": day("2026-11-01", "2026-12-01", label="2026-11"),
+            "partition_id": "sha256:" + "f" * 64,
+        }
+    )
+    uncounted = latest[1].model_copy(update={"rows": None})  # a direct attempt: no count recorded
+    by_month = [month, uncounted]
+    store.write_batch(by_month)
+    request = ResolutionRequest(None, ResolveAs.COMMITTED, "looks loaded", "me")
+
+    with pytest.raises(DponeError) as unknown_share:
+        resolve(store, FixedClock(), route_a, request, latest=by_month, count_target=lambda c: 525)
+    assert any("how many of them other source tables" in line for line in unknown_share.value.hint_lines)
+
+    same_day = [latest[0], uncounted]
+    with pytest.raises(DponeError) as not_this_source:
+        resolve(
+            store,
+            FixedClock(),
+            route_a,
+            request,
+            latest=same_day,
+            count_target=lambda c: 1_025,
+            count_source=lambda c: None,  # B's partition, resolved through A's manifest
+        )
+    assert any("resolve it with that route's manifest" in line for line in not_this_source.value.hint_lines)

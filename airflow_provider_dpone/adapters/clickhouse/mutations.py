@@ -20,10 +20,16 @@ class MutationTimeout(TimeoutError):
 
 
 def delete_where(
-    client: Client, table: TableName, condition: str, timeout_s: float, settings: dict[str, Any] | None = None
+    client: Client,
+    table: TableName,
+    condition: str,
+    timeout_s: float,
+    settings: dict[str, Any] | None = None,
+    marker: str = "",
 ) -> None:
-    """``settings``: the statement's own (a ``query_id``, see ``statements_in_flight``)."""
-    statement = f"ALTER TABLE {table.sql()} DELETE WHERE {condition}"
+    """``settings``: the statement's own (a ``query_id``); ``marker``: a constant condition naming the
+    target (``statements_in_flight.delete_marker``), so its mutation can be found after the statement."""
+    statement = f"ALTER TABLE {table.sql()} DELETE WHERE ({condition}){marker}"
     if "mutations_sync" in client.server_settings:
         client.command(statement, settings={**(settings or {}), "mutations_sync": 2})
         return
@@ -32,7 +38,8 @@ def delete_where(
 
 
 def await_mutations(client: Client, table: TableName, timeout_s: float) -> None:
-    """Poll until no mutation of ``table`` is pending; back off from 50 ms to 1 s between polls."""
+    """Poll until no mutation of ``table`` is pending; back off from 50 ms to 1 s between polls (a run
+    that deletes found none pending before arming, so these are its own, in order)."""
     query = (
         "SELECT count() FROM system.mutations WHERE database = "
         f"{quote_string(table.database)} AND table = {quote_string(table.table)} AND is_done = 0"

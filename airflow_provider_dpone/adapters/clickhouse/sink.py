@@ -48,7 +48,9 @@ from airflow_provider_dpone.adapters.clickhouse.quoting import (
 )
 from airflow_provider_dpone.adapters.clickhouse.staged_publish import attach_statement, attachable_partitions
 from airflow_provider_dpone.adapters.clickhouse.statements_in_flight import (
+    delete_marker,
     in_flight,
+    pending_mutations,
     tagged,
     target_tag,
 )
@@ -192,11 +194,14 @@ class ClickHouseSink:
                 "query_id_prefix": target_tag(name),
             },
             hint_lines=(
-                "a killed or timed-out run's statement goes on writing on the server; resolving now could "
-                "count none of its rows and let the next run load them a second time",
-                "wait for it (system.processes, system.mutations) and resolve again, or stop it first: "
-                f"KILL QUERY WHERE query_id LIKE '{target_tag(name)}%' SYNC",
-                "see `dpone runbook guard`, 'Resolve'",
+                "a killed or timed-out run's statement goes on writing (or its delete on deleting) on the "
+                "server; resolving now could count none of its rows and let the next run load them a second "
+                "time. --force does not pass this",
+                "wait for it to end (system.processes; its delete in system.mutations) and resolve again",
+                "or stop a publish first: KILL QUERY WHERE query_id LIKE "
+                f"'{target_tag(name)}%' SYNC (an insert still receiving its rows may refuse to be killed on "
+                "older servers: wait for it)",
+                "see `dpone runbook guard`, '1. Inspect'",
             ),
         )
 
@@ -284,7 +289,7 @@ class ClickHouseSink:
         failing ``ALTER ... DELETE/UPDATE`` someone sent) holds the run's delete behind it. Seen: a
         failing mutation left on the table; the armed run's delete waited its 600 s (18.16) or failed at
         once (chDB), with its partitions' rows deleted and not loaded again, and the route blocked."""
-        pending = in_flight(client, name).mutations
+        pending = pending_mutations(client, name)
         if pending == 0:
             return
         raise DponeError(
@@ -293,10 +298,12 @@ class ClickHouseSink:
             "them, so nothing was written",
             details={"table": str(name), "mutations_pending": pending},
             hint_lines=(
-                "see them: SELECT mutation_id, command, latest_fail_reason FROM system.mutations "
-                f"WHERE database = '{name.database}' AND table = '{name.table}' AND NOT is_done",
-                "wait for them to finish and run again, or (a failing one, after checking whose it is) "
-                "KILL MUTATION WHERE mutation_id = '<id>'",
+                "see them: SELECT mutation_id, command, create_time, parts_to_do FROM system.mutations "
+                f"WHERE database = '{name.database}' AND table = '{name.table}' AND is_done = 0 (newer "
+                "servers also have latest_fail_reason: why one fails)",
+                "wait for them to finish and run again (an Airflow retry does); a failing one, once you know "
+                "whose it is: KILL MUTATION WHERE mutation_id = '<id>' (servers without KILL MUTATION, such "
+                "as 18.x, need their administrator to remove it)",
             ),
         )
 
@@ -492,7 +499,14 @@ class ClickHouseSink:
                 raise DponeError(ErrorCode.TARGET_LOAD_FAILED, "a partition scope lost its bounds")
             with self._failures("delete the armed partitions' rows", name, step="delete", code=_LOAD):
                 for condition in conditions:  # one statement per few hundred ranges (max_query_size)
-                    delete_where(client, name, condition, self._mutation_timeout_s, tagged(None, self._tag))
+                    delete_where(
+                        client,
+                        name,
+                        condition,
+                        self._mutation_timeout_s,
+                        tagged(None, self._tag),
+                        delete_marker(self._tag),
+                    )
 
     def _insert_all(
         self,

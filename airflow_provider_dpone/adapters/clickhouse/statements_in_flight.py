@@ -8,9 +8,12 @@ run loads the partitions again, and then the orphaned statement lands its rows t
 server: every row of a staged publish twice, every command exit 0.
 
 So every statement dpone sends under a target permit (truncate, delete, insert, publish, attach) carries a
-``query_id`` that names the target table (:func:`tagged`), and ``guard resolve`` asks the server first
-(:func:`in_flight`) whether any such statement is still running, or a mutation of the table still
-pending, and refuses while one is (the rows it writes are not counted yet). The server's own
+``query_id`` that names the target table (:func:`tagged`), a delete's condition carries the same tag as a
+constant (``AND '<tag>' != ''``: a mutation outlives its statement, and ``system.mutations`` keeps its
+command, not its query ID), and ``guard resolve`` asks the server first (:func:`in_flight`) whether any such
+statement is still running, or such a mutation still pending, and refuses while one is (the rows it writes
+or deletes are not counted yet). Other writers' mutations are not dpone's to wait for there; a deleting
+run counts them all before arming (:func:`pending_mutations`: mutations run in order). The server's own
 ``system.processes`` and ``system.mutations`` answer; a replicated target behind a load balancer may be
 answered by a replica that did not run the statement.
 """
@@ -43,9 +46,14 @@ def tagged(settings: dict[str, Any] | None, tag: str | None) -> dict[str, Any]:
     return merged
 
 
+def delete_marker(tag: str | None) -> str:
+    """The constant a delete's condition carries so its mutation can be found (empty without a tag)."""
+    return "" if tag is None else f" AND {quote_string(tag)} != ''"
+
+
 @dataclass(frozen=True)
 class InFlight:
-    """What may still change the target's rows: dpone's own statements running, mutations pending."""
+    """What may still change the target's rows: dpone's own statements running, its mutations pending."""
 
     statements: int
     mutations: int
@@ -57,11 +65,18 @@ class InFlight:
 
 def in_flight(client: Client, name: TableName) -> InFlight:
     """Read-only: dpone's statements on ``name`` the server is still running, and its pending mutations."""
+    tag = target_tag(name)
     statements = client.query(
-        f"SELECT count() FROM system.processes WHERE query_id LIKE {quote_string(target_tag(name) + '%')}"
+        f"SELECT count() FROM system.processes WHERE query_id LIKE {quote_string(tag + '%')}"
     ).result_rows[0][0]
-    mutations = client.query(
+    return InFlight(statements=int(statements), mutations=pending_mutations(client, name, own=True))
+
+
+def pending_mutations(client: Client, name: TableName, *, own: bool = False) -> int:
+    """Read-only: mutations of ``name`` not done yet; ``own``: only those of dpone's deletes."""
+    mine = f" AND position(command, {quote_string(target_tag(name))}) > 0" if own else ""
+    count = client.query(
         "SELECT count() FROM system.mutations WHERE database = "
-        f"{quote_string(name.database)} AND table = {quote_string(name.table)} AND is_done = 0"
+        f"{quote_string(name.database)} AND table = {quote_string(name.table)} AND is_done = 0{mine}"
     ).result_rows[0][0]
-    return InFlight(statements=int(statements), mutations=int(mutations))
+    return int(count)

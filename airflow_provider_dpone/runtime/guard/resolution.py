@@ -15,7 +15,7 @@ later runs check that the target still holds them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
@@ -129,7 +129,7 @@ def resolve(
     if request.resolve_as is ResolveAs.NOT_APPLIED and not request.force:
         _refuse_duplicating_not_applied([by_id[pid] for pid in chosen], blocked, counts)
     if request.resolve_as is ResolveAs.COMMITTED and not request.force:
-        _refuse_losing_committed([by_id[pid] for pid in chosen], blocked, counts, count_source)
+        _refuse_losing_committed([by_id[pid] for pid in chosen], blocked, counts, count_source, raw)
     at = clock.now()
     records: list[PartitionCheckpoint] = []
     for pid in chosen:
@@ -306,17 +306,27 @@ def _refuse_losing_committed(
     blocked: dict[str, BlockedPartition],
     counts: dict[str, int | None],
     count_source: SourceCounter | None = None,
+    raw: Mapping[str, int | None] | None = None,
 ) -> None:
     """``committed`` over a partition the target holds only part of would skip the rest for ever: no
     later run moves a committed partition again (and nothing would say the rows are missing). Part: no
     row at all; fewer than the attempt exported; or, where the attempt recorded no count (a direct load
     counts inside the target call), fewer or more than the source holds now. Seen: a SIGKILLed direct
-    load left 50 of a day's 5,000 rows, ``committed`` was accepted without a word, exit 0."""
+    load left 50 of a day's 5,000 rows, ``committed`` was accepted without a word, exit 0. And where it
+    cannot be told: the target was counted but other source tables' share of it is unknown (they commit
+    in another partitioning, or some of their rows went missing), or the attempt recorded no count and this
+    manifest's source cannot count the partition (another route's): both were accepted, exit 0."""
     problems: list[str] = []
     for c in chosen:
         held = counts.get(c.partition_id)
         label = blocked[c.partition_id].label
         if held is None:
+            whole = None if raw is None else raw.get(c.partition_id)
+            if whole:
+                problems.append(
+                    f"partition {label}: the target holds {whole} row(s) within its bounds, and how many of "
+                    "them other source tables' routes committed is unknown"
+                )
             continue
         if held == 0 and c.rows != 0:
             problems.append(
@@ -328,7 +338,12 @@ def _refuse_losing_committed(
             )
         elif c.rows is None and count_source is not None:
             source_rows = count_source(c)
-            if source_rows is not None and source_rows != held:
+            if source_rows is None:
+                problems.append(
+                    f"partition {label}: the attempt recorded no row count and it is route "
+                    f"{c.route.describe()}'s: resolve it with that route's manifest, which counts its source"
+                )
+            elif source_rows != held:
                 problems.append(
                     f"partition {label}: the target holds {held} row(s) within its bounds, the source {source_rows}"
                 )
