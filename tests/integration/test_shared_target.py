@@ -23,6 +23,7 @@ from airflow_provider_dpone.compose import open_runtime
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.manifests.loader import load_manifest
 from tests.builders import chdb_endpoint, sqlite_day_manifest
+from tests.integration.route_rig import chdb_command
 
 DAYS = ("2026-11-28", "2026-11-29", "2026-11-30")
 
@@ -270,14 +271,6 @@ def test_adoption_in_a_fan_in_of_another_partitioning_records_nothing_and_never_
     assert target(base) == source(base, "shard_a", "shard_b")
 
 
-def _command(base: Path, statement: str) -> None:
-    client = open_client(chdb_endpoint(base / "clickhouse"))
-    try:
-        client.command(statement)
-    finally:
-        client.close()
-
-
 def test_a_fan_in_route_whose_rows_were_deleted_stops_although_the_table_holds_another_sources_rows(
     base: Path,
 ) -> None:
@@ -286,7 +279,7 @@ def test_a_fan_in_route_whose_rows_were_deleted_stops_although_the_table_holds_a
     0, for good (seen: another route refilling a truncated table). Other sources' commits are subtracted."""
     run(manifest(base, "shard_a", "incremental_append"), "a-1")
     run(manifest(base, "shard_b", "incremental_append"), "b-1", allow_nonempty_target=True)
-    _command(base, "ALTER TABLE demo.orders DELETE WHERE id < 1000 SETTINGS mutations_sync = 2")
+    chdb_command(base, "ALTER TABLE demo.orders DELETE WHERE id < 1000 SETTINGS mutations_sync = 2")
 
     with pytest.raises(DponeError) as stopped:
         run(manifest(base, "shard_a", "incremental_append"), "a-2")
@@ -313,7 +306,7 @@ def test_a_day_written_by_hand_beside_a_month_partitioned_source_is_never_append
 
     with sqlite3.connect(base / "source.sqlite") as db:
         db.execute("INSERT INTO shard_a VALUES (501, '2026-11-26', 2)")
-    _command(base, "INSERT INTO demo.orders (id, day, amount) VALUES (501, '2026-11-26', 2)")  # by hand
+    chdb_command(base, "INSERT INTO demo.orders (id, day, amount) VALUES (501, '2026-11-26', 2)")  # by hand
 
     with pytest.raises(DponeError) as stopped:
         run(a, "a-3")
@@ -331,7 +324,9 @@ def test_a_new_day_holding_no_row_moves_although_the_month_holds_rows_no_commit_
     b = manifest(base, "shard_b", "incremental_append")
     b.write_text(b.read_text(encoding="utf-8").replace("kind: day", "kind: month"), encoding="utf-8")
     run(b, "b-1", allow_nonempty_target=True)
-    _command(base, "INSERT INTO demo.orders (id, day, amount) VALUES (9000, '2026-11-28', 5)")  # a correction
+    chdb_command(
+        base, "INSERT INTO demo.orders (id, day, amount) VALUES (9000, '2026-11-28', 5)"
+    )  # a correction
     with sqlite3.connect(base / "source.sqlite") as db:
         db.execute("INSERT INTO shard_a VALUES (502, '2026-11-25', 3)")
 
@@ -354,7 +349,7 @@ def test_a_restored_store_after_retention_in_a_fan_in_never_appends_a_day_again(
     with sqlite3.connect(base / "source.sqlite") as db:
         db.execute("INSERT INTO shard_a VALUES (503, '2026-11-27', 4)")
     assert run(a, "a-2").rows_committed == 1
-    _command(base, f"ALTER TABLE demo.orders DELETE WHERE day = '{DAYS[0]}' SETTINGS mutations_sync = 2")
+    chdb_command(base, f"ALTER TABLE demo.orders DELETE WHERE day = '{DAYS[0]}' SETTINGS mutations_sync = 2")
     shutil.copy(base / "state.backup", base / "state.sqlite")  # the store is restored from the copy
 
     with pytest.raises(DponeError) as stopped:
