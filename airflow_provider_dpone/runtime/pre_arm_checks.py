@@ -595,12 +595,14 @@ class PreArmChecks:
     ) -> tuple[list[tuple[PlannedPartition, int]], list[PlannedPartition]]:
         """Never-committed append partitions within which other source tables' share is unknown (they
         committed in another partitioning: by month, or the whole table, over this route's days): the
-        target's rows in the smallest region where every commit is known (another source's month, else
-        the whole table) less the rows every source committed there. More rows than that are nobody's
+        target's rows in a region where every commit is known (another source's commit covering the
+        partition: its month, or the whole table of an unpartitioned source) less the rows every source
+        committed there. More rows than that are nobody's
         commit: this route's lost commit or rows someone wrote by hand, which an append would duplicate
         (seen: a day copied into the target by hand beside a month-partitioned source, appended again,
         exit 0). One partition per region is named with that region's excess; where no region can be
-        counted (a commit without a row count), the partition is not counted. Second: the partitions whose
+        counted (no commit of theirs covers it: another partition column; a commit without a row count),
+        the partition is not counted. Second: the partitions whose
         region holds fewer rows than its commits (retention, deletes there): a deficit hides as many of
         this route's own rows, so they cannot be told apart (the caller counted each partition's own bounds
         first: one without a row is never here)."""
@@ -614,9 +616,8 @@ class PreArmChecks:
                 known = [committed_rows_within(region, others), committed_rows_within(region, own)]
                 if None in known:
                     continue
-                rows = sink.count_rows(table, None if region is _WHOLE_TABLE else region) - sum(
-                    n or 0 for n in known
-                )
+                whole = region.kind is BoundsKind.ALL
+                rows = sink.count_rows(table, None if whole else region) - sum(n or 0 for n in known)
                 excess[region] = (part, rows)
                 break
         found = [(part, rows) for part, rows in excess.values() if rows > 0]
@@ -758,9 +759,12 @@ def _others_share(theirs: int | None, target_rows: int) -> str:
 
 def _regions(bounds: PartitionBounds, others: Sequence[PartitionCheckpoint]) -> list[PartitionBounds]:
     """Where a partition's rows can be told from other sources' when their commits use another
-    partitioning: the bounds of each of their commits covering it (a month over a day), then the table."""
+    partitioning: the bounds of each of their commits covering it (a month over a day; the whole table of
+    an unpartitioned source). Not the whole table otherwise: any retention anywhere (its rows gone from
+    commits that still count them) made every new day of a source partitioned on another column look
+    short, and stopped it on every run (an attack, with an ``integer_range`` partner)."""
     covering = [c.bounds for c in others if fully_covered(bounds, [c.bounds]) and c.bounds != bounds]
-    return [*dict.fromkeys(covering), _WHOLE_TABLE]
+    return list(dict.fromkeys(covering))
 
 
 #: The whole table, for counting other source tables' commits anywhere in it.

@@ -359,3 +359,27 @@ def test_a_restored_store_after_retention_in_a_fan_in_never_appends_a_day_again(
     assert stopped.value.details["problem"] == "owner_unknown"
     held = [r for r in target(base) if r[0] == 503]
     assert len(held) == 1  # the restored day's row is there once
+
+
+def test_retention_beside_a_source_partitioned_on_another_column_never_stops_a_new_day(base: Path) -> None:
+    """shard_b commits integer ranges of ``id``, shard_a days; a retention job deletes the oldest day.
+    Red before (this stop's second version): the whole table's rows less every commit went below zero,
+    and each new day of shard_a holding shard_b's rows stopped (``owner_unknown``) on every run."""
+    run(manifest(base, "shard_a", "incremental_append"), "a-1")
+    b = manifest(base, "shard_b", "incremental_append")
+    b.write_text(
+        b.read_text(encoding="utf-8").replace(
+            "{kind: day, column: day}", "{kind: integer_range, column: id, size: 100}"
+        ),
+        encoding="utf-8",
+    )
+    run(b, "b-1", allow_nonempty_target=True)
+    chdb_command(base, f"ALTER TABLE demo.orders DELETE WHERE day = '{DAYS[0]}' SETTINGS mutations_sync = 2")
+    with sqlite3.connect(base / "source.sqlite") as db:
+        db.execute("INSERT INTO shard_a VALUES (504, '2026-12-01', 1)")
+        db.execute("INSERT INTO shard_b VALUES (1100, '2026-12-01', 2)")
+    run(b, "b-2")
+
+    assert run(manifest(base, "shard_a", "incremental_append"), "a-2").rows_committed == 1
+    expected = [r for r in source(base, "shard_a", "shard_b") if r[1] != DAYS[0]]
+    assert target(base) == expected
