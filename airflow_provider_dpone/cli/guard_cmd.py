@@ -81,10 +81,15 @@ def resolve_command(
             f"resolved {record.bounds.label}  id={record.partition_id}  as {resolve_as} -> {record.status.value}"
             f"  target_rows={target_rows} attempt_rows={attempt_rows}"
         )
-        if resolve_as == "committed" and attempt_rows is not None and target_rows != attempt_rows:
+        others = counts.get("other_routes_rows")
+        own = (
+            target_rows - others if isinstance(target_rows, int) and isinstance(others, int) else target_rows
+        )
+        if resolve_as == "committed" and attempt_rows is not None and own != attempt_rows:
+            theirs = f" ({others} of them other routes' commits)" if others else ""
             click.echo(
-                f"warning: {record.bounds.label}: the target holds {target_rows} row(s) within the bounds but the "
-                f"attempt exported {attempt_rows}; check the target before the next run",
+                f"warning: {record.bounds.label}: the target holds {target_rows} row(s) within the bounds{theirs} "
+                f"but the attempt exported {attempt_rows}; check the target before the next run",
                 err=True,
             )
     click.echo(f"next: dpone run {manifest}   (or clear the Airflow task)")

@@ -429,3 +429,18 @@ def test_committed_is_refused_where_other_sources_share_or_the_source_count_is_u
             count_source=lambda c: None,  # B's partition, resolved through A's manifest
         )
     assert any("resolve it with that route's manifest" in line for line in not_this_source.value.hint_lines)
+
+
+def test_committed_over_an_uncounted_attempt_of_an_empty_day_is_accepted() -> None:
+    """A direct attempt re-moving a day the source emptied: target and source both hold no row. Red
+    before (this stop's first version): refused as "the target holds no row" before the source was asked."""
+    store = InMemoryCheckpointStore()
+    sink = RecordingSink(fail_after_mutation=True)
+    with pytest.raises(InjectedFault):
+        transfer_engine(store=store, sink=sink).run("r1")
+    route = transfer_engine(store=store, sink=sink)._route
+    request = ResolutionRequest(None, ResolveAs.COMMITTED, "both empty", "me")
+
+    records = resolve(store, FixedClock(), route, request, count_target=lambda c: 0, count_source=lambda c: 0)
+
+    assert len(records) == 3 and all(r.rows == 0 for r in records)

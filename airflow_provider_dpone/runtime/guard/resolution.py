@@ -328,15 +328,7 @@ def _refuse_losing_committed(
                     "them other source tables' routes committed is unknown"
                 )
             continue
-        if held == 0 and c.rows != 0:
-            problems.append(
-                f"partition {label}: the target holds no row within its bounds; attempt_rows={c.rows}"
-            )
-        elif c.rows is not None and held < c.rows:
-            problems.append(
-                f"partition {label}: the target holds {held} of the {c.rows} row(s) the attempt exported"
-            )
-        elif c.rows is None and count_source is not None:
+        if c.rows is None and count_source is not None:
             source_rows = count_source(c)
             if source_rows is None:
                 problems.append(
@@ -347,6 +339,14 @@ def _refuse_losing_committed(
                 problems.append(
                     f"partition {label}: the target holds {held} row(s) within its bounds, the source {source_rows}"
                 )
+        elif held == 0 and c.rows != 0:
+            problems.append(
+                f"partition {label}: the target holds no row within its bounds; attempt_rows={c.rows}"
+            )
+        elif c.rows is not None and held < c.rows:
+            problems.append(
+                f"partition {label}: the target holds {held} of the {c.rows} row(s) the attempt exported"
+            )
     if problems:
         raise DponeError(
             ErrorCode.USAGE,
