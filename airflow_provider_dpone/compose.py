@@ -437,7 +437,7 @@ class Runtime:
 
     def writes_in_flight(self) -> DponeError | None:
         """Read-only: why the target's counts are not final yet (a statement dpone sent still running on
-        the server, a mutation pending), or None; ``guard resolve`` refuses while there is one."""
+        the server, one of its deletes pending), or None; ``guard resolve`` refuses while there is one."""
         sink = self.sink_factory()()
         try:
             require_idle = getattr(sink, "require_no_writes_in_flight", None)

@@ -281,19 +281,20 @@ class TransferEngine:
         does not exist): the table's rows there less those other source tables committed (a fan-in; the
         whole count where their share is unknown). A rebaseline compared the whole count with this source's
         and kept every day of a fan-in blocked; its printed fix then deleted the other source's rows."""
-        others = self._other_sources_of(self._guard_scan() if self._other_sources is None else None)
+        others = self._other_sources_of()
         sink = self._ports.open_sink()
         try:
             return self._checks.own_rows(sink, bounds, others)
         finally:
             sink.close()
 
-    def _other_sources_of(self, family: RouteFamily | None) -> list[PartitionCheckpoint]:
-        """Other source tables' latest checkpoints on the target (a fan-in), from ``family`` once."""
+    def _other_sources_of(self, family: RouteFamily | None = None) -> list[PartitionCheckpoint]:
+        """Other source tables' committed checkpoints on the target (a fan-in), read once: from ``family``,
+        or a read-only guard scan."""
         if self._other_sources is None:
-            assert family is not None
+            scanned = family if family is not None else self._guard_scan()
             _, self._other_sources = committed_by_source(
-                family.target_wide, self._route.source_table, self._ports.naming
+                scanned.target_wide, self._route.source_table, self._ports.naming
             )
         return self._other_sources
 

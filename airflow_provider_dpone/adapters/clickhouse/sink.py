@@ -176,7 +176,7 @@ class ClickHouseSink:
 
     def require_no_writes_in_flight(self, table: str) -> None:
         """Read-only, before an operator's decision on counts: no statement dpone sent to change ``table``
-        is still running on the server, and no mutation of it is pending (``statements_in_flight``)."""
+        is still running on the server, and no delete of dpone's is pending (``statements_in_flight``)."""
         name = self._name(table)
         with self._failures("look for statements still running on the target table", name, step="count"):
             found = in_flight(self._client(), name)
@@ -185,7 +185,7 @@ class ClickHouseSink:
         raise DponeError(
             ErrorCode.ROUTE_BUSY,
             f"target table {name} is still being changed on the server ({found.statements} statement(s) "
-            f"dpone sent, {found.mutations} mutation(s) pending): its row counts are not final, so nothing "
+            f"dpone sent running, {found.mutations} of its deletes pending): its row counts are not final, so nothing "
             "was resolved",
             details={
                 "table": str(name),
