@@ -13,8 +13,8 @@
 # Beside it, the newest-releases lane (scripts/newest_lane.sh): a fresh venv without constraints, unit tests
 # and the chDB-backed suites; and the Airflow-floor lane (scripts/airflow_floor_lane.sh): a fresh venv with
 # the lowest declared Airflow, the Airflow suite. Both run in the background while the main pytest runs, one
-# lane after the other (install, then suites), then (a run without pytest arguments) tests/unit, which the
-# main pytest then leaves out; their logs are printed after pytest's.
+# lane after the other (install, then suites), then (a run without pytest arguments) tests/unit and the
+# service-free integration suites (APART_TESTS), which the main pytest leaves out; logs after pytest's.
 # Knobs: DPONE_ALLOW_SKIP=1 (local runs), DPONE_TEST_TIMEOUT (per-test seconds, default 600),
 # DPONE_NEWEST_LANE=0 and DPONE_FLOOR_LANE=0 (skip the newest / the Airflow-floor lane on a local run;
 # ignored when CI=true), and those of
@@ -121,13 +121,46 @@ for lane in newest floor; do
 done
 # run_lane LANE STEP: the lane's script for one DPONE_LANE_STEP, with its venv under LANES_DIR
 run_lane() { env DPONE_LANE_STEP="$2" "${LANE_VENV[$1]}=$LANES_DIR/$1/venv" bash "${LANE_SCRIPT[$1]}"; }
-# The whole suite (no pytest arguments): tests/unit runs in the background too, after the lanes (a second
-# pytest process on the core the lanes used), and the main pytest leaves it out.
+# The whole suite (no pytest arguments): tests/unit and the integration suites that need no service (chDB and
+# SQLite in their own folders) run in the background too, after the lanes (a second pytest process on the
+# core the lanes used), and the main pytest leaves them out. Two processes also halve the embedded engine's
+# threads: each chDB folder a test opens leaves ~30 threads in its process, and one process running every
+# suite reached chDB's 10,000 ("no free thread", stop 43).
+APART_TESTS=(
+  tests/unit
+  tests/integration/test_artifact_store.py
+  tests/integration/test_clickhouse_column_encoders.py
+  tests/integration/test_clickhouse_native_body.py
+  tests/integration/test_clickhouse_sink_chdb.py
+  tests/integration/test_daily_partitioned_target.py
+  tests/integration/test_datetime_partitions_any_zone.py
+  tests/integration/test_empty_source_said.py
+  tests/integration/test_first_replacement.py
+  tests/integration/test_hand_made_text_and_bytes.py
+  tests/integration/test_integer_range_edges.py
+  tests/integration/test_list_numbers.py
+  tests/integration/test_list_spellings.py
+  tests/integration/test_manifest_validate_quality.py
+  tests/integration/test_pending_mutation_before_arming.py
+  tests/integration/test_proving_reads_before_arming.py
+  tests/integration/test_replace_many_partitions.py
+  tests/integration/test_shared_target.py
+  tests/integration/test_sqlite_arrow_proving.py
+  tests/integration/test_sqlite_arrow_read.py
+  tests/integration/test_sqlite_declared_columns.py
+  tests/integration/test_sqlite_source.py
+  tests/integration/test_sqlite_view_text_columns.py
+  tests/integration/test_target_ttl.py
+  tests/integration/test_target_views.py
+  tests/integration/test_text_calendar_partitions.py
+  tests/integration/test_text_encoding_before_arming.py
+)
 unit_apart=0
 main_args=("$@")
 if [ "$#" -eq 0 ]; then
   unit_apart=1
-  main_args=(--ignore=tests/unit)
+  main_args=()
+  for apart in "${APART_TESTS[@]}"; do main_args+=("--ignore=$apart"); done
 fi
 # run_lanes: each lane's install, then (if it installed) its suites; exit codes and seconds into LANES_DIR;
 # then, if apart, the unit tests (their own basetemp: two pytest processes never share one)
@@ -146,14 +179,14 @@ run_lanes() {
     t=$(date +%s)
     rc=0
     "$PY" -m pytest -ra --durations=5 --timeout="${DPONE_TEST_TIMEOUT:-600}" -p no:cacheprovider \
-      --basetemp="$LANES_DIR/unit-tmp" tests/unit >"$LANES_DIR/unit.log" 2>&1 || rc=$?
+      --basetemp="$LANES_DIR/unit-tmp" "${APART_TESTS[@]}" >"$LANES_DIR/unit.log" 2>&1 || rc=$?
     echo "$rc $(($(date +%s) - t))" >"$LANES_DIR/unit.rc"
   fi
 }
 lanes_job=""
 if [ "${#lanes[@]}" -gt 0 ] || [ "$unit_apart" = 1 ]; then
   mkdir -p "$LANES_DIR"
-  say "== in the background while pytest runs (install, then suites; one at a time): ${lanes[*]}$([ "$unit_apart" = 1 ] && echo ' tests/unit')"
+  say "== in the background while pytest runs (install, then suites; one at a time): ${lanes[*]}$([ "$unit_apart" = 1 ] && echo ' tests/unit and the service-free integration suites')"
   set -m
   run_lanes </dev/null &
   lanes_job=$!
@@ -211,9 +244,9 @@ done
 if [ "$unit_apart" = 1 ]; then
   cat "$LANES_DIR/unit.log" 2>/dev/null || true
   read -r rc secs <"$LANES_DIR/unit.rc" 2>/dev/null || { rc=missing secs=0; }
-  say "== pytest tests/unit (apart): exit $rc in ${secs}s"
+  say "== pytest tests/unit and service-free suites (apart): exit $rc in ${secs}s"
   if [ "$rc" = 5 ]; then
-    say "pytest tests/unit collected no test: that is a failure"
+    say "pytest apart collected no test: that is a failure"
     failed+=("pytest-unit(no tests)")
   elif [ "$rc" != 0 ]; then
     failed+=("pytest-unit")
@@ -224,7 +257,7 @@ fi
 if [ "${#failed[@]}" -gt 0 ]; then
   say "FAILED: ${failed[*]} (total $(($(date +%s) - T0))s)"
 else
-  say "OK: every step passed: ruff, mypy, lint-imports, dist, pytest$([ "$unit_apart" = 1 ] && echo " (tests/unit apart)"), newest, airflow-floor (total $(($(date +%s) - T0))s)"
+  say "OK: every step passed: ruff, mypy, lint-imports, dist, pytest$([ "$unit_apart" = 1 ] && echo " (two processes)"), newest, airflow-floor (total $(($(date +%s) - T0))s)"
 fi
 # pytest's own closing line last, for whoever reads the end of the log.
 grep -E '^=+ .*( passed| failed| error| skipped| no tests ran).* =+$' "$SVC_DIR/pytest.out" | tail -n 1 || true
