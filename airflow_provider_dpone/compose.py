@@ -409,9 +409,7 @@ class Runtime:
                 # a killed run's statement may still be writing on the server: its counts are not final
                 # then, whatever --force says (a count that fails is forced to unknown; this never is)
                 sinks.append(self.sink_factory()())
-                require_idle = getattr(sinks[0], "require_no_writes_in_flight", None)
-                if callable(require_idle):
-                    require_idle(self.manifest.sink.table)
+                self._require_no_writes_in_flight(sinks[0])
                 return resolve(
                     store,
                     self.clock,
@@ -435,14 +433,18 @@ class Runtime:
         finally:
             sink.close()
 
+    def _require_no_writes_in_flight(self, sink: Sink) -> None:
+        """``route_busy`` while the sink reports a statement of dpone's still changing the target."""
+        require_idle = getattr(sink, "require_no_writes_in_flight", None)
+        if callable(require_idle):
+            require_idle(self.manifest.sink.table)
+
     def writes_in_flight(self) -> DponeError | None:
         """Read-only: why the target's counts are not final yet (a statement dpone sent still running on
         the server, one of its deletes pending), or None; ``guard resolve`` refuses while there is one."""
         sink = self.sink_factory()()
         try:
-            require_idle = getattr(sink, "require_no_writes_in_flight", None)
-            if callable(require_idle):
-                require_idle(self.manifest.sink.table)
+            self._require_no_writes_in_flight(sink)
         except DponeError as busy:
             if busy.code is ErrorCode.ROUTE_BUSY:
                 return busy

@@ -95,7 +95,7 @@ class PreArmChecks:
             return []
         table = self._manifest.sink.table
         sink = self._target()
-        _, others = committed_by_source(family.target_wide, self._route.source_table, self._naming)
+        others = self._other_sources(family)
         held = [o for o in overlaps if self.own_rows(sink, o.partition.bounds, others) > 0]
         if len(held) < len(overlaps):
             kept = {id(o) for o in held}
@@ -107,6 +107,10 @@ class PreArmChecks:
                 "retention removed): they are moved as new"
             )
         return held
+
+    def _other_sources(self, family: RouteFamily) -> list[PartitionCheckpoint]:
+        """Committed checkpoints of other source tables' routes on the target (a fan-in)."""
+        return committed_by_source(family.target_wide, self._route.source_table, self._naming)[1]
 
     def own_rows(self, sink: Sink, bounds: PartitionBounds, others: Sequence[PartitionCheckpoint]) -> int:
         """The target's rows within ``bounds`` less those other source tables committed there (a fan-in;
@@ -668,11 +672,7 @@ class PreArmChecks:
         target_rows = sink.count_rows(table, None)  # 0 when the table does not exist
         # a fan-in: other source tables' committed rows are not this route's (their route refilling a
         # truncated table hid its loss: "nothing to do", exit 0, for good)
-        others = (
-            []
-            if family is None
-            else committed_by_source(family.target_wide, self._route.source_table, self._naming)[1]
-        )
+        others = [] if family is None else self._other_sources(family)
         theirs = committed_rows_within(_WHOLE_TABLE, others) if others else 0
         if theirs is not None and target_rows - theirs >= committed_rows:
             return target_rows  # the common case: no partition is ordered or counted

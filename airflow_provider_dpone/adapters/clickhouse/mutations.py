@@ -12,7 +12,8 @@ from typing import Any
 
 from clickhouse_connect.driver.client import Client
 
-from airflow_provider_dpone.adapters.clickhouse.quoting import TableName, quote_string
+from airflow_provider_dpone.adapters.clickhouse.quoting import TableName
+from airflow_provider_dpone.adapters.clickhouse.statements_in_flight import pending_mutations
 
 
 class MutationTimeout(TimeoutError):
@@ -40,14 +41,10 @@ def delete_where(
 def await_mutations(client: Client, table: TableName, timeout_s: float) -> None:
     """Poll until no mutation of ``table`` is pending; back off from 50 ms to 1 s between polls (a run
     that deletes found none pending before arming, so these are its own, in order)."""
-    query = (
-        "SELECT count() FROM system.mutations WHERE database = "
-        f"{quote_string(table.database)} AND table = {quote_string(table.table)} AND is_done = 0"
-    )
     deadline = time.monotonic() + timeout_s
     pause = 0.05
     while True:
-        pending = int(client.query(query).result_rows[0][0])
+        pending = pending_mutations(client, table)
         if pending == 0:
             return
         if time.monotonic() >= deadline:
