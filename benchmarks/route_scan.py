@@ -5,8 +5,10 @@ The store is seeded with ``history_rows`` checkpoints of one route, exactly what
 committed row each). The rows are recorded and bulk-inserted in one transaction (outside the clock; a
 real history takes one transaction per row). Then the timed part is what a run does before it knows there
 is nothing to move: the route-wide guard scan (``load_family``: every route of the target, the latest
-checkpoint of every partition, parsed), ``require_clear_route``, matching the planned partitions to their
-checkpoints and ``plan_resume`` — every partition is committed, so every decision is a skip.
+checkpoint of every partition, parsed), ``require_clear_route``, the planned partitions built from the
+source's bounds (their IDs computed, as ``TransferEngine._plan_from`` does), matching them to their
+checkpoints and ``plan_resume`` — every partition is committed, so every decision is a skip. Only the
+source's own planning (the bounds) is left out.
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ def run_route_scan(spec: dict[str, Any]) -> dict[str, Any]:
     import uuid
 
     from airflow_provider_dpone.adapters.checkpoint_sql import SqlCheckpointStore
+    from airflow_provider_dpone.contracts.partition import PlannedPartition, partition_id_for
     from airflow_provider_dpone.contracts.route import RouteIdentity, Strategy
     from airflow_provider_dpone.runtime.guard.route_guard import require_clear_route
     from airflow_provider_dpone.runtime.resume_planner import Action, plan_resume
@@ -77,6 +80,8 @@ def run_route_scan(spec: dict[str, Any]) -> dict[str, Any]:
     )
     active = _partitions(history_rows // 2, route)
     planned = [p.planned for p in active]
+    bounds = [p.bounds for p in planned]
+    query_hash, schema_hash = planned[0].query_hash, planned[0].schema_hash
     store = SqlCheckpointStore(spec["store_url"])
     store.ensure_schema()
     try:
@@ -94,12 +99,22 @@ def run_route_scan(spec: dict[str, Any]) -> dict[str, Any]:
             with paused():
                 family = load_family(store, route, naming)  # type: ignore[arg-type]
                 require_clear_route(route, family.target_wide, "bench.yaml")
+            now_planned = [
+                PlannedPartition(
+                    partition_id=partition_id_for(route, query_hash, schema_hash, b),
+                    bounds=b,
+                    query_hash=query_hash,
+                    schema_hash=schema_hash,
+                )
+                for b in bounds
+            ]
             with paused():
-                matched = latest_by_partition(family, planned, naming)  # type: ignore[arg-type]
-                decisions = plan_resume(planned, matched, route.strategy, "next-run")
+                matched = latest_by_partition(family, now_planned, naming)  # type: ignore[arg-type]
+                decisions = plan_resume(now_planned, matched, route.strategy, "next-run")
             repeats.append(clock.seconds())
             cpu.append(clock.cpu_seconds())
             assert len(family.own) == len(planned), "the scan read every latest checkpoint"
+            assert now_planned == planned, "the IDs computed are the ones the history was written with"
             assert all(d.action is Action.SKIP for d in decisions), "nothing to move"
     finally:
         store.close()

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+import json.encoder
 from enum import Enum
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -43,7 +45,20 @@ def sha256_tag(text: str) -> str:
 
 
 def partition_id_for(route: RouteIdentity, query_hash: str, schema_hash: str, bounds: PartitionBounds) -> str:
-    """Stable partition ID: a digest over route, query hash, schema hash and bounds."""
+    """Stable partition ID: a digest over route, query hash, schema hash and bounds.
+
+    The digest is of ``canonical_json`` over the four (``reference_partition_id`` spells it out); a run
+    computes one per planned partition, tens of thousands on a long route, so the JSON around the bounds
+    is built once per route and hashes, and the bounds are written field by field (``_bounds_json``).
+    """
+    head, tail = _id_frame(route, query_hash, schema_hash)
+    return sha256_tag(head + _bounds_json(bounds) + tail)
+
+
+def reference_partition_id(
+    route: RouteIdentity, query_hash: str, schema_hash: str, bounds: PartitionBounds
+) -> str:
+    """What ``partition_id_for`` computes, the slow and obvious way (what its fast form is tested against)."""
     material = canonical_json(
         {
             "route": route.model_dump(mode="json"),
@@ -53,6 +68,40 @@ def partition_id_for(route: RouteIdentity, query_hash: str, schema_hash: str, bo
         }
     )
     return sha256_tag(material)
+
+
+@functools.lru_cache(maxsize=256)
+def _id_frame(route: RouteIdentity, query_hash: str, schema_hash: str) -> tuple[str, str]:
+    """The canonical JSON before and after the bounds: ``bounds`` sorts first of the four keys."""
+    rest = canonical_json(
+        {"route": route.model_dump(mode="json"), "query_hash": query_hash, "schema_hash": schema_hash}
+    )
+    return '{"bounds":', "," + rest[1:]
+
+
+#: How ``json.dumps(..., ensure_ascii=False)`` writes a string (the same function it calls).
+_json_text = json.encoder.encode_basestring
+
+#: ``PartitionBounds``' fields in sorted order, the order ``canonical_json`` writes them in.
+_BOUNDS_KEYS = ("column", "kind", "label", "lower", "upper", "value_type", "values")
+if tuple(sorted(PartitionBounds.model_fields)) != _BOUNDS_KEYS:  # a new field would change no ID: refuse
+    raise RuntimeError("PartitionBounds changed: _bounds_json must write every field of it")
+
+
+def _text_or_null(value: str | None) -> str:
+    return "null" if value is None else _json_text(value)
+
+
+def _bounds_json(bounds: PartitionBounds) -> str:
+    """``canonical_json(bounds.model_dump(mode="json"))``, written directly."""
+    values = bounds.values
+    listed = "null" if values is None else "[" + ",".join(map(_json_text, values)) + "]"
+    return (
+        f'{{"column":{_text_or_null(bounds.column)},"kind":{_json_text(bounds.kind.value)},'
+        f'"label":{_json_text(bounds.label)},"lower":{_text_or_null(bounds.lower)},'
+        f'"upper":{_text_or_null(bounds.upper)},"value_type":{_json_text(bounds.value_type)},'
+        f'"values":{listed}}}'
+    )
 
 
 class PlannedPartition(BaseModel):
