@@ -99,16 +99,16 @@ def run_route_scan(spec: dict[str, Any]) -> dict[str, Any]:
             with paused():
                 family = load_family(store, route, naming)  # type: ignore[arg-type]
                 require_clear_route(route, family.target_wide, "bench.yaml")
-            now_planned = [
-                PlannedPartition(
-                    partition_id=partition_id_for(route, query_hash, schema_hash, b),
-                    bounds=b,
-                    query_hash=query_hash,
-                    schema_hash=schema_hash,
-                )
-                for b in bounds
-            ]
-            with paused():
+            with paused():  # TransferEngine._plan_from pauses from the source's planning on
+                now_planned = [
+                    PlannedPartition(
+                        partition_id=partition_id_for(route, query_hash, schema_hash, b),
+                        bounds=b,
+                        query_hash=query_hash,
+                        schema_hash=schema_hash,
+                    )
+                    for b in bounds
+                ]
                 matched = latest_by_partition(family, now_planned, naming)  # type: ignore[arg-type]
                 decisions = plan_resume(now_planned, matched, route.strategy, "next-run")
             repeats.append(clock.seconds())

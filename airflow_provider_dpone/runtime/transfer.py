@@ -436,7 +436,17 @@ class TransferEngine:
     def _plan_from(
         self, family: RouteFamily, run_id: str
     ) -> tuple[TableSchema, list[ResumeDecision], dict[str, PartitionCheckpoint]]:
-        """Schema, resume decisions, and the stored checkpoint each decision was taken from."""
+        """Schema, resume decisions, and the stored checkpoint each decision was taken from.
+
+        The collector is paused from the source's planning on: a long route plans tens of thousands of
+        partitions, and with the collector running, building their models took several times as long.
+        """
+        with collector_paused():
+            return self._plan_unpaused(family, run_id)
+
+    def _plan_unpaused(
+        self, family: RouteFamily, run_id: str
+    ) -> tuple[TableSchema, list[ResumeDecision], dict[str, PartitionCheckpoint]]:
         source = self._ports.source
         schema = source.describe()
         require_partition_column_written(self._manifest, schema)
@@ -458,20 +468,19 @@ class TransferEngine:
             vanished = vanished_committed(
                 self._route, canonical, planned, query_hash, schema_hash, partitioning
             )
-        with collector_paused():
-            matched = latest_by_partition(family, [*planned, *vanished], self._ports.naming)
-            decisions = plan_resume(
-                planned,
-                matched,
-                self._route.strategy,
-                run_id,
-                partitioning=partitioning,
-                now=self._ports.clock.now(),
-                vanished=vanished,
-            )
-            if self._route.strategy is Strategy.REPLACE_PARTITION:
-                others = other_identity_replacing(family, [*planned, *vanished], self._ports.naming)
-                decisions = rerun_superseded(decisions, matched, others)
+        matched = latest_by_partition(family, [*planned, *vanished], self._ports.naming)
+        decisions = plan_resume(
+            planned,
+            matched,
+            self._route.strategy,
+            run_id,
+            partitioning=partitioning,
+            now=self._ports.clock.now(),
+            vanished=vanished,
+        )
+        if self._route.strategy is Strategy.REPLACE_PARTITION:
+            others = other_identity_replacing(family, [*planned, *vanished], self._ports.naming)
+            decisions = rerun_superseded(decisions, matched, others)
         return schema, decisions, matched
 
     # -- one run -----------------------------------------------------------------------------------

@@ -156,3 +156,30 @@ def test_a_run_scans_its_route_with_the_collector_paused_and_resumes_it() -> Non
     assert report.rows_committed == 8
     assert store.collector_on_during_scan and not any(store.collector_on_during_scan)
     assert gc.isenabled()
+
+
+class _ObservingSource(MemorySource):
+    """Records whether the collector ran while the engine had the source plan its partitions."""
+
+    def __init__(self) -> None:
+        super().__init__(orders_rows(days=2))
+        self.collector_on_during_planning: list[bool] = []
+
+    def plan_partitions(self) -> list[PartitionBounds]:
+        self.collector_on_during_planning.append(gc.isenabled())
+        return super().plan_partitions()
+
+
+def test_a_run_plans_its_partitions_with_the_collector_paused_and_resumes_it() -> None:
+    """Building tens of thousands of planned partitions with the collector running took several times as
+    long as the building itself (its passes walk every partition built so far)."""
+    source = _ObservingSource()
+    report = transfer_engine(
+        store=InMemoryCheckpointStore(),
+        source=source,
+        open_sink=RecordingSink,
+        clock=FixedClock(dt.datetime(2026, 12, 2, 12, 0, tzinfo=UTC)),
+    ).run("run-1")
+    assert report.rows_committed == 8
+    assert source.collector_on_during_planning == [False]
+    assert gc.isenabled()
