@@ -814,8 +814,13 @@ def rewritten_since(
     ``replace_partition`` run of one day failed after its delete, was resolved ``not-applied``, and the
     append route then reported "nothing to do", exit 0, with the day's rows missing (a notice blamed
     retention); a ``full_refresh`` with a filtering query did the same to every day it left out."""
-    own = {c.route for c in family.own} | {family.route}
-    replacing = [c for c in family.target_wide if c.route not in own and replaced_the_target(c)]
+    own = {family.route, *family.legacy_routes()}
+    # the strategy first: an append route's tens of thousands of checkpoints cost one comparison each
+    replacing = [
+        c
+        for c in family.target_wide
+        if c.route.strategy is not Strategy.INCREMENTAL_APPEND and c.route not in own and replaced_the_target(c)
+    ]
     if not replacing:
         return []
     # the newest replacing attempt per exact bounds (a sibling partitioned alike: one lookup per partition),
