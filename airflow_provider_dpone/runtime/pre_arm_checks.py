@@ -819,7 +819,9 @@ def rewritten_since(
     replacing = [
         c
         for c in family.target_wide
-        if c.route.strategy is not Strategy.INCREMENTAL_APPEND and c.route not in own and replaced_the_target(c)
+        if c.route.strategy is not Strategy.INCREMENTAL_APPEND
+        and c.route not in own
+        and replaced_the_target(c)
     ]
     if not replacing:
         return []
