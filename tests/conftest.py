@@ -249,3 +249,15 @@ def private_clickhouse(tmp_path: Path) -> Iterator[PrivateClickHouse]:
         yield server
     finally:
         server.stop()
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """How many threads the test process ends with: every chDB folder a test opens leaves ~30 in it, and
+    chDB refuses work past 10,000 ("no free thread"); scripts/test.sh splits the suites over two processes
+    for that. The line says how much room is left before a suite added to this process fails for it."""
+    task_dir = Path(f"/proc/{os.getpid()}/task")
+    if task_dir.is_dir():
+        threads = len(list(task_dir.iterdir()))
+        terminalreporter.write_line(
+            f"threads in this test process at the end: {threads:,} (chDB stops at 10,000)"
+        )
