@@ -58,7 +58,6 @@ def default_run_id() -> str:
 
 
 def print_report(report: RunReport) -> None:
-    moved = [p for p in report.partitions if p.decision == "run"]
     held_open = sum(1 for p in report.partitions if p.reason == "open_partition")
     open_text = f", {held_open} held back (still open: source.partitioning.settle)" if held_open else ""
     click.echo(
@@ -69,13 +68,9 @@ def print_report(report: RunReport) -> None:
     click.echo(f"  path: {report.export} + {report.load}   run: {report.run_id}")
     if report.checkpoint_batch_id:
         click.echo(f"  checkpoint batch: {report.checkpoint_batch_id}")
-    if not moved and not (report.quality and report.quality.replayed):
-        if not report.partitions:
-            click.echo("  nothing to do: the source holds no rows to plan a partition from")
-        elif held_open:
-            click.echo("  nothing to move now: the rest is committed or still open")
-        else:
-            click.echo("  nothing to do: every partition is already committed")
+    idle = report.idle_reason()
+    if idle is not None:
+        click.echo(f"  {idle}")
     # report.notices were printed as the run made them (output.notices_echoed)
     quality = report.quality
     if quality is not None:

@@ -66,6 +66,17 @@ class RunReport(BaseModel):
     #: route, an append into a non-empty table that was allowed); safe text, no values
     notices: tuple[str, ...] = ()
 
+    def idle_reason(self) -> str | None:
+        """Why the run moved nothing (None: it moved partitions or replayed quality), for the CLI and the
+        task log alike: "the source holds no rows" must not read like "already loaded"."""
+        if any(p.decision == "run" for p in self.partitions) or (self.quality and self.quality.replayed):
+            return None
+        if not self.partitions:
+            return "nothing to do: the source holds no rows to plan a partition from"
+        if any(p.reason == "open_partition" for p in self.partitions):
+            return "nothing to move now: the rest is committed or still open"
+        return "nothing to do: every partition is already committed"
+
 
 #: The logger each notice is written to, once, as the run makes it (``note: <text>``): an Airflow task log
 #: keeps it even when the run fails afterwards, and the CLI prints it from there. Presenters of a report must

@@ -146,6 +146,7 @@ def _validate(
     cleaned, dropped, json_problems = _json_compatible(data, positions)
     problems.extend(json_problems)
     problems.extend(_secret_problems(cleaned, positions))
+    problems.extend(_template_problems(cleaned, positions))
     manifest: Manifest | None = None
     try:
         manifest = Manifest.model_validate_json(json.dumps(cleaned, allow_nan=False))
@@ -281,6 +282,42 @@ def _secret_problems(
                         line=line,
                     )
                 )
+
+    visit(data, ())
+    return problems
+
+
+#: What opens a Jinja expression or statement. dpone renders nothing; a text that still holds one was
+#: meant to be rendered (``'{{ ds }}'`` in a file's query matched no row, every daily run "nothing to move").
+_TEMPLATE_OPENERS = ("{{", "{%")
+
+
+def _template_problems(
+    data: Mapping[str, Any], positions: Mapping[PathKey, tuple[int, int]]
+) -> list[ManifestProblem]:
+    """A manifest holds no unrendered template: Airflow renders a manifest given as a dict, never a file."""
+    problems: list[ManifestProblem] = []
+
+    def visit(value: Any, path: PathKey) -> None:
+        if isinstance(value, dict):
+            for key, item in value.items():
+                visit(item, (*path, key))
+        elif isinstance(value, list):
+            for index, item in enumerate(value):
+                visit(item, (*path, index))
+        elif isinstance(value, str) and any(opener in value for opener in _TEMPLATE_OPENERS):
+            problems.append(
+                ManifestProblem(
+                    kind=ProblemKind.INVALID_VALUE,
+                    path=format_path(path),
+                    message=(
+                        "holds a Jinja template ('{{' or '{%'), which dpone never renders: Airflow renders a "
+                        "manifest given to NativeTransferOperator as a dict, not a manifest file; pass the "
+                        "manifest as a dict or write the file already rendered"
+                    ),
+                    line=positions.get(path, (None, None))[0],
+                )
+            )
 
     visit(data, ())
     return problems

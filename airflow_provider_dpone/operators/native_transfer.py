@@ -149,6 +149,9 @@ class NativeTransferOperator(BaseOperator):
             summary["rows_committed"],
             f"batch {batch}" if batch is not None else "nothing to move",
         )
+        idle = report.idle_reason()
+        if idle is not None:
+            self.log.info("dpone run %s: %s", run_id, idle)
         # report.notices are in the task log already: the run logged each as it made it (NOTICE_LOGGER)
         if self._cancellation.cancelled:
             self.log.warning(

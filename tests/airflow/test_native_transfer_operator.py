@@ -388,6 +388,8 @@ def test_a_run_with_nothing_to_move_says_so_instead_of_batch_none(scenario: Scen
     log = scenario.logs["rerun"]
     assert "0 row(s) committed (nothing to move)" in log, log[-3000:]
     assert "(batch None)" not in log
+    # and why, as the CLI says it: "already loaded" and "the source holds no rows" must not look alike
+    assert "nothing to do: every partition is already committed" in log, log[-3000:]
 
 
 def test_a_mapped_task_runs_one_route_per_manifest(scenario: Scenario) -> None:

@@ -271,6 +271,41 @@ def test_a_password_anywhere_else_in_the_manifest_is_refused(tmp_path: Path) -> 
     assert found["source.query"]["kind"] == "forbidden_secret"
 
 
+@pytest.mark.parametrize(
+    ("field", "text"),
+    [
+        (
+            "source.query",
+            "table: dbo.orders\n  query: \"SELECT * FROM dbo.orders WHERE order_date = '{{ ds }}'\"",
+        ),
+        ("source.table", 'table: "{% if params.x %}dbo.a{% else %}dbo.orders{% endif %}"'),
+    ],
+    ids=["expression", "statement"],
+)
+def test_a_jinja_template_in_a_manifest_file_is_refused_never_sent_as_is(
+    tmp_path: Path, field: str, text: str
+) -> None:
+    """Nothing renders a manifest file: a daily query filtering on ``'{{ ds }}'`` matched no row, and every
+    Airflow run succeeded with nothing to move while the source's days were never loaded."""
+    found = by_path(problems_of(write(tmp_path, VALID.replace("table: dbo.orders", text))))
+
+    assert found[field]["kind"] == "invalid_value"
+    assert "never renders" in found[field]["message"] and "as a dict" in found[field]["message"]
+    assert "{{ ds }}" not in found[field]["message"] and "params.x" not in found[field]["message"]  # no value
+
+
+def test_a_rendered_dict_passes_and_an_unrendered_one_is_refused(tmp_path: Path) -> None:
+    import yaml
+
+    data = yaml.safe_load(VALID)
+    data["source"]["query"] = "SELECT * FROM dbo.orders WHERE note = '{single} braces'"
+    load_manifest_dict(data, "dag:orders", manifest_dir=tmp_path)
+    data["source"]["query"] = "SELECT * FROM dbo.orders WHERE order_date = '{{ ds }}'"  # {% raw %} kept it
+    with pytest.raises(DponeError) as info:
+        load_manifest_dict(data, "dag:orders", manifest_dir=tmp_path)
+    assert set(by_path(info.value.details["problems"])) == {"source.query"}
+
+
 def test_inline_relative_and_absolute_paths_are_admitted(tmp_path: Path) -> None:
     text = VALID.replace(
         "connection: sqlite:///state.sqlite", "connection: sqlite:////var/lib/dpone/state.db"
