@@ -230,6 +230,17 @@ class Runtime:
             store.write_batch([record])
             return record
 
+    def record_target_move(self, request: RebaselineRequest) -> PartitionCheckpoint:
+        """``dpone guard rebaseline --target-moved``: one audited record, under the target's lease, naming
+        this manifest's target connection as the route's (see ``runtime.target_binding``). Reads the
+        checkpoints and counts the target's rows within one partition; writes no row of the target."""
+        store = self.store()
+        run_id = "rebaseline__" + self.clock.now().strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        with self._target_lease(store):
+            record = self._engine(store).record_target_move(run_id, request)
+            store.write_batch([record])
+            return record
+
     def rebaseline(
         self, request: RebaselineRequest, *, adopt_target: bool = False, release_partial: bool = False
     ) -> RebaselineResult | AdoptionResult:
@@ -263,8 +274,8 @@ class Runtime:
                 )
                 if release_partial and result.partial:
                     result = release_partly_covered(result, run_id, self.clock, request, engine.count_target)
-            # what they record was counted or planned through this manifest's source connection: they name it
-            result = dataclasses.replace(result, recorded=engine.naming_the_source(result.recorded))
+            # what they record was counted or planned through this manifest's connections: they name them
+            result = dataclasses.replace(result, recorded=engine.naming_the_connections(result.recorded))
             filling = engine.filling_notice(result.recorded)
             if filling is not None:
                 result = dataclasses.replace(result, notices=(*result.notices, filling))
@@ -296,6 +307,7 @@ class Runtime:
             naming=self.naming(),
             cancellation=self.cancellation,
             **self._source_connection(),
+            target_connection=self._named(self.sink_endpoint())[0],
             lease=lease,
         )
         return TransferEngine(
@@ -314,11 +326,16 @@ class Runtime:
         source); a relative one under the manifest folder's real path (one text names two files in two
         folders; the operator finds a manifest from the DAG file's real folder, the CLI from the path it is
         given: both name the same file)."""
+        named, as_written = self._named(self.resolve_endpoint(self.manifest.source.connection, "source"))
+        return {"source_connection": named, "source_connection_as_written": as_written}
+
+    def _named(self, endpoint: EndpointDescriptor) -> tuple[str, str | None]:
+        """How checkpoints name a connection (see ``_source_connection``), and the inline URI as written
+        where that differs (None: a connection name)."""
         from airflow_provider_dpone.connections.inline import is_inline, parse_inline
 
-        endpoint = self.resolve_endpoint(self.manifest.source.connection, "source")
         if not is_inline(endpoint.name) or not endpoint.path:
-            return {"source_connection": endpoint.name}
+            return endpoint.name, None
         inline = parse_inline(endpoint.name)
         written = os.path.expanduser(inline.path)
         path = (
@@ -326,10 +343,7 @@ class Runtime:
             if os.path.isabs(written)
             else os.path.normpath(os.path.join(os.path.realpath(self.loaded.manifest_dir), written))
         )
-        return {
-            "source_connection": f"{inline.scheme}://{path}",
-            "source_connection_as_written": endpoint.name,
-        }
+        return f"{inline.scheme}://{path}", endpoint.name
 
     def _replay_ports(self) -> ReplayPorts:
         from airflow_provider_dpone.adapters.local_host import LocalHost

@@ -13,6 +13,7 @@ from airflow_provider_dpone.cli.output import fail, print_table
 from airflow_provider_dpone.contracts.errors import DponeError
 
 if TYPE_CHECKING:
+    from airflow_provider_dpone.contracts.checkpoint import PartitionCheckpoint
     from airflow_provider_dpone.runtime.route_identity import AdoptionResult
 
 
@@ -182,9 +183,22 @@ def inspect_command(manifest: str, no_source: bool, as_json: bool) -> None:
     help="The route's table moved to this manifest's source connection (a renamed connection, a moved file): "
     "record it as the route's source. Never for another database holding a table of the same name.",
 )
+@click.option(
+    "--target-moved",
+    is_flag=True,
+    help="The route's target is now reached through this manifest's sink connection (a renamed connection, a "
+    "moved chDB folder): record it as the route's target. Never for another environment sharing this "
+    "checkpoint store: give that one a store of its own.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
 def rebaseline_command(
-    manifest: str, reason: str, adopt_target: bool, release_partial: bool, source_moved: bool, as_json: bool
+    manifest: str,
+    reason: str,
+    adopt_target: bool,
+    release_partial: bool,
+    source_moved: bool,
+    target_moved: bool,
+    as_json: bool,
 ) -> None:
     """Record the new definition of a route over what its old one (or the target) already holds.
 
@@ -194,7 +208,8 @@ def rebaseline_command(
     committed, are recorded as committed, with an audit naming the old ones; the others are listed and
     stay blocking (exit 3). Never writes the target. A replacing route needs
     none (refused). With --source-moved: the route's table is now read through this manifest's source
-    connection; one audited record names it, so runs from it are no longer stopped.
+    connection; one audited record names it, so runs from it are no longer stopped. --target-moved does
+    the same for the sink connection.
     """
     from airflow_provider_dpone.compose import open_runtime
     from airflow_provider_dpone.contracts.errors import ErrorCode
@@ -205,12 +220,15 @@ def rebaseline_command(
         loaded = load_manifest(manifest)
         request = RebaselineRequest(reason=reason, actor=operator_identity())
         with open_runtime(loaded, manifest_ref=manifest) as runtime:
-            if adopt_target + release_partial + source_moved > 1:
+            if adopt_target + release_partial + source_moved + target_moved > 1:
                 raise DponeError(
-                    ErrorCode.USAGE, "--adopt-target, --release-partial and --source-moved do not combine"
+                    ErrorCode.USAGE,
+                    "--adopt-target, --release-partial, --source-moved and --target-moved do not combine",
                 )
             if source_moved:
                 moved = runtime.record_source_move(request)
+            elif target_moved:
+                moved = runtime.record_target_move(request)
             else:
                 result = runtime.rebaseline(
                     request, adopt_target=adopt_target, release_partial=release_partial
@@ -218,24 +236,8 @@ def rebaseline_command(
     except DponeError as err:
         fail(err, as_json)
         return
-    if source_moved:
-        if as_json:
-            click.echo(json.dumps({"recorded": [moved.model_dump(mode="json")]}, sort_keys=True))
-            return
-        click.echo(
-            f"recorded {moved.bounds.label}  id={moved.partition_id}  as COMMITTED from this source connection "
-            "(a copy of the route's newest commit; nothing else changed)"
-        )
-        audit = moved.diagnostics.get("rebaseline")
-        now = audit.get("source_rows_now") if isinstance(audit, dict) else None
-        if now is not None and now != moved.rows:
-            click.echo(
-                f"warning: this source connection holds {now} row(s) within {moved.bounds.label}, the commit "
-                f"recorded {moved.rows}: if it reads another database's table, this was no move; see "
-                "`dpone runbook guard`, 'The route's source changed'",
-                err=True,
-            )
-        click.echo(f"next: dpone run {manifest}   (only what is new is moved, from this source connection)")
+    if source_moved or target_moved:
+        _print_move(moved, "source" if source_moved else "target", manifest, as_json)
         return
     if isinstance(result, AdoptionResult):
         _print_adoption(result, manifest, as_json)
@@ -289,6 +291,30 @@ def rebaseline_command(
     if result.partial:
         sys.exit(3)
     click.echo(f"next: dpone run {manifest}   (only what is new is moved)")
+
+
+def _print_move(moved: PartitionCheckpoint, role: str, manifest: str, as_json: bool) -> None:
+    """What ``--source-moved`` or ``--target-moved`` recorded, with a warning when the connection's rows
+    within the copied partition are not the committed ones (it may name another table than the one that
+    moved)."""
+    if as_json:
+        click.echo(json.dumps({"recorded": [moved.model_dump(mode="json")]}, sort_keys=True))
+        return
+    click.echo(
+        f"recorded {moved.bounds.label}  id={moved.partition_id}  as COMMITTED through this {role} connection "
+        "(a copy of the route's newest commit; nothing else changed)"
+    )
+    audit = moved.diagnostics.get("rebaseline")
+    now = audit.get(f"{role}_rows_now") if isinstance(audit, dict) else None
+    if now is not None and now != moved.rows:
+        other = "reads another database's table" if role == "source" else "writes another table or server"
+        click.echo(
+            f"warning: this {role} connection holds {now} row(s) within {moved.bounds.label}, the commit "
+            f"recorded {moved.rows}: if it {other}, this was no move; see `dpone runbook guard`, "
+            f"'The route's {role} changed'",
+            err=True,
+        )
+    click.echo(f"next: dpone run {manifest}   (only what is new is moved, through this {role} connection)")
 
 
 def _print_adoption(result: AdoptionResult, manifest: str, as_json: bool) -> None:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Sequence
+from typing import Literal
 
 from pydantic import JsonValue
 
@@ -45,6 +46,9 @@ from airflow_provider_dpone.runtime.route_identity import RebaselineRequest, che
 
 #: The diagnostics key of a checkpoint naming the source connection its run read.
 SOURCE_KEY = "source_connection"
+#: The diagnostics key of a checkpoint naming the target (sink) connection its run wrote through
+#: (``runtime.target_binding``).
+TARGET_KEY = "target_connection"
 
 
 def source_reference(connection: str) -> str:
@@ -63,9 +67,12 @@ def _shown(reference: object) -> str:
 
 
 def recorded_source(
-    canonical: Sequence[PartitionCheckpoint], siblings: Sequence[PartitionCheckpoint] = ()
+    canonical: Sequence[PartitionCheckpoint],
+    siblings: Sequence[PartitionCheckpoint] = (),
+    key: str = SOURCE_KEY,
 ) -> PartitionCheckpoint | None:
-    """The newest COMMITTED checkpoint that records a source connection (None: none does).
+    """The newest COMMITTED checkpoint that records a source connection (``key``: or a target one; None:
+    none does).
 
     ``canonical``: the route's own, in append order as ``CheckpointStore.list_latest`` returns them, so
     the walk from the end stops at the first one. ``siblings``: the COMMITTED checkpoints of the same
@@ -75,12 +82,12 @@ def recorded_source(
     newest: PartitionCheckpoint | None = None
     for checkpoint in reversed(canonical):
         if checkpoint.status is CheckpointStatus.COMMITTED and isinstance(
-            checkpoint.diagnostics.get(SOURCE_KEY), str
+            checkpoint.diagnostics.get(key), str
         ):
             newest = checkpoint
             break
     for checkpoint in siblings:
-        if isinstance(checkpoint.diagnostics.get(SOURCE_KEY), str) and (
+        if isinstance(checkpoint.diagnostics.get(key), str) and (
             newest is None or checkpoint_moment(checkpoint) > checkpoint_moment(newest)
         ):
             newest = checkpoint
@@ -158,16 +165,33 @@ def record_source_move(
     ``count_source``: the rows this connection holds now within the copied partition's bounds (read-only),
     kept in the audit as ``source_rows_now`` beside the committed ``rows``; a different count is evidence,
     for the operator, that the connection may read another table than the one that moved."""
+    return record_move("source", route, canonical, reference, run_id, clock, request, count_source, siblings)
+
+
+def record_move(
+    role: Literal["source", "target"],
+    route: RouteIdentity,
+    canonical: Sequence[PartitionCheckpoint],
+    reference: str,
+    run_id: str,
+    clock: Clock,
+    request: RebaselineRequest,
+    count: Callable[[PartitionBounds], int] | None = None,
+    siblings: Sequence[PartitionCheckpoint] = (),
+) -> PartitionCheckpoint:
+    """The audited copy of the newest commit recording ``reference`` as the route's ``role`` connection
+    (``<role>_moved_from``, ``<role>_rows_now`` in the audit); the other connection it records is kept."""
+    key = SOURCE_KEY if role == "source" else TARGET_KEY
     reason = checked_reason(request)
-    newest = recorded_source(canonical, siblings)
-    if newest is None or newest.diagnostics.get(SOURCE_KEY) == reference:
+    newest = recorded_source(canonical, siblings, key)
+    if newest is None or newest.diagnostics.get(key) == reference:
         raise DponeError(
             ErrorCode.USAGE,
             f"nothing to record for route {route.describe()}: "
             + (
-                "no committed partition records a source connection yet"
+                f"no committed partition records a {role} connection yet"
                 if newest is None
-                else "its newest commit already came from this source connection"
+                else f"its newest commit already came through this {role} connection"
             ),
             details={"route": route.describe()},
         )
@@ -177,17 +201,20 @@ def record_source_move(
         "reason": reason,
         "actor": request.actor,
         "at": at.isoformat(),
-        "source_moved_from": newest.diagnostics.get(SOURCE_KEY),
+        f"{role}_moved_from": newest.diagnostics.get(key),
         "copied_from_run": newest.run_id,
     }
-    if count_source is not None:
-        audit["source_rows_now"] = count_source(newest.bounds)
+    if count is not None:
+        audit[f"{role}_rows_now"] = count(newest.bounds)
     copied = PlannedPartition(
         partition_id=newest.partition_id,
         bounds=newest.bounds,
         query_hash=newest.query_hash,
         schema_hash=newest.schema_hash,
     )
+    kept = {
+        k: newest.diagnostics[k] for k in (SOURCE_KEY, TARGET_KEY) if k != key and k in newest.diagnostics
+    }
     return committed_record(
         copied,
         newest.route,
@@ -197,5 +224,5 @@ def record_source_move(
         newest.rows,
         audit,
         size_bytes=newest.bytes,
-        diagnostics={SOURCE_KEY: reference},
+        diagnostics={**kept, key: reference},
     )

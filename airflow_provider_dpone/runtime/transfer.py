@@ -96,11 +96,14 @@ from airflow_provider_dpone.runtime.run_reads import RunReads
 from airflow_provider_dpone.runtime.run_report import capsule_report, quality_summary, run_report
 from airflow_provider_dpone.runtime.source_binding import (
     SOURCE_KEY,
+    TARGET_KEY,
+    record_move,
     record_source_move,
     require_same_source,
     source_reference,
 )
 from airflow_provider_dpone.runtime.superseded import rerun_superseded
+from airflow_provider_dpone.runtime.target_binding import require_same_target
 from airflow_provider_dpone.runtime.vanished import vanished_committed
 
 _notices_log = logging.getLogger(NOTICE_LOGGER)
@@ -136,6 +139,10 @@ class TransferPorts:
     #: The inline URI as the manifest writes it, where that differs: what releases before the resolved
     #: form recorded, still taken as this connection's.
     source_connection_as_written: str | None = None
+    #: The target (sink) connection's name (or inline URI, its folder resolved) the run writes through;
+    #: checkpoints record it and a route last committed through another one stops
+    #: (``runtime.target_binding``). None: not recorded.
+    target_connection: str | None = None
     #: The run's hold on its target's lease, proven still held right before arming (a database session
     #: can end under a live run, and a second run may then take the lease). None: nothing to prove.
     lease: LeaseHold | None = None
@@ -337,6 +344,10 @@ class TransferEngine:
         """The guard scan over every route writing the target table, before anything else of the run."""
         family = self._guard_scan()
         connection = self._ports.source_connection
+        target = self._ports.target_connection
+        if connection is None and target is None:
+            return family
+        siblings = self._siblings(family)
         if connection is not None:
             written = self._ports.source_connection_as_written
             require_same_source(
@@ -344,8 +355,16 @@ class TransferEngine:
                 family.canonical_checkpoints(),
                 source_reference(connection),
                 self._manifest_ref,
-                siblings=self._siblings(family),
+                siblings=siblings,
                 earlier_forms=() if written is None else (source_reference(written),),
+            )
+        if target is not None:
+            require_same_target(
+                self._route,
+                family.canonical_checkpoints(),
+                source_reference(target),
+                self._manifest_ref,
+                siblings,
             )
         return family
 
@@ -404,15 +423,22 @@ class TransferEngine:
         ]
         return self._checks.what_may_still_fill(decisions, verb="this rebaseline records as committed")
 
-    def naming_the_source(self, records: Sequence[PartitionCheckpoint]) -> tuple[PartitionCheckpoint, ...]:
-        """``records`` (a rebaseline's or an adoption's COMMITTED ones) naming this run's source connection,
-        as a run's own commits do: from then on a run through another connection stops."""
-        evidence = self._source_evidence()
+    def naming_the_connections(
+        self, records: Sequence[PartitionCheckpoint]
+    ) -> tuple[PartitionCheckpoint, ...]:
+        """``records`` (a rebaseline's or an adoption's COMMITTED ones) naming this run's source and target
+        connections, as a run's own commits do: from then on a run through another connection stops."""
+        evidence = self._connection_evidence()
         return tuple(r.model_copy(update={"diagnostics": {**r.diagnostics, **evidence}}) for r in records)
 
-    def _source_evidence(self) -> dict[str, object]:
-        connection = self._ports.source_connection
-        return {} if connection is None else {SOURCE_KEY: source_reference(connection)}
+    def _connection_evidence(self) -> dict[str, object]:
+        """What every checkpoint of the run records of its source and target connections."""
+        evidence: dict[str, object] = {}
+        if self._ports.source_connection is not None:
+            evidence[SOURCE_KEY] = source_reference(self._ports.source_connection)
+        if self._ports.target_connection is not None:
+            evidence[TARGET_KEY] = source_reference(self._ports.target_connection)
+        return evidence
 
     def record_source_move(self, run_id: str, request: RebaselineRequest) -> PartitionCheckpoint:
         """For ``dpone guard rebaseline --source-moved``: the audited record naming this run's source
@@ -431,6 +457,26 @@ class TransferEngine:
             request,
             count_source=self._ports.source.count,
             siblings=self._siblings(family),
+        )
+
+    def record_target_move(self, run_id: str, request: RebaselineRequest) -> PartitionCheckpoint:
+        """For ``dpone guard rebaseline --target-moved``: the audited record naming this run's target
+        connection (after the guard scan), with the target's rows now within the copied partition
+        (read-only)."""
+        connection = self._ports.target_connection
+        if connection is None:
+            raise DponeError(ErrorCode.USAGE, "this runtime records no target connection")
+        family = self._guard_scan()
+        return record_move(
+            "target",
+            self._route,
+            family.canonical_checkpoints(),
+            source_reference(connection),
+            run_id,
+            self._ports.clock,
+            request,
+            self.count_target,
+            self._siblings(family),
         )
 
     def _plan_from(
@@ -498,7 +544,7 @@ class TransferEngine:
         if isinstance(resumed, RunReport):
             return resumed
         schema, decisions, matched = self._plan_from(family, run_id)
-        evidence = self._source_evidence()
+        evidence = self._connection_evidence()
         active = [
             ActivePartition(d.partition, evidence=dict(evidence)) for d in decisions if d.action is Action.RUN
         ]

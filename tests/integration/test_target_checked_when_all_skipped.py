@@ -181,27 +181,37 @@ def test_a_newest_committed_day_missing_from_the_target_stops_the_run_and_delete
     assert target_rows(base) == left  # nothing written
 
 
-def test_a_day_committed_into_another_target_through_a_shared_store_stops_the_route(
+def test_a_run_into_another_target_through_a_shared_store_stops_before_it_commits_a_day_there(
     base: Path,
     store_url: str,
 ) -> None:
     """Seen before: a staging environment cloned with the production checkpoint store (its own chDB, a copy
     of the production table) moved a new day into its table and committed it in the shared store; the
-    production run with the next day due skipped that day and moved the next (exit 0): the day was lost."""
+    production run with the next day due skipped that day and moved the next (exit 0): the day was lost.
+    The lost-rows check caught it only while that day was the newest committed; a late day committed there
+    was lost for good. The route remembers its target connection (ADR 0088): the staging run stops before
+    anything, and production then moves every day."""
     production = write_manifest(base, "orders", store_url)
     assert dpone("run", str(production)).exit_code == 0
     shutil.copytree(base / "clickhouse", base / "staging_clickhouse", symlinks=True)
     staging = base / "staging.yaml"
     staging.write_text(production.read_text().replace("chdb:///clickhouse", "chdb:///staging_clickhouse"))
     add_a_new_day(base)
-    assert _dpone_process("run", str(staging)) == 0  # the day goes into the staging copy
-    before = target_rows(base)
+
+    staged = subprocess.run(
+        [str(Path(sys.executable).with_name("dpone")), "run", "--json", str(staging)],
+        check=False,
+        capture_output=True,
+        text=True,
+    )
+
+    assert staged.returncode == 3, staged.stdout + staged.stderr
+    error = json.loads(staged.stdout)
+    assert error["error"] == "native_transfer_route_identity_changed"
+    assert error["details"]["changed"] == ["target"]
     add_a_new_day(base)
-
-    error = _lost_rows_stop(production)
-
-    assert "another target through this checkpoint store" in error["message"]
-    assert target_rows(base) == before  # nothing written
+    assert dpone("run", str(production)).exit_code == 0
+    assert target_rows(base) == source_rows(base)  # both new days, in production
 
 
 def test_a_target_restored_from_a_backup_older_than_a_commit_stops_instead_of_skipping_the_lost_day(

@@ -1,0 +1,83 @@
+"""A route's commits are rows of one target connection: a run through another one must not skip them.
+
+The checkpoint store says which partitions are committed, not where. A sink connection chosen per run
+(``sink_conn_id="{{ params.target }}"``: staging for one run, production otherwise) with one store let
+the staging run commit a late day into staging; every later production run skipped it as committed, exit
+0, the day never loaded there (33 rows, seen). The check that the target still holds the committed rows
+looks at the newest committed partition only, so a late day committed elsewhere passed it.
+
+Every checkpoint a run writes records which target connection it wrote through (``TARGET_KEY``: the
+connection's name, or a digest of an inline URI with its folder resolved), as it records its source
+(``runtime.source_binding``, ADR 0079, whose rules this follows: ADR 0088). Before anything is read, the
+newest COMMITTED checkpoint that records one decides, among the route's own and its siblings': another
+connection stops the run (``native_transfer_route_identity_changed``, ``changed == ["target"]``). A target
+that really moved (a renamed connection, a moved chDB folder) is recorded deliberately with ``dpone guard
+rebaseline --target-moved``. Only the name is compared: a host move or a failover behind one connection
+name is no change of target, and a connection repointed at another server under the same name is not
+seen (the store shared by two environments: the runbook's "The target lost committed rows").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from airflow_provider_dpone.contracts.checkpoint import PartitionCheckpoint
+from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
+from airflow_provider_dpone.contracts.route import RouteIdentity
+from airflow_provider_dpone.runtime.source_binding import TARGET_KEY, recorded_source
+
+
+def _shown(reference: object) -> str:
+    if isinstance(reference, str) and not reference.startswith("sha256:"):
+        return f"target connection {reference!r}"
+    return "an inline target URI"
+
+
+def require_same_target(
+    route: RouteIdentity,
+    canonical: Sequence[PartitionCheckpoint],
+    reference: str,
+    manifest_ref: str,
+    siblings: Sequence[PartitionCheckpoint] = (),
+) -> None:
+    """Stop before anything is read when the newest commit of the route (or of a sibling route) was
+    written through another target connection than ``reference``."""
+    newest = recorded_source(canonical, siblings, TARGET_KEY)
+    recorded = newest.diagnostics.get(TARGET_KEY) if newest is not None else None
+    if newest is None or recorded == reference:
+        return
+    if _shown(reference) == _shown(recorded):  # two inline URIs: another chDB folder
+        change = (
+            "this run writes through an inline target URI naming another folder than the one the route's rows "
+            "were last committed into (a relative path hangs off the manifest's folder)"
+        )
+    else:
+        change = (
+            f"this run writes through {_shown(reference)}, but the route's rows were last committed through "
+            f"{_shown(recorded)}"
+        )
+    raise DponeError(
+        ErrorCode.ROUTE_IDENTITY_CHANGED,
+        f"the target of route {route.describe()} changed: {change}; the checkpoint store says which "
+        "partitions are committed, not where, so this run would skip partitions that target never received",
+        details={
+            "route": route.describe(),
+            "changed": ["target"],
+            "recorded_target": recorded,
+            "this_target": reference,
+            "newest_commit": {
+                "route": newest.route.describe(),
+                "partition_id": newest.partition_id,
+                "bounds": newest.bounds.label,
+            },
+        },
+        hint_lines=(
+            "nothing was read from the source or written to the target",
+            "  another environment or target (staging, a test copy): give it a checkpoint store of its own "
+            "(checkpoints.connection or checkpoints_conn_id), never this one",
+            "  the same target under a new connection name or in a moved chDB folder: record the move "
+            "deliberately:",
+            f"  dpone guard rebaseline {manifest_ref} --target-moved --reason '<what moved and what you checked>'",
+            "see `dpone runbook guard`, 'The route's target changed'",
+        ),
+    )
