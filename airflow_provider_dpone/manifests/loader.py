@@ -313,7 +313,8 @@ def _template_problems(
                     message=(
                         "holds a Jinja template ('{{' or '{%'), which dpone never renders: Airflow renders a "
                         "manifest given to NativeTransferOperator as a dict, not a manifest file; pass the "
-                        "manifest as a dict or write the file already rendered"
+                        "manifest as a dict or write the file already rendered (a literal brace pair in SQL: "
+                        "write it as '{' || '{')"
                     ),
                     line=positions.get(path, (None, None))[0],
                 )

@@ -191,7 +191,12 @@ def record_move(
             + (
                 f"no committed partition records a {role} connection yet"
                 if newest is None
-                else f"its newest commit already came through this {role} connection"
+                else "its newest commit already "
+                + (
+                    "came from this source connection"
+                    if role == "source"
+                    else "went through this target connection"
+                )
             ),
             details={"route": route.describe()},
         )
