@@ -146,8 +146,9 @@ def require_unchanged_identity(
             *(
                 (
                     "only the schema changed, not source.query or source.columns: if nobody edited the "
-                    "manifest, the source table's columns did (a column added, dropped or retyped); give the "
-                    "target table the same columns first (ALTER TABLE ... ADD COLUMN), then record it:",
+                    "manifest, the source table's columns did (a column added, dropped, retyped, or only "
+                    "moved: the schema is compared in column order); where the target lacks a column, give "
+                    "it the same columns first (ALTER TABLE ... ADD COLUMN), then record it:",
                 )
                 if changed_summary(overlaps) == "schema"
                 else (
