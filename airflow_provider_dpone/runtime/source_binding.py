@@ -51,13 +51,17 @@ SOURCE_KEY = "source_connection"
 TARGET_KEY = "target_connection"
 
 
-def source_reference(connection: str) -> str:
-    """What a checkpoint records of a source connection: its name (a connection ID, which task logs print
-    already), or for an inline URI (``://``, the manifest's textual rule) a digest: a path is not stored."""
+def connection_reference(connection: str) -> str:
+    """What a checkpoint records of a source or target connection: its name (a connection ID, which task
+    logs print already), or for an inline URI (``://``, the manifest's textual rule) a digest: a path is
+    not stored."""
     text = connection.strip()
     if "://" in text:
         return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
     return text
+
+
+source_reference = connection_reference
 
 
 def _shown(reference: object) -> str:

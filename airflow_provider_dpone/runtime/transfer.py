@@ -97,6 +97,7 @@ from airflow_provider_dpone.runtime.run_report import capsule_report, quality_su
 from airflow_provider_dpone.runtime.source_binding import (
     SOURCE_KEY,
     TARGET_KEY,
+    connection_reference,
     record_move,
     record_source_move,
     require_same_source,
@@ -362,7 +363,7 @@ class TransferEngine:
             require_same_target(
                 self._route,
                 family.canonical_checkpoints(),
-                source_reference(target),
+                connection_reference(target),
                 self._manifest_ref,
                 siblings,
             )
@@ -437,7 +438,7 @@ class TransferEngine:
         if self._ports.source_connection is not None:
             evidence[SOURCE_KEY] = source_reference(self._ports.source_connection)
         if self._ports.target_connection is not None:
-            evidence[TARGET_KEY] = source_reference(self._ports.target_connection)
+            evidence[TARGET_KEY] = connection_reference(self._ports.target_connection)
         return evidence
 
     def record_source_move(self, run_id: str, request: RebaselineRequest) -> PartitionCheckpoint:
@@ -471,7 +472,7 @@ class TransferEngine:
             "target",
             self._route,
             family.canonical_checkpoints(),
-            source_reference(connection),
+            connection_reference(connection),
             run_id,
             self._ports.clock,
             request,

@@ -20,8 +20,8 @@ from airflow_provider_dpone.runtime.route_identity import RebaselineRequest
 from airflow_provider_dpone.runtime.source_binding import (
     SOURCE_KEY,
     TARGET_KEY,
+    connection_reference,
     record_move,
-    source_reference,
 )
 from airflow_provider_dpone.runtime.target_binding import require_same_target
 from tests.builders import stored_checkpoint
@@ -31,7 +31,7 @@ ROUTE = RouteIdentity(
     source_table="main.orders", target_table="demo.orders", strategy=Strategy.INCREMENTAL_APPEND
 )
 DAYS = day_partitions("order_date", [dt.date(2026, 11, day) for day in range(1, 29)])
-PROD, STAGING = source_reference("ch_prod"), source_reference("ch_staging")
+PROD, STAGING = connection_reference("ch_prod"), connection_reference("ch_staging")
 
 
 class FixedClock:
@@ -69,10 +69,10 @@ def test_a_run_through_another_target_connection_stops_naming_both_and_the_way_o
 
 
 def test_an_inline_target_uri_is_not_printed() -> None:
-    recorded = source_reference("chdb:///srv/secret/prod")
+    recorded = connection_reference("chdb:///srv/secret/prod")
     with pytest.raises(DponeError) as info:
         require_same_target(
-            ROUTE, [checkpoint(0, recorded)], source_reference("chdb:///srv/secret/staging"), "m"
+            ROUTE, [checkpoint(0, recorded)], connection_reference("chdb:///srv/secret/staging"), "m"
         )
     assert "secret" not in info.value.safe_message and "another folder" in info.value.safe_message
 
