@@ -29,7 +29,7 @@ from airflow_provider_dpone.contracts.checkpoint import PartitionCheckpoint
 from airflow_provider_dpone.contracts.endpoints import EndpointDescriptor
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.manifest import ExportPath
-from airflow_provider_dpone.contracts.partition import PartitionBounds
+from airflow_provider_dpone.contracts.partition import PartitionBounds, canonical_json, sha256_tag
 from airflow_provider_dpone.contracts.report import RunReport
 from airflow_provider_dpone.contracts.route import Strategy
 from airflow_provider_dpone.manifests.loader import LoadedManifest
@@ -308,6 +308,7 @@ class Runtime:
             cancellation=self.cancellation,
             **self._source_connection(),
             target_connection=self._named(self.sink_endpoint())[0],
+            target_place=self._place(self.sink_endpoint()),
             lease=lease,
         )
         return TransferEngine(
@@ -328,6 +329,23 @@ class Runtime:
         given: both name the same file)."""
         named, as_written = self._named(self.resolve_endpoint(self.manifest.source.connection, "source"))
         return {"source_connection": named, "source_connection_as_written": as_written}
+
+    def _place(self, endpoint: EndpointDescriptor) -> str:
+        """Where a target connection leads, whatever its name, user or settings: the server's interface,
+        host, port and database, or the chDB folder (resolved as ``_named`` resolves it). A digest: no
+        host or path is stored."""
+        if endpoint.path:
+            named, inline = self._named(endpoint)
+            folder = named.removeprefix("chdb://") if inline is not None else os.path.normpath(endpoint.path)
+            where: dict[str, object] = {"chdb": folder}
+        else:
+            where = {
+                "interface": endpoint.interface.value if endpoint.interface is not None else None,
+                "host": (endpoint.host or "").lower(),
+                "port": endpoint.port or (8443 if endpoint.secure else 8123),
+                "database": endpoint.database or "default",
+            }
+        return sha256_tag(canonical_json(where))
 
     def _named(self, endpoint: EndpointDescriptor) -> tuple[str, str | None]:
         """How checkpoints name a connection (see ``_source_connection``), and the inline URI as written

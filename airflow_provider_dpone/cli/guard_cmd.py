@@ -186,9 +186,9 @@ def inspect_command(manifest: str, no_source: bool, as_json: bool) -> None:
 @click.option(
     "--target-moved",
     is_flag=True,
-    help="The route's target is now reached through this manifest's sink connection (a renamed connection, a "
-    "moved chDB folder): record it as the route's target. Never for another environment sharing this "
-    "checkpoint store: give that one a store of its own.",
+    help="The route's target is now reached where this manifest's sink connection leads (a new host name or "
+    "port for the same server, a moved chDB folder): record it as the route's target. Never for another "
+    "environment sharing this checkpoint store: give that one a store of its own.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
 def rebaseline_command(

@@ -27,7 +27,7 @@ record no connection, so a route's first commit under it records the one it ran 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Literal
 
 from pydantic import JsonValue
@@ -49,6 +49,9 @@ SOURCE_KEY = "source_connection"
 #: The diagnostics key of a checkpoint naming the target (sink) connection its run wrote through
 #: (``runtime.target_binding``).
 TARGET_KEY = "target_connection"
+#: The diagnostics key of a checkpoint naming where that target connection led (a digest of its interface,
+#: host, port and database, or its chDB folder): another connection name to the same place is no change.
+TARGET_PLACE_KEY = "target_place"
 
 
 def connection_reference(connection: str) -> str:
@@ -182,13 +185,20 @@ def record_move(
     request: RebaselineRequest,
     count: Callable[[PartitionBounds], int] | None = None,
     siblings: Sequence[PartitionCheckpoint] = (),
+    also: Mapping[str, JsonValue] | None = None,
 ) -> PartitionCheckpoint:
     """The audited copy of the newest commit recording ``reference`` as the route's ``role`` connection
-    (``<role>_moved_from``, ``<role>_rows_now`` in the audit); the other connection it records is kept."""
+    (``<role>_moved_from``, ``<role>_rows_now`` in the audit; ``also``: more facts of this connection to
+    record); the other connection it records is kept."""
     key = SOURCE_KEY if role == "source" else TARGET_KEY
     reason = checked_reason(request)
     newest = recorded_source(canonical, siblings, key)
-    if newest is None or newest.diagnostics.get(key) == reference:
+    recorded_also = {k: newest.diagnostics.get(k) for k in also or {}} if newest is not None else {}
+    if also and all(isinstance(value, str) for value in recorded_also.values()):
+        unmoved = recorded_also == dict(also)  # the target's place decides, not its name
+    else:
+        unmoved = newest is not None and newest.diagnostics.get(key) == reference
+    if newest is None or unmoved:
         raise DponeError(
             ErrorCode.USAGE,
             f"nothing to record for route {route.describe()}: "
@@ -221,9 +231,8 @@ def record_move(
         query_hash=newest.query_hash,
         schema_hash=newest.schema_hash,
     )
-    kept = {
-        k: newest.diagnostics[k] for k in (SOURCE_KEY, TARGET_KEY) if k != key and k in newest.diagnostics
-    }
+    others = (TARGET_KEY, TARGET_PLACE_KEY) if role == "source" else (SOURCE_KEY,)
+    kept = {k: newest.diagnostics[k] for k in others if k in newest.diagnostics}
     return committed_record(
         copied,
         newest.route,
@@ -233,5 +242,5 @@ def record_move(
         newest.rows,
         audit,
         size_bytes=newest.bytes,
-        diagnostics={**kept, key: reference},
+        diagnostics={**kept, key: reference, **(also or {})},
     )

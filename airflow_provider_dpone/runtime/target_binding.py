@@ -7,14 +7,16 @@ the staging run commit a late day into staging; every later production run skipp
 looks at the newest committed partition only, so a late day committed elsewhere passed it.
 
 Every checkpoint a run writes records which target connection it wrote through (``TARGET_KEY``: the
-connection's name, or a digest of an inline URI with its folder resolved), as it records its source
-(``runtime.source_binding``, ADR 0079, whose rules this follows: ADR 0088). Before anything is read, the
+connection's name, or a digest of an inline URI with its folder resolved) and where it led
+(``TARGET_PLACE_KEY``: a digest of the interface, host, port and database, or of the chDB folder), as it
+records its source (``runtime.source_binding``, ADR 0079; this is ADR 0088). Before anything is read, the
 newest COMMITTED checkpoint that records one decides, among the route's own and its siblings': another
-connection stops the run (``native_transfer_route_identity_changed``, ``changed == ["target"]``). A target
-that really moved (a renamed connection, a moved chDB folder) is recorded deliberately with ``dpone guard
-rebaseline --target-moved``. Only the name is compared: a host move or a failover behind one connection
-name is no change of target, and a connection repointed at another server under the same name is not
-seen (the store shared by two environments: the runbook's "The target lost committed rows").
+place stops the run (``native_transfer_route_identity_changed``, ``changed == ["target"]``), whatever the
+connection is called; another name for the same place (a connection with longer timeouts, another user) is
+the same target. Unlike a source, the place is compared, not the name: environments share connection names
+(staging's ``clickhouse_default`` is another server than production's), and a store shared between them
+lost a day the same way. A target that really moved (a new host name, a moved chDB folder) is recorded
+deliberately with ``dpone guard rebaseline --target-moved``.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from collections.abc import Sequence
 from airflow_provider_dpone.contracts.checkpoint import PartitionCheckpoint
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.route import RouteIdentity
-from airflow_provider_dpone.runtime.source_binding import TARGET_KEY, recorded_source
+from airflow_provider_dpone.runtime.source_binding import TARGET_KEY, TARGET_PLACE_KEY, recorded_source
 
 
 def _shown(reference: object) -> str:
@@ -39,14 +41,29 @@ def require_same_target(
     reference: str,
     manifest_ref: str,
     siblings: Sequence[PartitionCheckpoint] = (),
+    place: str | None = None,
 ) -> None:
-    """Stop before anything is read when the newest commit of the route (or of a sibling route) was
-    written through another target connection than ``reference``."""
+    """Stop before anything is read when the newest commit of the route (or of a sibling route) went to
+    another place than ``place`` (another server, database or chDB folder), whatever the connection's name:
+    another name for the same place (one with longer timeouts) is the same target, and the same name led
+    elsewhere (an environment's own URI behind a shared connection name) is not. Where either side records
+    no place, the connection names are compared."""
     newest = recorded_source(canonical, siblings, TARGET_KEY)
-    recorded = newest.diagnostics.get(TARGET_KEY) if newest is not None else None
-    if newest is None or recorded == reference:
+    if newest is None:
         return
-    if _shown(reference) == _shown(recorded):  # two inline URIs: another chDB folder
+    recorded = newest.diagnostics.get(TARGET_KEY)
+    recorded_place = newest.diagnostics.get(TARGET_PLACE_KEY)
+    if place is not None and isinstance(recorded_place, str):
+        if recorded_place == place:
+            return
+    elif recorded == reference:
+        return
+    if recorded == reference:
+        change = (
+            f"{_shown(reference)} now leads to another server, database or folder than the one the route's "
+            "rows were last committed into"
+        )
+    elif _shown(reference) == _shown(recorded):  # two inline URIs: another chDB folder
         change = (
             "this run writes through an inline target URI naming another folder than the one the route's rows "
             "were last committed into (a relative path hangs off the manifest's folder)"
@@ -54,7 +71,7 @@ def require_same_target(
     else:
         change = (
             f"this run writes through {_shown(reference)}, but the route's rows were last committed through "
-            f"{_shown(recorded)}"
+            f"{_shown(recorded)}, which led elsewhere"
         )
     raise DponeError(
         ErrorCode.ROUTE_IDENTITY_CHANGED,
@@ -75,8 +92,8 @@ def require_same_target(
             "nothing was read from the source or written to the target",
             "  another environment or target (staging, a test copy): give it a checkpoint store of its own "
             "(checkpoints.connection or checkpoints_conn_id), never this one",
-            "  the same target under a new connection name or in a moved chDB folder: record the move "
-            "deliberately:",
+            "  the same target reached another way (another host name or port for the same server, a moved "
+            "chDB folder): record the move deliberately:",
             f"  dpone guard rebaseline {manifest_ref} --target-moved --reason '<what moved and what you checked>'",
             "see `dpone runbook guard`, 'The route's target changed'",
         ),

@@ -97,6 +97,7 @@ from airflow_provider_dpone.runtime.run_report import capsule_report, quality_su
 from airflow_provider_dpone.runtime.source_binding import (
     SOURCE_KEY,
     TARGET_KEY,
+    TARGET_PLACE_KEY,
     connection_reference,
     record_move,
     record_source_move,
@@ -144,6 +145,9 @@ class TransferPorts:
     #: checkpoints record it and a route last committed through another one stops
     #: (``runtime.target_binding``). None: not recorded.
     target_connection: str | None = None
+    #: Where that connection leads (a digest of its interface, host, port and database, or its chDB
+    #: folder): another connection name to the same place is the same target. None: not recorded.
+    target_place: str | None = None
     #: The run's hold on its target's lease, proven still held right before arming (a database session
     #: can end under a live run, and a second run may then take the lease). None: nothing to prove.
     lease: LeaseHold | None = None
@@ -366,6 +370,7 @@ class TransferEngine:
                 connection_reference(target),
                 self._manifest_ref,
                 siblings,
+                self._ports.target_place,
             )
         return family
 
@@ -439,6 +444,8 @@ class TransferEngine:
             evidence[SOURCE_KEY] = source_reference(self._ports.source_connection)
         if self._ports.target_connection is not None:
             evidence[TARGET_KEY] = connection_reference(self._ports.target_connection)
+        if self._ports.target_place is not None:
+            evidence[TARGET_PLACE_KEY] = self._ports.target_place
         return evidence
 
     def record_source_move(self, run_id: str, request: RebaselineRequest) -> PartitionCheckpoint:
@@ -478,6 +485,7 @@ class TransferEngine:
             request,
             self.count_target,
             self._siblings(family),
+            also={} if self._ports.target_place is None else {TARGET_PLACE_KEY: self._ports.target_place},
         )
 
     def _plan_from(

@@ -11,6 +11,9 @@ chDB, checkpoints in SQLite and PostgreSQL; the target is compared with its sour
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -29,45 +32,66 @@ def manifest(base: Path, name: str, sink_connection: str) -> Path:
 
 @pytest.fixture
 def named_targets(base: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """``ch_prod`` and ``ch_main``: two Airflow-style connection names for the workspace's one chDB folder."""
+    """``ch_prod`` and ``ch_main``: two Airflow-style connection names for the workspace's one chDB folder;
+    ``ch_staging`` a copy of it made later (``staging_copy``)."""
     monkeypatch.setenv("AIRFLOW_CONN_CH_PROD", f"chdb:///{base / 'clickhouse'}")
     monkeypatch.setenv("AIRFLOW_CONN_CH_MAIN", f"chdb:///{base / 'clickhouse'}")
+    monkeypatch.setenv("AIRFLOW_CONN_CH_STAGING", f"chdb:///{base / 'staging'}")
     return base
 
 
-def test_a_renamed_target_connection_stops_once_and_a_recorded_move_lets_only_new_rows_move(
+def test_another_connection_name_for_the_same_target_is_the_same_target(
     named_targets: Path,
     store_url: str,
 ) -> None:
+    """A second name for one server and database (say, with longer timeouts for a backfill) is no change."""
+    base = named_targets
+    assert dpone("run", str(manifest(base, "prod", "ch_prod"))).exit_code == 0
+    add_source_rows(base, [(900_001, "2026-12-01")])
+
+    result = dpone("run", "--json", str(manifest(base, "main", "ch_main")))
+
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["rows_committed"] == 1
+    assert target_rows(base) == source_rows(base)
+
+
+def test_a_connection_name_that_now_leads_elsewhere_stops_and_a_recorded_move_lets_only_new_rows_move(
+    named_targets: Path,
+    store_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Environments share connection names: a staging deployment's ``ch_prod`` is another server, and a
+    store shared with it lost a day with exit 0. Here the name is repointed at the same folder through a
+    link (a real move looks the same): it stops once, and the move is recorded deliberately."""
     base = named_targets
     prod = manifest(base, "prod", "ch_prod")
     assert dpone("run", str(prod)).exit_code == 0
-    renamed = manifest(base, "renamed", "ch_main")
+    (base / "linked").symlink_to(base / "clickhouse")
+    monkeypatch.setenv("AIRFLOW_CONN_CH_PROD", f"chdb:///{base / 'linked'}")
     add_source_rows(base, [(900_001, "2026-12-01"), (900_002, "2026-12-01")])
     before = target_rows(base)
 
-    stopped = dpone("run", "--json", str(renamed))
+    stopped = dpone("run", "--json", str(prod))
 
     assert stopped.exit_code == 3, stopped.output
     error = json.loads(stopped.output)
     assert error["error"] == "native_transfer_route_identity_changed"
     assert error["details"]["changed"] == ["target"]
-    assert (error["details"]["recorded_target"], error["details"]["this_target"]) == ("ch_prod", "ch_main")
+    assert "now leads to another server, database or folder" in error["message"]
     assert target_rows(base) == before  # nothing written
-    recorded = dpone("guard", "rebaseline", str(renamed), "--target-moved", "--reason", "renamed", "--json")
+    recorded = dpone("guard", "rebaseline", str(prod), "--target-moved", "--reason", "moved", "--json")
     assert recorded.exit_code == 0, recorded.output
     (record,) = json.loads(recorded.output)["recorded"]
     audit = record["diagnostics"]["rebaseline"]
-    assert (audit["reason"], audit["target_moved_from"]) == ("renamed", "ch_prod")
-    assert audit["target_rows_now"] == record["rows"]  # the same table
-    assert record["diagnostics"]["target_connection"] == "ch_main"
+    assert audit["reason"] == "moved" and audit["target_rows_now"] == record["rows"]  # the same table
+    assert record["diagnostics"]["target_place"] != error["details"]["newest_commit"]
 
-    moved = dpone("run", "--json", str(renamed))
+    moved = dpone("run", "--json", str(prod))
 
     assert moved.exit_code == 0, moved.output
     assert json.loads(moved.output)["rows_committed"] == 2
     assert target_rows(base) == source_rows(base)
-    assert dpone("run", str(prod)).exit_code == 3  # the old name is now the other connection
 
 
 def test_a_history_written_before_targets_were_recorded_runs_and_its_next_commit_records_one(
@@ -83,10 +107,21 @@ def test_a_history_written_before_targets_were_recorded_runs_and_its_next_commit
     assert dpone("run", str(prod)).exit_code == 0  # no stop on upgrade; this commit records ch_prod
 
     assert target_rows(base) == source_rows(base)
+    shutil.copytree(base / "clickhouse", base / "staging", symlinks=True)
     add_source_rows(base, [(900_002, "2026-12-02")])
-    stopped = dpone("run", "--json", str(manifest(base, "renamed", "ch_main")))
-    assert stopped.exit_code == 3, stopped.output
-    assert json.loads(stopped.output)["details"]["changed"] == ["target"]
+    staged = subprocess.run(
+        [
+            str(Path(sys.executable).with_name("dpone")),
+            "run",
+            "--json",
+            str(manifest(base, "st", "ch_staging")),
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+    )
+    assert staged.returncode == 3, staged.stdout + staged.stderr
+    assert json.loads(staged.stdout)["details"]["changed"] == ["target"]
 
 
 def test_the_same_inline_target_from_the_manifest_folder_is_one_target(base: Path, store_url: str) -> None:
@@ -110,6 +145,7 @@ def _forget_recorded_targets(url: str) -> None:
         for row_id, text in conn.execute(sa.select(table.c.id, table.c.payload_text)).all():
             payload = json.loads(text)
             payload["diagnostics"].pop("target_connection", None)
+            payload["diagnostics"].pop("target_place", None)
             conn.execute(
                 table.update()
                 .where(table.c.id == row_id)

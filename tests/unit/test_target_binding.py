@@ -20,6 +20,7 @@ from airflow_provider_dpone.runtime.route_identity import RebaselineRequest
 from airflow_provider_dpone.runtime.source_binding import (
     SOURCE_KEY,
     TARGET_KEY,
+    TARGET_PLACE_KEY,
     connection_reference,
     record_move,
 )
@@ -124,3 +125,43 @@ def test_a_target_move_with_nothing_to_record_is_refused() -> None:
         with pytest.raises(DponeError) as info:
             record_move("target", ROUTE, history, PROD, "r", FixedClock(), request)
         assert info.value.code is ErrorCode.USAGE and "target connection" in info.value.safe_message
+
+
+HERE, THERE = "sha256:" + "1" * 64, "sha256:" + "2" * 64
+
+
+def placed(day: int, target: str, place: str) -> PartitionCheckpoint:
+    stored = checkpoint(day, target)
+    return stored.model_copy(update={"diagnostics": {**stored.diagnostics, TARGET_PLACE_KEY: place}})
+
+
+def test_another_name_for_the_same_place_passes_and_the_same_name_led_elsewhere_stops() -> None:
+    """Environments share connection names (staging's ``ch_prod`` is another server): the place decides."""
+    history = [placed(0, PROD, HERE)]
+    require_same_target(ROUTE, history, STAGING, "m", place=HERE)  # a second name (longer timeouts)
+    with pytest.raises(DponeError) as info:
+        require_same_target(ROUTE, history, PROD, "m", place=THERE)
+    assert "now leads to another server, database or folder" in info.value.safe_message
+    with pytest.raises(DponeError):
+        require_same_target(ROUTE, history, STAGING, "m", place=THERE)
+
+
+def test_without_a_recorded_place_the_names_decide() -> None:
+    require_same_target(ROUTE, [checkpoint(0, PROD)], PROD, "m", place=THERE)
+    with pytest.raises(DponeError):
+        require_same_target(ROUTE, [checkpoint(0, PROD)], STAGING, "m", place=THERE)
+
+
+def test_a_move_to_another_place_under_the_same_name_is_recorded_with_its_place() -> None:
+    request = RebaselineRequest(reason="the folder moved", actor="oncall")
+    history = [placed(0, PROD, HERE)]
+    moved = record_move(
+        "target", ROUTE, history, PROD, "r", FixedClock(), request, also={TARGET_PLACE_KEY: THERE}
+    )
+    assert (moved.diagnostics[TARGET_KEY], moved.diagnostics[TARGET_PLACE_KEY]) == (PROD, THERE)
+    require_same_target(ROUTE, [*history, moved], PROD, "m", place=THERE)
+    with pytest.raises(DponeError) as info:  # the same place: nothing moved
+        record_move(
+            "target", ROUTE, history, STAGING, "r", FixedClock(), request, also={TARGET_PLACE_KEY: HERE}
+        )
+    assert info.value.code is ErrorCode.USAGE
