@@ -1,4 +1,4 @@
-"""A route's commits are rows of one target connection: a run through another one must not skip them.
+"""A route's commits went to one target: a run into another one must not skip them.
 
 The checkpoint store says which partitions are committed, not where. A sink connection chosen per run
 (``sink_conn_id="{{ params.target }}"``: staging for one run, production otherwise) with one store let
