@@ -388,6 +388,41 @@ class PreArmChecks:
             f"(`dpone checkpoints {self._manifest_ref} --verify` shows what the target missed)"
         )
 
+    def require_replay_measures_this_route_alone(
+        self, family: RouteFamily, active: Sequence[PlannedPartition]
+    ) -> None:
+        """Durable quality replay measures the target within each partition's bounds: where routes of other
+        source tables committed rows within them (a fan-in), its target counts hold theirs too, and its
+        checks fail after publishing on correct data, blocking the route (seen: source 30 rows, target 60,
+        ``row_count`` failed, every later run exit 3). Stop before arming instead."""
+        if not self._manifest.sink.options.durable_quality_replay or not active:
+            return
+        _, others = committed_by_source(family.target_wide, self._route.source_table, self._naming)
+        hits = [c for c in others if any(may_overlap(p.bounds, c.bounds) for p in active)]
+        if not hits:
+            return
+        table = self._manifest.sink.table
+        routes = sorted({c.route.describe() for c in hits})
+        raise DponeError(
+            ErrorCode.MANIFEST_INVALID,
+            f"sink.options.durable_quality_replay cannot measure route {self._route.describe()}: routes of "
+            f"other source tables committed rows into {table} within the partitions this run moves, and "
+            "the replay measures the target by partition bounds, so its counts would include theirs and "
+            "its checks would fail after publishing",
+            details={
+                "route": self._route.describe(),
+                "target_table": table,
+                "other_routes": routes,
+                "other_committed_partitions": len(hits),
+            },
+            hint_lines=(
+                "nothing was written to the target or the checkpoint store; the route is not blocked",
+                "for a table that several source tables write (a fan-in), turn sink.options."
+                "durable_quality_replay off, or give this source a table of its own and read them "
+                "together through a ClickHouse view",
+            ),
+        )
+
     def require_scope_spares_other_sources(
         self, family: RouteFamily, active: Sequence[PlannedPartition]
     ) -> None:

@@ -560,6 +560,7 @@ class TransferEngine:
         self._progress.plan_ready(len(active), sum(1 for d in decisions if d.reason is Reason.COMMITTED))
         self._checks.require_unchanged_identity(family, decisions)
         self._checks.require_scope_spares_other_sources(family, [a.planned for a in active])
+        self._checks.require_replay_measures_this_route_alone(family, [a.planned for a in active])
         unverified = self._unverified(decisions, matched)
         target_rows = self._checks.require_target_holds_committed(
             decisions, matched, moving=bool(active), family=family

@@ -383,3 +383,30 @@ def test_retention_beside_a_source_partitioned_on_another_column_never_stops_a_n
     assert run(manifest(base, "shard_a", "incremental_append"), "a-2").rows_committed == 1
     expected = [r for r in source(base, "shard_a", "shard_b") if r[1] != DAYS[0]]
     assert target(base) == expected
+
+
+def test_durable_quality_replay_in_a_fan_in_stops_before_arming_instead_of_failing_after_publishing(
+    base: Path,
+) -> None:
+    """The replay measures the target by partition bounds: with another source's rows in the same days its
+    counts held both (source 30, target 60), ``row_count`` failed after publishing on correct data, and the
+    route was blocked for good. It stops before arming now, blocking nothing; without replay the fan-in runs."""
+    run(manifest(base, "shard_a", "incremental_append"), "a-1")
+    replayed = manifest(base, "shard_b", "incremental_append")
+    text = replayed.read_text(encoding="utf-8")
+    replayed.write_text(
+        text.replace("  order_by: [id]\n", "  order_by: [id]\n  options: {durable_quality_replay: true}\n")
+        + "quality:\n  checks:\n    - {type: row_count}\n",
+        encoding="utf-8",
+    )
+    assert "durable_quality_replay: true" in replayed.read_text(encoding="utf-8")
+
+    with pytest.raises(DponeError) as info:
+        run(replayed, "b-1", allow_nonempty_target=True)
+
+    assert info.value.code is ErrorCode.MANIFEST_INVALID
+    assert "durable_quality_replay" in info.value.safe_message
+    assert info.value.details["other_routes"] == ["main.shard_a -> demo.orders (incremental_append)"]
+    assert target(base) == source(base, "shard_a")  # nothing written
+    run(manifest(base, "shard_b", "incremental_append"), "b-2", allow_nonempty_target=True)
+    assert target(base) == source(base, "shard_a", "shard_b")

@@ -251,7 +251,14 @@ class DurableReplay:
                 "this operation's generation is no longer exactly the route's committed state "
                 "(partitions were resolved or replaced since); its evidence cannot be replayed",
                 details={"operation_id": own.operation_id, "run_id": run_id},
-                hint_lines=(f"inspect:  dpone replay status {self._manifest_ref} --run-id {run_id}",),
+                hint_lines=(
+                    f"inspect:  dpone replay status {self._manifest_ref} --run-id {run_id}",
+                    "a retry of this run ID can never measure it again: close it (the route's next run "
+                    "moves what is due):",
+                    f"resolve:  dpone replay resolve {self._manifest_ref} --run-id {run_id} --as failed "
+                    "--reason '<its partitions were resolved with dpone guard resolve>'",
+                    f"runbook:  {RUNBOOK}",
+                ),
             )
 
     def _blocked(self, own: OperationRecord) -> DponeError:
