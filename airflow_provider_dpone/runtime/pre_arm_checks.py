@@ -302,8 +302,9 @@ class PreArmChecks:
             "trailing spaces, or a fixed-width char column pads the text. The target keeps each row as stored "
             "and compares exactly, so those rows would sit outside the partition that moved them: a "
             "replace_partition run would never delete them, and values that differ only so move the same rows "
-            "twice. List each value exactly as the source stores it, one entry per spelling, "
-            "or normalise the column in source.query (UPPER, RTRIM); nothing was written",
+            "twice. Normalise the column in source.query (UPPER, RTRIM) and list the normalised values; "
+            "listing each spelling as its own value helps only where the source compares them apart (under "
+            "a collation that ignores case, each of them still selects every spelling); nothing was written",
             details={
                 "column": column,
                 "problem": "list_value_spelled_otherwise",
