@@ -220,24 +220,23 @@ class Runtime:
         return lease.lease(self.loaded.route.target_table)
 
     def record_source_move(self, request: RebaselineRequest) -> PartitionCheckpoint:
-        """``dpone guard rebaseline --source-moved``: one audited record, under the target's lease, naming
-        this manifest's source connection as the route's (see ``runtime.source_binding``). Reads the
-        checkpoints and counts the source's rows within one partition; never writes the target."""
-        store = self.store()
-        run_id = "rebaseline__" + self.clock.now().strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-        with self._target_lease(store):
-            record = self._engine(store).record_source_move(run_id, request)
-            store.write_batch([record])
-            return record
+        """``dpone guard rebaseline --source-moved``: one audited record naming this manifest's source
+        connection as the route's (see ``runtime.source_binding``). Counts the source's rows within one
+        partition; never writes the target."""
+        return self._record_move(lambda engine, run_id: engine.record_source_move(run_id, request))
 
     def record_target_move(self, request: RebaselineRequest) -> PartitionCheckpoint:
-        """``dpone guard rebaseline --target-moved``: one audited record, under the target's lease, naming
-        this manifest's target connection as the route's (see ``runtime.target_binding``). Reads the
-        checkpoints and counts the target's rows within one partition; writes no row of the target."""
+        """``dpone guard rebaseline --target-moved``: one audited record naming where this manifest's sink
+        connection leads as the route's target (see ``runtime.target_binding``). Counts the target's rows
+        within one partition; writes no row of the target."""
+        return self._record_move(lambda engine, run_id: engine.record_target_move(run_id, request))
+
+    def _record_move(self, make: Callable[[TransferEngine, str], PartitionCheckpoint]) -> PartitionCheckpoint:
+        """The record ``make`` builds from the checkpoints, written under the target's lease, like a run's."""
         store = self.store()
         run_id = "rebaseline__" + self.clock.now().strftime("%Y-%m-%dT%H:%M:%S.%fZ")
         with self._target_lease(store):
-            record = self._engine(store).record_target_move(run_id, request)
+            record = make(self._engine(store), run_id)
             store.write_batch([record])
             return record
 

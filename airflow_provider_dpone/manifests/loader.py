@@ -11,7 +11,7 @@ import json
 import math
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -296,32 +296,32 @@ def _template_problems(
     data: Mapping[str, Any], positions: Mapping[PathKey, tuple[int, int]]
 ) -> list[ManifestProblem]:
     """A manifest holds no unrendered template: Airflow renders a manifest given as a dict, never a file."""
-    problems: list[ManifestProblem] = []
+    return [
+        ManifestProblem(
+            kind=ProblemKind.INVALID_VALUE,
+            path=format_path(path),
+            message=(
+                "holds a Jinja template ('{{' or '{%'), which dpone never renders: Airflow renders a manifest "
+                "given to NativeTransferOperator as a dict, not a manifest file; pass the manifest as a dict or "
+                "write the file already rendered (a literal brace pair in SQL: write it as '{' || '{')"
+            ),
+            line=positions.get(path, (None, None))[0],
+        )
+        for path, value in _strings(data, ())
+        if any(opener in value for opener in _TEMPLATE_OPENERS)
+    ]
 
-    def visit(value: Any, path: PathKey) -> None:
-        if isinstance(value, dict):
-            for key, item in value.items():
-                visit(item, (*path, key))
-        elif isinstance(value, list):
-            for index, item in enumerate(value):
-                visit(item, (*path, index))
-        elif isinstance(value, str) and any(opener in value for opener in _TEMPLATE_OPENERS):
-            problems.append(
-                ManifestProblem(
-                    kind=ProblemKind.INVALID_VALUE,
-                    path=format_path(path),
-                    message=(
-                        "holds a Jinja template ('{{' or '{%'), which dpone never renders: Airflow renders a "
-                        "manifest given to NativeTransferOperator as a dict, not a manifest file; pass the "
-                        "manifest as a dict or write the file already rendered (a literal brace pair in SQL: "
-                        "write it as '{' || '{')"
-                    ),
-                    line=positions.get(path, (None, None))[0],
-                )
-            )
 
-    visit(data, ())
-    return problems
+def _strings(value: Any, path: PathKey) -> Iterator[tuple[PathKey, str]]:
+    """Every string of a JSON-like value, with its path."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _strings(item, (*path, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _strings(item, (*path, index))
+    elif isinstance(value, str):
+        yield path, value
 
 
 def _not_a_connection_name(value: str, path: str, line: int | None) -> ManifestProblem:
