@@ -125,9 +125,20 @@ run_lane() { env DPONE_LANE_STEP="$2" "${LANE_VENV[$1]}=$LANES_DIR/$1/venv" bash
 # SQLite in their own folders) run in the background too, after the lanes (a second pytest process on the
 # core the lanes used), and the main pytest leaves them out. Two processes also halve the embedded engine's
 # threads: each chDB folder a test opens leaves ~30 threads in its process, and one process running every
-# suite reached chDB's 10,000 ("no free thread", stop 43).
+# suite reached chDB's 10,000 ("no free thread", stop 43). The SIGKILL chaos suite and the other
+# service-free suites of the main process joined them in stop 44: the main pytest is CI's critical path
+# (883-1,064 s on one machine within two hours, against CI's 20 minutes), the apart one ends long before it.
 APART_TESTS=(
   tests/unit
+  tests/chaos/test_sigkill_chaos.py
+  tests/integration/test_cancellation.py
+  tests/integration/test_chunk_fetch_bound.py
+  tests/integration/test_live_sqlite_source.py
+  tests/integration/test_overflow_modes.py
+  tests/integration/test_rewritten_by_another_route.py
+  tests/integration/test_sqlite_arrow_audit.py
+  tests/integration/test_value_audit_concurrent.py
+  tests/integration/test_value_audit_memory.py
   tests/integration/test_artifact_store.py
   tests/integration/test_clickhouse_column_encoders.py
   tests/integration/test_clickhouse_native_body.py
