@@ -185,8 +185,9 @@ class Runtime:
     def sink_endpoint(self) -> EndpointDescriptor:
         return self.resolve_endpoint(self.manifest.sink.connection, "sink")
 
-    def sink_factory(self) -> Callable[[], Sink]:
-        endpoint = self.sink_endpoint()
+    def sink_factory(self, endpoint: EndpointDescriptor | None = None) -> Callable[[], Sink]:
+        """Opens the run's sink over ``endpoint`` (default: the manifest's sink connection, resolved now)."""
+        endpoint = endpoint if endpoint is not None else self.sink_endpoint()
         sink = self.manifest.sink
         allow_ttl = bool(sink.options.allow_target_ttl)
         replacing = sink.strategy is not Strategy.INCREMENTAL_APPEND and not sink.options.allow_target_views
@@ -287,6 +288,7 @@ class Runtime:
         self, store: CheckpointStore, *, allow_nonempty_target: bool = False, lease: LeaseHold | None = None
     ) -> TransferEngine:
         source = self.open_source()
+        sink = self.sink_endpoint()  # resolved once: an Airflow connection lookup each time
         artifacts = None
         if self.manifest.source.export is ExportPath.FILE_ARTIFACT:
             from airflow_provider_dpone.adapters.artifacts.arrow_ipc import ArrowIpcArtifactStore
@@ -297,7 +299,7 @@ class Runtime:
         ports = TransferPorts(
             store=store,
             source=source,
-            open_sink=self.sink_factory(),
+            open_sink=self.sink_factory(sink),
             clock=self.clock,
             artifacts=artifacts,
             source_state=store,  # type: ignore[arg-type]
@@ -306,8 +308,7 @@ class Runtime:
             naming=self.naming(),
             cancellation=self.cancellation,
             **self._source_connection(),
-            target_connection=self._named(self.sink_endpoint())[0],
-            target_place=self._place(self.sink_endpoint()),
+            **self._target_connection(sink),
             lease=lease,
         )
         return TransferEngine(
@@ -328,6 +329,10 @@ class Runtime:
         given: both name the same file)."""
         named, as_written = self._named(self.resolve_endpoint(self.manifest.source.connection, "source"))
         return {"source_connection": named, "source_connection_as_written": as_written}
+
+    def _target_connection(self, endpoint: EndpointDescriptor) -> dict[str, str]:
+        """What checkpoints record of the target connection: its name (as ``_named``) and where it leads."""
+        return {"target_connection": self._named(endpoint)[0], "target_place": self._place(endpoint)}
 
     def _place(self, endpoint: EndpointDescriptor) -> str:
         """Where a target connection leads, whatever its name, user or settings: the server's interface,

@@ -40,7 +40,7 @@ from airflow_provider_dpone.runtime.route_identity import (
     find_overlaps,
     require_unchanged_identity,
 )
-from airflow_provider_dpone.runtime.shared_target import other_sources_in_scope
+from airflow_provider_dpone.runtime.shared_target import other_sources_in_scope, within_partitions
 from airflow_provider_dpone.runtime.vanished import bounds_order
 
 _log = logging.getLogger(__name__)
@@ -398,8 +398,7 @@ class PreArmChecks:
         ``row_count`` failed, every later run exit 3). Stop before arming instead."""
         if not self._manifest.sink.options.durable_quality_replay or not active:
             return
-        _, others = committed_by_source(family.target_wide, self._route.source_table, self._naming)
-        hits = [c for c in others if any(may_overlap(p.bounds, c.bounds) for p in active)]
+        hits = within_partitions(self._other_sources(family), active)
         if not hits:
             return
         table = self._manifest.sink.table

@@ -40,4 +40,11 @@ def other_sources_in_scope(
     _, others = committed_by_source(target_wide, route.source_table, naming)
     if route.strategy is Strategy.FULL_REFRESH:
         return others  # the truncate removes every row of the table
-    return [c for c in others if any(may_overlap(p.bounds, c.bounds) for p in active)]
+    return within_partitions(others, active)
+
+
+def within_partitions(
+    checkpoints: Sequence[PartitionCheckpoint], active: Sequence[PlannedPartition]
+) -> list[PartitionCheckpoint]:
+    """Those of ``checkpoints`` whose bounds may overlap one of ``active``'s."""
+    return [c for c in checkpoints if any(may_overlap(p.bounds, c.bounds) for p in active)]

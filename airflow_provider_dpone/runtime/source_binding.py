@@ -136,11 +136,7 @@ def require_same_source(
             "changed": ["source"],
             "recorded_source": recorded,
             "this_source": reference,
-            "newest_commit": {
-                "route": newest.route.describe(),
-                "partition_id": newest.partition_id,
-                "bounds": newest.bounds.label,
-            },
+            "newest_commit": newest_commit_details(newest),
         },
         hint_lines=(
             "nothing was read from the source or written to the target",
@@ -153,6 +149,15 @@ def require_same_source(
             "see `dpone runbook guard`, 'The route's source changed'",
         ),
     )
+
+
+def newest_commit_details(newest: PartitionCheckpoint) -> dict[str, JsonValue]:
+    """The commit a connection check compared with, as the error's details name it."""
+    return {
+        "route": newest.route.describe(),
+        "partition_id": newest.partition_id,
+        "bounds": newest.bounds.label,
+    }
 
 
 def record_source_move(
@@ -186,19 +191,19 @@ def record_move(
     count: Callable[[PartitionBounds], int] | None = None,
     siblings: Sequence[PartitionCheckpoint] = (),
     also: Mapping[str, JsonValue] | None = None,
+    unmoved: Callable[[PartitionCheckpoint], bool] | None = None,
 ) -> PartitionCheckpoint:
     """The audited copy of the newest commit recording ``reference`` as the route's ``role`` connection
     (``<role>_moved_from``, ``<role>_rows_now`` in the audit; ``also``: more facts of this connection to
-    record); the other connection it records is kept."""
+    record); the other connection it records is kept. ``unmoved``: whether the newest commit already
+    names this connection (default: the same reference; a target compares its place,
+    ``target_binding.same_target``)."""
     key = SOURCE_KEY if role == "source" else TARGET_KEY
     reason = checked_reason(request)
     newest = recorded_source(canonical, siblings, key)
-    recorded_also = {k: newest.diagnostics.get(k) for k in also or {}} if newest is not None else {}
-    if also and all(isinstance(value, str) for value in recorded_also.values()):
-        unmoved = recorded_also == dict(also)  # the target's place decides, not its name
-    else:
-        unmoved = newest is not None and newest.diagnostics.get(key) == reference
-    if newest is None or unmoved:
+    if newest is None or (
+        unmoved(newest) if unmoved is not None else newest.diagnostics.get(key) == reference
+    ):
         raise DponeError(
             ErrorCode.USAGE,
             f"nothing to record for route {route.describe()}: "

@@ -26,13 +26,27 @@ from collections.abc import Sequence
 from airflow_provider_dpone.contracts.checkpoint import PartitionCheckpoint
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.route import RouteIdentity
-from airflow_provider_dpone.runtime.source_binding import TARGET_KEY, TARGET_PLACE_KEY, recorded_source
+from airflow_provider_dpone.runtime.source_binding import (
+    TARGET_KEY,
+    TARGET_PLACE_KEY,
+    newest_commit_details,
+    recorded_source,
+)
 
 
 def _shown(reference: object) -> str:
     if isinstance(reference, str) and not reference.startswith("sha256:"):
         return f"target connection {reference!r}"
     return "an inline target URI"
+
+
+def same_target(checkpoint: PartitionCheckpoint, reference: str, place: str | None) -> bool:
+    """Whether ``checkpoint`` was committed into the target this connection leads to: by place where both
+    record one, else by the connection's name."""
+    recorded_place = checkpoint.diagnostics.get(TARGET_PLACE_KEY)
+    if place is not None and isinstance(recorded_place, str):
+        return recorded_place == place
+    return checkpoint.diagnostics.get(TARGET_KEY) == reference
 
 
 def require_same_target(
@@ -49,15 +63,9 @@ def require_same_target(
     elsewhere (an environment's own URI behind a shared connection name) is not. Where either side records
     no place, the connection names are compared."""
     newest = recorded_source(canonical, siblings, TARGET_KEY)
-    if newest is None:
+    if newest is None or same_target(newest, reference, place):
         return
     recorded = newest.diagnostics.get(TARGET_KEY)
-    recorded_place = newest.diagnostics.get(TARGET_PLACE_KEY)
-    if place is not None and isinstance(recorded_place, str):
-        if recorded_place == place:
-            return
-    elif recorded == reference:
-        return
     if recorded == reference:
         change = (
             f"{_shown(reference)} now leads to another server, database or folder than the one the route's "
@@ -82,11 +90,7 @@ def require_same_target(
             "changed": ["target"],
             "recorded_target": recorded,
             "this_target": reference,
-            "newest_commit": {
-                "route": newest.route.describe(),
-                "partition_id": newest.partition_id,
-                "bounds": newest.bounds.label,
-            },
+            "newest_commit": newest_commit_details(newest),
         },
         hint_lines=(
             "nothing was read from the source or written to the target",

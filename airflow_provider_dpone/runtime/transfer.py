@@ -105,7 +105,7 @@ from airflow_provider_dpone.runtime.source_binding import (
     source_reference,
 )
 from airflow_provider_dpone.runtime.superseded import rerun_superseded
-from airflow_provider_dpone.runtime.target_binding import require_same_target
+from airflow_provider_dpone.runtime.target_binding import require_same_target, same_target
 from airflow_provider_dpone.runtime.vanished import vanished_committed
 
 _notices_log = logging.getLogger(NOTICE_LOGGER)
@@ -475,17 +475,19 @@ class TransferEngine:
         if connection is None:
             raise DponeError(ErrorCode.USAGE, "this runtime records no target connection")
         family = self._guard_scan()
+        reference, place = connection_reference(connection), self._ports.target_place
         return record_move(
             "target",
             self._route,
             family.canonical_checkpoints(),
-            connection_reference(connection),
+            reference,
             run_id,
             self._ports.clock,
             request,
             self.count_target,
             self._siblings(family),
-            also={} if self._ports.target_place is None else {TARGET_PLACE_KEY: self._ports.target_place},
+            also={} if place is None else {TARGET_PLACE_KEY: place},
+            unmoved=lambda newest: same_target(newest, reference, place),
         )
 
     def _plan_from(

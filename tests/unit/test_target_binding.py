@@ -24,7 +24,7 @@ from airflow_provider_dpone.runtime.source_binding import (
     connection_reference,
     record_move,
 )
-from airflow_provider_dpone.runtime.target_binding import require_same_target
+from airflow_provider_dpone.runtime.target_binding import require_same_target, same_target
 from tests.builders import stored_checkpoint
 
 AT = dt.datetime(2026, 12, 1, tzinfo=dt.timezone.utc)
@@ -156,12 +156,28 @@ def test_a_move_to_another_place_under_the_same_name_is_recorded_with_its_place(
     request = RebaselineRequest(reason="the folder moved", actor="oncall")
     history = [placed(0, PROD, HERE)]
     moved = record_move(
-        "target", ROUTE, history, PROD, "r", FixedClock(), request, also={TARGET_PLACE_KEY: THERE}
+        "target",
+        ROUTE,
+        history,
+        PROD,
+        "r",
+        FixedClock(),
+        request,
+        also={TARGET_PLACE_KEY: THERE},
+        unmoved=lambda newest: same_target(newest, PROD, THERE),
     )
     assert (moved.diagnostics[TARGET_KEY], moved.diagnostics[TARGET_PLACE_KEY]) == (PROD, THERE)
     require_same_target(ROUTE, [*history, moved], PROD, "m", place=THERE)
     with pytest.raises(DponeError) as info:  # the same place: nothing moved
         record_move(
-            "target", ROUTE, history, STAGING, "r", FixedClock(), request, also={TARGET_PLACE_KEY: HERE}
+            "target",
+            ROUTE,
+            history,
+            STAGING,
+            "r",
+            FixedClock(),
+            request,
+            also={TARGET_PLACE_KEY: HERE},
+            unmoved=lambda newest: same_target(newest, STAGING, HERE),
         )
     assert info.value.code is ErrorCode.USAGE
