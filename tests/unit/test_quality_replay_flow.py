@@ -119,6 +119,10 @@ def test_target_altered_after_publication_is_a_mismatch_that_blocks_the_route(ri
     blocked = expect_code(ErrorCode.QUALITY_REPLAY_UNRESOLVED, lambda: rig.engine(MANIFEST).run("run-2"))
     assert blocked.code in BLOCKING_CODES
     assert blocked.details["operations"][0]["state"] == "complete_failed"
+    hints = "\n".join(blocked.hint_lines)
+    # on-call is told to close it, not to retry it: a retry of its run ID fails the same way
+    assert "failed:   a retry of its run ID reports the same failure" in hints
+    assert "--as failed" in hints and "retry:    re-run" not in hints
     # the same run's retry fails again from its evidence, never succeeds, and reads nothing
     expect_code(ErrorCode.QUALITY_CHECK_FAILED, lambda: rig.engine(MANIFEST).run("run-1"))
     assert rig.events == []
@@ -133,7 +137,10 @@ def test_timeout_with_verified_termination_keeps_pending_releases_guard_and_retr
     assert isinstance(chain_of(rig, "run-1").terminal, type(None))
     assert isinstance(chain_of(rig, "run-1").pending, TargetPending)
     assert guard_state(rig, "run-1") is ReaderGuardState.RELEASED
-    expect_code(ErrorCode.QUALITY_REPLAY_UNRESOLVED, lambda: rig.engine(MANIFEST).run("run-2"))
+    blocked = expect_code(ErrorCode.QUALITY_REPLAY_UNRESOLVED, lambda: rig.engine(MANIFEST).run("run-2"))
+    hints = "\n".join(blocked.hint_lines)
+    assert "retry:    re-run the blocked operation's run ID" in hints
+    assert "failed:" not in hints and "retained:" not in hints
 
     rig.events.clear()
     report = rig.engine(MANIFEST).run("run-1")
@@ -152,6 +159,10 @@ def test_unverified_termination_retains_the_guard_until_an_operator_resolves(rig
 
     # a retry of the same run does not take over a guard held by an earlier attempt
     rig.events.clear()
+    blocked = expect_code(ErrorCode.QUALITY_REPLAY_UNRESOLVED, lambda: rig.engine(MANIFEST).run("run-2"))
+    hints = "\n".join(blocked.hint_lines)
+    assert "retained: verify its worker is gone" in hints
+    assert "retry:    re-run" not in hints
     expect_code(ErrorCode.QUALITY_REPLAY_UNRESOLVED, lambda: rig.engine(MANIFEST).run("run-1"))
     assert "reader.observe" not in rig.events
 

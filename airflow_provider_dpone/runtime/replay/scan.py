@@ -301,6 +301,37 @@ def recorded_under_another_manifest(record: OperationRecord, identity: str) -> b
     return run_id is not None and operation_id_for(identity, run_id) != record.operation_id
 
 
+def next_steps(blocking: Sequence[OperationRecord], invalid_refs: bool, manifest_ref: str) -> list[str]:
+    """What on-call does next, one line per kind of blocking operation present: a retry settles a pending
+    or unobserved operation only while its reader guard is free, never a failed check (a retry of its run
+    ID reports the same failure) and never a missing or unverifiable capsule."""
+    states = {r.state for r in blocking}
+    resolve = f"dpone replay resolve {manifest_ref} --run-id RUN"
+    lines: list[str] = []
+    if any(r.guard_retained for r in blocking):
+        lines.append(
+            f"retained: verify its worker is gone (runbook step 1), then {resolve} --as retry "
+            "--reason TEXT, then re-run its run ID"
+        )
+    if any(r.decided_by_its_run and r.state is not OperationState.COMPLETE_FAILED for r in blocking):
+        lines.append(
+            "retry:    re-run the blocked operation's run ID (dpone run with --run-id RUN, or clear its "
+            "Airflow task): it observes the target again or replays its evidence"
+        )
+    if OperationState.COMPLETE_FAILED in states:
+        lines.append(
+            "failed:   a retry of its run ID reports the same failure; find why the target differs (the "
+            f"values: dpone run --json of that run), repair it if needed, then {resolve} --as failed "
+            "--reason TEXT"
+        )
+    if states & {OperationState.MISSING, OperationState.INVALID, OperationState.V1} or invalid_refs:
+        lines.append(
+            "unverifiable: a capsule is missing, invalid or v1; find who changed the checkpoint or capsule "
+            f"store before anything else (never resolve blindly; {resolve} --as failed closes it)"
+        )
+    return lines
+
+
 def require_clear_capsules(
     route: RouteIdentity,
     records: Sequence[OperationRecord],
@@ -331,9 +362,7 @@ def require_clear_capsules(
             for c in invalid_refs
         ),
         f"inspect:  dpone replay status {manifest_ref}",
-        "retry:    re-run the blocked operation's run ID (it observes the target again when its reader "
-        "guard is free)",
-        f"resolve:  dpone replay resolve {manifest_ref} --run-id RUN --as retry|failed --reason TEXT",
+        *next_steps(blocking, bool(invalid_refs), manifest_ref),
         f"runbook:  {RUNBOOK}",
     ]
     if not selector_on:
