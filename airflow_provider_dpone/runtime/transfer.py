@@ -725,6 +725,10 @@ class TransferEngine:
             # read-only, before the first target write or checkpoint: a value the reads would refuse or
             # the target could not hold stops here (manifest_invalid, the route stays clear), not mid-stream
             deferred_audit = self._audit_values(sink, quality.bounds)
+            # a partition at the very end of a calendar type's range has bounds the target would misread
+            require_bounds_comparable = getattr(sink, "require_bounds_comparable", None)
+            if callable(require_bounds_comparable):
+                require_bounds_comparable(self._manifest.sink.table, schema, quality.bounds)
             if gate is not None and quality.staged:
                 gate.require_measurable(schema, self._ports.source, sink)
 

@@ -27,6 +27,7 @@ from airflow_provider_dpone.adapters.clickhouse.column_encoders import (
     insert_columns,
     value_limits,
 )
+from airflow_provider_dpone.adapters.clickhouse.comparable_bounds import bound_limits, require_comparable
 from airflow_provider_dpone.adapters.clickhouse.insert_context import insert_context, release_block
 from airflow_provider_dpone.adapters.clickhouse.insert_settings import (
     plain_insert_settings,
@@ -162,6 +163,15 @@ class ClickHouseSink:
         if self._endpoint.interface is ClickHouseInterface.CHDB:
             return MODERN_LIMITS
         return value_limits(self._client().server_version)
+
+    def require_bounds_comparable(
+        self, table: str, schema: TableSchema, bounds: Sequence[PartitionBounds]
+    ) -> None:
+        """Before arming: every calendar bound of ``bounds`` is a literal this target compares exactly in
+        ``schema``'s column types (``comparable_bounds``: the last day or month of a type's range is not)."""
+        limits = self.value_limits()
+        types = {column.name: column.clickhouse_type for column in schema.columns}
+        require_comparable(bounds, types, bound_limits(limits, legacy=limits is not MODERN_LIMITS), table)
 
     def count_rows(self, table: str, bounds: PartitionBounds | None) -> int:
         """Rows within the bounds; 0 when the table does not exist yet (nothing was ever loaded)."""

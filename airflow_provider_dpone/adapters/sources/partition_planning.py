@@ -129,7 +129,24 @@ def all_rows() -> PartitionBounds:
     return PartitionBounds(kind=BoundsKind.ALL, label=ALL_LABEL)
 
 
+def _calendar_end(column: str) -> DponeError:
+    """A value in the calendar's last day or month (9999-12-31): no partition can end after it. Refused
+    before anything is written, naming the column (no target holds such a value either)."""
+    return DponeError(
+        ErrorCode.MANIFEST_INVALID,
+        f"partition column {column!r} holds values in the calendar's last day or month, which no partition "
+        "can end after (no ClickHouse date type holds them either)",
+        details={"column": column, "reason": "partition_bound_outside_target_range"},
+        hint_lines=(
+            "nothing was written and no checkpoint recorded: the route is not blocked",
+            "map or filter such placeholder values (9999-12-31) in source.query",
+        ),
+    )
+
+
 def day_partitions(column: str, days: Sequence[date]) -> list[PartitionBounds]:
+    if any(day == date.max for day in days):
+        raise _calendar_end(column)
     return [
         PartitionBounds(
             kind=BoundsKind.RANGE,
@@ -144,6 +161,8 @@ def day_partitions(column: str, days: Sequence[date]) -> list[PartitionBounds]:
 
 
 def month_partitions(column: str, months: Sequence[tuple[int, int]]) -> list[PartitionBounds]:
+    if any(year == date.max.year and month == 12 for year, month in months):
+        raise _calendar_end(column)
     bounds = []
     for year, month in sorted(set(months)):
         first = date(year, month, 1)
