@@ -23,6 +23,7 @@ from airflow_provider_dpone.contracts.schema import ColumnSpec, TableSchema
 from airflow_provider_dpone.ports.artifacts import ArtifactStore
 from airflow_provider_dpone.ports.checkpoint_store import CheckpointStore
 from airflow_provider_dpone.ports.clock import Clock
+from airflow_provider_dpone.ports.route_lease import LeaseHold
 from airflow_provider_dpone.ports.sink import Sink
 from airflow_provider_dpone.ports.source import Source
 from airflow_provider_dpone.runtime.transfer import TransferEngine, TransferPorts
@@ -379,6 +380,7 @@ def transfer_engine(
     artifacts: ArtifactStore | None = None,
     manifest: dict[str, object] | None = None,
     manifest_ref: str = "m.yaml",
+    lease: LeaseHold | None = None,
     **manifest_kwargs: Any,
 ) -> TransferEngine:
     """The one way unit tests build a ``TransferEngine`` over these doubles, so a change to the engine's
@@ -400,6 +402,7 @@ def transfer_engine(
         open_sink=open_sink if open_sink is not None else _returning(sink),
         clock=clock if clock is not None else FixedClock(),
         artifacts=artifacts,
+        lease=lease,
     )
     return TransferEngine(Manifest.model_validate_json(json.dumps(data)), ports, manifest_ref=manifest_ref)
 

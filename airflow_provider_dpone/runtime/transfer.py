@@ -21,7 +21,7 @@ import contextlib
 import functools
 import logging
 import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import TypeVar, assert_never
@@ -29,6 +29,7 @@ from typing import TypeVar, assert_never
 from airflow_provider_dpone.contracts.artifact import ArtifactRef
 from airflow_provider_dpone.contracts.capsule import ProbeScope, SealedCore
 from airflow_provider_dpone.contracts.checkpoint import CheckpointStatus, PartitionCheckpoint
+from airflow_provider_dpone.contracts.chunk import ColumnChunk
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.manifest import ExportPath, LoadPath, Manifest
 from airflow_provider_dpone.contracts.partition import PartitionBounds, PlannedPartition, partition_id_for
@@ -109,6 +110,7 @@ from airflow_provider_dpone.runtime.target_binding import require_same_target, s
 from airflow_provider_dpone.runtime.vanished import vanished_committed
 
 _notices_log = logging.getLogger(NOTICE_LOGGER)
+log = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
 
@@ -914,7 +916,7 @@ class TransferEngine:
                             table, schema, self._route.key(), self._order_by(schema)
                         )
                         with contextlib.closing(self._reads.chunks(active, artifacts, tally)) as chunks:
-                            return staged_sink.stage(staging, schema, chunks)
+                            return staged_sink.stage(staging, schema, self._while_held(chunks))
 
                     staged_rows = self._read_proven(stage_all, tally, preparation)
                     for part in active:
@@ -942,7 +944,9 @@ class TransferEngine:
                     before_arm(moved, staging)
                 self._ports.cancellation.raise_if_cancelled()  # stopped: the target was never invoked
             except BaseException:
-                if not preparation.quiet:
+                # once the lease is gone another run may own these partitions: no record of ours may
+                # become their latest (a failed_before_target over its commits hid them)
+                if not preparation.quiet and self._lease_still_held():
                     lifecycle.mark_failed_before_target()
                 raise
 
@@ -958,6 +962,10 @@ class TransferEngine:
                     raise
             permit = lifecycle.arm()
             self._progress.stage("target")
+            # proven again after arming: a run paused between the proof and its arm must not reach the
+            # target once another run may have moved these partitions (its armed records stay: the route's
+            # guard then asks on-call, who finds the other run's rows)
+            self._prove_lease_after_arming(loading=False)
             if staged_sink is not None and staging is not None:
                 staging_table = staging
                 lifecycle.invoke_target(
@@ -989,7 +997,54 @@ class TransferEngine:
         tally: StreamTally,
     ) -> int:
         with contextlib.closing(self._reads.chunks(active, artifacts, tally)) as chunks:
-            return sink.load(permit, self._manifest.sink.table, schema, chunks)
+            return sink.load(permit, self._manifest.sink.table, schema, self._while_held(chunks))
+
+    def _while_held(self, chunks: Iterable[ColumnChunk]) -> Iterator[ColumnChunk]:
+        """``chunks``, the lease proven held before each reaches the target: a run whose lease ended
+        mid-load (its database session closed) stops before its next insert instead of loading on beside
+        the run that took the lease over (seen: every row twice, both exit 0)."""
+        for chunk in chunks:
+            self._prove_lease_after_arming(loading=True)
+            yield chunk
+
+    def _prove_lease_after_arming(self, *, loading: bool) -> None:
+        """The lease proven held; once armed, a lost one is said as what it leaves: armed partitions, and
+        while loading perhaps some of this run's rows, for on-call (the route's guard blocks the next run)."""
+        if self._ports.lease is None:
+            return
+        try:
+            self._ports.lease.require_held()
+        except DponeError as lost:
+            if lost.details.get("problem") != "lease_lost":
+                raise
+            what = (
+                "while it loaded the target: rows it inserted before that may be in the target"
+                if loading
+                else "after it armed, before it wrote any target row"
+            )
+            raise DponeError(
+                ErrorCode.ROUTE_BUSY,
+                f"this run's lease of target table {self._manifest.sink.table} ended {what}; another run may "
+                "be moving the same partitions, so this run stopped and its partitions stay armed for on-call",
+                details={**lost.details, "armed": True, "loading": loading},
+                hint_lines=(
+                    "its checkpoint store session was closed (an idle limit, pg_terminate_backend, a failover, "
+                    "a pooler); the route's next run stops on these partitions until on-call resolves them",
+                    f"inspect: dpone guard inspect {self._manifest_ref}",
+                    "see `dpone runbook guard`, 'A run lost its lease after arming'",
+                ),
+            ) from lost
+
+    def _lease_still_held(self) -> bool:
+        """Whether the run may still write records of its own: no lease to prove, or one proven held."""
+        if self._ports.lease is None:
+            return True
+        try:
+            self._ports.lease.require_held()
+        except DponeError:
+            log.warning("the route's lease ended: this run writes no further checkpoint")
+            return False
+        return True
 
     # -- helpers -----------------------------------------------------------------------------------
 

@@ -470,16 +470,24 @@ def test_finalize_without_an_open_permit_is_refused_and_keeps_staging(sink: Clic
     assert sink.count_rows(staging, None) == 1
 
 
-def test_begin_staging_drops_a_leftover_of_the_same_operation(sink: ClickHouseSink) -> None:
+def test_begin_staging_gives_each_attempt_its_own_table_and_drops_the_operations_leftovers(
+    sink: ClickHouseSink,
+) -> None:
+    """An attempt stages into a table of its own: a run whose lease ended under it cannot insert into the
+    table of the run that took over (which would publish those rows too). Earlier attempts' tables of the
+    same operation are dropped, the route's lease being held; another operation's are kept."""
     sink.prepare_target(TABLE, SCHEMA, ("id",))
     first = sink.begin_staging(TABLE, SCHEMA, BATCH)
     sink.stage(first, SCHEMA, [rows_chunk([1, 2], D1)])
+    other = sink.begin_staging(TABLE, SCHEMA, "sha256:" + "cd" * 32)
 
     again = sink.begin_staging(TABLE, SCHEMA, BATCH)  # a retry of the same operation
 
-    assert again == first
+    assert again != first and not sink.table_exists(first)
     assert sink.count_rows(again, None) == 0
-    assert sink.begin_staging(TABLE, SCHEMA, "sha256:" + "cd" * 32) != first
+    assert sink.table_exists(other)
+    sink.drop_leftover_staging(TABLE, BATCH)  # a later run with nothing to move
+    assert not sink.table_exists(again) and sink.table_exists(other)
 
 
 def test_abort_staged_load_drops_staging_is_idempotent_and_never_drops_other_tables(

@@ -20,6 +20,7 @@ store's sessions raise such a default to ``on`` (``engine._durable_commits``).
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -203,3 +204,132 @@ def test_checkpoint_commits_are_durable_whatever_the_databases_default(
             hold.require_held()
     finally:
         checkpoints.close()
+
+
+class PausedAt(SilentProgress):
+    """Holds the run at its first ``stage(name)`` (``partition``: its first moved partition) until released."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.reached = threading.Event()
+        self.release = threading.Event()
+
+    def _hold(self) -> None:
+        if not self.reached.is_set():
+            self.reached.set()
+            assert self.release.wait(timeout=120)
+
+    def stage(self, name: str) -> None:
+        if name == self.name:
+            self._hold()
+
+    def partition_moved(self, label: str, rows: int, seconds: float) -> None:
+        if self.name == "partition":
+            self._hold()
+
+
+def run_paused(manifest: Path, paused: PausedAt, run_id: str) -> tuple[threading.Thread, dict[str, object]]:
+    outcome: dict[str, object] = {}
+
+    def run() -> None:
+        try:
+            with open_runtime(load_manifest(manifest), progress=paused) as runtime:
+                outcome["report"] = runtime.run(run_id)
+        except BaseException as exc:  # handed to the test thread
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    assert paused.reached.wait(timeout=120), outcome
+    return thread, outcome
+
+
+def lost_its_lease(outcome: dict[str, object]) -> None:
+    error = outcome.get("error")
+    assert isinstance(error, DponeError), outcome
+    assert error.code is ErrorCode.ROUTE_BUSY and error.details["problem"] == "lease_lost"
+
+
+def test_a_run_armed_when_its_lease_ended_never_reaches_the_target_after_on_call_resolved_it(
+    tmp_path: Path, store: str, target: str, clickhouse_http: EndpointDescriptor
+) -> None:
+    """Red without the proof after arming: run A, armed, its lease session ended; the next run stopped on
+    A's armed partitions, on-call resolved them as not applied (the target held none of A's rows, and the
+    lease was free), run C moved every partition, then A went on and loaded them all again: every row
+    twice, exit 0 for all. A now stops before its target call and writes nothing more."""
+    from click.testing import CliRunner
+
+    from airflow_provider_dpone.cli.main import cli
+
+    manifest = write_manifest(tmp_path, target, "direct")
+    paused = PausedAt("target")
+    thread, outcome = run_paused(manifest, paused, "run-a")
+    try:
+        assert terminate_lease_sessions(store) == 1
+        with open_runtime(load_manifest(manifest)) as runtime, pytest.raises(DponeError) as blocked:
+            runtime.run("run-b")
+        assert blocked.value.code is ErrorCode.MANUAL_RECONCILIATION_REQUIRED
+        resolved = CliRunner().invoke(
+            cli,
+            [
+                "guard",
+                "resolve",
+                str(manifest),
+                "--all-blocked",
+                "--as",
+                "not-applied",
+                "--reason",
+                "A is gone",
+            ],
+        )
+        assert resolved.exit_code == 0, resolved.output
+        with open_runtime(load_manifest(manifest)) as runtime:
+            assert runtime.run("run-c").rows_committed == ROWS
+    finally:
+        paused.release.set()
+        thread.join(timeout=120)
+    lost_its_lease(outcome)
+    assert server_rows(clickhouse_http, target) == source_rows(tmp_path)
+    with open_runtime(load_manifest(manifest)) as runtime:  # nothing of run A's blocks the route
+        assert runtime.run("run-d").rows_committed == 0
+
+
+def test_a_run_whose_lease_ended_while_staging_stops_and_leaves_the_other_runs_commits_latest(
+    tmp_path: Path, store: str, target: str, clickhouse_http: EndpointDescriptor
+) -> None:
+    """Red without the proof per chunk and before a failure record: run A, staging, lost its lease; run B
+    staged and published every partition; A's next insert failed (B had dropped the staging table) and
+    its failed_before_target records became the partitions' latest over B's commits, so every later run
+    stopped with target_not_empty and no command could clear it."""
+    manifest = write_manifest(tmp_path, target, "staged")
+    paused = PausedAt("partition")
+    thread, outcome = run_paused(manifest, paused, "run-a")
+    try:
+        assert terminate_lease_sessions(store) == 1
+        with open_runtime(load_manifest(manifest)) as runtime:
+            assert runtime.run("run-b").rows_committed == ROWS
+    finally:
+        paused.release.set()
+        thread.join(timeout=120)
+    lost_its_lease(outcome)
+    assert server_rows(clickhouse_http, target) == source_rows(tmp_path)
+    with open_runtime(load_manifest(manifest)) as runtime:
+        assert runtime.run("run-c").rows_committed == 0
+
+
+def test_the_lease_session_outlives_the_databases_idle_session_limits(store: str) -> None:
+    """Red without lifting them for the lease session: a database default of ``idle_session_timeout``
+    ended the idle lease session under a live run, and with it the lease (then every row twice)."""
+    admin = sa.create_engine(store, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        database = conn.execute(sa.text("SELECT current_database()")).scalar_one()
+        conn.execute(sa.text(f'ALTER DATABASE "{database}" SET idle_session_timeout = 1000'))
+        conn.execute(sa.text(f'ALTER DATABASE "{database}" SET idle_in_transaction_session_timeout = 1000'))
+    admin.dispose()
+    engine = sa.create_engine(store)
+    try:
+        with postgres_lease(engine, "demo.orders") as hold:
+            time.sleep(2.5)
+            hold.require_held()
+    finally:
+        engine.dispose()

@@ -10,9 +10,12 @@
 A PostgreSQL session can end under a live run: ``idle_session_timeout``, ``pg_terminate_backend``, a
 failover, a pooler or firewall dropping the idle connection. The lock ends with it while the run goes on, and
 a second run can then take the lease and move the same partitions (seen: both committed every partition,
-every row twice). So the hold a run gets proves itself on that session (``pg_locks``) right before the run
-arms; a session that is gone, or one that no longer holds the lock, is ``lease_lost``. An ``flock`` cannot
-end while its holder's descriptor is open, so the SQLite hold has nothing to prove.
+every row twice). So the lease session lifts the
+idle limits a database or role may set for it, and the hold a run gets proves itself on that session
+(``pg_locks``) before the run arms, again right after arming, and before each chunk reaches the target; a
+session that is gone, or one that no longer holds the lock, is ``lease_lost``, and the run then writes no
+further record of its own. An ``flock`` cannot end while its holder's descriptor is open, so the SQLite
+hold has nothing to prove.
 
 A lease is not a fence: it stops a second *dpone* run of the same target while the first is alive; it does
 not make the guard an exactly-once protocol, and a writer outside dpone is not excluded.
@@ -118,6 +121,15 @@ class HeldAdvisoryLock:
             raise lease_lost(self._key)
 
 
+#: The lease session stays idle for the whole run, so a database or role default of
+#: ``idle_session_timeout`` (PostgreSQL 14+) or ``idle_in_transaction_session_timeout`` ended it under a
+#: live run (seen: a 2 s limit and a slow source). Lifted for this session alone, where the server knows them.
+_NO_IDLE_LIMITS = text(
+    "SELECT set_config(name, '0', false) FROM pg_settings "
+    "WHERE name IN ('idle_session_timeout', 'idle_in_transaction_session_timeout')"
+)
+
+
 @contextmanager
 def postgres_lease(engine: Engine, key: str) -> Iterator[HeldAdvisoryLock]:
     lock = lock_id(key)
@@ -126,6 +138,7 @@ def postgres_lease(engine: Engine, key: str) -> Iterator[HeldAdvisoryLock]:
         got = conn.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": lock}).scalar()
         if got:  # for route_status: who holds it (pg_stat_activity shows the session's application_name)
             conn.execute(text("SELECT set_config('application_name', :v, false)"), {"v": holder_label()})
+            conn.execute(_NO_IDLE_LIMITS)
         conn.commit()
     except SQLAlchemyError as exc:
         raise DponeError(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import logging
+import secrets
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -366,12 +367,13 @@ class ClickHouseSink:
         """A fresh staging table for one operation (a leftover of the same name is dropped first),
         defined as :meth:`prepare_target` defines the target, so its parts can be attached to it."""
         name = self._refusals_before_statements(table, schema, order_by)
-        staging = _staging_of(name, operation_id)
+        staging = _staging_of(name, operation_id, attempt=secrets.token_hex(6))
         with self._failures("create the staging table", staging, step="begin_staging"):
             client = self._client()
             require_plain_inserts(client, self._endpoint, str(name))
             client.command(f"CREATE DATABASE IF NOT EXISTS {quote_identifier(name.database)}")
-            client.command(f"DROP TABLE IF EXISTS {staging.sql()}")
+            for leftover in self._stagings_of(client, name, operation_id):
+                client.command(f"DROP TABLE IF EXISTS {leftover.sql()}")
             client.command(
                 create_staging_sql(
                     staging,
@@ -441,9 +443,30 @@ class ClickHouseSink:
         return rows
 
     def drop_leftover_staging(self, table: str, operation_id: str) -> None:
-        """Drop the staging table :meth:`begin_staging` names for this operation, if an attempt that was
-        killed left it; never raises (a run with nothing to move calls it, and its outcome stands)."""
-        self._drop_staging(_staging_of(self._name(table), operation_id))
+        """Drop the staging tables :meth:`begin_staging` made for this operation, if attempts that were
+        killed left them; never raises (a run with nothing to move calls it, and its outcome stands)."""
+        name = self._name(table)
+        try:
+            leftovers = self._stagings_of(self._client(), name, operation_id)
+        except Exception:
+            log.warning("could not list the staging tables of %s; the next attempt drops them", name)
+            return
+        for leftover in leftovers:
+            self._drop_staging(leftover)
+
+    @staticmethod
+    def _stagings_of(client: Client, target: TableName, operation_id: str) -> list[TableName]:
+        """Every staging table of ``operation_id`` on ``target``: each attempt's (the route's lease is held,
+        so none of them is a live run's own) and the one an older release named without an attempt."""
+        stem = _staging_of(target, operation_id).table
+        found = client.query(
+            "SELECT name FROM system.tables WHERE database = "
+            + quote_string(target.database)
+            + f" AND (name = {quote_string(stem)} OR substring(name, 1, {len(stem) + 1}) = "
+            + quote_string(stem + "_")
+            + ")"
+        ).result_rows
+        return [TableName(target.database, str(row[0])) for row in found]
 
     def abort_staged_load(self, staging_table: str) -> None:
         """Drop the staging table; idempotent and never raises (it runs in ``finally`` blocks)."""
@@ -759,10 +782,13 @@ class ClickHouseSink:
 _LOAD = ErrorCode.TARGET_LOAD_FAILED
 
 
-def _staging_of(target: TableName, operation_id: str) -> TableName:
-    """The staging table of one operation on ``target``: beside it, named by a digest of both."""
+def _staging_of(target: TableName, operation_id: str, *, attempt: str | None = None) -> TableName:
+    """The staging table of one operation on ``target``: beside it, named by a digest of both, and by the
+    attempt that creates it. An attempt's own name keeps a run whose lease ended under it (its database
+    session closed) from inserting into the table of the run that took the lease over, which that run
+    would then publish (seen: every row twice, exit 0); without ``attempt``, the stem all of them share."""
     digest = hashlib.sha256(f"{target}|{operation_id}".encode()).hexdigest()[:16]
-    return TableName(target.database, STAGING_PREFIX + digest)
+    return TableName(target.database, STAGING_PREFIX + digest + (f"_{attempt}" if attempt else ""))
 
 
 def _refuse_driver_misquoted(schema: TableSchema) -> None:
