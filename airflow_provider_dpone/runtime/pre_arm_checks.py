@@ -723,6 +723,9 @@ class PreArmChecks:
                 )
             return target_rows
         which = "the skipped partitions" if moving else "every partition"
+        if theirs and target_rows > 0 and sink.count_rows(table, newest.bounds) > 0:
+            # rows are there, but no more than other source tables committed: counts cannot tell whose
+            raise self._fan_in_undecidable(which, target_rows, theirs, committed_rows, newest, moving)
         raise DponeError(
             ErrorCode.TARGET_LOST_COMMITTED_ROWS,
             f"{which} of route {self._route.describe()} {'are' if moving else 'is'} committed, but the "
@@ -748,6 +751,43 @@ class PreArmChecks:
                 "commits partitions this target never received",
                 "restore the target table, or reload deliberately: see `dpone runbook guard`, "
                 "'The target lost committed rows'",
+            ),
+        )
+
+    def _fan_in_undecidable(
+        self,
+        which: str,
+        target_rows: int,
+        theirs: int,
+        committed_rows: int,
+        newest: PartitionCheckpoint,
+        moving: bool,
+    ) -> DponeError:
+        """A fan-in whose table holds no more rows, overall and in this route's newest committed partition,
+        than other source tables committed: this route's rows were lost and another route refilled the
+        table, or another route's rows were removed and this route's are all there. Counts cannot tell
+        which, so the run stops, saying so (it said "fewer than" of equal counts)."""
+        table = self._manifest.sink.table
+        return DponeError(
+            ErrorCode.TARGET_LOST_COMMITTED_ROWS,
+            f"{which} of route {self._route.describe()} {'are' if moving else 'is'} committed, but target "
+            f"table {table} holds {target_rows:,} rows while other source tables committed {theirs:,} of its "
+            f"rows, so counts cannot show this route's {committed_rows:,}, not even within the newest of its "
+            f"partitions ({newest.bounds.label}): either this route's rows were lost and another route "
+            "refilled the table, or rows of another source table were removed and this route's are intact",
+            details={
+                "route": self._route.describe(),
+                "target_table": table,
+                "target_rows": target_rows,
+                "other_sources_rows": theirs,
+                "committed_rows": committed_rows,
+                "newest_committed": {"partition_id": newest.partition_id, "bounds": newest.bounds.label},
+                "problem": "fan_in_undecidable",
+            },
+            hint_lines=(
+                "nothing was read or written; the guard never reloads committed partitions on a guess",
+                "tell the rows apart by a column that names their source; see `dpone runbook guard`, "
+                "'Another route's rows removed from a shared table'",
             ),
         )
 

@@ -285,7 +285,35 @@ def test_a_fan_in_route_whose_rows_were_deleted_stops_although_the_table_holds_a
         run(manifest(base, "shard_a", "incremental_append"), "a-2")
 
     assert stopped.value.code is ErrorCode.TARGET_LOST_COMMITTED_ROWS
-    assert "other source tables' commits" in stopped.value.safe_message
+    assert stopped.value.details["problem"] == "fan_in_undecidable"
+    assert stopped.value.details["other_sources_rows"] == 30
+
+
+def test_a_fan_in_route_whose_rows_are_intact_beside_another_sources_removed_ones_stops_and_can_go_on(
+    base: Path,
+) -> None:
+    """The mirror of the test above: shard_a's rows are removed on purpose, shard_b's are all there. By
+    counts the two cases are one (the table holds 30 rows, 10 in shard_b's newest day, as many as shard_a
+    committed there), so shard_b stops too. Seen before: it said it held "30 rows, fewer than the 30" and
+    "none of the newest", with no way out. It says now that counts cannot tell, and the runbook's way out
+    (shard_a's commits, checked and retired from the store) lets shard_b go on with its rows intact."""
+    run(manifest(base, "shard_a", "incremental_append"), "a-1")
+    run(manifest(base, "shard_b", "incremental_append"), "b-1", allow_nonempty_target=True)
+    chdb_command(base, "ALTER TABLE demo.orders DELETE WHERE id < 1000 SETTINGS mutations_sync = 2")
+
+    with pytest.raises(DponeError) as stopped:
+        run(manifest(base, "shard_b", "incremental_append"), "b-2")
+
+    assert stopped.value.code is ErrorCode.TARGET_LOST_COMMITTED_ROWS
+    assert stopped.value.details["problem"] == "fan_in_undecidable"
+    assert "fewer than" not in stopped.value.safe_message and "counts cannot" in stopped.value.safe_message
+    with sqlite3.connect(base / "state.sqlite") as db:  # the runbook: shard_a's history, exported, then retired
+        retired = db.execute(
+            "DELETE FROM dpone_partition_checkpoints WHERE source_table = 'main.shard_a'"
+        ).rowcount
+    assert retired > 0
+    assert run(manifest(base, "shard_b", "incremental_append"), "b-3").rows_committed == 0
+    assert target(base) == source(base, "shard_b")
 
 
 def test_a_day_written_by_hand_beside_a_month_partitioned_source_is_never_appended_again(base: Path) -> None:
