@@ -110,6 +110,10 @@ class Runtime:
     cancellation: CancellationToken = field(default_factory=CancellationToken)
     #: For read-only commands: the checkpoint store must exist already (never created, schema untouched).
     read_only: bool = False
+    #: For commands that record on-call decisions about a route's history (``guard resolve``,
+    #: ``replay resolve``, a plain ``guard rebaseline``): the store must exist already. Made afresh at a
+    #: mistyped path, it said "nothing to resolve", and every read-only command then saw a clean route.
+    existing_store: bool = False
     _closers: list[Callable[[], None]] = field(default_factory=list)
     _store: CheckpointStore | None = None
     _capsule_stores: CapsuleStores | None = None
@@ -125,7 +129,7 @@ class Runtime:
             from airflow_provider_dpone.adapters.checkpoint_sql import store_from_endpoint
 
             endpoint = self.resolve_endpoint(self.manifest.checkpoints.connection, "checkpoints")
-            if self.read_only:
+            if self.read_only or self.existing_store:
                 from airflow_provider_dpone.adapters.checkpoint_sql.presence import require_checkpoint_store
 
                 require_checkpoint_store(endpoint, self.loaded.manifest_dir)
@@ -508,12 +512,14 @@ def open_runtime(
     target_reader: TargetMetricsReader | None = None,
     cancellation: CancellationToken | None = None,
     read_only: bool = False,
+    existing_store: bool = False,
 ) -> Iterator[Runtime]:
     """Compose the runtime for one manifest; everything it opened is closed on exit.
 
     ``target_reader`` replaces the supervised reader worker (for instance a wrapper in a test).
     ``cancellation`` lets the caller stop the run (``TransferInterrupted`` at the next chunk).
     ``read_only`` (inspection commands): a missing checkpoint store is refused, never created.
+    ``existing_store`` (commands recording on-call decisions): refused too, though they write to it.
     """
     runtime = Runtime(
         loaded=loaded,
@@ -524,6 +530,7 @@ def open_runtime(
         target_reader=target_reader,
         cancellation=cancellation or CancellationToken(),
         read_only=read_only,
+        existing_store=existing_store,
     )
     try:
         yield runtime

@@ -66,7 +66,7 @@ def resolve_command(
             actor=operator_identity(),
             force=force,
         )
-        with open_runtime(loaded, manifest_ref=manifest) as runtime:
+        with open_runtime(loaded, manifest_ref=manifest, existing_store=True) as runtime:
             records = runtime.resolve_guards(request)
     except DponeError as err:
         fail(err, as_json)
@@ -219,7 +219,8 @@ def rebaseline_command(
     try:
         loaded = load_manifest(manifest)
         request = RebaselineRequest(reason=reason, actor=operator_identity())
-        with open_runtime(loaded, manifest_ref=manifest) as runtime:
+        # adopting a target may start a new store; every other rebaseline records over an existing history
+        with open_runtime(loaded, manifest_ref=manifest, existing_store=not adopt_target) as runtime:
             if adopt_target + release_partial + source_moved + target_moved > 1:
                 raise DponeError(
                     ErrorCode.USAGE,

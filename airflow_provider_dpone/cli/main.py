@@ -12,11 +12,13 @@ import importlib
 import inspect
 from collections.abc import Sequence
 from types import ModuleType
+from typing import Any
 
 import click
 
 from airflow_provider_dpone import __version__
-from airflow_provider_dpone.cli.output import DEBUG_META_KEY, fail_unexpected, remember_debug
+from airflow_provider_dpone.cli.output import DEBUG_META_KEY, fail_unexpected, print_json, remember_debug
+from airflow_provider_dpone.contracts.errors import ErrorCode
 
 #: Command modules, relative to this package. Order is the order of ``dpone --help``'s listing.
 COMMAND_MODULES: tuple[str, ...] = (
@@ -30,7 +32,35 @@ COMMAND_MODULES: tuple[str, ...] = (
 )
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+_ARGS_KEY = "dpone.args"
+
+
+class _RootGroup(click.Group):
+    """click's own usage errors (a missing option, a directory for a file) of a ``--json`` invocation as one
+    JSON object on stdout, as every other failure is: click printed them as text on stderr and left stdout
+    empty, so a script parsing it failed to decode instead of reading ``usage_error``."""
+
+    def make_context(
+        self, info_name: str | None, args: list[str], parent: click.Context | None = None, **extra: Any
+    ) -> click.Context:
+        given = list(args)
+        ctx = super().make_context(info_name, args, parent=parent, **extra)
+        ctx.meta[_ARGS_KEY] = given
+        return ctx
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except click.UsageError as exc:
+            if "--json" not in ctx.meta.get(_ARGS_KEY, ()):
+                raise
+            print_json({"error": ErrorCode.USAGE.value, "message": exc.format_message(), "details": {}})
+            ctx.exit(exc.exit_code)
+
+
+@click.group(
+    cls=_RootGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110}
+)
 @click.version_option(__version__, "--version", prog_name="dpone", message="%(prog)s %(version)s")
 @click.option(
     "--debug",

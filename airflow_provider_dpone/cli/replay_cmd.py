@@ -101,7 +101,7 @@ def resolve_command(manifest: str, run_id: str, resolve_as: str, reason: str, as
             reason=reason,
             actor=operator_identity(),
         )
-        with open_runtime(loaded, manifest_ref=manifest) as runtime:
+        with open_runtime(loaded, manifest_ref=manifest, existing_store=True) as runtime:
             record, audit = runtime.resolve_replay(request)
     except DponeError as err:
         fail(err, as_json)

@@ -1,4 +1,6 @@
-"""Read-only commands (`checkpoints`, `guard inspect`, `replay status`) never create a checkpoint store.
+"""Read-only commands (`checkpoints`, `guard inspect`, `replay status`) never create a checkpoint store,
+nor do the commands that record on-call decisions (`guard resolve`, `guard rebaseline` without
+`--adopt-target`, `replay resolve`).
 
 A missing SQLite file, a SQLite file without the checkpoint table, and a PostgreSQL database without it are
 each "no checkpoint store at ..." (exit 2), and afterwards the store is exactly as missing as before.
@@ -21,6 +23,16 @@ from airflow_provider_dpone.cli.main import cli
 
 READ_ONLY = (["checkpoints"], ["guard", "inspect"], ["replay", "status"])
 IDS = ["checkpoints", "guard-inspect", "replay-status"]
+#: Commands that record on-call decisions about a route's history: they write, but never to a store they
+#: would have to create (made afresh at a mistyped path, it said "nothing to resolve" and every read-only
+#: command then saw a clean route).
+DECIDING = (
+    ["guard", "resolve", "--all-blocked", "--as", "not-applied", "--reason", "x"],
+    ["guard", "rebaseline", "--reason", "x"],
+    ["guard", "rebaseline", "--target-moved", "--reason", "x"],
+    ["replay", "resolve", "--run-id", "r", "--as", "failed", "--reason", "x"],
+)
+DECIDING_IDS = ["guard-resolve", "guard-rebaseline", "rebaseline-target-moved", "replay-resolve"]
 
 
 def manifest(tmp_path: Path, checkpoints: str = "sqlite:///state.sqlite") -> Path:
@@ -53,7 +65,7 @@ def invoke(*args: str, env: dict[str, str] | None = None) -> Result:
     return CliRunner().invoke(cli, list(args), env=env, catch_exceptions=False)
 
 
-@pytest.mark.parametrize("command", READ_ONLY, ids=IDS)
+@pytest.mark.parametrize("command", READ_ONLY + DECIDING, ids=IDS + DECIDING_IDS)
 def test_missing_sqlite_file_is_refused_and_not_created(tmp_path: Path, command: list[str]) -> None:
     result = invoke(*command, str(manifest(tmp_path)))
     assert result.exit_code == 2, result.output
@@ -62,7 +74,7 @@ def test_missing_sqlite_file_is_refused_and_not_created(tmp_path: Path, command:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["manifest.yaml"]
 
 
-@pytest.mark.parametrize("command", READ_ONLY, ids=IDS)
+@pytest.mark.parametrize("command", READ_ONLY + DECIDING, ids=IDS + DECIDING_IDS)
 def test_missing_store_with_json_is_one_json_error(tmp_path: Path, command: list[str]) -> None:
     result = invoke(*command, str(manifest(tmp_path)), "--json")
     assert result.exit_code == 2

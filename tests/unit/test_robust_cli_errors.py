@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import textwrap
 import time
@@ -191,3 +192,33 @@ def test_ctrl_c_before_the_target_was_invoked_is_still_a_plain_abort(
     assert result.exit_code == 1
     assert "Aborted!" in result.output
     assert "manual_reconciliation" not in result.output
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["run", "{dir}", "--json"],
+        ["demo", "--dir", "{file}", "--json"],
+        ["guard", "inspect", "--json"],
+        ["guard", "resolve", "{file}", "--all-blocked", "--as", "maybe", "--reason", "x", "--json"],
+        ["guard", "resolve", "{file}", "--all-blocked", "--as", "committed", "--json"],
+        ["replay", "status", "{dir}", "--json"],
+    ],
+    ids=["directory", "demo-into-a-file", "no-manifest", "bad-choice", "missing-option", "replay"],
+)
+def test_a_usage_error_of_a_json_invocation_is_one_json_object_on_stdout(
+    tmp_path: Path, args: list[str]
+) -> None:
+    """Red before: click printed these as text on stderr and stdout stayed empty (a script's decode failed)."""
+    manifest = tmp_path / "m.yaml"
+    manifest.write_text(MANIFEST.format(name="orders"), encoding="utf-8")
+    given = [a.format(dir=tmp_path, file=manifest) for a in args]
+    result = CliRunner().invoke(cli, given)
+    assert result.exit_code == 2, result.output
+    error = json.loads(result.stdout)
+    assert error["error"] == "usage_error" and error["message"] and error["details"] == {}
+
+
+def test_a_usage_error_without_json_stays_clicks_text(tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli, ["run", str(tmp_path)])
+    assert result.exit_code == 2 and "Usage: " in result.output and not result.stdout.lstrip().startswith("{")
