@@ -682,7 +682,7 @@ class PreArmChecks:
         partition holds none of its rows in the target: a dropped, truncated or new table, one restored
         from a backup older than that commit, or a checkpoint store shared with another target (a staging
         environment cloned with the production store committed a day into its own table; the production
-        route then skipped it, exit 0). With nothing to move, a shrunk table is said in a notice. Stop,
+        route then skipped it, exit 0). A shrunk table is said in a notice. Stop,
         never reload on a guess. Returns the table's rows when it counted them (None: no committed rows to
         check, nothing read)."""
         skipped: list[PartitionCheckpoint] = []
@@ -713,14 +713,14 @@ class PreArmChecks:
             return target_rows  # the common case: no partition is ordered or counted
         newest = max(skipped, key=lambda c: (bounds_order(c.bounds), c.completed_at or c.started_at))
         if target_rows > 0 and self.own_rows(sink, newest.bounds, others) > 0:
-            if not moving:
-                self._notice(
-                    f"target table {table} holds {target_rows:,} rows{_others_share(theirs, target_rows)}"
-                    + f", fewer than the {committed_rows:,} the "
-                    f"committed partitions of route {self._route.describe()} loaded, while the newest of them "
-                    f"({newest.bounds.label}) still holds rows: rows were removed from the table (a retention "
-                    "job, a TTL, deletes); they are not reloaded"
-                )
+            # said on every run, not only one with nothing to move: a daily route always has a new day
+            self._notice(
+                f"target table {table} holds {target_rows:,} rows{_others_share(theirs, target_rows)}"
+                + f", fewer than the {committed_rows:,} the "
+                f"committed partitions of route {self._route.describe()} loaded, while the newest of them "
+                f"({newest.bounds.label}) still holds rows: rows were removed from the table (a retention "
+                "job, a TTL, deletes); they are not reloaded"
+            )
             return target_rows
         which = "the skipped partitions" if moving else "every partition"
         if theirs and target_rows > 0 and sink.count_rows(table, newest.bounds) > 0:

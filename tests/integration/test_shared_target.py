@@ -307,7 +307,9 @@ def test_a_fan_in_route_whose_rows_are_intact_beside_another_sources_removed_one
     assert stopped.value.code is ErrorCode.TARGET_LOST_COMMITTED_ROWS
     assert stopped.value.details["problem"] == "fan_in_undecidable"
     assert "fewer than" not in stopped.value.safe_message and "counts cannot" in stopped.value.safe_message
-    with sqlite3.connect(base / "state.sqlite") as db:  # the runbook: shard_a's history, exported, then retired
+    with sqlite3.connect(
+        base / "state.sqlite"
+    ) as db:  # the runbook: shard_a's history, exported, then retired
         retired = db.execute(
             "DELETE FROM dpone_partition_checkpoints WHERE source_table = 'main.shard_a'"
         ).rowcount
