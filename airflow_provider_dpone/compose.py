@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 from airflow_provider_dpone.adapters.arrow_memory import use_system_allocator
 from airflow_provider_dpone.adapters.local_host import SystemClock
@@ -240,9 +240,9 @@ class Runtime:
         """The record ``make`` builds from the checkpoints, written under the target's lease, like a run's."""
         store = self.store()
         run_id = "rebaseline__" + self.clock.now().strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-        with self._target_lease(store):
+        with self._target_lease(store) as hold:
             record = make(self._engine(store), run_id)
-            store.write_batch([record])
+            _proven_store(store, hold).write_batch([record])
             return record
 
     def rebaseline(
@@ -254,7 +254,7 @@ class Runtime:
         with it, rows are counted read-only on both sides."""
         store = self.store()
         run_id = "rebaseline__" + self.clock.now().strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-        with self._target_lease(store):
+        with self._target_lease(store) as hold:
             engine = self._engine(store)
             result: RebaselineResult | AdoptionResult
             if adopt_target:
@@ -285,7 +285,7 @@ class Runtime:
                 result = dataclasses.replace(result, notices=(*result.notices, filling))
             records = [*result.recorded, *(result.released if isinstance(result, RebaselineResult) else ())]
             if records:
-                store.write_batch(records)
+                _proven_store(store, hold).write_batch(records)
             return result
 
     def _engine(
@@ -396,9 +396,9 @@ class Runtime:
         Under the target's lease, as a run: while a run of the target is live (ROUTE_BUSY), what looks
         blocked may be its own operation in progress, and it would write past the resolution."""
         store = self.store()
-        with self._target_lease(store):
+        with self._target_lease(store) as hold:
             return resolve_replay(
-                store,
+                _proven_store(store, hold),
                 self.family().own,
                 self.capsule_stores(),
                 self.clock,
@@ -445,13 +445,13 @@ class Runtime:
 
         store = self.store()
         try:
-            with self._target_lease(store):
+            with self._target_lease(store) as hold:
                 # a killed run's statement may still be writing on the server: its counts are not final
                 # then, whatever --force says (a count that fails is forced to unknown; this never is)
                 sinks.append(self.sink_factory()())
                 self._require_no_writes_in_flight(sinks[0])
                 return resolve(
-                    store,
+                    _proven_store(store, hold),
                     self.clock,
                     self.loaded.route,
                     request,
@@ -536,3 +536,25 @@ def open_runtime(
         yield runtime
     finally:
         runtime.close()
+
+
+class _LeaseProvenStore:
+    """A checkpoint store whose writes each prove the target's lease first: an on-call command (resolve,
+    rebaseline, a recorded move) whose PostgreSQL lease session ended while it counted wrote its record
+    over the commits of a run that took the lease meanwhile (seen: a ``not-applied`` over a newer commit,
+    the route then stopped with no command to clear it)."""
+
+    def __init__(self, store: CheckpointStore, hold: LeaseHold) -> None:
+        self._store = store
+        self._hold = hold
+
+    def write_batch(self, checkpoints: Sequence[PartitionCheckpoint]) -> None:
+        self._hold.require_held()
+        self._store.write_batch(checkpoints)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+
+def _proven_store(store: CheckpointStore, hold: LeaseHold) -> CheckpointStore:
+    return cast(CheckpointStore, _LeaseProvenStore(store, hold))

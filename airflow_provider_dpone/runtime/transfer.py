@@ -916,7 +916,7 @@ class TransferEngine:
                             table, schema, self._route.key(), self._order_by(schema)
                         )
                         with contextlib.closing(self._reads.chunks(active, artifacts, tally)) as chunks:
-                            return staged_sink.stage(staging, schema, self._while_held(chunks))
+                            return staged_sink.stage(staging, schema, self._while_held(chunks, armed=False))
 
                     staged_rows = self._read_proven(stage_all, tally, preparation)
                     for part in active:
@@ -997,14 +997,18 @@ class TransferEngine:
         tally: StreamTally,
     ) -> int:
         with contextlib.closing(self._reads.chunks(active, artifacts, tally)) as chunks:
-            return sink.load(permit, self._manifest.sink.table, schema, self._while_held(chunks))
+            return sink.load(permit, self._manifest.sink.table, schema, self._while_held(chunks, armed=True))
 
-    def _while_held(self, chunks: Iterable[ColumnChunk]) -> Iterator[ColumnChunk]:
-        """``chunks``, the lease proven held before each reaches the target: a run whose lease ended
-        mid-load (its database session closed) stops before its next insert instead of loading on beside
-        the run that took the lease over (seen: every row twice, both exit 0)."""
+    def _while_held(self, chunks: Iterable[ColumnChunk], *, armed: bool) -> Iterator[ColumnChunk]:
+        """``chunks``, the lease proven held before each reaches the target or staging: a run whose lease
+        ended mid-load (its database session closed) stops before its next insert instead of loading on
+        beside the run that took the lease over (seen: every row twice, both exit 0). Before arming (a
+        staging insert) the plain ``lease_lost``: nothing is armed, the next run needs no on-call."""
         for chunk in chunks:
-            self._prove_lease_after_arming(loading=True)
+            if armed:
+                self._prove_lease_after_arming(loading=True)
+            elif self._ports.lease is not None:
+                self._ports.lease.require_held()
             yield chunk
 
     def _prove_lease_after_arming(self, *, loading: bool) -> None:

@@ -333,3 +333,41 @@ def test_the_lease_session_outlives_the_databases_idle_session_limits(store: str
             hold.require_held()
     finally:
         engine.dispose()
+
+
+def test_a_resolution_whose_lease_ended_while_it_counted_writes_nothing(
+    tmp_path: Path, store: str, target: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Red without proving the lease before its write: on-call's resolve, its lease session ended while it
+    counted the target, wrote its not-applied records anyway, over what a run that took the lease meanwhile
+    had committed (the route then stopped with no command to clear it)."""
+    from airflow_provider_dpone.adapters.clickhouse.sink import ClickHouseSink
+    from airflow_provider_dpone.runtime.guard.resolution import ResolutionRequest, ResolveAs
+
+    manifest = write_manifest(tmp_path, target, "direct")
+
+    def load_fails(*_: Any) -> int:
+        raise RuntimeError("the target call failed (test)")
+
+    loading = ClickHouseSink.load
+    monkeypatch.setattr(ClickHouseSink, "load", load_fails)
+    with open_runtime(load_manifest(manifest)) as runtime, pytest.raises(RuntimeError):
+        runtime.run("run-a")  # armed, then its target call failed: its partitions are blocked
+    monkeypatch.setattr(ClickHouseSink, "load", loading)
+    counted = ClickHouseSink.count_rows
+
+    def count_after_the_lease_ended(self: ClickHouseSink, table: str, bounds: Any) -> int:
+        terminate_lease_sessions(store)
+        return counted(self, table, bounds)
+
+    monkeypatch.setattr(ClickHouseSink, "count_rows", count_after_the_lease_ended)
+    request = ResolutionRequest(
+        partition_ids=None, resolve_as=ResolveAs.NOT_APPLIED, reason="test", actor="oncall@test"
+    )
+    with open_runtime(load_manifest(manifest)) as runtime, pytest.raises(DponeError) as lost:
+        runtime.resolve_guards(request)
+    assert lost.value.details.get("problem") == "lease_lost"
+    monkeypatch.setattr(ClickHouseSink, "count_rows", counted)
+    with open_runtime(load_manifest(manifest)) as runtime:
+        latest = runtime.checkpoints()
+    assert latest and all(c.run_id == "run-a" for c in latest)  # no resolution record was written

@@ -81,3 +81,20 @@ def test_a_store_reached_through_a_symbolic_link_is_leased_as_one(base: Path) ->
     finally:
         holder.send_signal(signal.SIGKILL)
         holder.wait(timeout=30)
+
+
+def test_a_store_file_with_a_second_hard_link_is_refused_through_either_name(base: Path) -> None:
+    """Red before: a run through a hard link took a lease file of its own (named after its path) and read
+    its own write-ahead log, so it neither saw the holder's armed records nor waited for it: both runs
+    committed every partition, every row twice, exit 0. Two names for one file are refused, nothing written."""
+    store = base / "state.sqlite"
+    assert dpone("run", str(manifest_at(base, state=f"sqlite:///{store}"))).exit_code == 0
+    committed = checkpoint_rows(f"sqlite:///{store}")
+    (base / "other").mkdir()
+    (base / "other" / "state.sqlite").hardlink_to(store)
+    for name in (store, base / "other" / "state.sqlite"):
+        refused = dpone("run", str(manifest_at(base, state=f"sqlite:///{name}")), "--json")
+        assert refused.exit_code == 2, refused.output
+        assert '"problem": "store_has_hard_links"' in refused.stdout
+    assert checkpoint_rows(f"sqlite:///{store}") == committed
+    assert target_rows(base) == source_rows(base)

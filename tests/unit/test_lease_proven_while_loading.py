@@ -68,5 +68,6 @@ def test_a_lease_that_ends_before_arming_writes_no_record_of_the_run() -> None:
     with pytest.raises(DponeError) as lost:
         transfer_engine(sink=StreamingSink(), store=store, lease=hold, load="staged").run("run-1")
     assert lost.value.details["problem"] == "lease_lost"
+    assert "armed" not in lost.value.details  # nothing armed: no on-call, said as the plain lease_lost
     written = [c for c in store.rows if c.run_id == "run-1"]
     assert all(c.status is CheckpointStatus.PLANNED for c in written), [phase_of(c) for c in written]

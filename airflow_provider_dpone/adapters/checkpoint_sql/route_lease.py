@@ -14,7 +14,8 @@ every row twice). So the lease session lifts the
 idle limits a database or role may set for it, and the hold a run gets proves itself on that session
 (``pg_locks``) before the run arms, again right after arming, and before each chunk reaches the target; a
 session that is gone, or one that no longer holds the lock, is ``lease_lost``, and the run then writes no
-further record of its own. An ``flock`` cannot end while its holder's descriptor is open, so the SQLite
+``failed_before_target`` record (a lost lease mid-load still leaves ``target_outcome_unknown``: the target
+was touched). On-call commands prove the lease before each of their writes. An ``flock`` cannot end while its holder's descriptor is open, so the SQLite
 hold has nothing to prove.
 
 A lease is not a fence: it stops a second *dpone* run of the same target while the first is alive; it does
@@ -160,10 +161,33 @@ def postgres_lease(engine: Engine, key: str) -> Iterator[HeldAdvisoryLock]:
                 conn.invalidate()
 
 
+def require_one_name(store_file: Path) -> None:
+    """A SQLite store file with hard links is refused before any lease: SQLite keeps its write-ahead log,
+    and this module its lease file, per name, so runs through two names neither saw each other's armed
+    records nor excluded each other (seen: both committed every partition, every row twice, exit 0). A
+    symbolic link is one name (``lease_file`` resolves it)."""
+    try:
+        names = os.stat(store_file).st_nlink
+    except OSError:
+        return  # not there yet: the store creates it with one name
+    if names > 1:
+        raise DponeError(
+            ErrorCode.CONNECTION_INVALID,
+            f"the SQLite checkpoint store file has {names} names (hard links): SQLite keeps its write-ahead "
+            "log and dpone its lease per name, so runs through different names would not exclude each other",
+            details={"problem": "store_has_hard_links", "names": names},
+            hint_lines=(
+                "nothing was read or written; keep one name for the store file (remove the other hard links, or "
+                "use a symbolic link, which is one store)",
+            ),
+        )
+
+
 @contextmanager
 def sqlite_lease(store_file: Path, key: str) -> Iterator[HeldFlock]:
     import fcntl
 
+    require_one_name(store_file)
     path = lease_file(store_file, key)
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
