@@ -366,3 +366,33 @@ def test_a_replay_resolution_while_a_run_of_the_target_is_live_stops_busy(route:
         holder.kill()
         holder.wait(timeout=30)
     resolve_r1_as_failed_unblocks(route, "r2")
+
+
+@pytest.mark.parametrize("route", ["chdb"], indirect=True)
+def test_a_retry_of_a_run_whose_days_another_definition_replaced_since_is_not_replayed(route: Route) -> None:
+    """Red before: r1 moved the days; a manifest edit's run r2 replaced them with its filtered rows; the
+    manifest was reverted and r1 retried (an Airflow clear): it replayed r1's verdict, "passed", exit 0,
+    with the target holding r2's rows. Now the retry stops (quality_capsule_conflict), touching nothing, and
+    a new run ID moves r1's definition again."""
+    replacing = route.manifest.read_text(encoding="utf-8").replace(
+        "strategy: incremental_append", "strategy: replace_partition"
+    )
+    route.manifest.write_text(replacing, encoding="utf-8")
+    assert route.dpone("run", str(route.manifest), "--run-id", "r1").returncode == 0
+    filtered = replacing.replace(
+        "  table: orders\n", '  table: orders\n  query: "SELECT * FROM orders WHERE id % 2 = 0"\n'
+    )
+    route.manifest.write_text(filtered, encoding="utf-8")
+    edited = route.dpone("run", str(route.manifest), "--run-id", "r2")
+    assert edited.returncode == 0, edited.stderr
+    assert route.target_count() == ROWS // 2
+
+    route.manifest.write_text(replacing, encoding="utf-8")
+    retried = route.dpone("run", str(route.manifest), "--run-id", "r1", "--json")
+    assert retried.returncode != 0, retried.stdout
+    assert json.loads(retried.stdout)["error"] == "quality_capsule_conflict"
+    assert route.target_count() == ROWS // 2  # nothing touched
+
+    fresh = route.dpone("run", str(route.manifest), "--run-id", "r3")
+    assert fresh.returncode == 0, fresh.stderr
+    assert route.target_count() == ROWS

@@ -36,7 +36,11 @@ from airflow_provider_dpone.contracts.capsule import (
     TargetPending,
     reserve_capacity,
 )
-from airflow_provider_dpone.contracts.checkpoint import CheckpointStatus, PartitionCheckpoint
+from airflow_provider_dpone.contracts.checkpoint import (
+    CheckpointStatus,
+    PartitionCheckpoint,
+    checkpoint_moment,
+)
 from airflow_provider_dpone.contracts.endpoints import EndpointDescriptor
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.partition import PartitionBounds
@@ -54,6 +58,7 @@ from airflow_provider_dpone.contracts.target_observation import (
 from airflow_provider_dpone.ports.clock import Clock
 from airflow_provider_dpone.ports.host import HostIdentity
 from airflow_provider_dpone.ports.target_reader import TargetMetricsReader
+from airflow_provider_dpone.runtime.bounds_coverage import may_overlap
 from airflow_provider_dpone.runtime.guard.batch_id import checkpoint_batch_id
 from airflow_provider_dpone.runtime.quality.generation import target_plan
 from airflow_provider_dpone.runtime.quality.verdict import Verdict
@@ -69,6 +74,7 @@ from airflow_provider_dpone.runtime.replay.scan import (
     require_clear_capsules,
     scan_capsules,
 )
+from airflow_provider_dpone.runtime.route_family import replaced_the_target
 
 _MAX_STAMP = datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=timezone.utc)
 
@@ -175,7 +181,7 @@ class DurableReplay:
             if own.state is OperationState.MISSING:
                 own = None
         if own is not None:
-            decided = self._resume_own(run_id, own)
+            decided = self._resume_own(run_id, own, latest)
             if decided is not None:
                 return decided
         others = [r for r in records if r.operation_id != operation_id]
@@ -184,7 +190,9 @@ class DurableReplay:
         )
         return Fresh(stored_core=own.chain.core if own is not None and own.chain is not None else None)
 
-    def _resume_own(self, run_id: str, own: OperationRecord) -> Resume | None:
+    def _resume_own(
+        self, run_id: str, own: OperationRecord, latest: Sequence[PartitionCheckpoint]
+    ) -> Resume | None:
         if own.chain is not None:
             self._check_binding(run_id, own.chain)
         if not own.published:
@@ -216,12 +224,12 @@ class DurableReplay:
                 ),
             )
         if own.state is OperationState.COMPLETE:
-            self._require_current_generation(run_id, own)
+            self._require_current_generation(run_id, own, latest)
             if own.guard_retained:
                 raise self._blocked(own)
             return Replayed(own)
         if own.state in (OperationState.TARGET_PENDING, OperationState.SEALED_CORE):
-            self._require_current_generation(run_id, own)
+            self._require_current_generation(run_id, own, latest)
             if own.guard_retained:
                 raise self._blocked(own)
             return ObserveAgain(own)
@@ -236,8 +244,14 @@ class DurableReplay:
                 details={"operation_id": chain.operation_id, "run_id": run_id},
             )
 
-    def _require_current_generation(self, run_id: str, own: OperationRecord) -> None:
-        """The route's checkpoints still show exactly this operation's batch, committed."""
+    def _require_current_generation(
+        self, run_id: str, own: OperationRecord, latest: Sequence[PartitionCheckpoint]
+    ) -> None:
+        """The route's checkpoints still show exactly this operation's batch, committed, and no later
+        attempt of another definition of the route replaced rows within its partitions (``latest``: the
+        route's latest checkpoints). Seen: a run cleared after a manifest edit's run had replaced its days
+        replayed its old verdict, "passed", with the target holding the other definition's rows (or none,
+        after that attempt was resolved not-applied)."""
         assert own.chain is not None
         core = own.chain.core
         partitions = own.partitions
@@ -245,6 +259,7 @@ class DurableReplay:
             not partitions
             or any(c.status is not CheckpointStatus.COMMITTED for c in partitions)
             or core.checkpoint_batch_id != checkpoint_batch_id(run_id, [c.partition_id for c in partitions])
+            or _replaced_since(partitions, latest)
         ):
             raise DponeError(
                 ErrorCode.CAPSULE_CONFLICT,
@@ -533,3 +548,17 @@ class DurableReplay:
             },
             hint_lines=tuple(lines),
         )
+
+
+def _replaced_since(partitions: Sequence[PartitionCheckpoint], latest: Sequence[PartitionCheckpoint]) -> bool:
+    """Whether a checkpoint of ``latest`` other than ``partitions`` replaced (or may have replaced) rows
+    within their bounds after they were committed (``route_family.replaced_the_target``)."""
+    own = {(c.route, c.partition_id) for c in partitions}
+    since = max(checkpoint_moment(c) for c in partitions)
+    return any(
+        (c.route, c.partition_id) not in own
+        and checkpoint_moment(c) > since
+        and replaced_the_target(c)
+        and any(may_overlap(c.bounds, p.bounds) for p in partitions)
+        for c in latest
+    )
