@@ -127,6 +127,17 @@ BIG_NUMBERS_ROWS: tuple[tuple[int, int | None, float | None], ...] = (
     (3, None, None),
 )
 
+TEXT_DAYS_TABLE = "text_days"
+#: ``dbo.text_days``: dates held as text, ISO (rows 1, 4, 5) and as SQL Server also reads them (rows 2, 3:
+#: not zero-padded, ``CONVERT`` style 112), which a day compared as text would not select.
+TEXT_DAYS_ROWS: tuple[tuple[int, str], ...] = (
+    (1, "2024-01-09"),
+    (2, "2024-1-5"),
+    (3, "20240105"),
+    (4, "2024-01-05 10:00:00"),
+    (5, "2024-01-05"),
+)
+
 LARGE_TABLE = "large_orders"
 LARGE_FIRST_DAY = datetime.date(2026, 9, 1)
 LARGE_DAYS = 60
@@ -197,6 +208,13 @@ def build_server(host: str, port: int, large_rows: int = 0) -> Any:
             BIG_NUMBERS_TABLE,
             [Column("id", Integer(4)), Column("big", Integer(8)), Column("ratio", Float(8))],
             [list(row) for row in BIG_NUMBERS_ROWS],
+        )
+    )
+    catalog.add(
+        Table(
+            TEXT_DAYS_TABLE,
+            [Column("id", Integer(4)), Column("at", NVarChar(30))],
+            [list(row) for row in TEXT_DAYS_ROWS],
         )
     )
     if large_rows > 0:

@@ -258,9 +258,15 @@ class MssqlSource:
         return planning.plan(self._spec.partitioning, self._describe_full(), self)
 
     def column_stats(self, column: ColumnSpec, kind: PartitionKind) -> planning.ColumnStats:
-        rows = self._fetch_all(tsql.column_stats(self._source_sql, column), what="partition statistics")
-        total, nulls, lowest, highest = rows[0]
-        return planning.ColumnStats(rows=int(total), unplaceable=int(nulls), lower=lowest, upper=highest)
+        text_calendar = (
+            kind in (PartitionKind.DAY, PartitionKind.MONTH) and column.clickhouse_type == "String"
+        )
+        statement = tsql.column_stats(self._source_sql, column, text_calendar=text_calendar)
+        rows = self._fetch_all(statement, what="partition statistics")
+        total, unplaceable, lowest, highest = rows[0]
+        return planning.ColumnStats(
+            rows=int(total), unplaceable=int(unplaceable or 0), lower=lowest, upper=highest
+        )
 
     def distinct_days(self, column: ColumnSpec) -> list[date]:
         rows = self._fetch_all(tsql.distinct_days(self._source_sql, column), what="partition days")

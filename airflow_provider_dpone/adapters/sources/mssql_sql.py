@@ -270,10 +270,21 @@ def calendar_expression(column: ColumnSpec) -> str:
     return f"CAST({quoted} AS DATE)"
 
 
-def column_stats(source: str, column: ColumnSpec) -> Statement:
+#: What a text partition column's value must start with to be placed in a day or month: a zero-padded ISO
+#: date. The source selects a day by converting the text to a date, the target by comparing the text, so
+#: ``2024-1-5`` or ``20240105`` was read into one day and deleted from another (rows doubled and lost).
+ISO_DATE_PREFIX = "[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]%"
+
+
+def column_stats(source: str, column: ColumnSpec, *, text_calendar: bool = False) -> Statement:
+    """Rows, rows no partition would select (NULL; with ``text_calendar``, text that does not start with
+    an ISO date too), and the column's range."""
     quoted = quote_ident(column.name)
+    unplaceable = f"COUNT_BIG(*) - COUNT_BIG({quoted})"
+    if text_calendar:
+        unplaceable += f" + SUM(CASE WHEN {quoted} NOT LIKE '{ISO_DATE_PREFIX}' THEN 1 ELSE 0 END)"
     return sql(
-        f"SELECT COUNT_BIG(*) AS row_count, COUNT_BIG(*) - COUNT_BIG({quoted}) AS null_count, "
+        f"SELECT COUNT_BIG(*) AS row_count, {unplaceable} AS null_count, "
         f"MIN({quoted}) AS lowest, MAX({quoted}) AS highest\nFROM {source}"
     )
 
