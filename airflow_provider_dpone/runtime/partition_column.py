@@ -18,12 +18,15 @@ from airflow_provider_dpone.contracts.schema import TableSchema
 
 
 def require_partition_column_written(manifest: Manifest, schema: TableSchema) -> None:
-    """``manifest_invalid`` when a partitioned route other than ``full_refresh`` does not write its
-    partition column (``schema``: the columns the read returns, after ``source.columns``)."""
+    """``manifest_invalid`` when a partitioned route does not write its partition column (``schema``: the
+    columns the read returns, after ``source.columns``). A ``full_refresh`` needs it only under durable
+    quality replay, whose reader measures the target per partition (it published, then its reader's query
+    failed, and every later run was blocked)."""
     partitioning = manifest.source.partitioning
     column = partitioning.column
+    measured_by_partition = manifest.sink.options.durable_quality_replay
     if (
-        manifest.sink.strategy is Strategy.FULL_REFRESH
+        (manifest.sink.strategy is Strategy.FULL_REFRESH and not measured_by_partition)
         or partitioning.kind is PartitionKind.NONE
         or column is None
         or column in schema.names
@@ -33,7 +36,8 @@ def require_partition_column_written(manifest: Manifest, schema: TableSchema) ->
         ErrorCode.MANIFEST_INVALID,
         f"source.partitioning.column names column {column!r}, which source.columns leaves out; "
         f"sink.strategy {manifest.sink.strategy.value} finds a partition's rows in the target by that "
-        "column (the guard counts them, replace_partition deletes them): list it in source.columns",
+        "column (the guard counts them, replace_partition deletes them, durable quality replay measures "
+        "them): list it in source.columns",
         details={"field": "source.columns", "column": column, "strategy": manifest.sink.strategy.value},
         hint_lines=("nothing was written and no checkpoint recorded: the route is not blocked",),
     )

@@ -133,6 +133,20 @@ def test_a_partitioned_route_that_leaves_its_partition_column_unwritten_stops_be
     assert target_rows(base) == source_rows(base) and len(target_rows(base)) == ROWS
 
 
+def test_a_full_refresh_measured_by_durable_replay_needs_its_partition_column(base: Path) -> None:
+    """Red before: the run published, then the replay reader's per-partition query failed (the column is
+    not in the target), and every later run was blocked by the pending evidence."""
+    unwritten = "[id, customer, amount, updated_at]"
+    manifest = orders_manifest(base, columns=unwritten, order_by="[id]", strategy="full_refresh")
+    text = manifest.read_text(encoding="utf-8").replace(
+        "  order_by: [id]\n", "  order_by: [id]\n  options: {durable_quality_replay: true}\n"
+    )
+    manifest.write_text(text + "quality: {checks: [{type: row_count}]}\n", encoding="utf-8")
+    assert_refused_before_anything(
+        base, manifest, "manifest_invalid", "'order_date'", "source.columns leaves out", "full_refresh"
+    )
+
+
 def test_a_full_refresh_may_leave_its_partition_column_unwritten(base: Path) -> None:
     unwritten = "[id, customer, amount, updated_at]"
     manifest = orders_manifest(base, columns=unwritten, order_by="[id]", strategy="full_refresh")
