@@ -19,6 +19,7 @@ from airflow_provider_dpone.adapters.clickhouse.comparable_bounds import (
     bound_limits,
     require_comparable,
 )
+from airflow_provider_dpone.adapters.sources.partition_planning import day_partitions
 from airflow_provider_dpone.contracts.errors import DponeError
 from airflow_provider_dpone.contracts.partition import BoundsKind, PartitionBounds
 from airflow_provider_dpone.ports.source import ValueLimits
@@ -30,14 +31,8 @@ TARGETS = {
 
 
 def day(column: str, first: date) -> PartitionBounds:
-    return PartitionBounds(
-        kind=BoundsKind.RANGE,
-        column=column,
-        lower=first.isoformat(),
-        upper=(first + timedelta(days=1)).isoformat(),
-        value_type="date",
-        label=f"{column}={first}",
-    )
+    """The day partition the planner makes of ``first``."""
+    return day_partitions(column, [first])[0]
 
 
 def comparable(bounds: PartitionBounds, column_type: str, limits: ValueLimits) -> bool:
