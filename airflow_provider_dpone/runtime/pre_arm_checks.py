@@ -873,7 +873,12 @@ def _rows_expected(own: PartitionCheckpoint, other: PartitionCheckpoint) -> int:
     deleted at the source since the append are no loss: seen, a route switched to ``replace_partition`` to
     mirror deletes and back to append stopped for good, naming rows missing that no source held), else
     what ``own`` loaded."""
-    if other.status is CheckpointStatus.COMMITTED and other.bounds == own.bounds and other.rows is not None:
+    if (
+        other.status is CheckpointStatus.COMMITTED
+        and other.bounds == own.bounds
+        and other.rows is not None
+        and other.query_hash == own.query_hash  # another query's rows are not the source's rows then
+    ):
         return other.rows
     return own.rows or 0
 
@@ -903,27 +908,34 @@ def rewritten_since(
     # the newest replacing attempt per exact bounds (a sibling partitioned alike: one lookup per partition),
     # the newest full refresh, and the rest compared one by one (another partitioning: rare and few)
     newest_on: dict[PartitionBounds, PartitionCheckpoint] = {}
+    refreshed_on: dict[PartitionBounds, PartitionCheckpoint] = {}
     refresh: PartitionCheckpoint | None = None
     for other in replacing:
-        if other.route.strategy is Strategy.FULL_REFRESH:  # it empties the whole table, whatever its bounds
-            if refresh is None or other.started_at > refresh.started_at:
-                refresh = other
-            continue
-        known = newest_on.get(other.bounds)
+        # a full refresh empties the whole table, whatever its bounds; its checkpoint of the same bounds
+        # says what it loaded there (all of one run's share one start: the newest is not one of them)
+        index = refreshed_on if other.route.strategy is Strategy.FULL_REFRESH else newest_on
+        known = index.get(other.bounds)
         if known is None or other.started_at > known.started_at:
-            newest_on[other.bounds] = other
+            index[other.bounds] = other
+        if other.route.strategy is Strategy.FULL_REFRESH and (
+            refresh is None or other.started_at > refresh.started_at
+        ):
+            refresh = other
     others = _RangeIndex(list(newest_on.values()))  # any of them may overlap bounds other than its own
     found: list[tuple[PartitionCheckpoint, PartitionCheckpoint]] = []
     for checkpoint in committed:
         since = checkpoint.completed_at or checkpoint.started_at
         same = newest_on.get(checkpoint.bounds)
+        whole = refreshed_on.get(checkpoint.bounds)
+        if whole is None or (refresh is not None and whole.started_at < refresh.started_at):
+            whole = refresh
         hit = next(
             (
                 c
-                for c in (refresh, same, *others.overlapping(checkpoint.bounds))
+                for c in (whole, same, *others.overlapping(checkpoint.bounds))
                 if c is not None
                 and c.started_at > since
-                and (c is refresh or c is same or may_overlap(checkpoint.bounds, c.bounds))
+                and (c is whole or c is same or may_overlap(checkpoint.bounds, c.bounds))
             ),
             None,
         )

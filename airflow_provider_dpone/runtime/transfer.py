@@ -631,7 +631,7 @@ class TransferEngine:
                     identity=self._identity,
                 )
             return None
-        match self._replay.resume(run_id, latest):
+        match self._replay.resume(run_id, latest, family.target_wide):
             case Replayed(record=record):
                 self._notice(
                     f"run {run_id!r} of this route completed before: this run replayed its durable evidence "

@@ -172,7 +172,15 @@ class DurableReplay:
 
     # -- resume: before any source access ------------------------------------------------------------
 
-    def resume(self, run_id: str, latest: Sequence[PartitionCheckpoint]) -> Resume:
+    def resume(
+        self,
+        run_id: str,
+        latest: Sequence[PartitionCheckpoint],
+        target_wide: Sequence[PartitionCheckpoint] | None = None,
+    ) -> Resume:
+        """How a run of ``run_id`` resumes from its capsule. ``latest``: the route's latest checkpoints;
+        ``target_wide``: every route's of the target (another strategy or source replacing rows within the
+        operation's partitions makes its evidence stale; None: ``latest`` alone)."""
         operation_id = self.operation_id(run_id)
         records, invalid_refs = scan_capsules(latest, self.stores)
         own = next((r for r in records if r.operation_id == operation_id), None)
@@ -181,7 +189,7 @@ class DurableReplay:
             if own.state is OperationState.MISSING:
                 own = None
         if own is not None:
-            decided = self._resume_own(run_id, own, latest)
+            decided = self._resume_own(run_id, own, latest if target_wide is None else target_wide)
             if decided is not None:
                 return decided
         others = [r for r in records if r.operation_id != operation_id]
@@ -248,8 +256,8 @@ class DurableReplay:
         self, run_id: str, own: OperationRecord, latest: Sequence[PartitionCheckpoint]
     ) -> None:
         """The route's checkpoints still show exactly this operation's batch, committed, and no later
-        attempt of another definition of the route replaced rows within its partitions (``latest``: the
-        route's latest checkpoints). Seen: a run cleared after a manifest edit's run had replaced its days
+        attempt of another definition of the route, another strategy or another source replaced rows within its
+        partitions (``latest``: the latest checkpoints of every route of the target). Seen: a run cleared after a manifest edit's run had replaced its days
         replayed its old verdict, "passed", with the target holding the other definition's rows (or none,
         after that attempt was resolved not-applied)."""
         assert own.chain is not None
