@@ -21,6 +21,7 @@ from clickhouse_connect.driver.exceptions import OperationalError
 from clickhouse_connect.driver.insert import InsertContext
 
 from airflow_provider_dpone.adapters.clickhouse.arrow_insert import arrow_table
+from airflow_provider_dpone.adapters.clickhouse.calendar_limits import outside_limits
 from airflow_provider_dpone.adapters.clickhouse.client import close_client, failure_details, open_client
 from airflow_provider_dpone.adapters.clickhouse.column_encoders import (
     MODERN_LIMITS,
@@ -164,6 +165,31 @@ class ClickHouseSink:
         if self._endpoint.interface is ClickHouseInterface.CHDB:
             return MODERN_LIMITS
         return value_limits(self._client().server_version)
+
+    def _require_within_limits(
+        self,
+        name: TableName,
+        names: Sequence[str],
+        type_names: Sequence[str],
+        data: Sequence[Sequence[object]],
+    ) -> None:
+        """On a target narrower than its types (18.16), every block's dates within its range: a value that
+        reached the source after the pre-arm audit was stored as 1970-01-01, exit 0 (``calendar_limits``)."""
+        limits = self.value_limits()
+        if limits is MODERN_LIMITS:
+            return
+        outside = outside_limits(type_names, data, limits)
+        if outside is None:
+            return
+        index, low, high = outside
+        raise DponeError(
+            ErrorCode.TARGET_LOAD_FAILED,
+            f"column {names[index]!r} ({type_names[index]}) received values outside the range target table "
+            f"{name} holds ({low} .. {high}), which the value audit before arming did not see: the source "
+            "changed while this run read it; this block was not written",
+            details={"table": str(name), "column": names[index], "reason": "outside_target_range"},
+            hint_lines=("correct the source rows, or convert or filter them in source.query",),
+        )
 
     def require_bounds_comparable(
         self, table: str, schema: TableSchema, bounds: Sequence[PartitionBounds]
@@ -600,6 +626,7 @@ class ClickHouseSink:
         names = first.names
         data = _block_columns(block, len(names))
         row_count = sum(chunk.row_count for _, chunk in block)
+        self._require_within_limits(name, names, [types[n] for n in names], data)
         try:
             type_names = [types[n] for n in names]
             # this request's own token (insert_settings.py) and, under a permit, query_id (statements_in_flight)
