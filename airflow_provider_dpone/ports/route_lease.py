@@ -8,7 +8,8 @@ from typing import Protocol
 
 class LeaseHold(Protocol):
     """A held lease. Where the lease lives outside the process (a database session), it can end while the
-    run goes on: the run proves it is still held at the one step after which another run must not start."""
+    run goes on: the run proves it is still held before arming, right after, and before each chunk reaches
+    the target or staging; on-call commands before each record they write."""
 
     def require_held(self) -> None:
         """Return when the lease is still held; raise ``native_transfer_route_busy`` (``details.problem:

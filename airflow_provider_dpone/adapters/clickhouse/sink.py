@@ -390,8 +390,8 @@ class ClickHouseSink:
     def begin_staging(
         self, table: str, schema: TableSchema, operation_id: str, order_by: tuple[str, ...] = ()
     ) -> str:
-        """A fresh staging table for one operation (a leftover of the same name is dropped first),
-        defined as :meth:`prepare_target` defines the target, so its parts can be attached to it."""
+        """A fresh staging table for one attempt of an operation (the operation's leftovers are dropped
+        first), defined as :meth:`prepare_target` defines the target, so its parts can be attached to it."""
         name = self._refusals_before_statements(table, schema, order_by)
         staging = _staging_of(name, operation_id, attempt=secrets.token_hex(6))
         with self._failures("create the staging table", staging, step="begin_staging"):
