@@ -670,6 +670,7 @@ class PreArmChecks:
         *,
         moving: bool,
         family: RouteFamily | None = None,
+        count_source: Callable[[PartitionBounds], int] | None = None,
     ) -> int | None:
         """Before any target I/O: the target must still hold the rows the skipped committed partitions
         loaded.
@@ -700,7 +701,7 @@ class PreArmChecks:
         short = [
             (own, other, held)
             for own, other in rewritten
-            if (held := sink.count_rows(table, own.bounds)) < _rows_expected(own, other)
+            if (held := sink.count_rows(table, own.bounds)) < _rows_expected(own, other, count_source)
         ]
         if short:
             raise self._rewritten_by_another_route(short)
@@ -867,20 +868,25 @@ def _forced_not_applied(checkpoint: PartitionCheckpoint | None) -> bool:
     return isinstance(resolution, dict) and resolution.get("forced") is True
 
 
-def _rows_expected(own: PartitionCheckpoint, other: PartitionCheckpoint) -> int:
+def _rows_expected(
+    own: PartitionCheckpoint,
+    other: PartitionCheckpoint,
+    count_source: Callable[[PartitionBounds], int] | None = None,
+) -> int:
     """The rows the target should hold within ``own``'s bounds after ``other`` (the newest replacing
-    attempt there): what a replacing *commit* of these very bounds loaded (the source's rows then; rows
-    deleted at the source since the append are no loss: seen, a route switched to ``replace_partition`` to
-    mirror deletes and back to append stopped for good, naming rows missing that no source held), else
-    what ``own`` loaded."""
-    if (
-        other.status is CheckpointStatus.COMMITTED
-        and other.bounds == own.bounds
-        and other.rows is not None
-        and other.query_hash == own.query_hash  # another query's rows are not the source's rows then
-    ):
+    attempt there). After a replacing *commit*: what it loaded, where it read these very bounds with this
+    route's query (the source's rows then); otherwise no more than the source holds within the bounds now,
+    read as this route reads it (rows deleted at the source since the append, which the commit mirrored, are
+    no loss: seen, a route switched to ``replace_partition`` to mirror deletes and back to append stopped for
+    good, naming rows missing that no source held; and a filtered commit's own count is not the source's).
+    After an attempt that did not commit (its delete ran): what ``own`` loaded."""
+    if other.status is not CheckpointStatus.COMMITTED:
+        return own.rows or 0
+    if other.bounds == own.bounds and other.rows is not None and other.query_hash == own.query_hash:
         return other.rows
-    return own.rows or 0
+    if count_source is None:
+        return own.rows or 0
+    return min(own.rows or 0, count_source(own.bounds))
 
 
 def rewritten_since(

@@ -567,7 +567,7 @@ class TransferEngine:
         self._checks.require_replay_measures_this_route_alone(family, [a.planned for a in active])
         unverified = self._unverified(decisions, matched)
         target_rows = self._checks.require_target_holds_committed(
-            decisions, matched, moving=bool(active), family=family
+            decisions, matched, moving=bool(active), family=family, count_source=self._ports.source.count
         )
         if not active:
             self._checks.drop_leftover_staging()
