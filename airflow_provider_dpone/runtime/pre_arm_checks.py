@@ -874,16 +874,19 @@ def _rows_expected(
     count_source: Callable[[PartitionBounds], int] | None = None,
 ) -> int:
     """The rows the target should hold within ``own``'s bounds after ``other`` (the newest replacing
-    attempt there). After a replacing *commit*: what it loaded, where it read these very bounds with this
-    route's query (the source's rows then); otherwise no more than the source holds within the bounds now,
-    read as this route reads it (rows deleted at the source since the append, which the commit mirrored, are
-    no loss: seen, a route switched to ``replace_partition`` to mirror deletes and back to append stopped for
-    good, naming rows missing that no source held; and a filtered commit's own count is not the source's).
-    After an attempt that did not commit (its delete ran): what ``own`` loaded."""
+    attempt there), as far as ``other`` is concerned. After a replacing *commit* of these very bounds under
+    this route's query: none (it put back the source's rows then; what a retention job or a delete removed
+    since is the ordinary lost-rows check's, which allows for retention: seen, a day deleted by retention
+    beside such a mirror stopped the append route for good). After a commit of other bounds or another
+    query: no more than the source holds within the bounds now, read as this route reads it (rows deleted at
+    the source since the append, which the commit mirrored, are no loss: seen, a route switched to
+    ``replace_partition`` to mirror deletes and back to append stopped for good, naming rows missing that no
+    source held; and a filtered commit's own count is not the source's). After an attempt that did not
+    commit (its delete ran): what ``own`` loaded."""
     if other.status is not CheckpointStatus.COMMITTED:
         return own.rows or 0
-    if other.bounds == own.bounds and other.rows is not None and other.query_hash == own.query_hash:
-        return other.rows
+    if other.bounds == own.bounds and other.query_hash == own.query_hash:
+        return 0
     if count_source is None:
         return own.rows or 0
     return min(own.rows or 0, count_source(own.bounds))
