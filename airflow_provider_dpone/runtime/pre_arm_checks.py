@@ -427,8 +427,13 @@ class PreArmChecks:
         self, family: RouteFamily, active: Sequence[PlannedPartition]
     ) -> None:
         """``full_refresh`` / ``replace_partition`` stop before any target I/O when their scope would
-        delete rows another source table's route committed into the target (``shared_target``)."""
+        delete rows another source table's route committed into the target (``shared_target``), or rows
+        the same source table's route under another strategy committed through another query: this run
+        would not read them back (seen: an EU manifest appending and a US manifest replacing the same
+        table, each filtered by region: every US run deleted the EU rows of its days, exit 0, and the EU
+        route skipped them for good)."""
         hits = other_sources_in_scope(self._route, active, family.target_wide, self._naming)
+        hits.extend(self._siblings_of_another_query_in_scope(family, active))
         if not hits:
             return
         table = self._manifest.sink.table
@@ -444,8 +449,9 @@ class PreArmChecks:
         raise DponeError(
             ErrorCode.TARGET_NOT_EMPTY,
             f"{strategy} on route {self._route.describe()} would delete rows of the target table {table} "
-            f"that {len(hits)} committed partition(s) of {len(routes)} route(s) of other source tables "
-            "loaded; their checkpoints would still say COMMITTED, so those rows would never be loaded again",
+            f"that {len(hits)} committed partition(s) of {len(routes)} route(s) of other source tables (or of "
+            "this source table under another strategy and another source.query) loaded; their checkpoints "
+            "would still say COMMITTED, so those rows would never be loaded again",
             details={
                 "route": self._route.describe(),
                 "target_table": table,
@@ -455,12 +461,27 @@ class PreArmChecks:
             hint_lines=(
                 "nothing was written to the target or the checkpoint store",
                 *(f"committed into the same target: {r}" for r in routes[:5]),
-                "give each source table its own target table, or use incremental_append (it deletes nothing)",
-                "if the other source is retired and its rows are to be replaced: "
-                f"dpone run {self._manifest_ref} --allow-nonempty-target",
+                "give each source table (or each filter of one table) its own target table, or use "
+                "incremental_append (it deletes nothing)",
+                "if the other source is retired and its rows are to be replaced, or this run reads the same "
+                f"rows (a repair of those partitions): dpone run {self._manifest_ref} --allow-nonempty-target",
                 "see `dpone runbook guard`, 'Another source's rows in the target'",
             ),
         )
+
+    def _siblings_of_another_query_in_scope(
+        self, family: RouteFamily, active: Sequence[PlannedPartition]
+    ) -> list[PartitionCheckpoint]:
+        """A replacing run's scope over COMMITTED partitions of its siblings (the same source table under
+        another strategy) read through another query: rows this run would delete and not read back. The
+        same query reads them back (a replace that mirrors an append route's source deletes)."""
+        if self._route.strategy is Strategy.INCREMENTAL_APPEND or not active:
+            return []
+        queries = {p.query_hash for p in active}
+        others = [c for c in sibling_committed(family, self._naming) if c.query_hash not in queries]
+        if self._route.strategy is Strategy.FULL_REFRESH:
+            return others
+        return within_partitions(others, active)
 
     def require_first_replacement_knows_the_rows(
         self,

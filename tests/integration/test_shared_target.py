@@ -440,3 +440,38 @@ def test_durable_quality_replay_in_a_fan_in_stops_before_arming_instead_of_faili
     assert target(base) == source(base, "shard_a")  # nothing written
     run(manifest(base, "shard_b", "incremental_append"), "b-2", allow_nonempty_target=True)
     assert target(base) == source(base, "shard_a", "shard_b")
+
+
+@pytest.mark.parametrize("strategy", ["replace_partition", "full_refresh"])
+def test_a_replacing_manifest_of_another_filter_stops_before_deleting_an_append_manifests_rows(
+    base: Path, strategy: str
+) -> None:
+    """One source table, one target: an appending manifest for one filter, a replacing one for another.
+    Red before: the replacing run deleted the appended rows of its days, exit 0, and the append route skipped
+    them for good (the counts passed: the other filter held as many rows per day). The replacing run now
+    stops as for another source table's rows, nothing written; ``--allow-nonempty-target`` says to go on."""
+    evens = sqlite_day_manifest(
+        base,
+        "shard_a",
+        state="sqlite:///state.sqlite",
+        target="demo.orders",
+        strategy="incremental_append",
+        query="SELECT * FROM shard_a WHERE id % 2 = 0",
+    )
+    odds = sqlite_day_manifest(
+        base,
+        "shard_a",
+        state="sqlite:///state.sqlite",
+        target="demo.orders",
+        strategy=strategy,
+        query="SELECT * FROM shard_a WHERE id % 2 = 1",
+    )
+    run(evens, "even-1")
+    before = target(base)
+
+    with pytest.raises(DponeError) as stopped:
+        run(odds, "odd-1")
+
+    assert stopped.value.code is ErrorCode.TARGET_NOT_EMPTY
+    assert stopped.value.details["other_routes"] == ["main.shard_a -> demo.orders (incremental_append)"]
+    assert target(base) == before == [r for r in source(base, "shard_a") if r[0] % 2 == 0]
