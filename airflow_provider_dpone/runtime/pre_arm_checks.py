@@ -145,7 +145,9 @@ class PreArmChecks:
         self._notice(
             f"the {changed_summary(overlaps)} of route {self._route.describe()} changed: {len(overlaps)} "
             f"partition(s) overlap partitions committed under the old definition; "
-            f"{self._route.strategy.value} replaces what it writes, so they are moved again"
+            f"{self._route.strategy.value} replaces what it writes, so they are moved again: the rows the other "
+            "definition loaded there are deleted (two manifests of one table with different filters cannot share "
+            "a target: give each its own, or partition by the filter column)"
         )
 
     def require_no_rows_where_appending(
