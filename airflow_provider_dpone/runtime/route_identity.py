@@ -152,7 +152,10 @@ def require_unchanged_identity(
                 )
                 if changed_summary(overlaps) == "schema"
                 else (
-                    "revert the manifest change, or record the new definition over the old one deliberately:",
+                    "revert the manifest change, or record the new definition over the old one deliberately "
+                    "(never when another manifest of this table, another filter, committed them: a rebaseline "
+                    "compares counts and would record that filter's rows as this one's; give each filter its "
+                    "own target table):",
                 )
             ),
             f"  dpone guard rebaseline {manifest_ref} --reason '<what changed and why>'",
