@@ -15,7 +15,11 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import date, datetime
 from typing import Any
 
-from airflow_provider_dpone.contracts.checkpoint import CheckpointStatus, PartitionCheckpoint
+from airflow_provider_dpone.contracts.checkpoint import (
+    CheckpointStatus,
+    PartitionCheckpoint,
+    checkpoint_moment,
+)
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.manifest import LoadPath, Manifest, PartitionKind
 from airflow_provider_dpone.contracts.partition import BoundsKind, PartitionBounds, PlannedPartition
@@ -147,7 +151,7 @@ class PreArmChecks:
             f"partition(s) overlap partitions committed under the old definition; "
             f"{self._route.strategy.value} replaces what it writes, so they are moved again: the rows the other "
             "definition loaded there are deleted (two manifests of one table with different filters cannot share "
-            "a target: give each its own, or partition by the filter column)"
+            "a target: give each its own, or move all filters with one manifest partitioned by the filter column)"
         )
 
     def require_no_rows_where_appending(
@@ -452,8 +456,8 @@ class PreArmChecks:
             ErrorCode.TARGET_NOT_EMPTY,
             f"{strategy} on route {self._route.describe()} would delete rows of the target table {table} "
             f"that {len(hits)} committed partition(s) of {len(routes)} route(s) of other source tables (or of "
-            "this source table under another strategy and another source.query) loaded; their checkpoints "
-            "would still say COMMITTED, so those rows would never be loaded again",
+            "this source table under another strategy, read through another source.query or source.columns) "
+            "loaded; their checkpoints would still say COMMITTED, so those rows would never be loaded again",
             details={
                 "route": self._route.describe(),
                 "target_table": table,
@@ -475,15 +479,37 @@ class PreArmChecks:
         self, family: RouteFamily, active: Sequence[PlannedPartition]
     ) -> list[PartitionCheckpoint]:
         """A replacing run's scope over COMMITTED partitions of its siblings (the same source table under
-        another strategy) read through another query: rows this run would delete and not read back. The
-        same query reads them back (a replace that mirrors an append route's source deletes)."""
+        another strategy) read through another definition (``source.query`` or ``source.columns``) and
+        committed after this route last committed over them: rows this run would delete and not read back.
+        The same definition reads them back (a replace that mirrors an append route's source deletes); what
+        this route replaced since is its own (a manifest switched from append with a query added stops once,
+        then its own commits cover the old route's)."""
         if self._route.strategy is Strategy.INCREMENTAL_APPEND or not active:
             return []
         queries = {p.query_hash for p in active}
         others = [c for c in sibling_committed(family, self._naming) if c.query_hash not in queries]
-        if self._route.strategy is Strategy.FULL_REFRESH:
+        if not others:
+            return []
+        others = (
+            within_partitions(others, active)
+            if self._route.strategy is Strategy.REPLACE_PARTITION
+            else others
+        )
+        own = [c for c in family.own if c.status is CheckpointStatus.COMMITTED]
+        if not own or not others:
             return others
-        return within_partitions(others, active)
+        if self._route.strategy is Strategy.FULL_REFRESH:  # it replaced the whole table each time
+            last = max(checkpoint_moment(c) for c in own)
+            return [c for c in others if checkpoint_moment(c) > last]
+        index = _RangeIndex(own)
+        return [
+            c
+            for c in others
+            if not any(
+                checkpoint_moment(mine) > checkpoint_moment(c) and may_overlap(mine.bounds, c.bounds)
+                for mine in index.overlapping(c.bounds)
+            )
+        ]
 
     def require_first_replacement_knows_the_rows(
         self,

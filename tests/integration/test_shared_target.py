@@ -475,3 +475,31 @@ def test_a_replacing_manifest_of_another_filter_stops_before_deleting_an_append_
     assert stopped.value.code is ErrorCode.TARGET_NOT_EMPTY
     assert stopped.value.details["other_routes"] == ["main.shard_a -> demo.orders (incremental_append)"]
     assert target(base) == before == [r for r in source(base, "shard_a") if r[0] % 2 == 0]
+
+
+@pytest.mark.parametrize("strategy", ["replace_partition", "full_refresh"])
+def test_an_append_manifest_switched_to_replace_with_a_query_stops_once_and_then_runs(
+    base: Path, strategy: str
+) -> None:
+    """The manifest itself switched from append to a replacing strategy, a query added in the same edit:
+    its first run cannot tell the old route's rows from another filter's and stops; once it has replaced
+    them (``--allow-nonempty-target``), they are its own. Red before: it stopped on every run, forever."""
+    appending = sqlite_day_manifest(
+        base, "shard_a", state="sqlite:///state.sqlite", target="demo.orders", strategy="incremental_append"
+    )
+    run(appending, "append-1")
+    switched = sqlite_day_manifest(
+        base,
+        "shard_a",
+        state="sqlite:///state.sqlite",
+        target="demo.orders",
+        strategy=strategy,
+        query="SELECT *   FROM shard_a",
+    )
+    with pytest.raises(DponeError) as stopped:
+        run(switched, "switched-1")
+    assert stopped.value.code is ErrorCode.TARGET_NOT_EMPTY
+    run(switched, "switched-2", allow_nonempty_target=True)
+    for run_id in ("switched-3", "switched-4"):
+        run(switched, run_id)
+    assert target(base) == source(base, "shard_a")
