@@ -719,7 +719,7 @@ class PreArmChecks:
         *,
         moving: bool,
         family: RouteFamily | None = None,
-        count_source: Callable[[PartitionBounds], int] | None = None,
+        count_source: Callable[[Sequence[PartitionBounds]], list[int]] | None = None,
     ) -> int | None:
         """Before any target I/O: the target must still hold the rows the skipped committed partitions
         loaded.
@@ -747,11 +747,19 @@ class PreArmChecks:
         table = self._manifest.sink.table
         sink = self._target()
         rewritten = [] if family is None else rewritten_since(family, skipped)
-        short = [
-            (own, other, held)
-            for own, other in rewritten
-            if (held := sink.count_rows(table, own.bounds)) < _rows_expected(own, other, count_source)
-        ]
+        short: list[tuple[PartitionCheckpoint, PartitionCheckpoint, int]] = []
+        ask_source: list[tuple[PartitionCheckpoint, PartitionCheckpoint, int]] = []
+        for own, other in rewritten:
+            held = sink.count_rows(table, own.bounds)
+            if held < _rows_expected(own, other):
+                (ask_source if _source_decides(own, other) and count_source else short).append(
+                    (own, other, held)
+                )
+        if ask_source and count_source is not None:  # one grouped read of the source, only where it decides
+            now = count_source([own.bounds for own, _, _ in ask_source])
+            short.extend(
+                s for s, rows in zip(ask_source, now, strict=True) if s[2] < min(s[0].rows or 0, rows)
+            )
         if short:
             raise self._rewritten_by_another_route(short)
         target_rows = sink.count_rows(table, None)  # 0 when the table does not exist
@@ -917,11 +925,15 @@ def _forced_not_applied(checkpoint: PartitionCheckpoint | None) -> bool:
     return isinstance(resolution, dict) and resolution.get("forced") is True
 
 
-def _rows_expected(
-    own: PartitionCheckpoint,
-    other: PartitionCheckpoint,
-    count_source: Callable[[PartitionBounds], int] | None = None,
-) -> int:
+def _source_decides(own: PartitionCheckpoint, other: PartitionCheckpoint) -> bool:
+    """Whether the source's rows now, not ``own``'s count, bound what ``own``'s day should hold after
+    ``other``: a replacing commit of other bounds or another query (``_rows_expected``)."""
+    return other.status is CheckpointStatus.COMMITTED and not (
+        other.bounds == own.bounds and other.query_hash == own.query_hash
+    )
+
+
+def _rows_expected(own: PartitionCheckpoint, other: PartitionCheckpoint) -> int:
     """The rows the target should hold within ``own``'s bounds after ``other`` (the newest replacing
     attempt there), as far as ``other`` is concerned. After a replacing *commit* of these very bounds under
     this route's query: none (it put back the source's rows then; what a retention job or a delete removed
@@ -932,13 +944,9 @@ def _rows_expected(
     ``replace_partition`` to mirror deletes and back to append stopped for good, naming rows missing that no
     source held; and a filtered commit's own count is not the source's). After an attempt that did not
     commit (its delete ran): what ``own`` loaded."""
-    if other.status is not CheckpointStatus.COMMITTED:
-        return own.rows or 0
-    if other.bounds == own.bounds and other.query_hash == own.query_hash:
+    if other.status is CheckpointStatus.COMMITTED and not _source_decides(own, other):
         return 0
-    if count_source is None:
-        return own.rows or 0
-    return min(own.rows or 0, count_source(own.bounds))
+    return own.rows or 0  # where the source decides, the caller lowers it to the source's rows now
 
 
 def rewritten_since(

@@ -567,7 +567,7 @@ class TransferEngine:
         self._checks.require_replay_measures_this_route_alone(family, [a.planned for a in active])
         unverified = self._unverified(decisions, matched)
         target_rows = self._checks.require_target_holds_committed(
-            decisions, matched, moving=bool(active), family=family, count_source=self._ports.source.count
+            decisions, matched, moving=bool(active), family=family, count_source=self._count_source_partitions
         )
         if not active:
             self._checks.drop_leftover_staging()
@@ -1002,6 +1002,15 @@ class TransferEngine:
     ) -> int:
         with contextlib.closing(self._reads.chunks(active, artifacts, tally)) as chunks:
             return sink.load(permit, self._manifest.sink.table, schema, self._while_held(chunks, armed=True))
+
+    def _count_source_partitions(self, bounds: Sequence[PartitionBounds]) -> list[int]:
+        """The source's rows within each of ``bounds`` now, read-only: one grouped read where the source
+        offers it."""
+        source = self._ports.source
+        count_partitions = getattr(source, "count_partitions", None)
+        if callable(count_partitions):
+            return list(count_partitions(bounds))
+        return [source.count(b) for b in bounds]
 
     def _while_held(self, chunks: Iterable[ColumnChunk], *, armed: bool) -> Iterator[ColumnChunk]:
         """``chunks``, the lease proven held before each reaches the target or staging: a run whose lease
