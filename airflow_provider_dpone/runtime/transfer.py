@@ -928,10 +928,6 @@ class TransferEngine:
                             "staged row count disagrees with the rows read from the source",
                             details={"route": self._route.describe()},
                         )
-                    # a hand-made target may refuse rows the staging table took: found before arming
-                    require_staged_accepted = getattr(staged_sink, "require_staged_accepted", None)
-                    if callable(require_staged_accepted) and staging is not None:
-                        require_staged_accepted(staging, table)
                 if not preparation.prepared:
                     preparation.prepare_target()
                 if staged_sink is not None:

@@ -418,39 +418,6 @@ class ClickHouseSink:
             client = self._client()
         return self._insert_all(client, staging, schema, types, chunks)
 
-    def require_staged_accepted(self, staging_table: str, table: str) -> None:
-        """Before arming: a target made by hand may refuse rows its column types accept (a ``CHECK``
-        constraint, a ``DEFAULT`` or ``MATERIALIZED`` expression that fails on a value). The staged rows are
-        inserted once into a copy of the target with the ``Null`` engine, which evaluates every constraint
-        and expression and keeps nothing. Seen: the publish was refused after the replace's delete had run,
-        the route blocked with its days deleted. A target defined as dpone defines it is not probed."""
-        name = self._name(table)
-        staging = self._staging_name(staging_table)
-        probe = TableName(name.database, f"{STAGING_PREFIX}probe_{secrets.token_hex(6)}")
-        with self._failures("compare the staging and target tables", name, step="probe"):
-            client = self._client()
-            if not self._exists(client, name) or attachable_partitions(client, staging, name) is not None:
-                return  # created by this run, or defined alike: it accepts what the staging table accepted
-            columns = column_list(list(self._describe(client, staging)))
-            client.command(f"CREATE TABLE {probe.sql()} AS {name.sql()} ENGINE = Null")
-        try:
-            client.command(f"INSERT INTO {probe.sql()} ({columns}) SELECT {columns} FROM {staging.sql()}")
-        except Exception as exc:
-            code = failure_details(self._endpoint, exc).get("server_code")
-            raise DponeError(
-                ErrorCode.TARGET_INCOMPATIBLE,
-                f"target table {name} refuses rows of this run: one of its CHECK constraints or column "
-                f"expressions failed on them{f' (server code {code})' if code else ''}; nothing was written to it "
-                "and nothing armed",
-                details={"table": str(name), "server_code": code, "reason": "target_refuses_rows"},
-                hint_lines=(
-                    "the route is not blocked; find the constraint or expression in SHOW CREATE TABLE, then "
-                    "correct the source rows, convert them in source.query, or change the table",
-                ),
-            ) from exc
-        finally:
-            self._drop_staging(probe)
-
     def finalize_staged_load(self, permit: TargetPermit, staging_table: str, table: str) -> int:
         """Strategy scope, then the staging table's parts attached to the target where both are defined
         alike (``staged_publish``), else ``INSERT INTO target SELECT ... FROM staging``; drop staging.
