@@ -10,13 +10,13 @@
 A PostgreSQL session can end under a live run: ``idle_session_timeout``, ``pg_terminate_backend``, a
 failover, a pooler or firewall dropping the idle connection. The lock ends with it while the run goes on, and
 a second run can then take the lease and move the same partitions (seen: both committed every partition,
-every row twice). So the lease session lifts the
-idle limits a database or role may set for it, and the hold a run gets proves itself on that session
-(``pg_locks``) before the run arms, again right after arming, and before each chunk reaches the target; a
-session that is gone, or one that no longer holds the lock, is ``lease_lost``, and the run then writes no
-``failed_before_target`` record (a lost lease mid-load still leaves ``target_outcome_unknown``: the target
-was touched). On-call commands prove the lease before each of their writes. An ``flock`` cannot end while its holder's descriptor is open, so the SQLite
-hold has nothing to prove.
+every row twice). So the lease session lifts the idle limits a database or role may set for it, and the
+hold a run gets proves itself on that session (``pg_locks``) before the run arms, again right after arming,
+and before each chunk reaches the target; a session that is gone, or one that no longer holds the lock, is
+``lease_lost``, and the run then writes no ``failed_before_target`` record (a lost lease mid-load still
+leaves ``target_outcome_unknown``: the target was touched). On-call commands prove the lease before each of
+their writes. An ``flock`` cannot end while its holder's descriptor is open, so the SQLite hold has nothing
+to prove.
 
 A lease is not a fence: it stops a second *dpone* run of the same target while the first is alive; it does
 not make the guard an exactly-once protocol, and a writer outside dpone is not excluded.
