@@ -408,19 +408,13 @@ class PreArmChecks:
         if not hits:
             return
         table = self._manifest.sink.table
-        routes = sorted({c.route.describe() for c in hits})
         raise DponeError(
             ErrorCode.MANIFEST_INVALID,
             f"sink.options.durable_quality_replay cannot measure route {self._route.describe()}: routes of "
             f"other source tables committed rows into {table} within the partitions this run moves, and "
             "the replay measures the target by partition bounds, so its counts would include theirs and "
             "its checks would fail after publishing",
-            details={
-                "route": self._route.describe(),
-                "target_table": table,
-                "other_routes": routes,
-                "other_committed_partitions": len(hits),
-            },
+            details=self._other_routes_details(hits),
             hint_lines=(
                 "nothing was written to the target or the checkpoint store; the route is not blocked",
                 "for a table that several source tables write (a fan-in), turn sink.options."
@@ -428,6 +422,15 @@ class PreArmChecks:
                 "together through a ClickHouse view",
             ),
         )
+
+    def _other_routes_details(self, hits: Sequence[PartitionCheckpoint]) -> dict[str, object]:
+        """The details of a stop over other routes' committed partitions (``hits``) in this run's scope."""
+        return {
+            "route": self._route.describe(),
+            "target_table": self._manifest.sink.table,
+            "other_routes": sorted({c.route.describe() for c in hits}),
+            "other_committed_partitions": len(hits),
+        }
 
     def require_scope_spares_other_sources(
         self, family: RouteFamily, active: Sequence[PlannedPartition]
@@ -458,12 +461,7 @@ class PreArmChecks:
             f"that {len(hits)} committed partition(s) of {len(routes)} route(s) of other source tables (or of "
             "this source table under another strategy, read through another source.query or source.columns) "
             "loaded; their checkpoints would still say COMMITTED, so those rows would never be loaded again",
-            details={
-                "route": self._route.describe(),
-                "target_table": table,
-                "other_routes": routes,
-                "other_committed_partitions": len(hits),
-            },
+            details=self._other_routes_details(hits),
             hint_lines=(
                 "nothing was written to the target or the checkpoint store",
                 *(f"committed into the same target: {r}" for r in routes[:5]),
