@@ -137,8 +137,14 @@ def require_unchanged_identity(
             *lines,
             *(
                 (
-                    "a route of the same source table under another sink.strategy committed them: their rows "
-                    "are in the target already",
+                    "a route of the same source table under another sink.strategy committed them: the rows "
+                    "that route selected are in the target already"
+                    + (
+                        " (it read another source.query or source.columns: not necessarily the rows this "
+                        "manifest selects)"
+                        if any("query" in o.changed for o in overlaps)
+                        else ""
+                    ),
                 )
                 if any("strategy" in o.changed for o in overlaps)
                 else ()

@@ -89,6 +89,23 @@ def test_an_append_route_with_no_checkpoint_after_another_strategy_stops_too(
     assert target_rows(base) == source_rows(base)
 
 
+def test_the_stop_after_another_strategys_filtered_route_does_not_call_its_rows_this_routes(
+    base: Path,
+    store_url: str,
+) -> None:
+    """Red with the earlier hint: "their rows are in the target already", wrong where the other route read
+    another filter (its rows, not this manifest's, are there); a rebaseline on that word records them."""
+    filtered = '  query: "SELECT * FROM orders WHERE id % 2 = 0"\n'
+    replaced = manifest_at(base, strategy="replace_partition", extra=filtered, file="replace.yaml")
+    assert dpone("run", str(replaced)).exit_code == 0
+
+    result = dpone("run", str(manifest_at(base)))
+
+    assert result.exit_code == 3, result.output
+    assert "the query, schema, strategy of route" in result.output
+    assert "not necessarily the rows this manifest selects" in " ".join(result.output.split())
+
+
 def test_a_replacing_route_after_the_append_route_goes_on_without_a_word_on_strategy(
     base: Path,
     store_url: str,
