@@ -22,7 +22,15 @@ class _Incomparable(Exception):
     """Two bounds cannot be ordered against each other (another column, or value types that differ)."""
 
 
-def _key(text: str, value_type: str) -> _Key:
+def collation_folded(text: str) -> str:
+    """A text value as a source's usual collation may match it: case and trailing spaces ignored (SQL Server
+    compares ``'EU'``, ``'eu'`` and ``'EU  '`` equal; a ``char(n)`` column hands values back padded)."""
+    return text.rstrip(" ").casefold()
+
+
+def _key(text: str, value_type: str, *, folded: bool = True) -> _Key:
+    """``folded``: text compared as a collation may (for overlap); else byte for byte, as the target
+    compares (for coverage: the target's delete and count select by the exact spelling)."""
     try:
         if value_type == "integer":
             return (0, int(text))
@@ -34,7 +42,7 @@ def _key(text: str, value_type: str) -> _Key:
             if moment.tzinfo is not None:
                 raise _Incomparable
             return (1, moment)
-        return (2, text.casefold())  # string values compare as a case-insensitive collation would
+        return (2, collation_folded(text) if folded else text)
     except ValueError:
         raise _Incomparable from None
 
@@ -43,15 +51,15 @@ def _same_column(a: PartitionBounds, b: PartitionBounds) -> bool:
     return (a.column or "").casefold() == (b.column or "").casefold()
 
 
-def _interval(bounds: PartitionBounds) -> tuple[_Key | None, _Key | None]:
+def _interval(bounds: PartitionBounds, *, folded: bool = True) -> tuple[_Key | None, _Key | None]:
     """``[lower, upper)`` of a range; ``None`` is unbounded on that side."""
-    lower = _key(bounds.lower, bounds.value_type) if bounds.lower is not None else None
-    upper = _key(bounds.upper, bounds.value_type) if bounds.upper is not None else None
+    lower = _key(bounds.lower, bounds.value_type, folded=folded) if bounds.lower is not None else None
+    upper = _key(bounds.upper, bounds.value_type, folded=folded) if bounds.upper is not None else None
     return lower, upper
 
 
-def _points(bounds: PartitionBounds) -> list[_Key]:
-    return [_key(value, bounds.value_type) for value in bounds.values or ()]
+def _points(bounds: PartitionBounds, *, folded: bool = True) -> list[_Key]:
+    return [_key(value, bounds.value_type, folded=folded) for value in bounds.values or ()]
 
 
 def _within(point: _Key, lower: _Key | None, upper: _Key | None) -> bool:
@@ -94,22 +102,46 @@ def fully_covered(bounds: PartitionBounds, by: Sequence[PartitionBounds]) -> boo
     if bounds.kind is BoundsKind.ALL:
         return False
     same = [other for other in by if _same_column(bounds, other)]
-    try:
+    try:  # text byte for byte: what ``by``'s deletes and counts select in the target
         if bounds.kind is BoundsKind.VALUES:
-            return all(_point_covered(point, same) for point in _points(bounds))
-        lower, upper = _interval(bounds)
-        return _range_covered(lower, upper, [_interval(o) for o in same if o.kind is BoundsKind.RANGE])
+            return all(_point_covered(point, same) for point in _points(bounds, folded=False))
+        lower, upper = _interval(bounds, folded=False)
+        return _range_covered(
+            lower, upper, [_interval(o, folded=False) for o in same if o.kind is BoundsKind.RANGE]
+        )
     except _Incomparable:
         return False
 
 
 def _point_covered(point: _Key, by: Sequence[PartitionBounds]) -> bool:
     for other in by:
-        if other.kind is BoundsKind.VALUES and point in _points(other):
+        if other.kind is BoundsKind.VALUES and point in _points(other, folded=False):
             return True
-        if other.kind is BoundsKind.RANGE and _within(point, *_interval(other)):
+        if other.kind is BoundsKind.RANGE and _within(point, *_interval(other, folded=False)):
             return True
     return False
+
+
+def respelled(new: PartitionBounds, old: PartitionBounds) -> PartitionBounds | None:
+    """``old``'s listed text values that a source's collation may match with one of ``new``'s while the
+    target, comparing bytes, does not (``EU  `` against ``EU``, ``Acme`` against ``acme``), as bounds of
+    their own; None when there are none. A partition of ``new`` counts and deletes its exact spellings in
+    the target, so the rows committed under these stay where they are (seen: a manifest normalising its
+    list column with ``RTRIM``/``LOWER`` moved every row again, exit 0)."""
+    if (
+        new.kind is not BoundsKind.VALUES
+        or old.kind is not BoundsKind.VALUES
+        or new.value_type != "string"
+        or old.value_type != "string"
+        or not _same_column(new, old)
+    ):
+        return None
+    exact = set(new.values or ())
+    folded = {collation_folded(value) for value in new.values or ()}
+    values = tuple(v for v in old.values or () if v not in exact and collation_folded(v) in folded)
+    if not values:
+        return None
+    return old.model_copy(update={"values": values, "label": f"{old.column}={','.join(values)}"})
 
 
 def _range_covered(

@@ -28,7 +28,7 @@ from airflow_provider_dpone.ports.clock import Clock
 from airflow_provider_dpone.ports.route_naming import RouteNaming
 from airflow_provider_dpone.ports.sink import Sink
 from airflow_provider_dpone.ports.source import Source
-from airflow_provider_dpone.runtime.bounds_coverage import fully_covered, may_overlap
+from airflow_provider_dpone.runtime.bounds_coverage import fully_covered, may_overlap, respelled
 from airflow_provider_dpone.runtime.guard.resolution import committed_rows_within, other_sources_rows
 from airflow_provider_dpone.runtime.resume_planner import Action, Reason, ResumeDecision, still_filling
 from airflow_provider_dpone.runtime.route_family import (
@@ -42,6 +42,7 @@ from airflow_provider_dpone.runtime.route_identity import (
     IdentityOverlap,
     changed_summary,
     find_overlaps,
+    raise_respelled,
     require_unchanged_identity,
 )
 from airflow_provider_dpone.runtime.shared_target import other_sources_in_scope, within_partitions
@@ -100,7 +101,11 @@ class PreArmChecks:
         table = self._manifest.sink.table
         sink = self._target()
         others = self._other_sources(family)
-        held = [o for o in overlaps if self.own_rows(sink, o.partition.bounds, others) > 0]
+        held = [
+            o
+            for o in overlaps
+            if self.own_rows(sink, o.partition.bounds, others) > 0 or self._respelled_rows(sink, o, others)
+        ]
         if len(held) < len(overlaps):
             kept = {id(o) for o in held}
             empty = [o.partition for o in overlaps if id(o) not in kept]
@@ -111,6 +116,19 @@ class PreArmChecks:
                 "retention removed): they are moved as new"
             )
         return held
+
+    def _respelled_rows(
+        self, sink: Sink, overlap: IdentityOverlap, others: Sequence[PartitionCheckpoint]
+    ) -> list[PartitionBounds]:
+        """The committed partitions' listed values that the source may match with the new partition's
+        but the target does not (``bounds_coverage.respelled``), where the target holds rows: the new
+        partition's own count misses those rows, and its delete leaves them."""
+        found = []
+        for committed in overlap.committed:
+            old = respelled(overlap.partition.bounds, committed.bounds)
+            if old is not None and self.own_rows(sink, old, others) > 0:
+                found.append(old)
+        return found
 
     def _other_sources(self, family: RouteFamily) -> list[PartitionCheckpoint]:
         """Committed checkpoints of other source tables' routes on the target (a fan-in)."""
@@ -143,6 +161,7 @@ class PreArmChecks:
         active = [d.partition for d in decisions if d.action is Action.RUN]
         if not active:
             return
+        self._require_no_respelled_rows(family, planned, active)
         overlaps = find_overlaps(active, other_identity_committed(family, planned, self._naming))
         if not overlaps:
             return
@@ -153,6 +172,27 @@ class PreArmChecks:
             "definition loaded there are deleted (two manifests of one table with different filters cannot share "
             "a target: give each its own, or move all filters with one manifest partitioned by the filter column)"
         )
+
+    def _require_no_respelled_rows(
+        self, family: RouteFamily, planned: Sequence[PlannedPartition], active: Sequence[PlannedPartition]
+    ) -> None:
+        """A replacing route stops before arming where rows committed under another spelling of its listed
+        values (another definition, or the same table's route under another strategy) are in the target:
+        its delete selects its own spelling only, so it would load those rows beside them."""
+        elsewhere = other_identity_committed(family, planned, self._naming)
+        elsewhere.extend(sibling_committed(family, self._naming))
+        candidates = [
+            o
+            for o in find_overlaps(active, elsewhere, self._route.strategy)
+            if any(respelled(o.partition.bounds, c.bounds) is not None for c in o.committed)
+        ]
+        if not candidates:
+            return
+        sink = self._target()
+        others = self._other_sources(family)
+        held = [(o, old) for o in candidates for old in self._respelled_rows(sink, o, others)]
+        if held:
+            raise_respelled(self._route, self._manifest.sink.table, held, self._manifest_ref)
 
     def require_no_rows_where_appending(
         self,

@@ -36,7 +36,7 @@ from airflow_provider_dpone.contracts.guard import GUARD_KEY, GuardPhase, Target
 from airflow_provider_dpone.contracts.partition import PartitionBounds, PlannedPartition
 from airflow_provider_dpone.contracts.route import RouteIdentity, Strategy
 from airflow_provider_dpone.ports.clock import Clock
-from airflow_provider_dpone.runtime.bounds_coverage import fully_covered, may_overlap
+from airflow_provider_dpone.runtime.bounds_coverage import fully_covered, may_overlap, respelled
 from airflow_provider_dpone.runtime.guard.batch_id import checkpoint_batch_id
 
 REBASELINE_KEY = "rebaseline"
@@ -121,6 +121,9 @@ def require_unchanged_identity(
     if len(overlaps) > _LISTED:
         lines.append(f"... and {len(overlaps) - _LISTED} more (see --json)")
     covered = sum(1 for o in overlaps if o.covered)
+    old_spellings = [
+        old for o in overlaps for c in o.committed if (old := respelled(o.partition.bounds, c.bounds)) is not None
+    ]
     raise DponeError(
         ErrorCode.ROUTE_IDENTITY_CHANGED,
         f"the {changed_summary(overlaps)} of route {route.describe()} changed: {len(overlaps)} partition(s) "
@@ -135,6 +138,7 @@ def require_unchanged_identity(
         hint_lines=(
             "nothing was written to the target (its rows within these partitions were counted, read-only)",
             *lines,
+            *(_respelled_hints(old_spellings, manifest_ref) if old_spellings else ()),
             *(
                 (
                     "a route of the same source table under another sink.strategy committed them: the rows "
@@ -167,6 +171,48 @@ def require_unchanged_identity(
             f"  dpone guard rebaseline {manifest_ref} --reason '<what changed and why>'",
             "partially covered partitions stay blocking after a rebaseline; see `dpone runbook guard`, "
             "'The route's identity changed'",
+        ),
+    )
+
+
+def _respelled_hints(old: Sequence[PartitionBounds], manifest_ref: str) -> tuple[str, ...]:
+    """What on-call does where listed values were respelled (case, trailing spaces): the target's rows under
+    the old spelling are the source's rows again under the new one."""
+    spellings = sorted({repr(v) for bounds in old for v in bounds.values or ()})
+    column = old[0].column
+    return (
+        f"the target holds rows committed under another spelling of the listed values ({column}: "
+        f"{', '.join(spellings[:_LISTED])}{' ...' if len(spellings) > _LISTED else ''}), which the source "
+        "matches with this manifest's values (case or trailing spaces) and the target does not: moved now, "
+        "they would be in the target twice, once under each spelling",
+        "to move them under the new spelling, delete the old spelling's rows from the target "
+        f"(ALTER TABLE ... DELETE WHERE {column} IN (...)), then: dpone run {manifest_ref}",
+    )
+
+
+def raise_respelled(
+    route: RouteIdentity,
+    table: str,
+    held: Sequence[tuple[IdentityOverlap, PartitionBounds]],
+    manifest_ref: str,
+) -> None:
+    """Stop a replacing route before it writes where another spelling's rows sit in its partitions."""
+    raise DponeError(
+        ErrorCode.ROUTE_IDENTITY_CHANGED,
+        f"{len(held)} partition(s) of route {route.describe()} list values that rows in the target table "
+        f"{table} were committed under in another spelling; replacing them would leave those rows beside the "
+        "new ones",
+        details={
+            "route": route.describe(),
+            "changed": ["spelling"],
+            "respelled": [
+                {"partition_id": o.partition.partition_id, "bounds": o.partition.bounds.label, "old": old.label}
+                for o, old in held
+            ],
+        },
+        hint_lines=(
+            "nothing was written to the target (its rows under the old spelling were counted, read-only)",
+            *_respelled_hints([old for _, old in held], manifest_ref),
         ),
     )
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from airflow_provider_dpone.adapters.clickhouse.client import open_client
 from airflow_provider_dpone.contracts.endpoints import EndpointDescriptor
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from tests.integration.hand_made_target_rig import (
@@ -158,4 +159,68 @@ def test_a_case_insensitive_sql_server_stops_a_respelled_value_and_loads_the_sto
 
     run(manifest('["Acme GmbH", "Müller AG"]'), "r2")
     chosen = [r for r in tds_orders if r["customer"] in ("Acme GmbH", "Müller AG")]
+    assert chosen and tds_rows_in(chdb_at(tmp_path), "demo.orders") == served(chosen)
+
+
+RESPELLINGS = {
+    # stored padded as a char(n) column hands them back, listed as stored; then trimmed in the query
+    "rtrim": (["EU  ", "US  "], '["EU  ", "US  "]', "RTRIM(region)", "[EU, US]", str.rstrip),
+    # stored and listed as written; then lowered in the query
+    "lower": (["EU", "US"], "[EU, US]", "LOWER(region)", "[eu, us]", str.lower),
+}
+
+
+@pytest.mark.parametrize("strategy", ["incremental_append", "replace_partition"])
+@pytest.mark.parametrize("respelling", sorted(RESPELLINGS))
+def test_a_list_column_normalised_after_its_values_moved_stops_until_the_old_spellings_rows_are_gone(
+    tmp_path: Path, strategy: str, respelling: str
+) -> None:
+    """Red before: the normalising manifest (the fix the spelling refusal names) moved every row again,
+    exit 0, 20 rows for 10 (a replace deletes its own spelling only; an append counted the target under it,
+    found nothing and said "moved as new"; trailing spaces were not even seen to overlap)."""
+    stored, listed, normalised, relisted, normalise = RESPELLINGS[respelling]
+    rows = make_source(tmp_path, "", stored)
+    lookback = 2 if strategy == "replace_partition" else None
+    run(route(tmp_path, listed, strategy=strategy, lookback=lookback), "r1")
+    assert target_rows(tmp_path) == rows
+    source = SOURCE + f"\n  query: SELECT id, {normalised} AS region, amount FROM sales"
+    manifest = route(tmp_path, relisted, strategy=strategy, lookback=lookback, source=source)
+
+    with pytest.raises(DponeError) as stopped:
+        run(manifest, "r2")
+
+    assert stopped.value.code is ErrorCode.ROUTE_IDENTITY_CHANGED
+    assert "DELETE WHERE region IN" in stopped.value.render()
+    assert target_rows(tmp_path) == rows  # nothing written
+    client = open_client(chdb_at(tmp_path))
+    try:  # what the hint says to do
+        client.command(
+            f"ALTER TABLE {TABLE} DELETE WHERE region IN ({', '.join(repr(v) for v in stored)})",
+            settings={"mutations_sync": 2},
+        )
+    finally:
+        client.close()
+    for attempt in ("r3", "r4"):
+        run(manifest, attempt)
+        assert target_rows(tmp_path) == [(i, normalise(region), amount) for i, region, amount in rows]
+
+
+def test_a_listed_amount_of_a_sql_server_decimal_column_moves_its_rows(
+    tmp_path: Path, tds_orders_source: str, tds_orders: list[dict[str, Any]]
+) -> None:
+    """Red before: every listed number of a ``decimal`` column was refused as spelled otherwise (a value that
+    is not text never equals listed text), though the target compares numbers as the source does."""
+    amounts = sorted({r["amount"] for r in tds_orders})[:2]
+    listed = ", ".join(f"'{a}'" for a in amounts)
+    manifest = write_manifest(
+        tmp_path,
+        source=tds_orders_source,
+        partitioning=f"{{kind: list, column: amount, values: [{listed}]}}",
+        connection=CHDB_CONNECTION,
+        table="demo.orders",
+    )
+
+    run(manifest, "r1")
+
+    chosen = [r for r in tds_orders if r["amount"] in amounts]
     assert chosen and tds_rows_in(chdb_at(tmp_path), "demo.orders") == served(chosen)

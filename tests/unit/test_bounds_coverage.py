@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from airflow_provider_dpone.contracts.partition import BoundsKind, PartitionBounds
-from airflow_provider_dpone.runtime.bounds_coverage import fully_covered, may_overlap
+from airflow_provider_dpone.runtime.bounds_coverage import fully_covered, may_overlap, respelled
 from tests.builders import day
 
 DOMAIN = range(-10, 40)
@@ -109,3 +109,21 @@ def test_a_listed_datetime_falls_in_the_day_range_that_holds_it() -> None:
     assert may_overlap(listed, day("2024-01-05", "2024-01-06"))
     assert not may_overlap(listed, day("2024-01-06", "2024-01-07"))
     assert fully_covered(listed, [day("2024-01-01", "2024-02-01")])
+
+
+def text_values(*values: str) -> PartitionBounds:
+    return PartitionBounds(kind=BoundsKind.VALUES, column="region", values=values, label="in")
+
+
+def test_text_overlaps_as_a_collation_may_match_it_and_is_covered_only_byte_for_byte() -> None:
+    """Overlap errs toward a source that ignores case and trailing spaces (SQL Server's usual collations, a
+    char(n) column); coverage is what the target's delete and count select, the exact spelling (red before:
+    'EU  ' and 'EU' disjoint, and 'eu' covered by 'EU')."""
+    listed, padded, lowered = text_values("EU"), text_values("EU  "), text_values("eu")
+    assert may_overlap(listed, padded) and may_overlap(listed, lowered)
+    assert not may_overlap(listed, text_values("US"))
+    assert not fully_covered(padded, [listed]) and not fully_covered(lowered, [listed])
+    assert fully_covered(listed, [text_values("US", "EU")])
+    found = respelled(listed, text_values("EU  ", "eu", "EU", "US"))
+    assert found is not None and found.values == ("EU  ", "eu")
+    assert respelled(listed, text_values("EU", "US")) is None

@@ -14,20 +14,41 @@ comparison it would need (a binary collation) is not one every server speaking i
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import time
 
 from airflow_provider_dpone.adapters.sources import mssql_sql as tsql
 from airflow_provider_dpone.adapters.sources import sqlite_sql as lite
 from airflow_provider_dpone.contracts.partition import BoundsKind, PartitionBounds
+from airflow_provider_dpone.contracts.schema import TableSchema
 
 
-def text_lists(bounds: Sequence[PartitionBounds]) -> list[PartitionBounds]:
-    """The partitions whose rows are selected by comparing text with listed values."""
-    return [b for b in bounds if b.kind is BoundsKind.VALUES and b.value_type == "string" and b.column]
+def text_lists(bounds: Sequence[PartitionBounds], schema: TableSchema) -> list[PartitionBounds]:
+    """The partitions whose rows are selected by comparing text with listed values: a ``list`` column the
+    target keeps as text. Numbers, UUIDs and dates compare by value in the source and in the target alike
+    (seen: every listed amount of a SQL Server ``decimal`` column refused as spelled otherwise)."""
+    text_columns = {c.name.casefold() for c in schema.columns if "String" in c.clickhouse_type}
+    known = {c.name.casefold() for c in schema.columns}
+    return [
+        b
+        for b in bounds
+        if b.kind is BoundsKind.VALUES
+        and b.value_type == "string"
+        and b.column
+        and (b.column.casefold() in text_columns or b.column.casefold() not in known)
+    ]
 
 
 def stored_otherwise(value: object, bounds: PartitionBounds) -> bool:
-    """A row value the partition's read delivers that is not one of its listed values, byte for byte."""
-    return not (isinstance(value, str) and value in (bounds.values or ()))
+    """A row value the partition's read delivers that the target does not hold as one of its listed values,
+    byte for byte (SQL Server ``time`` arrives as its ISO text, binary as its bytes)."""
+    listed = bounds.values or ()
+    if isinstance(value, str):
+        return value not in listed
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value) not in {v.encode("utf-8") for v in listed}
+    if isinstance(value, time):
+        return value.isoformat() not in listed
+    return True
 
 
 def sqlite_statement(source: str, bounds: PartitionBounds) -> tuple[str, lite.Params]:

@@ -392,7 +392,7 @@ class MssqlSource:
         """``ListSpellingSource``: each text ``list`` partition's column read until a row is stored under
         another spelling (see ``list_spelling``); one column, in bounded batches."""
         found = []
-        for one in list_spelling.text_lists(bounds):
+        for one in list_spelling.text_lists(bounds, self.describe()):
             statement = self._statement(
                 functools.partial(list_spelling.mssql_statement, self._source_sql, one), one
             )

@@ -538,7 +538,7 @@ class SqliteSource:
     def lists_stored_otherwise(self, bounds: Sequence[PartitionBounds]) -> list[PartitionBounds]:
         """``ListSpellingSource``: one indexed probe per text ``list`` partition (see ``list_spelling``)."""
         found = []
-        for one in list_spelling.text_lists(bounds):
+        for one in list_spelling.text_lists(bounds, self.describe()):
             statement = self._statement(
                 functools.partial(list_spelling.sqlite_statement, self._source_sql, one), one
             )
