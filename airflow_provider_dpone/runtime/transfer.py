@@ -1111,6 +1111,8 @@ class TransferEngine:
             return
         high = tally.cursor_high_water()
         previous = self._ports.source_state.read_state(self._route) or {}
+        if previous.get("cursor") == tally.cursor:
+            high = _later_mark(high, previous.get("high_water"))
         value = high.isoformat() if isinstance(high, (date, datetime)) else high
         if value is None:
             value = previous.get("high_water")
@@ -1146,3 +1148,26 @@ class TransferEngine:
             partition_seconds=seconds or {},
             notices=self._notices,
         )
+
+
+def _later_mark(moved: object, recorded: object) -> object:
+    """The higher of this run's cursor maximum and the mark recorded before: a run that moves only older
+    rows (a late day, a lookback) keeps the mark where it was (seen: the mark went back a month). A
+    recorded mark that does not compare with this run's values (another type) gives way to them."""
+    if moved is None or recorded is None:
+        return moved
+    earlier: object
+    try:
+        if isinstance(moved, datetime) and isinstance(recorded, str):
+            earlier = datetime.fromisoformat(recorded)
+        elif isinstance(moved, date) and not isinstance(moved, datetime) and isinstance(recorded, str):
+            earlier = date.fromisoformat(recorded)
+        elif (
+            isinstance(moved, (int, float, str)) and type(recorded) is type(moved) and type(moved) is not bool
+        ):
+            earlier = recorded
+        else:
+            return moved
+        return earlier if earlier > moved else moved  # type: ignore[operator]
+    except (TypeError, ValueError):
+        return moved

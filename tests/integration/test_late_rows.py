@@ -518,3 +518,29 @@ def test_days_that_rolled_out_of_a_windowed_source_stay_in_the_target(
     assert [r for r in target if r[1] not in (oldest, middle)] == [
         r for r in _source_rows(tmp_path) if r[1] != today
     ]
+
+
+def test_a_run_that_moves_only_an_older_late_day_keeps_the_cursors_high_water_mark(
+    tmp_path: Path, relative_days: list[dt.date]
+) -> None:
+    """Red before: the mark was this run's maximum alone, so a late day with older cursor values moved it
+    back (a month, seen), while the source and the target still held the newer rows."""
+    manifest = _write_manifest(
+        tmp_path, strategy="incremental_append", partitioning="{kind: day, column: order_date}"
+    )
+
+    def mark() -> Any:
+        with sqlite3.connect(tmp_path / "state.sqlite") as db:
+            (state,) = db.execute("SELECT payload FROM dpone_source_state").fetchone()
+        return json.loads(state)["high_water"]
+
+    _json(dpone("run", str(manifest), "--run-id", "r1", "--json", cwd=tmp_path))
+    first = mark()
+    with sqlite3.connect(tmp_path / "source.sqlite") as db:
+        newest = db.execute("SELECT max(updated_at) FROM orders").fetchone()[0]
+        older = (relative_days[0] - dt.timedelta(days=30)).isoformat()
+        db.execute("INSERT INTO orders VALUES (900, ?, 'late', 1, ?)", (older, f"{older} 08:00:00"))
+    second = _json(dpone("run", str(manifest), "--run-id", "r2", "--json", cwd=tmp_path))
+
+    assert second["rows_committed"] == 1
+    assert first == mark() and dt.datetime.fromisoformat(first) == dt.datetime.fromisoformat(newest)
