@@ -122,7 +122,10 @@ def require_unchanged_identity(
         lines.append(f"... and {len(overlaps) - _LISTED} more (see --json)")
     covered = sum(1 for o in overlaps if o.covered)
     old_spellings = [
-        old for o in overlaps for c in o.committed if (old := respelled(o.partition.bounds, c.bounds)) is not None
+        old
+        for o in overlaps
+        for c in o.committed
+        if (old := respelled(o.partition.bounds, c.bounds)) is not None
     ]
     raise DponeError(
         ErrorCode.ROUTE_IDENTITY_CHANGED,
@@ -206,7 +209,11 @@ def raise_respelled(
             "route": route.describe(),
             "changed": ["spelling"],
             "respelled": [
-                {"partition_id": o.partition.partition_id, "bounds": o.partition.bounds.label, "old": old.label}
+                {
+                    "partition_id": o.partition.partition_id,
+                    "bounds": o.partition.bounds.label,
+                    "old": old.label,
+                }
                 for o, old in held
             ],
         },
