@@ -88,6 +88,11 @@ class ListSpellingSource(Source, Protocol):
         another spelling than the listed values: the source's collation ignores case, accents or trailing
         spaces, or the column pads its text. The target keeps such rows as stored, outside the partition."""
 
+    def delivers_spelling(self, bounds: PartitionBounds) -> bool:
+        """Whether a read of ``bounds`` (a ``list`` partition of a text column) delivers a row whose value is
+        exactly one of the listed values, byte for byte. False after a ``source.query`` normalised the
+        column (``RTRIM``, ``LOWER``): the rows stored under those spellings now arrive under others."""
+
 
 class ConcurrentSource(Source, Protocol):
     """A source whose partition reads may run at once, each in a thread of its own."""

@@ -68,6 +68,7 @@ class PreArmChecks:
         allow_nonempty_target: bool,
         target: Callable[[], Sink],
         notice: Callable[[str], None],
+        source: Callable[[], Source] | None = None,
     ) -> None:
         self._manifest = manifest
         self._route = route
@@ -77,6 +78,7 @@ class PreArmChecks:
         self._allow_nonempty_target = allow_nonempty_target
         self._target = target
         self._notice = notice
+        self._source = source
 
     def append_overlaps(
         self, family: RouteFamily, decisions: Sequence[ResumeDecision]
@@ -121,14 +123,22 @@ class PreArmChecks:
         self, sink: Sink, overlap: IdentityOverlap, others: Sequence[PartitionCheckpoint]
     ) -> list[PartitionBounds]:
         """The committed partitions' listed values that the source may match with the new partition's
-        but the target does not (``bounds_coverage.respelled``), where the target holds rows: the new
-        partition's own count misses those rows, and its delete leaves them."""
+        but the target does not (``bounds_coverage.respelled``), where the target holds rows and the source,
+        as this run reads it, no longer delivers that spelling: those rows now arrive under the new one
+        (``RTRIM``/``LOWER`` in ``source.query``), which the new partition's own count misses and its delete
+        leaves. A spelling the source still delivers is a value of its own (a case-sensitive column)."""
         found = []
         for committed in overlap.committed:
             old = respelled(overlap.partition.bounds, committed.bounds)
-            if old is not None and self.own_rows(sink, old, others) > 0:
+            if old is not None and self.own_rows(sink, old, others) > 0 and not self._still_spelled(old):
                 found.append(old)
         return found
+
+    def _still_spelled(self, bounds: PartitionBounds) -> bool:
+        """Whether the source delivers one of ``bounds``' listed values byte for byte (no: a source that
+        cannot tell, which errs toward the stop)."""
+        ask = getattr(self._source() if self._source is not None else None, "delivers_spelling", None)
+        return bool(ask(bounds)) if callable(ask) else False
 
     def _other_sources(self, family: RouteFamily) -> list[PartitionCheckpoint]:
         """Committed checkpoints of other source tables' routes on the target (a fan-in)."""

@@ -239,6 +239,7 @@ class TransferEngine:
             allow_nonempty_target=allow_nonempty_target,
             target=self._target,
             notice=self._notice,
+            source=lambda: self._ports.source,
         )
         self._durable = manifest.sink.options.durable_quality_replay
         self._policy = build_policy(manifest.quality, durable=self._durable)

@@ -224,3 +224,47 @@ def test_a_listed_amount_of_a_sql_server_decimal_column_moves_its_rows(
 
     chosen = [r for r in tds_orders if r["amount"] in amounts]
     assert chosen and tds_rows_in(chdb_at(tmp_path), "demo.orders") == served(chosen)
+
+
+@pytest.mark.parametrize("strategy", ["incremental_append", "replace_partition"])
+def test_a_case_sensitive_column_whose_new_value_differs_only_in_case_moves_it_beside_the_old_one(
+    tmp_path: Path, strategy: str
+) -> None:
+    """The respelling stop errs only where the source no longer delivers the old spelling: a binary column
+    holding ``EU`` and ``eu`` apart keeps both values, so a new definition listing ``eu`` moves its own rows
+    (red with the stop asking the source nothing: a route blocked until rows of another value were deleted)."""
+    rows = make_source(tmp_path, "", ["EU", "eu", "US"])
+    lookback = 2 if strategy == "replace_partition" else None
+    run(route(tmp_path, "[EU, US]", strategy=strategy, lookback=lookback), "r1")
+    source = SOURCE + "\n  query: SELECT id, region, amount FROM sales"
+
+    run(route(tmp_path, "[eu]", strategy=strategy, lookback=lookback, source=source), "r2")
+
+    assert target_rows(tmp_path) == rows
+
+
+def test_a_sql_server_column_lowered_after_its_values_moved_stops_before_arming(
+    tmp_path: Path, tds_orders_source: str, tds_orders: list[dict[str, Any]]
+) -> None:
+    """Red before: ``LOWER(customer)`` listed as ``acme gmbh`` after ``Acme GmbH`` moved appended the same 16
+    rows again, exit 0 (the emulator compares text as a case-insensitive collation does)."""
+
+    def manifest(query: str, values: str) -> Path:
+        return write_manifest(
+            tmp_path,
+            source=tds_orders_source + query,
+            partitioning=f"{{kind: list, column: customer, values: {values}}}",
+            connection=CHDB_CONNECTION,
+            table="demo.orders",
+        )
+
+    run(manifest("", '["Acme GmbH", "Müller AG"]'), "r1")
+    moved = tds_rows_in(chdb_at(tmp_path), "demo.orders")
+    lowered = "\n  query: SELECT id, order_date, LOWER(customer) AS customer, amount FROM dbo.orders"
+
+    with pytest.raises(DponeError) as stopped:
+        run(manifest(lowered, '["acme gmbh", "müller ag"]'), "r2")
+
+    assert stopped.value.code is ErrorCode.ROUTE_IDENTITY_CHANGED
+    assert "another spelling" in stopped.value.render()
+    assert moved and tds_rows_in(chdb_at(tmp_path), "demo.orders") == moved

@@ -66,6 +66,22 @@ def sqlite_statement(source: str, bounds: PartitionBounds) -> tuple[str, lite.Pa
     return text, (*condition[1], *values)
 
 
+def sqlite_spelled_statement(source: str, bounds: PartitionBounds) -> tuple[str, lite.Params]:
+    """One row when the read delivers a value spelled exactly as one of the listed ones, none otherwise."""
+    if bounds.column is None or not bounds.values:
+        raise lite.SqlBuildError("a list partition has values and a column")
+    column = lite.quote_ident(bounds.column)
+    marks = ", ".join("?" for _ in bounds.values)
+    return f"SELECT 1\nFROM {source}\nWHERE {column} COLLATE BINARY IN ({marks})\nLIMIT 1", tuple(
+        bounds.values
+    )
+
+
+def spelled_as_listed(value: object, bounds: PartitionBounds) -> bool:
+    """A row value the target holds as one of the partition's listed values, byte for byte."""
+    return (value is not None) and not stored_otherwise(value, bounds)
+
+
 def mssql_statement(source: str, bounds: PartitionBounds) -> tsql.Statement:
     """The partition's values of its list column, as its read selects them."""
     if bounds.column is None:

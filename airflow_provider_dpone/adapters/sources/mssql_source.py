@@ -410,6 +410,25 @@ class MssqlSource:
                 _close_quietly(connection)
         return found
 
+    def delivers_spelling(self, bounds: PartitionBounds) -> bool:
+        """``ListSpellingSource``: the partition's column read in batches until a value arrives spelled
+        exactly as listed (the collation's own comparison would fold what this must tell apart)."""
+        statement = self._statement(
+            functools.partial(list_spelling.mssql_statement, self._source_sql, bounds), bounds
+        )
+        connection = self._connect()  # its own: a read left unfinished is ended by closing it
+        try:
+            cursor = connection.cursor()
+            cursor.execute(statement.render())
+            while batch := cursor.fetchmany(_SPELLING_BATCH):
+                if any(list_spelling.spelled_as_listed(row[0], bounds) for row in batch):
+                    return True
+            return False
+        except pymssql.Error as exc:
+            raise self._classified(exc, f"the values of partition {bounds.label}") from exc
+        finally:
+            _close_quietly(connection)
+
     def audit_values(self, bounds: Sequence[PartitionBounds], limits: ValueLimits | None) -> None:
         """Before arming: calendar ranges, sub-second digits and offset partitions (see ``value_audit``)."""
         schema = self.describe()

@@ -546,6 +546,13 @@ class SqliteSource:
                 found.append(one)
         return found
 
+    def delivers_spelling(self, bounds: PartitionBounds) -> bool:
+        """``ListSpellingSource``: one probe comparing the read's values byte for byte."""
+        statement = self._statement(
+            functools.partial(list_spelling.sqlite_spelled_statement, self._source_sql, bounds), bounds
+        )
+        return bool(self._fetch_all(statement, what=f"the values of partition {bounds.label}"))
+
     def audit_values(self, bounds: Sequence[PartitionBounds], limits: ValueLimits | None) -> None:
         """Before arming: aggregates find every value a read would refuse (see ``value_audit``), one range
         scan per group of partitions, the groups on as many connections at once (``audit_workers``)."""
