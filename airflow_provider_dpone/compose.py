@@ -443,6 +443,9 @@ class Runtime:
                 )
                 raise
 
+        from airflow_provider_dpone.runtime.target_binding import written_elsewhere
+
+        target = self._target_connection(self.sink_endpoint())
         store = self.store()
         try:
             with self._target_lease(store) as hold:
@@ -458,6 +461,9 @@ class Runtime:
                     latest=self.family().target_wide,
                     count_target=count_target,
                     count_source=count_source,
+                    written_elsewhere=lambda c: written_elsewhere(
+                        c, target["target_connection"], target["target_place"]
+                    ),
                 )
         finally:
             for sink in sinks:

@@ -49,6 +49,16 @@ def same_target(checkpoint: PartitionCheckpoint, reference: str, place: str | No
     return checkpoint.diagnostics.get(TARGET_KEY) == reference
 
 
+def written_elsewhere(checkpoint: PartitionCheckpoint, reference: str, place: str | None) -> bool:
+    """Whether ``checkpoint``'s attempt wrote through a target other than the one this connection leads to
+    (False where it records none: an older release's). What an on-call command counts must be the target
+    the attempt wrote: counted in another environment's target behind the same connection name, a partly
+    loaded day was resolved committed (seen: 149,000 rows missing for good, every later run exit 0)."""
+    if TARGET_KEY not in checkpoint.diagnostics and TARGET_PLACE_KEY not in checkpoint.diagnostics:
+        return False
+    return not same_target(checkpoint, reference, place)
+
+
 def require_same_target(
     route: RouteIdentity,
     canonical: Sequence[PartitionCheckpoint],

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from airflow_provider_dpone.adapters.checkpoint_sql import SqlCheckpointStore
 from airflow_provider_dpone.contracts.checkpoint import CheckpointStatus
@@ -12,15 +17,23 @@ from airflow_provider_dpone.contracts.guard import GUARD_KEY, GuardPhase, Target
 from airflow_provider_dpone.manifests.loader import load_manifest
 from tests.integration.route_rig import (
     TARGET,
+    add_a_new_day,
     append_armed,
     chdb_command,
     dpone,
     hold_lease,
     latest_of,
+    manifest_at,
     source_rows,
     target_rows,
     write_manifest,
 )
+
+
+def dpone_process(*args: str) -> subprocess.CompletedProcess[str]:
+    """``dpone`` in a process of its own: this one's embedded target cannot open another folder."""
+    command = [str(Path(sys.executable).with_name("dpone")), *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=240, check=False)
 
 
 def blocked_after_a_landed_append(base: Path, store_url: str) -> Path:
@@ -179,5 +192,46 @@ def test_committed_over_a_partition_the_target_holds_none_of_is_refused_and_coun
         "deleted",
     )
     assert other.exit_code == 0, other.output
+    assert dpone("run", str(manifest)).exit_code == 0
+    assert target_rows(base) == source_rows(base)
+
+
+def test_a_resolution_counting_another_target_than_the_attempt_wrote_is_refused(
+    base: Path, store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Red before: the sink connection led to another environment's target (the same connection name in an
+    on-call shell), whose counts matched the source; ``committed`` was recorded, and every later run of the
+    real target skipped the day it never received, exit 0 (149,000 rows missing, seen)."""
+    from airflow_provider_dpone.adapters.clickhouse.sink import ClickHouseSink
+
+    manifest = write_manifest(base, "orders", store_url)
+    assert dpone("run", str(manifest)).exit_code == 0
+    add_a_new_day(base)
+
+    def load_fails(*_: Any, **__: Any) -> int:
+        raise RuntimeError("the target call failed (test)")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(ClickHouseSink, "load", load_fails)
+        failed = dpone("run", str(manifest))  # armed, then the target call failed: the new day is blocked
+    assert failed.exit_code == 1, failed.output
+    staging = manifest_at(base, state="sqlite:///staging.sqlite", file="staging.yaml")
+    staging.write_text(staging.read_text("utf-8").replace("chdb:///clickhouse", "chdb:///copy"), "utf-8")
+    assert dpone_process("run", str(staging)).returncode == 0  # another target, holding every row
+    text = manifest.read_text(encoding="utf-8")
+    manifest.write_text(text.replace("chdb:///clickhouse", "chdb:///copy"), encoding="utf-8")
+
+    refused = dpone_process(
+        "guard", "resolve", str(manifest), "--all-blocked", "--as", "committed", "--reason", "x"
+    )
+
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "another target" in refused.stderr and "AIRFLOW_CONN_" in refused.stderr
+    manifest.write_text(text, encoding="utf-8")
+    assert dpone("run", str(manifest)).exit_code == 3  # nothing was written: still blocked
+    resolved = dpone(
+        "guard", "resolve", str(manifest), "--all-blocked", "--as", "not-applied", "--reason", "x"
+    )
+    assert resolved.exit_code == 0, resolved.output
     assert dpone("run", str(manifest)).exit_code == 0
     assert target_rows(base) == source_rows(base)

@@ -65,6 +65,25 @@ def blocked_partitions(latest: Sequence[PartitionCheckpoint]) -> list[BlockedPar
 MIN_PREFIX_HEX = 8
 
 
+def _refuse_another_target(route: RouteIdentity, elsewhere: Sequence[PartitionCheckpoint]) -> None:
+    """Stop a resolution whose counts would come from another target than the one its attempts wrote."""
+    if not elsewhere:
+        return
+    raise DponeError(
+        ErrorCode.USAGE,
+        f"{len(elsewhere)} blocked partition(s) of route {route.describe()} were written to another target than "
+        "the one the sink connection leads to now (another server, database or chDB folder): their rows "
+        "counted here are not the attempt's; nothing was written",
+        details={"problem": "target_elsewhere", "partitions": [c.partition_id for c in elsewhere]},
+        hint_lines=(
+            "point the sink connection at the target the run wrote (check AIRFLOW_CONN_* in this shell: "
+            "another environment's connection of the same name leads elsewhere), then resolve again",
+            "if that target itself moved (a new host name, a moved chDB folder): count it yourself, then "
+            "resolve with --force",
+        ),
+    )
+
+
 def _expand_prefix(given: str, latest: dict[str, PartitionCheckpoint]) -> str:
     """Accept the short IDs the table shows (``sha256:0123abcd...``) when they name exactly one partition."""
     given = given.strip().removesuffix("...")
@@ -85,6 +104,7 @@ def resolve(
     latest: Sequence[PartitionCheckpoint] | None = None,
     count_target: TargetCounter | None = None,
     count_source: SourceCounter | None = None,
+    written_elsewhere: Callable[[PartitionCheckpoint], bool] | None = None,
 ) -> list[PartitionCheckpoint]:
     """Append one resolution checkpoint per chosen blocked partition, sharing one timestamp.
 
@@ -92,6 +112,8 @@ def resolve(
     Each resolution is written under the route its blocked checkpoint was stored with. ``count_source``:
     the source's rows within a partition's bounds (None where it cannot say: another route's partition),
     asked only for ``committed`` over an attempt that recorded no row count (a direct load).
+    ``written_elsewhere``: whether an attempt wrote a target other than the one ``count_target`` counts
+    (refused unless forced: its counts would be another target's).
     """
     reason = request.reason.strip()
     if not reason:
@@ -121,6 +143,8 @@ def resolve(
                 "only blocked partitions can be resolved; see `dpone checkpoints`",
                 details={"partitions": not_blocked},
             )
+    if written_elsewhere is not None and not request.force:
+        _refuse_another_target(route, [by_id[pid] for pid in chosen if written_elsewhere(by_id[pid])])
     raw = _target_counts([by_id[pid] for pid in chosen], count_target, force=request.force)
     # a fan-in: another source table's committed rows within the bounds are not this attempt's
     commits = CommitsBySource(rows)
