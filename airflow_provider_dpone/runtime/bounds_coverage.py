@@ -122,28 +122,6 @@ def _point_covered(point: _Key, by: Sequence[PartitionBounds]) -> bool:
     return False
 
 
-def respelled(new: PartitionBounds, old: PartitionBounds) -> PartitionBounds | None:
-    """``old``'s listed text values that a source's collation may match with one of ``new``'s while the
-    target, comparing bytes, does not (``EU  `` against ``EU``, ``Acme`` against ``acme``), as bounds of
-    their own; None when there are none. A partition of ``new`` counts and deletes its exact spellings in
-    the target, so the rows committed under these stay where they are (seen: a manifest normalising its
-    list column with ``RTRIM``/``LOWER`` moved every row again, exit 0)."""
-    if (
-        new.kind is not BoundsKind.VALUES
-        or old.kind is not BoundsKind.VALUES
-        or new.value_type != "string"
-        or old.value_type != "string"
-        or not _same_column(new, old)
-    ):
-        return None
-    exact = set(new.values or ())
-    folded = {collation_folded(value) for value in new.values or ()}
-    values = tuple(v for v in old.values or () if v not in exact and collation_folded(v) in folded)
-    if not values:
-        return None
-    return old.model_copy(update={"values": values, "label": f"{old.column}={','.join(values)}"})
-
-
 def _range_covered(
     lower: _Key | None, upper: _Key | None, intervals: Sequence[tuple[_Key | None, _Key | None]]
 ) -> bool:

@@ -28,8 +28,9 @@ from airflow_provider_dpone.ports.clock import Clock
 from airflow_provider_dpone.ports.route_naming import RouteNaming
 from airflow_provider_dpone.ports.sink import Sink
 from airflow_provider_dpone.ports.source import Source
-from airflow_provider_dpone.runtime.bounds_coverage import fully_covered, may_overlap, respelled
+from airflow_provider_dpone.runtime.bounds_coverage import fully_covered, may_overlap
 from airflow_provider_dpone.runtime.guard.resolution import committed_rows_within, other_sources_rows
+from airflow_provider_dpone.runtime.respelled_values import listed_text, new_values, vanished_values
 from airflow_provider_dpone.runtime.resume_planner import Action, Reason, ResumeDecision, still_filling
 from airflow_provider_dpone.runtime.route_family import (
     RouteFamily,
@@ -103,11 +104,7 @@ class PreArmChecks:
         table = self._manifest.sink.table
         sink = self._target()
         others = self._other_sources(family)
-        held = [
-            o
-            for o in overlaps
-            if self.own_rows(sink, o.partition.bounds, others) > 0 or self._respelled_rows(sink, o, others)
-        ]
+        held = [o for o in overlaps if self.own_rows(sink, o.partition.bounds, others) > 0]
         if len(held) < len(overlaps):
             kept = {id(o) for o in held}
             empty = [o.partition for o in overlaps if id(o) not in kept]
@@ -118,21 +115,6 @@ class PreArmChecks:
                 "retention removed): they are moved as new"
             )
         return held
-
-    def _respelled_rows(
-        self, sink: Sink, overlap: IdentityOverlap, others: Sequence[PartitionCheckpoint]
-    ) -> list[PartitionBounds]:
-        """The committed partitions' listed values that the source may match with the new partition's
-        but the target does not (``bounds_coverage.respelled``), where the target holds rows and the source,
-        as this run reads it, no longer delivers that spelling: those rows now arrive under the new one
-        (``RTRIM``/``LOWER`` in ``source.query``), which the new partition's own count misses and its delete
-        leaves. A spelling the source still delivers is a value of its own (a case-sensitive column)."""
-        found = []
-        for committed in overlap.committed:
-            old = respelled(overlap.partition.bounds, committed.bounds)
-            if old is not None and self.own_rows(sink, old, others) > 0 and not self._still_spelled(old):
-                found.append(old)
-        return found
 
     def _still_spelled(self, bounds: PartitionBounds) -> bool:
         """Whether the source delivers one of ``bounds``' listed values byte for byte (no: a source that
@@ -161,7 +143,9 @@ class PreArmChecks:
     def require_unchanged_identity(self, family: RouteFamily, decisions: Sequence[ResumeDecision]) -> None:
         """An append route stops when a partition to move overlaps rows committed under another identity.
 
-        ``replace_partition`` and ``full_refresh`` replace what they write, so they go on and say so."""
+        ``replace_partition`` and ``full_refresh`` replace what they write, so they go on and say so. Any but
+        ``full_refresh`` stops where listed values were respelled (``respelled_values``)."""
+        self._require_no_respelled_values(family, decisions)
         if self._route.strategy is Strategy.INCREMENTAL_APPEND:
             require_unchanged_identity(
                 self._route, self.append_overlaps(family, decisions), self._manifest_ref
@@ -171,7 +155,6 @@ class PreArmChecks:
         active = [d.partition for d in decisions if d.action is Action.RUN]
         if not active:
             return
-        self._require_no_respelled_rows(family, planned, active)
         overlaps = find_overlaps(active, other_identity_committed(family, planned, self._naming))
         if not overlaps:
             return
@@ -183,26 +166,30 @@ class PreArmChecks:
             "a target: give each its own, or move all filters with one manifest partitioned by the filter column)"
         )
 
-    def _require_no_respelled_rows(
-        self, family: RouteFamily, planned: Sequence[PlannedPartition], active: Sequence[PlannedPartition]
-    ) -> None:
-        """A replacing route stops before arming where rows committed under another spelling of its listed
-        values (another definition, or the same table's route under another strategy) are in the target:
-        its delete selects its own spelling only, so it would load those rows beside them."""
-        elsewhere = other_identity_committed(family, planned, self._naming)
-        elsewhere.extend(sibling_committed(family, self._naming))
-        candidates = [
-            o
-            for o in find_overlaps(active, elsewhere, self._route.strategy)
-            if any(respelled(o.partition.bounds, c.bounds) is not None for c in o.committed)
+    def _require_no_respelled_values(self, family: RouteFamily, decisions: Sequence[ResumeDecision]) -> None:
+        """Stop before arming where this run moves listed values no definition committed while the target
+        holds rows of old values, committed under another query, that the source no longer delivers byte
+        for byte (``respelled_values``): those rows would be in the target twice, once under each spelling.
+        ``--allow-nonempty-target``: the old value's rows left the source and the new value is new."""
+        if self._route.strategy is Strategy.FULL_REFRESH or self._allow_nonempty_target:
+            return
+        active = [
+            d.partition for d in decisions if d.action is Action.RUN and listed_text(d.partition.bounds)
         ]
-        if not candidates:
+        if not active:  # the common case, a day or range route: nothing listed, nothing to scan
+            return
+        committed = committed_by_source(family.target_wide, self._route.source_table, self._naming)[0]
+        moving = new_values(active, committed)
+        vanished = vanished_values([d.partition for d in decisions], committed) if moving else []
+        if not vanished:
             return
         sink = self._target()
         others = self._other_sources(family)
-        held = [(o, old) for o in candidates for old in self._respelled_rows(sink, o, others)]
+        held = [
+            old for old in vanished if self.own_rows(sink, old, others) > 0 and not self._still_spelled(old)
+        ]
         if held:
-            raise_respelled(self._route, self._manifest.sink.table, held, self._manifest_ref)
+            raise_respelled(self._route, self._manifest.sink.table, moving, held, self._manifest_ref)
 
     def require_no_rows_where_appending(
         self,

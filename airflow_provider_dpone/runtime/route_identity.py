@@ -36,7 +36,7 @@ from airflow_provider_dpone.contracts.guard import GUARD_KEY, GuardPhase, Target
 from airflow_provider_dpone.contracts.partition import PartitionBounds, PlannedPartition
 from airflow_provider_dpone.contracts.route import RouteIdentity, Strategy
 from airflow_provider_dpone.ports.clock import Clock
-from airflow_provider_dpone.runtime.bounds_coverage import fully_covered, may_overlap, respelled
+from airflow_provider_dpone.runtime.bounds_coverage import fully_covered, may_overlap
 from airflow_provider_dpone.runtime.guard.batch_id import checkpoint_batch_id
 
 REBASELINE_KEY = "rebaseline"
@@ -121,12 +121,6 @@ def require_unchanged_identity(
     if len(overlaps) > _LISTED:
         lines.append(f"... and {len(overlaps) - _LISTED} more (see --json)")
     covered = sum(1 for o in overlaps if o.covered)
-    old_spellings = [
-        old
-        for o in overlaps
-        for c in o.committed
-        if (old := respelled(o.partition.bounds, c.bounds)) is not None
-    ]
     raise DponeError(
         ErrorCode.ROUTE_IDENTITY_CHANGED,
         f"the {changed_summary(overlaps)} of route {route.describe()} changed: {len(overlaps)} partition(s) "
@@ -141,7 +135,6 @@ def require_unchanged_identity(
         hint_lines=(
             "nothing was written to the target (its rows within these partitions were counted, read-only)",
             *lines,
-            *(_respelled_hints(old_spellings, manifest_ref) if old_spellings else ()),
             *(
                 (
                     "a route of the same source table under another sink.strategy committed them: the rows "
@@ -178,48 +171,46 @@ def require_unchanged_identity(
     )
 
 
-def _respelled_hints(old: Sequence[PartitionBounds], manifest_ref: str) -> tuple[str, ...]:
-    """What on-call does where listed values were respelled (case, trailing spaces): the target's rows under
-    the old spelling are the source's rows again under the new one."""
-    spellings = sorted({repr(v) for bounds in old for v in bounds.values or ()})
-    column = old[0].column
-    return (
-        f"the target holds rows committed under another spelling of the listed values ({column}: "
-        f"{', '.join(spellings[:_LISTED])}{' ...' if len(spellings) > _LISTED else ''}), which the source "
-        "matches with this manifest's values (case or trailing spaces) and the target does not: moved now, "
-        "they would be in the target twice, once under each spelling",
-        "to move them under the new spelling, delete the old spelling's rows from the target "
-        f"(ALTER TABLE ... DELETE WHERE {column} IN (...)), then: dpone run {manifest_ref}",
-    )
+def _sql_text(value: str) -> str:
+    """A ClickHouse string literal (quotes and backslashes escaped) for a hint's statement."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def raise_respelled(
     route: RouteIdentity,
     table: str,
-    held: Sequence[tuple[IdentityOverlap, PartitionBounds]],
+    moving: Sequence[PlannedPartition],
+    old: Sequence[PartitionBounds],
     manifest_ref: str,
 ) -> None:
-    """Stop a replacing route before it writes where another spelling's rows sit in its partitions."""
+    """Stop a run before it writes where the target holds rows of listed values the source no longer
+    delivers while it moves values never committed (``respelled_values``)."""
+    column = old[0].column
+    values = sorted({v for bounds in old for v in bounds.values or ()})
+    listed = ", ".join(_sql_text(v) for v in values[:_LISTED]) + (" ..." if len(values) > _LISTED else "")
     raise DponeError(
         ErrorCode.ROUTE_IDENTITY_CHANGED,
-        f"{len(held)} partition(s) of route {route.describe()} list values that rows in the target table "
-        f"{table} were committed under in another spelling; replacing them would leave those rows beside the "
-        "new ones",
+        f"route {route.describe()} moves {len(moving)} listed value(s) of column {column!r} never committed "
+        f"({', '.join(p.bounds.label for p in moving[:3])}{' ...' if len(moving) > 3 else ''}), while the "
+        f"target table {table} holds rows of {len(values)} value(s) committed under another source.query that "
+        "the source no longer delivers: if the query now rewrites the column (RTRIM, LOWER, REPLACE), those "
+        "rows would be in the target twice, once under each spelling",
         details={
             "route": route.describe(),
             "changed": ["spelling"],
-            "respelled": [
-                {
-                    "partition_id": o.partition.partition_id,
-                    "bounds": o.partition.bounds.label,
-                    "old": old.label,
-                }
-                for o, old in held
-            ],
+            "column": column,
+            "moving": [p.bounds.label for p in moving],
+            "old_values": [b.label for b in old],
         },
         hint_lines=(
-            "nothing was written to the target (its rows under the old spelling were counted, read-only)",
-            *_respelled_hints([old for _, old in held], manifest_ref),
+            "nothing was written to the target (its rows of the old values were counted, read-only)",
+            "if the query respells the old values: delete their rows from the target, then run, to move them "
+            "under the new spelling:",
+            f"  ALTER TABLE {table} DELETE WHERE {column} IN ({listed})",
+            f"  dpone run {manifest_ref}",
+            "if the old values' rows left the source and the new values are new (not a respelling), appending "
+            f"beside them is right: dpone run {manifest_ref} --allow-nonempty-target",
+            "see `dpone runbook guard`, 'Listed values respelled'",
         ),
     )
 

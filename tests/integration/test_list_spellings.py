@@ -18,8 +18,10 @@ from typing import Any
 import pytest
 
 from airflow_provider_dpone.adapters.clickhouse.client import open_client
+from airflow_provider_dpone.compose import open_runtime
 from airflow_provider_dpone.contracts.endpoints import EndpointDescriptor
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
+from airflow_provider_dpone.manifests.loader import load_manifest
 from tests.integration.hand_made_target_rig import (
     CHDB_CONNECTION,
     PATHS,
@@ -167,6 +169,16 @@ RESPELLINGS = {
     "rtrim": (["EU  ", "US  "], '["EU  ", "US  "]', "RTRIM(region)", "[EU, US]", str.rstrip),
     # stored and listed as written; then lowered in the query
     "lower": (["EU", "US"], "[EU, US]", "LOWER(region)", "[eu, us]", str.lower),
+    # leading spaces, which no collation ignores
+    "trim": (["  EU", "  US"], '["  EU", "  US"]', "TRIM(region)", "[EU, US]", str.strip),
+    # a character replaced
+    "replace": (
+        ["E-U", "U-S"],
+        "[E-U, U-S]",
+        "REPLACE(region, '-', '')",
+        "[EU, US]",
+        lambda v: v.replace("-", ""),
+    ),
 }
 
 
@@ -266,5 +278,53 @@ def test_a_sql_server_column_lowered_after_its_values_moved_stops_before_arming(
         run(manifest(lowered, '["acme gmbh", "müller ag"]'), "r2")
 
     assert stopped.value.code is ErrorCode.ROUTE_IDENTITY_CHANGED
-    assert "another spelling" in stopped.value.render()
+    assert stopped.value.details["changed"] == ["spelling"]
     assert moved and tds_rows_in(chdb_at(tmp_path), "demo.orders") == moved
+
+
+def test_a_full_refresh_after_respelling_empties_the_table_and_is_not_stopped(tmp_path: Path) -> None:
+    """A whole-table refresh leaves no old spelling behind (red with the stop for every replacing route)."""
+    rows = make_source(tmp_path, "", ["EU", "US"])
+    run(route(tmp_path, "[EU, US]", strategy="full_refresh"), "r1")
+    source = SOURCE + "\n  query: SELECT id, LOWER(region) AS region, amount FROM sales"
+
+    run(route(tmp_path, "[eu, us]", strategy="full_refresh", source=source), "r2")
+
+    assert target_rows(tmp_path) == [(i, region.lower(), amount) for i, region, amount in rows]
+
+
+def test_a_purged_value_beside_a_value_committed_before_is_no_respelling(tmp_path: Path) -> None:
+    """A case-sensitive column: ``EU`` rows leave the source, new ``eu`` rows arrive, the query gains a
+    filter. ``eu`` was committed before, so it is not a new spelling of ``EU`` (red: stopped as respelled)."""
+    rows = make_source(tmp_path, "", ["EU", "eu", "US"])
+    run(route(tmp_path, "[EU, eu, US]", strategy="replace_partition", lookback=3), "r1")
+    with sqlite3.connect(tmp_path / "source.sqlite") as conn:
+        conn.execute("DELETE FROM sales WHERE region = 'EU'")
+        conn.execute("INSERT INTO sales VALUES (100, 'eu', 1000)")
+    source = SOURCE + "\n  query: SELECT id, region, amount FROM sales WHERE amount >= 0"
+
+    run(route(tmp_path, "[EU, eu, US]", strategy="replace_partition", lookback=3, source=source), "r2")
+
+    assert target_rows(tmp_path) == [r for r in rows if r[1] != "EU"] + [(100, "eu", 1000)]
+
+
+def test_a_new_value_beside_an_old_one_the_source_dropped_moves_with_the_flag_the_stop_names(
+    tmp_path: Path,
+) -> None:
+    """The stop cannot tell a respelling from a value that left the source while a new one arrived; its
+    hint names ``--allow-nonempty-target`` for the second, which appends the new value beside the old rows."""
+    rows = make_source(tmp_path, "", ["EU", "US"])
+    run(route(tmp_path, "[EU, US]"), "r1")
+    with sqlite3.connect(tmp_path / "source.sqlite") as conn:
+        conn.execute("DELETE FROM sales WHERE region = 'EU'")
+        conn.execute("INSERT INTO sales VALUES (100, 'FR', 1000)")
+    source = SOURCE + "\n  query: SELECT id, region, amount FROM sales WHERE amount >= 0"
+    manifest = route(tmp_path, "[FR]", source=source)
+    with pytest.raises(DponeError) as stopped:
+        run(manifest, "r2")
+    assert "--allow-nonempty-target" in stopped.value.render()
+
+    with open_runtime(load_manifest(manifest)) as runtime:
+        runtime.run("r3", allow_nonempty_target=True)
+
+    assert target_rows(tmp_path) == sorted([*rows, (100, "FR", 1000)])

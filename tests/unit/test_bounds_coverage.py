@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from airflow_provider_dpone.contracts.partition import BoundsKind, PartitionBounds
-from airflow_provider_dpone.runtime.bounds_coverage import fully_covered, may_overlap, respelled
+from airflow_provider_dpone.runtime.bounds_coverage import fully_covered, may_overlap
 from tests.builders import day
 
 DOMAIN = range(-10, 40)
@@ -124,6 +124,3 @@ def test_text_overlaps_as_a_collation_may_match_it_and_is_covered_only_byte_for_
     assert not may_overlap(listed, text_values("US"))
     assert not fully_covered(padded, [listed]) and not fully_covered(lowered, [listed])
     assert fully_covered(listed, [text_values("US", "EU")])
-    found = respelled(listed, text_values("EU  ", "eu", "EU", "US"))
-    assert found is not None and found.values == ("EU  ", "eu")
-    assert respelled(listed, text_values("EU", "US")) is None

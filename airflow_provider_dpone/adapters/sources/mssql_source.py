@@ -413,6 +413,8 @@ class MssqlSource:
     def delivers_spelling(self, bounds: PartitionBounds) -> bool:
         """``ListSpellingSource``: the partition's column read in batches until a value arrives spelled
         exactly as listed (the collation's own comparison would fold what this must tell apart)."""
+        if not list_spelling.text_lists([bounds], self.describe()):
+            return True  # numbers, UUIDs, dates: compared by value here and in the target alike
         statement = self._statement(
             functools.partial(list_spelling.mssql_statement, self._source_sql, bounds), bounds
         )
