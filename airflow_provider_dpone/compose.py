@@ -275,6 +275,7 @@ class Runtime:
                     request,
                     count_source=source_rows.__getitem__,  # only these bounds are asked
                     count_target=engine.count_target,
+                    columns_unchanged=engine.columns_unchanged,
                 )
                 if release_partial and result.partial:
                     result = release_partly_covered(result, run_id, self.clock, request, engine.count_target)

@@ -190,6 +190,13 @@ def inspect_command(manifest: str, no_source: bool, as_json: bool) -> None:
     "port for the same server, a moved chDB folder): record it as the route's target. Never for another "
     "environment sharing this checkpoint store: give that one a store of its own.",
 )
+@click.option(
+    "--schema-checked",
+    is_flag=True,
+    help="The schema changed and you checked that the target's rows already hold the new schema's values "
+    "(only the order of columns changed, or an added column's target DEFAULT is what the source holds in "
+    "every old row): record those partitions too. Without it they stay blocking: reload them.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
 def rebaseline_command(
     manifest: str,
@@ -198,6 +205,7 @@ def rebaseline_command(
     release_partial: bool,
     source_moved: bool,
     target_moved: bool,
+    schema_checked: bool,
     as_json: bool,
 ) -> None:
     """Record the new definition of a route over what its old one (or the target) already holds.
@@ -218,7 +226,7 @@ def rebaseline_command(
 
     try:
         loaded = load_manifest(manifest)
-        request = RebaselineRequest(reason=reason, actor=operator_identity())
+        request = RebaselineRequest(reason=reason, actor=operator_identity(), schema_checked=schema_checked)
         # adopting a target may start a new store; every other rebaseline records over an existing history
         with open_runtime(loaded, manifest_ref=manifest, existing_store=not adopt_target) as runtime:
             if adopt_target + release_partial + source_moved + target_moved > 1:
@@ -248,6 +256,7 @@ def rebaseline_command(
             "recorded": [r.model_dump(mode="json") for r in result.recorded],
             "partially_covered": [o.as_json() for o in result.partial],
             "rows_differ": [d.as_json() for d in result.rows_differ],
+            "schema_unchecked": list(result.schema_unchecked),
             "released": [r.model_dump(mode="json") for r in result.released],
             "notices": list(result.notices),
         }
@@ -272,8 +281,19 @@ def rebaseline_command(
             f"released old {record.bounds.label}  id={record.partition_id}  (not loaded; the new partition loads it)"
         )
     differ = {d.partition_id: d for d in result.rows_differ}
+    unchecked = set(result.schema_unchecked)
     for overlap in result.partial:
         changed = differ.get(overlap.partition.partition_id)
+        if overlap.partition.partition_id in unchecked:
+            click.echo(
+                f"still blocking {overlap.partition.bounds.label}  id={overlap.partition.partition_id}: the schema "
+                "changed, and row counts cannot show whether the target's rows hold the new columns' values (a "
+                "column added to the target gives every old row its default): reload it (delete this route's "
+                "rows within it, then run), or, where you checked the values are right, rebaseline with "
+                "--schema-checked; see `dpone runbook guard`",
+                err=True,
+            )
+            continue
         why = (
             f"only partly covered by {len(overlap.committed)} old partition(s)"
             if changed is None

@@ -56,6 +56,15 @@ class TableSchema(BaseModel):
             canonical_json([c.model_dump(mode="json", exclude={"source_type"}) for c in self.columns])
         )
 
+    def hashes_up_to_nullability(self) -> frozenset[str]:
+        """The hashes of this schema with its columns all nullable, all not, or as they are: the same
+        names, types and order read another way (a table's NOT NULL columns are nullable through a query)."""
+        forms = [self, *(self._all_nullable(flag) for flag in (True, False))]
+        return frozenset(form.schema_hash() for form in forms)
+
+    def _all_nullable(self, nullable: bool) -> TableSchema:
+        return TableSchema(columns=tuple(c.model_copy(update={"nullable": nullable}) for c in self.columns))
+
 
 def require_column(schema: TableSchema, field: str, name: str) -> ColumnSpec:
     """The column ``name`` of ``schema``, or ``manifest_invalid`` naming ``field``, the unknown name and the

@@ -37,6 +37,14 @@ class CheckingSink(Sink, Protocol):
         reads the whole source before preparing the target finds a user mistake before reading."""
 
 
+class DescribingSink(Sink, Protocol):
+    """A sink that can say, read-only, which columns an existing target table declares."""
+
+    def target_schema(self, table: str) -> TableSchema | None:
+        """The columns a load writes into ``table`` (not the computed ones), in the table's order and with
+        its types; ``None`` before the table exists."""
+
+
 class InFlightCheckingSink(Sink, Protocol):
     """A sink that can tell whether statements it sent to change a table still run on the server."""
 

@@ -241,6 +241,7 @@ class TransferEngine:
             notice=self._notice,
             source=lambda: self._ports.source,
         )
+        self._same_columns: frozenset[str] = frozenset()
         self._durable = manifest.sink.options.durable_quality_replay
         self._policy = build_policy(manifest.quality, durable=self._durable)
         self._replay: DurableReplay | None = None
@@ -283,9 +284,22 @@ class TransferEngine:
                 details={"route": self._route.describe(), "strategy": self._route.strategy.value},
             )
         family = self._scan_route()
-        _, decisions, _ = self._plan_from(family, run_id)
+        schema, decisions, _ = self._plan_from(family, run_id)
         with self._releasing_target():
+            describe = getattr(self._target(), "target_schema", None)
+            target = describe(self._manifest.sink.table) if callable(describe) else None
+            # what the old definition wrote is known only by its hash: this schema read another way, or the
+            # target's own columns (no column was added to it, or retyped, after those rows were loaded)
+            self._same_columns = schema.hashes_up_to_nullability() | (
+                target.hashes_up_to_nullability() if isinstance(target, TableSchema) else frozenset()
+            )
             return self._checks.append_overlaps(family, decisions)
+
+    def columns_unchanged(self, schema_hash: str) -> bool:
+        """Whether a committed partition's schema hash is the planned schema's, or the target table's own
+        columns', up to nullability (after :meth:`identity_overlaps`): its rows hold a value of every column
+        this definition writes, written by a run, not a default filled in by ``ADD COLUMN``."""
+        return schema_hash in self._same_columns
 
     def count_source_partitions(self, bounds: Sequence[PartitionBounds]) -> list[int]:
         """Rows the source holds now within each of ``bounds``, in order (read-only, grouped)."""

@@ -23,6 +23,7 @@ from tests.integration.route_rig import (
     add_source_rows,
     append_armed,
     chdb_command,
+    chdb_query,
     dpone,
     latest_of,
     manifest_at,
@@ -324,6 +325,7 @@ def test_a_partly_covered_partition_emptied_in_the_target_is_loaded_whole_withou
         "partially_covered": [],
         "released": [],
         "rows_differ": [],
+        "schema_unchecked": [],
         "notices": [],
     }
     after = dpone("run", "--json", str(manifest))
@@ -443,3 +445,43 @@ def test_a_rebaseline_that_records_a_month_still_filling_says_so(routed: Path) -
     assert len(notices) == 1 and "may still be filling" in notices[0] and "settle" in notices[0]
     text = dpone("guard", "rebaseline", str(coarser), "--reason", "again")
     assert "nothing to rebaseline" in text.output  # recorded once
+
+
+def test_a_column_added_to_the_source_and_the_target_keeps_old_days_blocking_until_they_are_reloaded(
+    routed: Path,
+) -> None:
+    """Red before: the hint's ``ADD COLUMN`` then rebaseline recorded every old day as committed by its row
+    count, and every old row held the column's default ('') beside the source's 'EU', exit 0. Only a
+    reload (or the operator's word that the values are right) records them now."""
+    with sqlite3.connect(routed / "source.sqlite") as db:
+        db.execute("ALTER TABLE orders ADD COLUMN region TEXT NOT NULL DEFAULT 'EU'")
+    manifest = manifest_at(routed)
+    assert dpone("run", str(manifest)).exit_code == 3  # only the schema changed
+    chdb_command(routed, f"ALTER TABLE {TARGET} ADD COLUMN region String")
+
+    rebased = dpone("guard", "rebaseline", str(manifest), "--reason", "region added", "--json")
+
+    assert rebased.exit_code == 3, rebased.output
+    payload = json.loads(rebased.output)
+    assert payload["recorded"] == [] and payload["schema_unchecked"]
+    assert len(payload["schema_unchecked"]) == len(payload["partially_covered"])
+    assert dpone("run", str(manifest)).exit_code == 3  # nothing recorded
+    chdb_command(routed, f"DELETE FROM {TARGET} WHERE order_date >= '2000-01-01'")  # the reload it names
+    assert dpone("run", str(manifest)).exit_code == 0
+    assert chdb_query(routed, f"SELECT DISTINCT region FROM {TARGET}") == [("EU",)]
+    assert target_rows(routed) == source_rows(routed)
+
+
+def test_the_operators_word_that_the_values_are_right_records_a_changed_schema(routed: Path) -> None:
+    """``--schema-checked``: the added column's target DEFAULT is what every old source row holds."""
+    with sqlite3.connect(routed / "source.sqlite") as db:
+        db.execute("ALTER TABLE orders ADD COLUMN region TEXT NOT NULL DEFAULT 'EU'")
+    manifest = manifest_at(routed)
+    chdb_command(routed, f"ALTER TABLE {TARGET} ADD COLUMN region String DEFAULT 'EU'")
+
+    rebased = dpone("guard", "rebaseline", str(manifest), "--reason", "DEFAULT 'EU'", "--schema-checked")
+
+    assert rebased.exit_code == 0, rebased.output
+    assert dpone("run", str(manifest)).exit_code == 0
+    assert chdb_query(routed, f"SELECT DISTINCT region FROM {TARGET}") == [("EU",)]
+    assert target_rows(routed) == source_rows(routed)

@@ -64,6 +64,8 @@ from airflow_provider_dpone.adapters.clickhouse.table_schema import (
     compatibility_problems,
     create_staging_sql,
     create_table_sql,
+    holds_null,
+    strip_nullable,
     types_compatible,
 )
 from airflow_provider_dpone.adapters.clickhouse.target_engine import require_row_keeping_engine, table_facts
@@ -75,7 +77,7 @@ from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.partition import PartitionBounds
 from airflow_provider_dpone.contracts.permit import TargetPermit
 from airflow_provider_dpone.contracts.route import Strategy
-from airflow_provider_dpone.contracts.schema import TableSchema, require_column
+from airflow_provider_dpone.contracts.schema import ColumnSpec, TableSchema, require_column
 from airflow_provider_dpone.ports.source import ValueLimits
 
 log = logging.getLogger(__name__)
@@ -278,6 +280,24 @@ class ClickHouseSink:
                 self._require_rows_kept(client, name)
         if target is not None:
             self._require_compatible(name, schema, target)
+
+    def target_schema(self, table: str) -> TableSchema | None:
+        """``DescribingSink``: the insertable columns of ``table`` as a schema (``Nullable`` unwrapped)."""
+        name = TableName.parse(table)
+        with self._failures("read the target table", name, step="prepare"):
+            client = self._client()
+            target = self._describe(client, name) if self._exists(client, name) else None
+        if target is None:
+            return None
+        return TableSchema(
+            columns=tuple(
+                ColumnSpec(
+                    name=c.name, clickhouse_type=strip_nullable(c.type_name), nullable=holds_null(c.type_name)
+                )
+                for c in target.values()
+                if c.insertable
+            )
+        )
 
     def columns_refusing_null(self, table: str, schema: TableSchema, order_by: tuple[str, ...]) -> list[str]:
         """Read-only (``NullRefusingSink``): the nullable source columns the existing target declares
