@@ -29,6 +29,7 @@ from airflow_provider_dpone.adapters.sources import (
     sqlite_arrow_audit,
     sqlite_arrow_driver,
     sqlite_arrow_proving,
+    sqlite_compound,
     sqlite_types,
     value_audit,
 )
@@ -106,6 +107,7 @@ class SqliteSource:
         #: described columns whose type has no mapping (``DescribedColumns``)
         self._unsupported: dict[str, DponeError] = {}
         self._schema: TableSchema | None = None
+        self._compound_checked = False
         self._keys: list[str] = []
         #: the table's key is one column without an index of its own (read once, by ``_describe_table``)
         self._single_unindexed_key = False
@@ -267,6 +269,41 @@ class SqliteSource:
         if self._text_affinity is None:
             self._text_affinity = not self._spec.query and not self._table_kind()[0]
         return self._text_affinity
+
+    def _require_no_rounded_integers(self, schema: TableSchema) -> None:
+        """Before arming, once a run: a compound query's (or view's) ``Float64`` column into which SQLite
+        would round integers past 2**53 when it reads the query as a subquery (``sqlite_compound``)."""
+        if self._compound_checked or not any(c.clickhouse_type.startswith("Float") for c in schema.columns):
+            return
+        select = self._compound_select()
+        if select is not None:
+            columns = [(c.name, c.clickhouse_type) for c in self._describe_full().columns]
+            try:
+                found = sqlite_compound.first_rounded_column(self._db(), select, columns)
+            except sqlite3.Error as exc:
+                raise self._classified(exc, "the compound query's values") from exc
+            if found is not None and found in schema.names:
+                raise value_audit.refusal(
+                    schema.column(found), value_audit.ROUNDED_BY_SUBQUERY, None, self._spec.table
+                )
+        self._compound_checked = True
+
+    def _compound_select(self) -> str | None:
+        """The SELECT of the query, or of the view the table is, where it may be compound; else None."""
+        if self._spec.query is not None:
+            query = self._spec.query.strip().rstrip(";")
+            return query if sqlite_compound.is_compound(query) else None
+        schema = lite.quote_ident(self._table.schema or "main")
+        master = "sqlite_temp_master" if (self._table.schema or "").lower() == "temp" else "sqlite_master"
+        rows = self._fetch_all(
+            (
+                f"SELECT sql FROM {schema}.{master} WHERE type = 'view' AND name = ? COLLATE NOCASE",
+                (self._table.name,),
+            ),
+            what="the view's definition",
+        )
+        select = sqlite_compound.view_select(str(rows[0][0])) if rows and rows[0][0] else None
+        return select if select is not None and sqlite_compound.is_compound(select) else None
 
     def _is_view(self) -> bool:
         """The catalog's word, where ``pragma_table_list`` is missing (SQLite before 3.37)."""
@@ -561,6 +598,7 @@ class SqliteSource:
         self._arrow_proven = None
         self._proving = None
         schema = self.describe()
+        self._require_no_rounded_integers(schema)
         exempt = self._rowid_alias(schema)
         if self._arrow and bounds and self._arrow_audit_clean(schema, exempt, bounds, limits):
             self._prove_arrow_read(schema, bounds, _clean_facts(schema))
@@ -594,6 +632,7 @@ class SqliteSource:
         if not (self._arrow and bounds):
             return False
         schema = self.describe()
+        self._require_no_rounded_integers(schema)
         audit = sqlite_arrow_audit.audit_read(schema, self._rowid_alias(schema), self._needs_coercion)
         plan = sqlite_arrow.arrow_plan(schema, self._needs_coercion, _clean_facts(schema))
         held = value_audit.held_limits(limits)

@@ -76,6 +76,7 @@ TIME_IN_DATE = "time_of_day_in_date"
 SUB_MICROSECOND = "sub_microsecond_digits"
 UNKNOWN_PRECISION = "date_time_of_unknown_precision"
 BEYOND_FLOAT = "integer_beyond_float64"
+ROUNDED_BY_SUBQUERY = "integer_rounded_by_compound_query"
 
 _TEXTS = {
     NOT_INTEGER: "are not integers",
@@ -93,10 +94,14 @@ _TEXTS = {
     "(it keeps microseconds)",
     BEYOND_FLOAT: "are integers past 2**53, which the Float64 of a server that cannot describe the query's "
     "types (SQL Server before 2012) cannot hold exactly",
+    ROUNDED_BY_SUBQUERY: "are integers past 2**53 in a compound query's column whose first arm is REAL: SQLite "
+    "rounds them to doubles when it reads the query as a subquery, as every read of a partition does",
     UNKNOWN_PRECISION: "are times or datetimes of a server that cannot describe the query's types (SQL Server "
     "before 2012): the driver keeps microseconds and nothing says whether a seventh digit was cut",
 }
 _HINTS = {
+    ROUNDED_BY_SUBQUERY: "CAST the column to one type in every arm of the compound (AS INTEGER, or AS TEXT "
+    "to keep every digit), or keep those rows out in source.query",
     SUB_SECOND: "to drop the fraction deliberately, truncate it in source.query (SQL Server: "
     "CAST(col AS datetime2(0)) AS col; SQLite: strftime('%Y-%m-%d %H:%M:%S', col) AS col, which arrives as String)",
     UTC_OFFSET: "partition on UTC: convert the column in source.query "
