@@ -306,13 +306,15 @@ class PreArmChecks:
             ),
         )
 
-    def drop_leftover_staging(self) -> None:
-        """A staged route with nothing to move still drops the staging table a killed attempt left.
+    def drop_leftover_staging(self, *, moving: bool) -> None:
+        """Drop the staging tables a killed staged attempt of the route left, where no staging of this run
+        will: with nothing to move, or on a direct load (a manifest switched from ``staged`` to ``direct``
+        kept a killed attempt's 966,667 staged rows for good, seen).
 
-        Staging tables are named for the route, so the next attempt that stages drops a leftover first; an
-        attempt whose partitions an operator then resolved as committed has nothing to stage, and would
-        leave it for good. The guard scan has passed, so no attempt of the route is inside its publish."""
-        if self._manifest.sink.load is not LoadPath.STAGED:
+        An attempt that stages drops the route's leftovers itself (``begin_staging``); an attempt whose
+        partitions an operator resolved as committed has nothing to stage, and would leave them for good.
+        The guard scan has passed, so no attempt of the route is inside its publish."""
+        if moving and self._manifest.sink.load is LoadPath.STAGED:
             return
         try:
             sink = self._target()

@@ -584,8 +584,8 @@ class TransferEngine:
         target_rows = self._checks.require_target_holds_committed(
             decisions, matched, moving=bool(active), family=family, count_source=self._count_source_partitions
         )
+        self._checks.drop_leftover_staging(moving=bool(active))
         if not active:
-            self._checks.drop_leftover_staging()
             self._checks.say_the_whole_table_moved_once(decisions)
             if not decisions:
                 self._notice_if(

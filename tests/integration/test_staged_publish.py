@@ -33,6 +33,7 @@ from airflow_provider_dpone.contracts.route import Strategy
 from airflow_provider_dpone.manifests.loader import load_manifest
 from tests.builders import BATCH, chdb_endpoint, permit_for
 from tests.integration.chdb_sink_rig import SCHEMA, chunk, expected, target_rows
+from tests.integration.route_rig import add_a_new_day
 
 SINK_LOG = "airflow_provider_dpone.adapters.clickhouse.sink"
 ORDER_BY = ("order_date", "id")
@@ -107,11 +108,13 @@ def test_a_staged_run_stages_keyed_as_its_target_and_attaches(
     assert "published 2000 staged rows into demo.orders (parts attached)" in caplog.text
 
 
-def test_a_staged_run_with_nothing_to_move_drops_the_staging_table_a_killed_attempt_left(
-    tmp_path: Path, chdb_dir: Path
+@pytest.mark.parametrize("next_run", ["staged, nothing to move", "direct, a new day"])
+def test_the_next_run_that_stages_nothing_drops_the_staging_table_a_killed_attempt_left(
+    tmp_path: Path, chdb_dir: Path, next_run: str
 ) -> None:
     """A killed attempt whose partitions the operator then resolved as committed leaves its staging table,
-    and the next attempt has nothing to stage. Red before (seen in the SIGKILL chaos suite): it stayed."""
+    and the next attempt has nothing to stage (red before, seen in the SIGKILL chaos suite: it stayed); nor
+    does a next attempt on a manifest switched to ``load: direct`` (red before: 966,667 staged rows stayed)."""
     create_demo_source(tmp_path / "source.sqlite", 2_000, days=4)
     manifest = tmp_path / "manifest.yaml"
     staged = DEMO_MANIFEST.replace("load: direct", "load: staged").replace(
@@ -139,9 +142,13 @@ def test_a_staged_run_with_nothing_to_move_drops_the_staging_table_a_killed_atte
     finally:
         sink.close()
     assert staging_tables() == [left.split(".", 1)[1]]
-    with open_runtime(loaded) as runtime:
-        assert runtime.run("run-2").rows_committed == 0
+    if next_run.startswith("direct"):
+        manifest.write_text(staged.replace("load: staged", "load: direct"), encoding="utf-8")
+        add_a_new_day(tmp_path)
+    with open_runtime(load_manifest(manifest)) as runtime:
+        moved = runtime.run("run-2").rows_committed
     assert staging_tables() == []
+    assert (moved > 0) == next_run.startswith("direct")
 
 
 @pytest.mark.parametrize(
