@@ -35,7 +35,8 @@ def _column(bounds: PartitionBounds) -> str:
 def new_values(
     active: Sequence[PlannedPartition], committed: Sequence[PartitionCheckpoint]
 ) -> list[PlannedPartition]:
-    """The partitions to move whose every listed value no other definition of the route committed."""
+    """The partitions to move none of whose listed values any definition of the route (this one too, and
+    the same table's routes under other strategies) has committed."""
     seen: set[tuple[str, str]] = {
         (_column(c.bounds), value)
         for c in committed
