@@ -82,3 +82,48 @@ def test_a_compound_real_column_whose_integers_a_double_holds_moves_them_exactly
         (1, 1.5),
         (2, float(2**53)),
     ]
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "SELECT id, v FROM t -- EU customers' rows\n  UNION ALL SELECT id, w FROM u -- US customers' rows",
+        "SELECT id, CAST(v AS REAL) AS v FROM t UNION ALL SELECT id, w FROM u",
+    ],
+    ids=["apostrophe-in-a-comment", "cast-in-the-first-arm"],
+)
+def test_a_compound_spelled_otherwise_still_stops_before_a_converted_integer_moves(
+    tmp_path: Path, query: str
+) -> None:
+    """Red before: an apostrophe in a comment hid the UNION from the check, and a ``CAST(.. AS REAL)`` first
+    arm (a String column: no declared type) turned 9007199254740993 into '9007199254740992.0', exit 0."""
+    make_source(tmp_path, 2**53 + 1)
+    path = manifest(tmp_path)
+    text = path.read_text("utf-8").replace(
+        f"  query: {UNION}", "  query: |\n    " + query.replace("\n", "\n  ")
+    )
+    path.write_text(text, "utf-8")
+
+    with pytest.raises(DponeError) as stopped:
+        run(path, "r1")
+
+    assert stopped.value.details["reason"] == "integer_rounded_by_compound_query"
+    assert checkpoints(path) == []
+
+
+def test_a_small_integer_under_a_cast_first_arm_stops_too_for_its_text_would_read_123_0(
+    tmp_path: Path,
+) -> None:
+    make_source(tmp_path, 123)
+    path = manifest(tmp_path)
+    path.write_text(
+        path.read_text("utf-8").replace(
+            UNION, "SELECT id, CAST(v AS REAL) AS v FROM t UNION ALL SELECT id, w FROM u"
+        ),
+        "utf-8",
+    )
+
+    with pytest.raises(DponeError) as stopped:
+        run(path, "r1")
+
+    assert stopped.value.details["column"] == "v"

@@ -1,12 +1,13 @@
-"""Integers that SQLite rounds when it reads a compound query's ``REAL`` column as a subquery.
+"""Integers that SQLite turns into doubles when it reads a compound query as a subquery.
 
 A compound ``SELECT`` (``UNION``, ``INTERSECT``, ``EXCEPT``) gives each column the affinity of its first
 arm. Run alone it returns each arm's values as stored; read as a subquery, as every read of dpone is (its
-partition predicates wrap the query), a column whose first arm is ``REAL`` turns the integers of the other
-arms into doubles: past 2**53 they round (9007199254740993 arrived as 9007199254740992, exit 0, on every
-path). The pre-arm audit and the converters only ever see the rounded double. So where a query (or a view)
-is compound and has a ``Float64`` column, its own text is read once, unwrapped and whole, and an integer past
-2**53 in such a column stops the run before arming, naming it.
+partition predicates wrap the query), a column whose first arm has ``REAL`` affinity (a ``REAL`` column,
+``CAST(... AS REAL)``) turns the integers of the other arms into doubles: past 2**53 they round
+(9007199254740993 arrived as 9007199254740992, exit 0), and a text column's 123 arrived as ``'123.0'``.
+The pre-arm audit and the converters only ever see the double. So where a query (or a view) may be
+compound, the integers each column delivers are counted twice, once running its own text unwrapped and
+once through a subquery; a column with fewer through the subquery stops the run before arming, naming it.
 """
 
 from __future__ import annotations
@@ -15,22 +16,41 @@ import re
 import sqlite3
 from collections.abc import Sequence
 
-#: a text literal (quotes doubled inside), blanked before looking for keywords
-_LITERAL = re.compile(r"'(?:[^']|'')*'")
 _COMPOUND = re.compile(r"\b(?:UNION|INTERSECT|EXCEPT)\b", re.IGNORECASE)
 #: the SELECT of a view's stored definition
 _VIEW = re.compile(
     r"^\s*CREATE\s+(?:TEMP\s+|TEMPORARY\s+)?VIEW\s+(?:IF\s+NOT\s+EXISTS\s+)?.+?\s+AS\s+(.*)$",
     re.IGNORECASE | re.DOTALL,
 )
-_FLOAT_TYPES = frozenset({"Float64", "Float32"})
+#: what ends each quoted or commented stretch that opens with the key
+_CLOSERS = {"'": "'", '"': '"', "`": "`", "[": "]", "--": "\n", "/*": "*/"}
 _BATCH = 10_000
 _EXACT = 2**53
 
 
+def _code_only(sql: str) -> str:
+    """``sql`` with its text literals, quoted names and comments blanked (an unclosed one runs to the end)."""
+    out: list[str] = []
+    i = 0
+    while i < len(sql):
+        opener = sql[i : i + 2] if sql[i : i + 2] in ("--", "/*") else sql[i]
+        closer = _CLOSERS.get(opener)
+        if closer is None:
+            out.append(sql[i])
+            i += 1
+            continue
+        end = sql.find(closer, i + len(opener))
+        while end != -1 and closer in ("'", '"', "`") and sql[end + 1 : end + 2] == closer:
+            end = sql.find(closer, end + 2)  # a doubled quote inside the literal
+        i = len(sql) if end == -1 else end + len(closer)
+        out.append(" ")
+    return "".join(out)
+
+
 def is_compound(sql: str) -> bool:
-    """Whether ``sql`` may be a compound SELECT (a keyword outside text literals; errs toward yes)."""
-    return _COMPOUND.search(_LITERAL.sub("''", sql)) is not None
+    """Whether ``sql`` may be a compound SELECT: a compound keyword outside literals, quoted names and
+    comments (errs toward yes: a keyword used as a bare name costs one more read)."""
+    return _COMPOUND.search(_code_only(sql)) is not None
 
 
 def view_select(definition: str) -> str | None:
@@ -39,22 +59,32 @@ def view_select(definition: str) -> str | None:
     return match.group(1).strip().rstrip(";") if match else None
 
 
-def first_rounded_column(
-    connection: sqlite3.Connection, select: str, columns: Sequence[tuple[str, str]]
-) -> str | None:
-    """The first ``Float64`` column (of ``columns``: name and target type, in the SELECT's order) to which
-    ``select``, run unwrapped, delivers an integer past 2**53; None when it delivers none."""
-    positions = [i for i, (_, kind) in enumerate(columns) if kind in _FLOAT_TYPES]
-    if not positions:
-        return None
+def converted_column(connection: sqlite3.Connection, select: str, kinds: Sequence[str]) -> int | None:
+    """The position of the first of ``select``'s columns (``kinds``: their target types, in order) whose
+    integers SQLite turns into doubles read through a subquery, where that changes a value: past 2**53 in a
+    ``Float64`` column, any integer in another (its text would read ``123.0``); None when none does. Two
+    whole reads of the query: run alone, and counted through a subquery."""
+    alone = [0] * len(kinds)
+    past = [False] * len(kinds)
     cursor = connection.execute(select)
     try:
         while batch := cursor.fetchmany(_BATCH):
             for row in batch:
-                for i in positions:
-                    value = row[i]
-                    if type(value) is int and not -_EXACT <= value <= _EXACT:
-                        return columns[i][0]
-        return None
+                for i, value in enumerate(row):
+                    if type(value) is int:
+                        alone[i] += 1
+                        past[i] = past[i] or not -_EXACT <= value <= _EXACT
     finally:
         cursor.close()
+    if not any(alone):
+        return None
+    names = [f"dpone_c{i}" for i in range(len(kinds))]  # by position: a view's column list renames them
+    counts = ", ".join(f"coalesce(sum(typeof({n}) = 'integer'), 0)" for n in names)
+    # on lines of their own: a query ending in a -- comment would comment out the closing parenthesis
+    wrapped = connection.execute(
+        f"WITH s({', '.join(names)}) AS (\n{select}\n)\nSELECT {counts} FROM s"
+    ).fetchone()
+    for i, (kind, count) in enumerate(zip(kinds, wrapped, strict=True)):
+        if int(count) < alone[i] and (past[i] or not kind.startswith("Float")):
+            return i
+    return None

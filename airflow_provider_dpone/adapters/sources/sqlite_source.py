@@ -271,20 +271,25 @@ class SqliteSource:
         return self._text_affinity
 
     def _require_no_rounded_integers(self, schema: TableSchema) -> None:
-        """Before arming, once a run: a compound query's (or view's) ``Float64`` column into which SQLite
-        would round integers past 2**53 when it reads the query as a subquery (``sqlite_compound``)."""
-        if self._compound_checked or not any(c.clickhouse_type.startswith("Float") for c in schema.columns):
+        """Before arming, once a run: a compound query's (or view's) column whose integers SQLite turns into
+        doubles when it reads the query as a subquery, as every partition read does (``sqlite_compound``)."""
+        if self._compound_checked:
             return
         select = self._compound_select()
         if select is not None:
-            columns = [(c.name, c.clickhouse_type) for c in self._describe_full().columns]
+            described = self._describe_full().columns
             try:
-                found = sqlite_compound.first_rounded_column(self._db(), select, columns)
+                found = sqlite_compound.converted_column(
+                    self._db(), select, [c.clickhouse_type for c in described]
+                )
             except sqlite3.Error as exc:
                 raise self._classified(exc, "the compound query's values") from exc
-            if found is not None and found in schema.names:
+            if found is not None and described[found].name in schema.names:
                 raise value_audit.refusal(
-                    schema.column(found), value_audit.ROUNDED_BY_SUBQUERY, None, self._spec.table
+                    schema.column(described[found].name),
+                    value_audit.ROUNDED_BY_SUBQUERY,
+                    None,
+                    self._spec.table,
                 )
         self._compound_checked = True
 

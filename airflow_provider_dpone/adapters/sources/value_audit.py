@@ -94,8 +94,9 @@ _TEXTS = {
     "(it keeps microseconds)",
     BEYOND_FLOAT: "are integers past 2**53, which the Float64 of a server that cannot describe the query's "
     "types (SQL Server before 2012) cannot hold exactly",
-    ROUNDED_BY_SUBQUERY: "are integers past 2**53 in a compound query's column whose first arm is REAL: SQLite "
-    "rounds them to doubles when it reads the query as a subquery, as every read of a partition does",
+    ROUNDED_BY_SUBQUERY: "are integers of a compound query's later arms that SQLite turns into doubles when it "
+    "reads the query as a subquery, as every read of a partition does (the first arm's REAL affinity: past "
+    "2**53 they round, and text shows 123 as 123.0)",
     UNKNOWN_PRECISION: "are times or datetimes of a server that cannot describe the query's types (SQL Server "
     "before 2012): the driver keeps microseconds and nothing says whether a seventh digit was cut",
 }
