@@ -194,8 +194,9 @@ def inspect_command(manifest: str, no_source: bool, as_json: bool) -> None:
     "--schema-checked",
     is_flag=True,
     help="The schema changed and you checked that the target's rows already hold the new schema's values "
-    "(only the order of columns changed, or an added column's target DEFAULT is what the source holds in "
-    "every old row): record those partitions too. Without it they stay blocking: reload them.",
+    "(only the order of columns changed; a target made by hand with columns or types of its own; an added "
+    "column's target DEFAULT is what the source holds in every old row): record those partitions too. "
+    "Without it they stay blocking: reload them.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
 def rebaseline_command(
@@ -289,8 +290,10 @@ def rebaseline_command(
                 f"still blocking {overlap.partition.bounds.label}  id={overlap.partition.partition_id}: the schema "
                 "changed, and row counts cannot show whether the target's rows hold the new columns' values (a "
                 "column added to the target gives every old row its default): reload it (delete this route's "
-                "rows within it, then run), or, where you checked the values are right, rebaseline with "
-                "--schema-checked; see `dpone runbook guard`",
+                "rows within it, then run), or, where you checked the values are right (only the order or "
+                "the nullability of columns changed; a target made by hand with columns or types of its own; "
+                "an added column whose DEFAULT is what the source holds), rebaseline with --schema-checked; "
+                "see `dpone runbook guard`",
                 err=True,
             )
             continue

@@ -289,9 +289,12 @@ class TransferEngine:
             describe = getattr(self._target(), "target_schema", None)
             target = describe(self._manifest.sink.table) if callable(describe) else None
             # what the old definition wrote is known only by its hash: this schema read another way, or the
-            # target's own columns (no column was added to it, or retyped, after those rows were loaded)
+            # target's own columns (no column was added to it, or retyped, after those rows were loaded),
+            # once the target holds this schema's columns: before its ALTER it still matches the old one
             self._same_columns = schema.hashes_up_to_nullability() | (
-                target.hashes_up_to_nullability() if isinstance(target, TableSchema) else frozenset()
+                target.hashes_up_to_nullability()
+                if isinstance(target, TableSchema) and holds_columns_of(target, schema)
+                else frozenset()
             )
             return self._checks.append_overlaps(family, decisions)
 
@@ -1163,6 +1166,12 @@ class TransferEngine:
             partition_seconds=seconds or {},
             notices=self._notices,
         )
+
+
+def holds_columns_of(target: TableSchema, schema: TableSchema) -> bool:
+    """Whether a target's columns include each of ``schema``'s, of the same type (nullability aside)."""
+    types = {c.name: c.clickhouse_type for c in target.columns}
+    return all(types.get(c.name) == c.clickhouse_type for c in schema.columns)
 
 
 def _later_mark(moved: object, recorded: object) -> object:

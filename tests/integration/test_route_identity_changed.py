@@ -447,17 +447,20 @@ def test_a_rebaseline_that_records_a_month_still_filling_says_so(routed: Path) -
     assert "nothing to rebaseline" in text.output  # recorded once
 
 
+@pytest.mark.parametrize("target_altered", ["before the rebaseline", "after it"])
 def test_a_column_added_to_the_source_and_the_target_keeps_old_days_blocking_until_they_are_reloaded(
-    routed: Path,
+    routed: Path, target_altered: str
 ) -> None:
     """Red before: the hint's ``ADD COLUMN`` then rebaseline recorded every old day as committed by its row
-    count, and every old row held the column's default ('') beside the source's 'EU', exit 0. Only a
-    reload (or the operator's word that the values are right) records them now."""
+    count, and every old row held the column's default ('') beside the source's 'EU', exit 0; so did a
+    rebaseline before the ``ADD COLUMN`` (the target still matched the old definition then). Only a reload
+    (or the operator's word that the values are right) records them now."""
     with sqlite3.connect(routed / "source.sqlite") as db:
         db.execute("ALTER TABLE orders ADD COLUMN region TEXT NOT NULL DEFAULT 'EU'")
     manifest = manifest_at(routed)
     assert dpone("run", str(manifest)).exit_code == 3  # only the schema changed
-    chdb_command(routed, f"ALTER TABLE {TARGET} ADD COLUMN region String")
+    if target_altered.startswith("before"):
+        chdb_command(routed, f"ALTER TABLE {TARGET} ADD COLUMN region String")
 
     rebased = dpone("guard", "rebaseline", str(manifest), "--reason", "region added", "--json")
 
@@ -465,6 +468,8 @@ def test_a_column_added_to_the_source_and_the_target_keeps_old_days_blocking_unt
     payload = json.loads(rebased.output)
     assert payload["recorded"] == [] and payload["schema_unchecked"]
     assert len(payload["schema_unchecked"]) == len(payload["partially_covered"])
+    if not target_altered.startswith("before"):
+        chdb_command(routed, f"ALTER TABLE {TARGET} ADD COLUMN region String")
     assert dpone("run", str(manifest)).exit_code == 3  # nothing recorded
     chdb_command(routed, f"DELETE FROM {TARGET} WHERE order_date >= '2000-01-01'")  # the reload it names
     assert dpone("run", str(manifest)).exit_code == 0

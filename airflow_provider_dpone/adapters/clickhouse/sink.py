@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import logging
+import re
 import secrets
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -292,7 +293,9 @@ class ClickHouseSink:
         return TableSchema(
             columns=tuple(
                 ColumnSpec(
-                    name=c.name, clickhouse_type=strip_nullable(c.type_name), nullable=holds_null(c.type_name)
+                    name=c.name,
+                    clickhouse_type=strip_nullable(_without_low_cardinality(c.type_name)),
+                    nullable=holds_null(c.type_name),
                 )
                 for c in target.values()
                 if c.insertable
@@ -870,3 +873,9 @@ def _bounds_error(exc: BoundsError, bounds: PartitionBounds | None) -> DponeErro
         f"bounds of {label} cannot be expressed as a ClickHouse predicate: {exc}; nothing was written",
         details={"partition": label},
     )
+
+
+def _without_low_cardinality(type_name: str) -> str:
+    """``LowCardinality(T)`` as ``T``, spelled as the server prints it (a source's mapping spells it so)."""
+    match = re.match(r"^LowCardinality\((.*)\)$", type_name.strip())
+    return match.group(1) if match else type_name
