@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import shlex
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
@@ -531,7 +532,8 @@ def open_runtime(
     runtime = Runtime(
         loaded=loaded,
         resolve_endpoint=resolve or env_resolver(loaded.manifest_dir),
-        manifest_ref=manifest_ref or loaded.origin,
+        # every hint prints it for pasting into a shell (a path with blanks, quotes or non-ASCII)
+        manifest_ref=shlex.quote(manifest_ref or loaded.origin),
         clock=clock or SystemClock(),
         progress=progress,
         target_reader=target_reader,

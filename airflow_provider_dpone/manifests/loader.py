@@ -47,7 +47,10 @@ CONNECTION_PATHS: tuple[PathKey, ...] = (
 _SCHEME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+.-")
 #: What ends a URI's userinfo candidate after ``://``.
 _USERINFO_END = re.compile(r"[/?#@\s]")
-_PASSWORD_PARAM = re.compile(r"[?&;](?:password|passwd|pwd)=", re.IGNORECASE)
+#: a password parameter anywhere, as a word: ``Pwd=...``, ``;PASSWORD = ...``, ``?password=``
+_PASSWORD_PARAM = re.compile(r"(?<![A-Za-z0-9_])(?:password|passwd|pwd)\s*=", re.IGNORECASE)
+#: where a password written unencoded may end (it may hold ``/ ? #``): a blank, a quote, another URI
+_TOKEN_END = re.compile(r"[\s'\"]|://")
 #: A connection name: the characters Airflow admits in a connection ID (letters, digits, ``_``, and
 #: ``# ! ( ) - . : / \``), at most 250 of them. Anything else in a connection field (JSON, spaces, quotes)
 #: is refused before it can be echoed: it is no name, and it may hold a secret.
@@ -353,8 +356,13 @@ def has_uri_password(value: str) -> bool:
     while found != -1:
         if _scheme_before(value, found):
             end = _USERINFO_END.search(value, found + 3)
-            if end is not None and value[end.start()] == "@" and ":" in value[found + 3 : end.start()]:
-                return True
+            if end is not None and ":" in value[found + 3 : end.start()]:
+                if value[end.start()] == "@":
+                    return True
+                # an unencoded / ? # in the password: an @ before the URI's end still makes it userinfo
+                stop = _TOKEN_END.search(value, end.start())
+                if "@" in value[end.start() : stop.start() if stop else len(value)]:
+                    return True
         found = value.find("://", found + 1)
     return False
 

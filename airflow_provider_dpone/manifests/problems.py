@@ -283,5 +283,9 @@ def _item_type(annotation: Any) -> Any:
 
 
 def _safe_key(key: str) -> str:
+    """A key as problems show it; never one that may hold a secret (``connection:mssql://u:p@h`` is what
+    YAML makes of a missing blank after the colon)."""
+    if any(mark in key for mark in ":/@=;?&#"):
+        return "<a key that is no field name>"
     shown = key if key.isprintable() else repr(key)
     return shown if len(shown) <= 64 else shown[:61] + "..."

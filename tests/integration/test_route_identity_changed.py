@@ -10,6 +10,7 @@ compared with the source value by value.
 from __future__ import annotations
 
 import json
+import shlex
 import sqlite3
 from pathlib import Path
 
@@ -490,3 +491,18 @@ def test_the_operators_word_that_the_values_are_right_records_a_changed_schema(r
     assert dpone("run", str(manifest)).exit_code == 0
     assert chdb_query(routed, f"SELECT DISTINCT region FROM {TARGET}") == [("EU",)]
     assert target_rows(routed) == source_rows(routed)
+
+
+def test_the_printed_next_step_names_a_manifest_path_with_blanks_so_that_it_can_be_pasted(
+    routed: Path,
+) -> None:
+    """Red before: ``dpone guard rebaseline /a dir/route.yaml --reason ...`` pasted into a shell was three
+    arguments (exit 2), and a ``$(...)`` in a folder's name would have run."""
+    manifest_at(routed, extra=EDITS["columns-pinned"])
+    spaced = routed.parent / f"{routed.name} with blanks"
+    spaced.symlink_to(routed, target_is_directory=True)
+
+    stopped = dpone("run", str(spaced / "route.yaml"))
+
+    assert stopped.exit_code == 3, stopped.output
+    assert f"dpone guard rebaseline {shlex.quote(str(spaced / 'route.yaml'))} --reason" in stopped.output

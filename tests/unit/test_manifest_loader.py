@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 import textwrap
 from pathlib import Path
@@ -264,11 +265,35 @@ def test_connection_names_take_every_character_airflow_admits_in_a_connection_id
     load_manifest(write(tmp_path, VALID.replace("connection: analytics_clickhouse", f"connection: {name!r}")))
 
 
-def test_a_password_anywhere_else_in_the_manifest_is_refused(tmp_path: Path) -> None:
-    text = VALID.replace("table: dbo.orders", "table: dbo.orders\n  query: 'x mssql://u:hunter2@h/db'")
+@pytest.mark.parametrize(
+    "query",
+    [
+        "x mssql://u:hunter2@h/db",
+        # red before: a blank after the ';', the keyword first, blanks around '=', an unencoded '/' or '?'
+        "OPENROWSET('SQLNCLI', 'Server=srv; Uid=sa; Pwd=hunter2;', 'SELECT 1')",
+        "OPENROWSET('SQLNCLI', 'Password=hunter2;Server=srv', 'SELECT 1')",
+        "OPENROWSET('SQLNCLI', 'Server=srv;Password = hunter2', 'SELECT 1')",
+        "x mssql://etl:hunter2/y@host/db",
+        "x mssql://etl:hun?ter2@host/db",
+    ],
+)
+def test_a_password_anywhere_else_in_the_manifest_is_refused(tmp_path: Path, query: str) -> None:
+    text = VALID.replace("table: dbo.orders", f"table: dbo.orders\n  query: {json.dumps(query)}")
     found = by_path(problems_of(write(tmp_path, text)))
 
     assert found["source.query"]["kind"] == "forbidden_secret"
+
+
+def test_a_key_holding_a_uri_with_a_password_is_never_shown(tmp_path: Path) -> None:
+    """Red before: ``connection:mssql://...`` (no blank after the colon) is a key to YAML, and the
+    unknown-key problem printed it whole, password included."""
+    text = VALID.replace(
+        "connection: analytics_clickhouse", "connection:mssql://etl:hunter2@host:1433/sales: x"
+    )
+    with pytest.raises(DponeError) as info:
+        load_manifest(write(tmp_path, text))
+
+    assert "hunter2" not in info.value.render() + json.dumps(info.value.to_json())
 
 
 @pytest.mark.parametrize(

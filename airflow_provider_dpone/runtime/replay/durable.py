@@ -18,6 +18,7 @@ Otherwise the guard is retained. Nothing expires; an owner's death never grants 
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -219,7 +220,9 @@ class DurableReplay:
                 ErrorCode.QUALITY_CHECK_FAILED,
                 f"run {run_id} was closed as failed by an operator; it is never reported as a success",
                 details={"operation_id": own.operation_id, "run_id": run_id, "state": own.state.value},
-                hint_lines=(f"inspect:  dpone replay status {self._manifest_ref} --run-id {run_id}",),
+                hint_lines=(
+                    f"inspect:  dpone replay status {self._manifest_ref} --run-id {shlex.quote(run_id)}",
+                ),
             )
         if own.state is OperationState.COMPLETE_FAILED:
             assert own.verdict is not None
@@ -275,10 +278,10 @@ class DurableReplay:
                 "(partitions were resolved or replaced since); its evidence cannot be replayed",
                 details={"operation_id": own.operation_id, "run_id": run_id},
                 hint_lines=(
-                    f"inspect:  dpone replay status {self._manifest_ref} --run-id {run_id}",
+                    f"inspect:  dpone replay status {self._manifest_ref} --run-id {shlex.quote(run_id)}",
                     "a retry of this run ID can never measure it again: close it (the route's next run "
                     "moves what is due):",
-                    f"resolve:  dpone replay resolve {self._manifest_ref} --run-id {run_id} --as failed "
+                    f"resolve:  dpone replay resolve {self._manifest_ref} --run-id {shlex.quote(run_id)} --as failed "
                     "--reason '<its partitions were resolved with dpone guard resolve>'",
                     f"runbook:  {RUNBOOK}",
                 ),
