@@ -192,6 +192,29 @@ def test_clickhouse_18_16_observation_counts_exactly_the_selected_generation(
     assert_generation_counts(outcome.observation)
 
 
+def test_clickhouse_18_16_counts_no_distinct_value_in_an_empty_generation_of_a_nullable_column(
+    clickhouse_http: EndpointDescriptor, server_table: str
+) -> None:
+    """Red before: 18.16's uniqExact over no row of a Nullable column is NULL, read as a failed query, so a
+    route whose lookback day the source emptied blocked on every run (the source's count is 0)."""
+    request = TargetReadRequest(
+        target_table=server_table,
+        selector=GenerationSelector(
+            partitions=(day("2026-02-01", "2026-02-02"),),
+            load_id=LoadIdSelector(column="load_id", value="L1"),
+        ),
+        columns=("amount",),
+        metrics=ALL_METRICS,
+    )
+
+    outcome = SupervisedTargetReader().observe(clickhouse_http, request, 30.0)
+
+    assert outcome.kind is ReaderOutcomeKind.COMPLETE, outcome.reason
+    assert outcome.observation is not None
+    assert outcome.observation.value_of(ObservationMetric.ROW_COUNT) == 0
+    assert outcome.observation.value_of(ObservationMetric.DISTINCT_COUNT, "amount") == 0
+
+
 def test_clickhouse_18_16_session_refuses_writes_and_setting_changes(
     clickhouse_http: EndpointDescriptor, server_table: str
 ) -> None:

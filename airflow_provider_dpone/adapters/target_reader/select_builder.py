@@ -106,7 +106,9 @@ def _metric_expression(metric: ObservationMetric, column: str | None) -> str:
     assert column is not None
     if metric is ObservationMetric.NULL_COUNT:
         return f"countIf(isNull({quote_identifier(column)}))"
-    return f"uniqExact({quote_identifier(column)})"
+    # 18.16 returns NULL, not 0, for uniqExact over no row (or only NULLs) of a Nullable column: read as a
+    # failed query, it blocked every run of a route with an emptied generation (the source's count is 0)
+    return f"ifNull(uniqExact({quote_identifier(column)}), 0)"
 
 
 def build_select(
