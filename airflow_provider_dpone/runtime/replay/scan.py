@@ -122,6 +122,13 @@ class OperationRecord:
             return self.problem
         if self.state is OperationState.COMPLETE and self.guard_retained:
             return "its reader guard is still held (released only after verified worker termination)"
+        if self.state is OperationState.SEALED_CORE and not all(
+            c.status is CheckpointStatus.COMMITTED for c in self.partitions
+        ):  # armed, never committed: a crash before, during or after the load (seen: none of its rows)
+            return (
+                "its load may have reached the target (its partitions are not committed: `dpone guard "
+                "inspect` shows what landed), and its target observation never started"
+            )
         return {
             OperationState.COMPLETE: "complete",
             OperationState.COMPLETE_FAILED: "its target observation failed a required quality check",
