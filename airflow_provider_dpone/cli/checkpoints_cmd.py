@@ -16,6 +16,7 @@ only; the target is never opened.
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -202,11 +203,11 @@ def _print_text(
     for other in elsewhere:
         ids = ", ".join(str(short_id(e["partition_id"])) for e in entries if e["route"] == other)
         click.echo(f"stored under route {other} (same target; it blocks this route too): {ids}")
-    click.echo(f"full partition IDs: dpone checkpoints {manifest} --json")
+    click.echo(f"full partition IDs: dpone checkpoints {shlex.quote(manifest)} --json")
     if blocked:
-        click.echo(f"inspect:  dpone guard inspect {manifest}")
+        click.echo(f"inspect:  dpone guard inspect {shlex.quote(manifest)}")
         click.echo(
-            f"resolve:  dpone guard resolve {manifest} --partition ID --as committed|not-applied --reason TEXT"
+            f"resolve:  dpone guard resolve {shlex.quote(manifest)} --partition ID --as committed|not-applied --reason TEXT"
         )
         click.echo("runbook:  dpone runbook guard")
     if verify:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from typing import TYPE_CHECKING
 
@@ -93,7 +94,7 @@ def resolve_command(
                 f"but the attempt exported {attempt_rows}; check the target before the next run",
                 err=True,
             )
-    click.echo(f"next: dpone run {manifest}   (or clear the Airflow task)")
+    click.echo(f"next: dpone run {shlex.quote(manifest)}   (or clear the Airflow task)")
 
 
 @guard_group.command("inspect")
@@ -314,7 +315,7 @@ def rebaseline_command(
         click.echo(f"  note: {line}")
     if result.partial:
         sys.exit(3)
-    click.echo(f"next: dpone run {manifest}   (only what is new is moved)")
+    click.echo(f"next: dpone run {shlex.quote(manifest)}   (only what is new is moved)")
 
 
 def _print_move(moved: PartitionCheckpoint, role: str, manifest: str, as_json: bool) -> None:
@@ -338,7 +339,9 @@ def _print_move(moved: PartitionCheckpoint, role: str, manifest: str, as_json: b
             f"'The route's {role} changed'",
             err=True,
         )
-    click.echo(f"next: dpone run {manifest}   (only what is new is moved, through this {role} connection)")
+    click.echo(
+        f"next: dpone run {shlex.quote(manifest)}   (only what is new is moved, through this {role} connection)"
+    )
 
 
 def _print_adoption(result: AdoptionResult, manifest: str, as_json: bool) -> None:
@@ -368,7 +371,9 @@ def _print_adoption(result: AdoptionResult, manifest: str, as_json: bool) -> Non
     if not result.recorded:
         click.echo(
             "nothing adopted: the target holds none of the planned partitions' rows; if its rows are another "
-            f"writer's, run once with: dpone run {manifest} --allow-nonempty-target"
+            f"writer's, run once with: dpone run {shlex.quote(manifest)} --allow-nonempty-target"
         )
         return
-    click.echo(f"next: dpone run {manifest}   (only partitions the target does not hold are moved)")
+    click.echo(
+        f"next: dpone run {shlex.quote(manifest)}   (only partitions the target does not hold are moved)"
+    )

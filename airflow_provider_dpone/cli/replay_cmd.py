@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 
 import click
 
@@ -120,4 +121,6 @@ def resolve_command(manifest: str, run_id: str, resolve_as: str, reason: str, as
     if recorded_under_another_manifest(record, loaded.identity):
         click.echo(f"note: run {run_id}: {ANOTHER_MANIFEST}")
         return
-    click.echo(f"next: dpone run {manifest} --run-id {run_id}   (or clear the Airflow task)")
+    click.echo(
+        f"next: dpone run {shlex.quote(manifest)} --run-id {shlex.quote(run_id)}   (or clear the Airflow task)"
+    )

@@ -47,8 +47,11 @@ CONNECTION_PATHS: tuple[PathKey, ...] = (
 _SCHEME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+.-")
 #: What ends a URI's userinfo candidate after ``://``.
 _USERINFO_END = re.compile(r"[/?#@\s]")
-#: a password parameter anywhere, as a word: ``Pwd=...``, ``;PASSWORD = ...``, ``?password=``
-_PASSWORD_PARAM = re.compile(r"(?<![A-Za-z0-9_])(?:password|passwd|pwd)\s*=", re.IGNORECASE)
+#: a password parameter of a connection string or URL: after ``; ? &`` or a string's opening quote, blanks
+#: allowed (``; Pwd=``, ``'Password=``, ``;Password = ``); never a SQL comparison (``u.password = ''``)
+_PASSWORD_PARAM = re.compile(r"[?&;'\"]\s*(?:password|passwd|pwd)\s*=", re.IGNORECASE)
+#: SQL Server's OPENROWSET/OPENDATASOURCE with its 'server';'user';'password' arguments
+_OPENROWSET_CREDENTIALS = re.compile(r"OPEN(?:ROWSET|DATASOURCE)\s*\([^)]*'\s*;\s*'", re.IGNORECASE)
 #: where a password written unencoded may end (it may hold ``/ ? #``): a blank, a quote, another URI
 _TOKEN_END = re.compile(r"[\s'\"]|://")
 #: A connection name: the characters Airflow admits in a connection ID (letters, digits, ``_``, and
@@ -276,7 +279,11 @@ def _secret_problems(
                             line=line,
                         )
                     )
-            elif has_uri_password(value) or _PASSWORD_PARAM.search(value):
+            elif (
+                has_uri_password(value)
+                or _PASSWORD_PARAM.search(value)
+                or _OPENROWSET_CREDENTIALS.search(value)
+            ):
                 problems.append(
                     ManifestProblem(
                         kind=ProblemKind.FORBIDDEN_SECRET,
@@ -356,12 +363,18 @@ def has_uri_password(value: str) -> bool:
     while found != -1:
         if _scheme_before(value, found):
             end = _USERINFO_END.search(value, found + 3)
-            if end is not None and ":" in value[found + 3 : end.start()]:
+            userinfo = value[found + 3 : end.start()] if end is not None else ""
+            if end is not None and ":" in userinfo:
                 if value[end.start()] == "@":
                     return True
-                # an unencoded / ? # in the password: an @ before the URI's end still makes it userinfo
+                # an unencoded / ? # in the password: an @ before the URI's end still makes it userinfo,
+                # unless what follows the colon is a port (``host:8443/u/jane@example.com``)
                 stop = _TOKEN_END.search(value, end.start())
-                if "@" in value[end.start() : stop.start() if stop else len(value)]:
+                after_colon = userinfo.rsplit(":", 1)[1]
+                if (
+                    not after_colon.isdigit()
+                    and "@" in value[end.start() : stop.start() if stop else len(value)]
+                ):
                     return True
         found = value.find("://", found + 1)
     return False
@@ -387,6 +400,8 @@ def _syntax_problem(exc: yaml.MarkedYAMLError) -> ManifestProblem:
         if started is not None and mark is not None and started.line != mark.line:
             context += f" (started at line {started.line + 1})"
         phrase = f"{context}: {exc.problem}"
+    # PyYAML quotes the tag or alias it could not read: an unquoted ``password: !Secret`` is one
+    phrase = re.sub(r"'[^']*'", "'...'", phrase)
     return ManifestProblem(
         kind=ProblemKind.YAML_SYNTAX,
         path="",

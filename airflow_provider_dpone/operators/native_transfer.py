@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -279,7 +280,8 @@ class NativeTransferOperator(BaseOperator):
     def _log_next_steps(self, code: ErrorCode | None) -> None:
         """What the on-call operator needs beyond the error: did this try touch the target, and how to
         run the ``dpone`` commands outside Airflow."""
-        ref = getattr(self, "_manifest_ref", None)
+        raw: str | None = getattr(self, "_manifest_ref", None)
+        ref = None if raw is None else shlex.quote(raw)  # pasted from the task log into a shell
         stages: StageRecorder | None = getattr(self, "_stages", None)
         if stages is not None and stages.target_touched and ref is not None:
             self.log.error("%s", after_target_text(getattr(self, "_touched", None), ref))

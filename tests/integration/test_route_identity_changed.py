@@ -506,3 +506,5 @@ def test_the_printed_next_step_names_a_manifest_path_with_blanks_so_that_it_can_
 
     assert stopped.exit_code == 3, stopped.output
     assert f"dpone guard rebaseline {shlex.quote(str(spaced / 'route.yaml'))} --reason" in stopped.output
+    listed = dpone("checkpoints", str(spaced / "route.yaml"))
+    assert f"dpone checkpoints {shlex.quote(str(spaced / 'route.yaml'))} --json" in listed.output

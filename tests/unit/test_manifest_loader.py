@@ -396,3 +396,56 @@ def test_validation_opens_no_file_but_the_manifest_and_no_socket(tmp_path: Path)
     opened = [target for event, target in events if event == "open" and not target.endswith((".py", ".pyc"))]
     assert opened == [str(path)]
     assert not [e for e in events if e[0] != "open"]
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "SELECT CASE WHEN u.password = '' THEN 1 ELSE 0 END AS blank FROM dbo.orders u",
+        "SELECT * FROM dbo.orders WHERE pwd = ''",
+        "SELECT a.id FROM dbo.orders a JOIN legacy b ON b.passwd=a.passwd",
+        "SELECT 'https://crm.example.com:8443/u/jane@example.com' AS link FROM dbo.orders",
+        "SELECT 'http://intranet:8080/login?next=/me&user=bob@corp.com' AS link FROM dbo.orders",
+    ],
+)
+def test_a_query_that_compares_a_password_column_or_holds_a_url_is_no_secret(
+    tmp_path: Path, query: str
+) -> None:
+    """Red with the first broadening of the password check (a SQL comparison read as a parameter, a port as a
+    password): ordinary queries were refused."""
+    load_manifest(
+        write(
+            tmp_path, VALID.replace("table: dbo.orders", f"table: dbo.orders\n  query: {json.dumps(query)}")
+        )
+    )
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "OPENROWSET('SQLNCLI', 'srv01';'etl';'hunter2', 'SELECT 1')",
+        "OPENDATASOURCE('SQLNCLI', 'Data Source=srv01;User ID=etl;Password=hunter2').db.dbo.t",
+    ],
+)
+def test_sql_servers_own_credential_arguments_are_refused(tmp_path: Path, value: str) -> None:
+    found = by_path(
+        problems_of(
+            write(
+                tmp_path,
+                VALID.replace("table: dbo.orders", f"table: dbo.orders\n  query: {json.dumps(value)}"),
+            )
+        )
+    )
+
+    assert found["source.query"]["kind"] == "forbidden_secret"
+
+
+@pytest.mark.parametrize("written", ["password: !hunter2", "password: *hunter2"])
+def test_an_unquoted_secret_yaml_reads_as_a_tag_or_an_alias_is_not_echoed(
+    tmp_path: Path, written: str
+) -> None:
+    """Red before: the YAML error quoted the tag or alias, the password itself."""
+    with pytest.raises(DponeError) as info:
+        load_manifest(write(tmp_path, VALID.replace("table: dbo.orders", f"table: dbo.orders\n  {written}")))
+
+    assert "hunter2" not in info.value.render() + json.dumps(info.value.to_json())

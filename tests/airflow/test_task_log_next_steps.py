@@ -1,0 +1,35 @@
+"""The on-call lines a failed task logs work when pasted into a shell, whatever the manifest's folder."""
+
+from __future__ import annotations
+
+import logging
+import shlex
+from pathlib import Path
+
+import pytest
+
+from airflow_provider_dpone.cli.demo_cmd import DEMO_MANIFEST
+from airflow_provider_dpone.operators.native_transfer import NativeTransferOperator
+from airflow_provider_dpone.operators.task_log import TARGET_STAGES, StageRecorder
+
+
+def test_the_lines_after_a_target_touching_failure_quote_a_manifest_path_with_blanks(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Red before: ``inspect:  dpone checkpoints /dags with blanks/orders.yaml`` was several arguments."""
+    dags = tmp_path / "airflow dags"
+    dags.mkdir()
+    (dags / "orders.yaml").write_text(DEMO_MANIFEST, encoding="utf-8")
+    operator = NativeTransferOperator(task_id="transfer", manifest="orders.yaml")
+    loaded, ref = operator._load(dags)
+    operator._loaded, operator._manifest_ref, operator._touched = loaded, ref, None
+    operator._stages = StageRecorder()
+    operator._stages.stage(sorted(TARGET_STAGES)[0])  # the engine began a target stage
+
+    captured = logging.getLogger("tests.task_log")  # the task's own logger does not propagate here
+    monkeypatch.setattr(NativeTransferOperator, "log", property(lambda self: captured))
+    with caplog.at_level(logging.INFO, logger="tests.task_log"):
+        operator._log_next_steps(None)
+
+    commands = [line.split(":", 1)[1] for line in caplog.text.splitlines() if "  inspect:  dpone" in line]
+    assert commands and all(str(dags / "orders.yaml") in shlex.split(c) for c in commands)
