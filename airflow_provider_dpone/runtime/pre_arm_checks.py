@@ -21,7 +21,7 @@ from airflow_provider_dpone.contracts.checkpoint import (
     checkpoint_moment,
 )
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
-from airflow_provider_dpone.contracts.manifest import LoadPath, Manifest, PartitionKind
+from airflow_provider_dpone.contracts.manifest import Manifest, PartitionKind
 from airflow_provider_dpone.contracts.partition import BoundsKind, PartitionBounds, PlannedPartition
 from airflow_provider_dpone.contracts.route import RouteIdentity, Strategy
 from airflow_provider_dpone.ports.clock import Clock
@@ -306,16 +306,15 @@ class PreArmChecks:
             ),
         )
 
-    def drop_leftover_staging(self, *, moving: bool) -> None:
+    def drop_leftover_staging(self) -> None:
         """Drop the staging tables a killed staged attempt of the route left, where no staging of this run
-        will: with nothing to move, or on a direct load (a manifest switched from ``staged`` to ``direct``
-        kept a killed attempt's 966,667 staged rows for good, seen).
+        will: a run with nothing to move, or a direct load once it committed (a manifest switched from
+        ``staged`` to ``direct`` kept a killed attempt's 966,667 staged rows for good, seen).
 
         An attempt that stages drops the route's leftovers itself (``begin_staging``); an attempt whose
         partitions an operator resolved as committed has nothing to stage, and would leave them for good.
-        The guard scan has passed, so no attempt of the route is inside its publish."""
-        if moving and self._manifest.sink.load is LoadPath.STAGED:
-            return
+        The guard scan has passed and the route's lease is held, so no attempt of the route is inside its
+        publish."""
         try:
             sink = self._target()
         except DponeError:

@@ -587,8 +587,8 @@ class TransferEngine:
         target_rows = self._checks.require_target_holds_committed(
             decisions, matched, moving=bool(active), family=family, count_source=self._count_source_partitions
         )
-        self._checks.drop_leftover_staging(moving=bool(active))
         if not active:
+            self._checks.drop_leftover_staging()
             self._checks.say_the_whole_table_moved_once(decisions)
             if not decisions:
                 self._notice_if(
@@ -610,6 +610,8 @@ class TransferEngine:
         quality = self._prepare_quality(run_id, schema, active, stored_core=resumed)
         lifecycle, tally = self._publish(run_id, family, schema, active, quality, held=target_rows)
         self._advance_source_state(run_id, lifecycle, tally)
+        if self._manifest.sink.load is not LoadPath.STAGED:  # a staging attempt dropped them as it began
+            self._checks.drop_leftover_staging()
         self._notice_if(empty_source.refresh_emptied(self._route, tally.rows(), self._manifest.sink.table))
         verdict, operation_id = self._evidence_after_publication(run_id, quality, tally)
         report = self._report(
