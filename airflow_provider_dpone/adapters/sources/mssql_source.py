@@ -391,39 +391,33 @@ class MssqlSource:
     def lists_stored_otherwise(self, bounds: Sequence[PartitionBounds]) -> list[PartitionBounds]:
         """``ListSpellingSource``: each text ``list`` partition's column read until a row is stored under
         another spelling (see ``list_spelling``); one column, in bounded batches."""
-        found = []
-        for one in list_spelling.text_lists(bounds, self.describe()):
-            statement = self._statement(
-                functools.partial(list_spelling.mssql_statement, self._source_sql, one), one
-            )
-            connection = self._connect()  # its own: a read left unfinished is ended by closing it
-            try:
-                cursor = connection.cursor()
-                cursor.execute(statement.render())
-                while batch := cursor.fetchmany(_SPELLING_BATCH):
-                    if any(list_spelling.stored_otherwise(row[0], one) for row in batch):
-                        found.append(one)
-                        break
-            except pymssql.Error as exc:
-                raise self._classified(exc, f"the values of partition {one.label}") from exc
-            finally:
-                _close_quietly(connection)
-        return found
+        return [
+            one
+            for one in list_spelling.text_lists(bounds, self.describe())
+            if self._any_listed_value(one, list_spelling.stored_otherwise)
+        ]
 
     def delivers_spelling(self, bounds: PartitionBounds) -> bool:
         """``ListSpellingSource``: the partition's column read in batches until a value arrives spelled
         exactly as listed (the collation's own comparison would fold what this must tell apart)."""
         if not list_spelling.text_lists([bounds], self.describe()):
             return True  # numbers, UUIDs, dates: compared by value here and in the target alike
+        return self._any_listed_value(bounds, list_spelling.spelled_as_listed)
+
+    def _any_listed_value(
+        self, bounds: PartitionBounds, found: Callable[[object, PartitionBounds], bool]
+    ) -> bool:
+        """Whether the partition's read delivers a value of its list column that ``found`` accepts: the
+        column read in bounded batches, on a connection of its own (closing it ends a read left unfinished)."""
         statement = self._statement(
             functools.partial(list_spelling.mssql_statement, self._source_sql, bounds), bounds
         )
-        connection = self._connect()  # its own: a read left unfinished is ended by closing it
+        connection = self._connect()
         try:
             cursor = connection.cursor()
             cursor.execute(statement.render())
             while batch := cursor.fetchmany(_SPELLING_BATCH):
-                if any(list_spelling.spelled_as_listed(row[0], bounds) for row in batch):
+                if any(found(row[0], bounds) for row in batch):
                     return True
             return False
         except pymssql.Error as exc:

@@ -298,30 +298,20 @@ class SqliteSource:
         if self._spec.query is not None:
             query = self._spec.query.strip().rstrip(";")
             return query if sqlite_compound.is_compound(query) else None
-        schema = lite.quote_ident(self._table.schema or "main")
-        master = "sqlite_temp_master" if (self._table.schema or "").lower() == "temp" else "sqlite_master"
-        rows = self._fetch_all(
-            (
-                f"SELECT sql FROM {schema}.{master} WHERE type = 'view' AND name = ? COLLATE NOCASE",
-                (self._table.name,),
-            ),
-            what="the view's definition",
-        )
+        rows = self._view_rows("sql", what="the view's definition")
         select = sqlite_compound.view_select(str(rows[0][0])) if rows and rows[0][0] else None
         return select if select is not None and sqlite_compound.is_compound(select) else None
 
     def _is_view(self) -> bool:
         """The catalog's word, where ``pragma_table_list`` is missing (SQLite before 3.37)."""
+        return bool(self._view_rows("1", what="the column list"))
+
+    def _view_rows(self, column: str, *, what: str) -> list[Any]:
+        """``column`` of the catalog's row of the view the table is (none: it is no view)."""
         schema = lite.quote_ident(self._table.schema or "main")
         master = "sqlite_temp_master" if (self._table.schema or "").lower() == "temp" else "sqlite_master"
-        rows = self._fetch_all(
-            (
-                f"SELECT 1 FROM {schema}.{master} WHERE type = 'view' AND name = ? COLLATE NOCASE",
-                (self._table.name,),
-            ),
-            what="the column list",
-        )
-        return bool(rows)
+        statement = f"SELECT {column} FROM {schema}.{master} WHERE type = 'view' AND name = ? COLLATE NOCASE"
+        return self._fetch_all((statement, (self._table.name,)), what=what)
 
     def _describe_query(self) -> TableSchema:
         """A temporary view over the query: SQLite then reports each column's declared type (the
