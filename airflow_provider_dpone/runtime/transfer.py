@@ -610,9 +610,6 @@ class TransferEngine:
         quality = self._prepare_quality(run_id, schema, active, stored_core=resumed)
         lifecycle, tally = self._publish(run_id, family, schema, active, quality, held=target_rows)
         self._advance_source_state(run_id, lifecycle, tally)
-        if self._manifest.sink.load is not LoadPath.STAGED:  # a staging attempt dropped them as it began
-            with self._releasing_target():  # closed again before the reader: chDB is one process's at a time
-                self._checks.drop_leftover_staging()
         self._notice_if(empty_source.refresh_emptied(self._route, tally.rows(), self._manifest.sink.table))
         verdict, operation_id = self._evidence_after_publication(run_id, quality, tally)
         report = self._report(
@@ -787,6 +784,8 @@ class TransferEngine:
             )
             preparation = _Preparation(prepare, deferred_audit)
             self._execute_path(sink, schema, active, lifecycle, tally, run_id, preparation, before_arm)
+            if self._manifest.sink.load is not LoadPath.STAGED:  # a staging attempt dropped them as it began
+                self._checks.drop_leftover_staging()  # committed: on the run's one client, still open
         return lifecycle, tally
 
     def _audit_values(self, sink: Sink, bounds: Sequence[PartitionBounds]) -> Callable[[], None] | None:
