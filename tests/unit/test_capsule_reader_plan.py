@@ -56,7 +56,8 @@ def test_select_uses_exact_functions_and_only_the_generation_predicate() -> None
         )
     )
     assert sql == (
-        "SELECT uniqExact(`amount`) AS m0, uniqExact(`customer`) AS m1, countIf(isNull(`amount`)) AS m2, "
+        "SELECT ifNull(uniqExact(`amount`), 0) AS m0, ifNull(uniqExact(`customer`), 0) AS m1, "
+        "countIf(isNull(`amount`)) AS m2, "
         "countIf(isNull(`customer`)) AS m3, count() AS m4 FROM `analytics`.`orders` WHERE "
         "((`order_date` >= toDate('2026-11-30') AND `order_date` < toDate('2026-12-01')) OR "
         "(`order_date` >= toDate('2026-12-01') AND `order_date` < toDate('2026-12-02'))) "
