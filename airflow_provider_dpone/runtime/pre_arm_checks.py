@@ -178,13 +178,12 @@ class PreArmChecks:
         ]
         if not active:  # the common case, a day or range route: nothing listed, nothing to scan
             return
-        committed = committed_by_source(family.target_wide, self._route.source_table, self._naming)[0]
+        committed, others = committed_by_source(family.target_wide, self._route.source_table, self._naming)
         moving = new_values(active, committed)
         vanished = vanished_values([d.partition for d in decisions], committed) if moving else []
         if not vanished:
             return
         sink = self._target()
-        others = self._other_sources(family)
         held = [
             old for old in vanished if self.own_rows(sink, old, others) > 0 and not self._still_spelled(old)
         ]
