@@ -13,6 +13,7 @@ from airflow_provider_dpone.connections.resolve import (
     ConnectionRole,
     env_var_name,
     resolve_endpoint,
+    setting_line,
 )
 
 __all__ = [
@@ -26,4 +27,5 @@ __all__ = [
     "parse_connection_value",
     "parse_inline",
     "resolve_endpoint",
+    "setting_line",
 ]

@@ -8,6 +8,7 @@ backend does, so one manifest serves both the CLI and Airflow. Resolving opens n
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from enum import Enum
 from pathlib import Path
@@ -23,6 +24,7 @@ from airflow_provider_dpone.contracts.endpoints import ClickHouseInterface, Endp
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 
 ENV_PREFIX = "AIRFLOW_CONN_"
+_SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 class ConnectionRole(str, Enum):
@@ -43,6 +45,15 @@ ROLE_KINDS: Mapping[ConnectionRole, frozenset[EndpointKind]] = {
 def env_var_name(connection_name: str) -> str:
     """The variable Airflow reads for a connection ID: ``AIRFLOW_CONN_`` + the ID upper-cased."""
     return ENV_PREFIX + connection_name.upper()
+
+
+def setting_line(variable: str, value: str) -> str:
+    """How to give ``dpone`` one ``AIRFLOW_CONN_*`` value in a shell: ``export`` where the variable is a shell
+    name; otherwise (a connection ID with ``-`` or ``.``, which Airflow admits) ``env`` before each command,
+    as bash refuses to export it. ``value`` is shell text already quoted by the caller."""
+    if _SHELL_NAME.fullmatch(variable):
+        return f"export {variable}={value}"
+    return f"env {variable}={value} dpone ...   ({variable} is no shell variable name: export refuses it)"
 
 
 def resolve_endpoint(
@@ -96,7 +107,9 @@ def _env_endpoint(
             ErrorCode.CONNECTION_MISSING,
             f"{role.value} connection {name!r} is not defined: set {variable} (URI or JSON form)",
             details=details,
-            hint_lines=(f"e.g. export {variable}='<type>://<user>:<password>@<host>:<port>/<database>'",),
+            hint_lines=(
+                "e.g. " + setting_line(variable, "'<type>://<user>:<password>@<host>:<port>/<database>'"),
+            ),
         )
     try:
         fields = parse_connection_value(value)

@@ -8,9 +8,11 @@ exception *type* names. Never a message, SQL, a value or a credential.
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from airflow_provider_dpone.connections import env_var_name, setting_line
 from airflow_provider_dpone.runtime.guard.route_guard import BlockedPartition, scan_route
 
 if TYPE_CHECKING:
@@ -107,8 +109,11 @@ def outside_airflow_lines(
         "export the connections the task reads as AIRFLOW_CONN_* first (dpone reads Airflow's URI form):"
     ]
     lines.extend(
-        f'  export AIRFLOW_CONN_{conn_id.upper()}="$(airflow connections get {conn_id} -o json | '
-        f'{_URI_OF_JSON})"'
+        "  "
+        + setting_line(
+            env_var_name(conn_id),
+            f'"$(airflow connections get {shlex.quote(conn_id)} -o json | {_URI_OF_JSON})"',
+        )
         for conn_id in connection_ids
     )
     for role, conn_id in (replaced or {}).items():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 from urllib.parse import quote
 
@@ -15,6 +16,7 @@ from airflow_provider_dpone.connections import (
     is_inline,
     parse_connection_value,
     resolve_endpoint,
+    setting_line,
 )
 from airflow_provider_dpone.contracts.endpoints import ClickHouseInterface, EndpointKind
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
@@ -166,6 +168,29 @@ def test_missing_variable_names_the_variable_to_set() -> None:
     assert info.value.code is ErrorCode.CONNECTION_MISSING
     assert "set AIRFLOW_CONN_ORDERS_MSSQL" in info.value.safe_message
     assert info.value.details["variable"] == "AIRFLOW_CONN_ORDERS_MSSQL"
+
+
+@pytest.mark.parametrize("connection_id", ["orders_state", "sqlite-src", "orders.ch"])
+def test_the_printed_setting_line_gives_the_variable_to_dpone_in_bash(connection_id: str) -> None:
+    """Airflow admits ``-`` and ``.`` in a connection ID; bash refuses ``export`` of such a name, so the
+    hint (and the task log's) must be a line bash runs, handing the value to the command that follows."""
+    variable = env_var_name(connection_id)
+    line = setting_line(variable, "'sqlite:////tmp/a b.db'")
+    show = f"python3 -c 'import os; print(os.environ[\"{variable}\"])'"
+    script = line.split(" dpone ...")[0] + " " + show if " dpone ..." in line else f"{line}\n{show}"
+    done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=False)
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "sqlite:////tmp/a b.db\n"
+
+
+def test_a_missing_connection_with_a_dash_hints_a_line_bash_accepts() -> None:
+    with pytest.raises(DponeError) as info:
+        resolve("sqlite-src", ConnectionRole.SOURCE, {})
+
+    (hint,) = info.value.hint_lines
+    assert "export AIRFLOW_CONN_SQLITE-SRC" not in hint
+    assert hint.startswith("e.g. env AIRFLOW_CONN_SQLITE-SRC='")
 
 
 @pytest.mark.parametrize(
