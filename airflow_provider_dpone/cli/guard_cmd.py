@@ -81,7 +81,7 @@ def resolve_command(
         target_rows, attempt_rows = counts.get("target_rows"), counts.get("attempt_rows")
         click.echo(
             f"resolved {record.bounds.label}  id={record.partition_id}  as {resolve_as} -> {record.status.value}"
-            f"  target_rows={target_rows} attempt_rows={attempt_rows}"
+            f"  target_rows={_shown(target_rows)} attempt_rows={_shown(attempt_rows)}"
         )
         others = counts.get("other_routes_rows")
         own = (
@@ -95,6 +95,11 @@ def resolve_command(
                 err=True,
             )
     click.echo(f"next: dpone run {shlex.quote(manifest)}   (or clear the Airflow task)")
+
+
+def _shown(count: object) -> str:
+    """A count as ``guard inspect`` prints it: ``-`` where none was recorded or counted."""
+    return "-" if count is None else str(count)
 
 
 @guard_group.command("inspect")

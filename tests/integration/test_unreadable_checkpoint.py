@@ -81,6 +81,8 @@ def test_an_unreadable_row_blocks_is_listed_invalid_and_resolving_it_resumes_wit
         "checked",
     )
     assert resolved.exit_code == 0, resolved.output
+    assert "attempt_rows=-\n" in resolved.output
+    assert "None" not in resolved.output  # a count nobody recorded is shown as guard inspect shows it
 
     again = dpone("run", "--json", str(manifest))
     assert again.exit_code == 0, again.output
