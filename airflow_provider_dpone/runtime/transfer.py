@@ -107,12 +107,19 @@ from airflow_provider_dpone.runtime.source_binding import (
 )
 from airflow_provider_dpone.runtime.superseded import rerun_superseded
 from airflow_provider_dpone.runtime.target_binding import require_same_target, same_target
-from airflow_provider_dpone.runtime.vanished import vanished_committed
+from airflow_provider_dpone.runtime.vanished import (
+    bounds_order,
+    units_of_other_definitions,
+    vanished_committed,
+)
 
 _notices_log = logging.getLogger(NOTICE_LOGGER)
 log = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
+#: How many partitions within an earlier definition's bounds one run counts on the target (see
+#: ``_emptied_under_other_definitions``): an old month split into days is 31.
+_MAX_UNITS_COUNTED = 100
 
 #: Called just before arming with the rows extracted (None on the lazy direct path) and the staging table.
 BeforeArm = Callable[[int | None, str | None], None]
@@ -545,6 +552,9 @@ class TransferEngine:
             vanished = vanished_committed(
                 self._route, canonical, planned, query_hash, schema_hash, partitioning
             )
+            vanished += self._emptied_under_other_definitions(
+                family, canonical, [*planned, *vanished], query_hash, schema_hash
+            )
         matched = latest_by_partition(family, [*planned, *vanished], self._ports.naming)
         decisions = plan_resume(
             planned,
@@ -559,6 +569,48 @@ class TransferEngine:
             others = other_identity_replacing(family, [*planned, *vanished], self._ports.naming)
             decisions = rerun_superseded(decisions, matched, others)
         return schema, decisions, matched
+
+    def _emptied_under_other_definitions(
+        self,
+        family: RouteFamily,
+        canonical: Sequence[PartitionCheckpoint],
+        candidates: Sequence[PlannedPartition],
+        query_hash: str,
+        schema_hash: str,
+    ) -> list[PlannedPartition]:
+        """Units of committed partitions of another definition that the source emptied and the target still
+        holds rows of (``vanished.units_of_other_definitions``): they compete for the lookback.
+
+        Only a unit that could still be among the lookback's partitions (newer than the ``lookback``-th
+        newest candidate) is counted on the target, one query each, at most ``_MAX_UNITS_COUNTED`` per run."""
+        partitioning = self._manifest.source.partitioning
+        count = partitioning.lookback or 0
+        if not candidates or count < 1:
+            return []
+        orders = sorted((bounds_order(c.bounds) for c in candidates), reverse=True)
+        oldest = min(bounds_order(c.bounds) for c in candidates)
+        floor = max(oldest, orders[count - 1]) if len(orders) >= count else oldest
+        units = units_of_other_definitions(
+            self._route, canonical, candidates, query_hash, schema_hash, partitioning, floor
+        )
+        found: list[PlannedPartition] = []
+        counted = 0
+        for unit in units:
+            kept = sorted([*orders, *(bounds_order(f.bounds) for f in found)], reverse=True)
+            if len(kept) >= count and bounds_order(unit.bounds) < kept[count - 1]:
+                continue  # units come newest first per old partition, not across them
+            if counted == _MAX_UNITS_COUNTED:
+                self._notice(
+                    f"route {self._route.describe()}: {_MAX_UNITS_COUNTED} partitions within the bounds of an "
+                    "earlier definition's commits were counted for rows the source deleted, and the older ones "
+                    "were not: rows the source deleted there before the manifest was edited stay in the target "
+                    f"(compare the source's and {self._manifest.sink.table}'s counts there and delete them by hand)"
+                )
+                break
+            counted += 1
+            if self._checks.own_rows(self._target(), unit.bounds, self._other_sources_of(family)) > 0:
+                found.append(unit)
+        return found
 
     # -- one run -----------------------------------------------------------------------------------
 

@@ -17,7 +17,7 @@ is everything when the source plans nothing at all (an empty source is as likely
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import date, timedelta
 
 from airflow_provider_dpone.contracts.checkpoint import CheckpointStatus, PartitionCheckpoint
@@ -70,6 +70,112 @@ def vanished_committed(
             )
         )
     return found
+
+
+def units_of_other_definitions(
+    route: RouteIdentity,
+    checkpoints: Sequence[PartitionCheckpoint],
+    planned: Sequence[PlannedPartition],
+    query_hash: str,
+    schema_hash: str,
+    partitioning: Partitioning,
+    floor: tuple[int, str],
+) -> Iterator[PlannedPartition]:
+    """Partitions of the current definition within the bounds of COMMITTED partitions of another definition
+    (another query or schema, or another partitioning) that the source no longer plans and this definition
+    never wrote: where the source may have deleted rows that other definition loaded. Each old partition's
+    units come newest first, down to ``floor`` (in ``bounds_order``; at least the oldest planned partition,
+    as there: a windowed source).
+
+    After a manifest edit every partition the source still plans is new and replaces its own bounds, but an
+    old partition the source emptied (or the part of an old month no new day covers) was never among them:
+    its rows stayed in the target for good, while the run said the old definition's rows were deleted. A
+    caller keeps those units that hold target rows (an empty one, a weekend or a future day, must not take
+    a lookback slot) and lets them compete for the lookback like ``vanished_committed``'s."""
+    if partitioning.lookback is None or partitioning.column is None or not planned:
+        return
+    template = planned[0].bounds
+    known = {p.partition_id for p in planned} | {c.partition_id for c in checkpoints}
+    for checkpoint in checkpoints:
+        bounds = checkpoint.bounds
+        if (
+            checkpoint.status is not CheckpointStatus.COMMITTED
+            or (
+                checkpoint.query_hash == query_hash
+                and checkpoint.schema_hash == schema_hash
+                and shaped_by(bounds, partitioning)
+            )
+            or bounds.kind is not BoundsKind.RANGE
+            or bounds.column is None
+            or bounds.column.casefold() != partitioning.column.casefold()
+            or bounds.value_type != template.value_type
+        ):
+            continue
+        for unit in units_within(bounds, template, partitioning):
+            if bounds_order(unit) < floor:
+                break
+            unit_id = partition_id_for(route, query_hash, schema_hash, unit)
+            if unit_id not in known:
+                known.add(unit_id)
+                yield PlannedPartition(
+                    partition_id=unit_id, bounds=unit, query_hash=query_hash, schema_hash=schema_hash
+                )
+
+
+def units_within(
+    bounds: PartitionBounds, template: PartitionBounds, partitioning: Partitioning
+) -> Iterator[PartitionBounds]:
+    """The current partitioning's bounds overlapping ``bounds``, newest first, spelled as the planner spells
+    them (``template``: one planned partition's bounds)."""
+    column = template.column
+    if bounds.lower is None or bounds.upper is None or column is None:
+        return
+    try:
+        if partitioning.kind is PartitionKind.DAY and template.value_type == "date":
+            first, day = (
+                date.fromisoformat(bounds.lower),
+                date.fromisoformat(bounds.upper) - timedelta(days=1),
+            )
+            while day >= first:
+                lower, upper = day.isoformat(), (day + timedelta(days=1)).isoformat()
+                yield template.model_copy(
+                    update={"lower": lower, "upper": upper, "label": f"{column}={lower}"}
+                )
+                day -= timedelta(days=1)
+        elif partitioning.kind is PartitionKind.MONTH and template.value_type == "date":
+            first, last = (
+                date.fromisoformat(bounds.lower),
+                date.fromisoformat(bounds.upper) - timedelta(days=1),
+            )
+            month = date(last.year, last.month, 1)
+            while month >= date(first.year, first.month, 1):
+                following = (
+                    date(month.year + 1, 1, 1) if month.month == 12 else date(month.year, month.month + 1, 1)
+                )
+                yield template.model_copy(
+                    update={
+                        "lower": month.isoformat(),
+                        "upper": following.isoformat(),
+                        "label": f"{column}={month.year:04d}-{month.month:02d}",
+                    }
+                )
+                month = (
+                    date(month.year - 1, 12, 1) if month.month == 1 else date(month.year, month.month - 1, 1)
+                )
+        elif partitioning.kind is PartitionKind.INTEGER_RANGE and partitioning.size is not None:
+            size, low = partitioning.size, int(bounds.lower)
+            start = (int(bounds.upper) - 1) // size * size
+            while start + size > low:
+                yield template.model_copy(
+                    update={
+                        "lower": str(start),
+                        "upper": str(start + size),
+                        "label": f"{column}=[{start},{start + size})",
+                    }
+                )
+                start -= size
+    except (ValueError, OverflowError):  # not ISO, or a calendar's edge
+        return
 
 
 def shaped_by(bounds: PartitionBounds, partitioning: Partitioning) -> bool:

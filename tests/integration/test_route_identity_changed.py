@@ -508,3 +508,64 @@ def test_the_printed_next_step_names_a_manifest_path_with_blanks_so_that_it_can_
     assert f"dpone guard rebaseline {shlex.quote(str(spaced / 'route.yaml'))} --reason" in stopped.output
     listed = dpone("checkpoints", str(spaced / "route.yaml"))
     assert f"dpone checkpoints {shlex.quote(str(spaced / 'route.yaml'))} --json" in listed.output
+
+
+def _with_lookback(manifest: Path) -> Path:
+    text = manifest.read_text(encoding="utf-8")
+    manifest.write_text(
+        text.replace("column: order_date}", "column: order_date, lookback: 2}"), encoding="utf-8"
+    )
+    return manifest
+
+
+def _delete_newest_day(base: Path) -> str:
+    with sqlite3.connect(base / "source.sqlite") as db:
+        (newest,) = db.execute("SELECT max(order_date) FROM orders").fetchone()
+        db.execute("DELETE FROM orders WHERE order_date = ?", (newest,))
+    return str(newest)
+
+
+@pytest.mark.parametrize("edit", ["columns-pinned", "query-edited"])
+def test_a_day_the_source_emptied_while_the_manifest_was_edited_leaves_the_target_of_a_replacing_route(
+    base: Path, store_url: str, edit: str
+) -> None:
+    """The emptied day was committed only under the old definition: no new partition is planned there, and
+    the old partition is no partition of the new one. It used to stay in the target for good, exit 0."""
+    assert dpone("run", str(_with_lookback(manifest_at(base, strategy="replace_partition")))).exit_code == 0
+    emptied = _delete_newest_day(base)
+    manifest = _with_lookback(edited(base, edit, strategy="replace_partition"))
+
+    for _ in range(2):  # the edit's run, then an ordinary one
+        result = dpone("run", str(manifest))
+        assert result.exit_code == 0, result.output
+        assert sorted(target_rows(base)) == sorted(source_rows(base))
+    assert chdb_query(base, f"SELECT count() FROM {TARGET} WHERE order_date = '{emptied}'") == [(0,)]
+
+
+def test_the_part_of_an_old_month_no_new_day_covers_is_emptied_and_takes_no_lookback_slot_it_holds_no_row_of(
+    base: Path, store_url: str
+) -> None:
+    """Months -> days: the old month's days the source emptied are emptied in the target; its days that never
+    held a row (the rest of the month) do not crowd the lookback out, so a late row of the newest day moves."""
+    for _ in range(2):  # the source ends two days before its month does
+        _delete_newest_day(base)
+    assert (
+        dpone(
+            "run", str(_with_lookback(manifest_at(base, strategy="replace_partition", kind="month")))
+        ).exit_code
+        == 0
+    )
+    emptied = _delete_newest_day(base)
+    manifest = _with_lookback(manifest_at(base, strategy="replace_partition"))
+
+    assert dpone("run", str(manifest)).exit_code == 0
+    assert sorted(target_rows(base)) == sorted(source_rows(base))
+    assert chdb_query(base, f"SELECT count() FROM {TARGET} WHERE order_date = '{emptied}'") == [(0,)]
+
+    with sqlite3.connect(base / "source.sqlite") as db:
+        (newest,) = db.execute("SELECT max(order_date) FROM orders").fetchone()
+    add_source_rows(base, [(900_001, str(newest))])  # a late row of the newest day left
+    late = dpone("run", str(manifest))
+
+    assert late.exit_code == 0, late.output
+    assert sorted(target_rows(base)) == sorted(source_rows(base))

@@ -23,7 +23,7 @@ from airflow_provider_dpone.contracts.manifest import Partitioning, PartitionKin
 from airflow_provider_dpone.contracts.partition import PlannedPartition, partition_id_for
 from airflow_provider_dpone.contracts.route import Strategy
 from airflow_provider_dpone.runtime.resume_planner import plan_resume
-from airflow_provider_dpone.runtime.vanished import shaped_by, vanished_committed
+from airflow_provider_dpone.runtime.vanished import shaped_by, units_within, vanished_committed
 from tests.unit.late_rows_rig import ROUTE, committed_checkpoint, decision_summary, planned_days
 
 DAY = Partitioning(kind=PartitionKind.DAY, column="order_date", lookback=2)
@@ -139,3 +139,29 @@ def test_a_day_older_than_everything_the_source_holds_rolled_out_and_is_kept() -
     inside = [planned[0], planned[3]]  # 11-29 and 11-30 deleted between days the source still holds
     found = vanished_committed(ROUTE, stored, inside, "sha256:q", "sha256:s", DAY)
     assert [p.bounds.lower for p in found] == ["2026-11-29", "2026-11-30"]
+
+
+@given(dates, st.integers(min_value=1, max_value=20_000), st.sampled_from([1, 7, 100, 1000]))
+def test_the_units_within_an_earlier_partitioning_bounds_are_spelled_as_the_planners_spell_them(
+    day: dt.date, start: int, size: int
+) -> None:
+    """An emptied unit's ID must be the one the planner gives its bounds once rows come back there."""
+    (month,) = month_partitions("order_date", [(day.year, day.month)])
+    days = _days_of(month.lower, month.upper)
+    assert list(units_within(month, day_partitions("order_date", [day])[0], DAY)) == list(
+        reversed(day_partitions("order_date", days))
+    )
+    (by_day,) = day_partitions("order_date", [day])
+    assert list(units_within(by_day, month, MONTH)) == [month]
+    coarse = integer_range_partitions("id", [start * 1000], 1000)[0]
+    ranged = Partitioning(kind=PartitionKind.INTEGER_RANGE, column="id", size=size, lookback=2)
+    template = integer_range_partitions("id", [0], size)[0]
+    starts = range(int(coarse.lower) // size * size, int(coarse.upper), size)
+    assert list(units_within(coarse, template, ranged)) == list(
+        reversed(integer_range_partitions("id", list(starts), size))
+    )
+
+
+def _days_of(lower: str | None, upper: str | None) -> list[dt.date]:
+    first, end = dt.date.fromisoformat(str(lower)), dt.date.fromisoformat(str(upper))
+    return [first + dt.timedelta(days=n) for n in range((end - first).days)]
