@@ -370,9 +370,22 @@ def _print_adoption(result: AdoptionResult, manifest: str, as_json: bool) -> Non
             f"adopted {record.bounds.label}  id={record.partition_id}  rows={record.rows}  as COMMITTED"
         )
     for count in result.left_to_run:
-        click.echo(f"left to run {count.partition.bounds.label}: the target holds none of its rows")
+        theirs = (
+            f" ({count.others_rows} row(s) there were committed by other source tables' routes)"
+            if count.others_rows
+            else ""
+        )
+        click.echo(f"left to run {count.partition.bounds.label}: the target holds none of its rows{theirs}")
     for line in result.notices:
         click.echo(f"  note: {line}")
+    if any(c.others_rows for c in result.left_to_run):
+        click.echo(
+            "warning: other routes of this target committed rows within these bounds; if one of them reads "
+            "this very table spelled another way (a three-part name, another schema or database name), this "
+            "route would move its rows a second time: spell the table as that route does instead "
+            "(`dpone checkpoints` of its manifest names its source table)",
+            err=True,
+        )
     if not result.recorded:
         click.echo(
             "nothing adopted: the target holds none of the planned partitions' rows; if its rows are another "

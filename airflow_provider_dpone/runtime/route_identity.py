@@ -527,6 +527,9 @@ class AdoptionCount:
     #: other source tables committed rows overlapping the bounds in another partitioning, or without a
     #: count: how many of ``target_rows`` are theirs is unknown, so the partition is never adopted
     others_unknown: bool = False
+    #: the target's rows within the bounds that other source tables' routes committed (left out of
+    #: ``target_rows``): the same rows under another spelling of this table, or another table's
+    others_rows: int = 0
 
     @property
     def holds_exactly(self) -> bool:

@@ -366,6 +366,7 @@ class TransferEngine:
                         target_rows=held if theirs is None or theirs > held else held - theirs,
                         # more than the table holds: some of their rows are gone, so whose these are is unknown
                         others_unknown=theirs is None or theirs > held,
+                        others_rows=theirs if theirs is not None and theirs <= held else 0,
                     )
                 )
             return counts

@@ -242,6 +242,26 @@ def test_adopting_the_target_for_a_new_source_beside_a_committed_one_adopts_none
     assert target(base) == source(base, "shard_a", "shard_b")
 
 
+def test_adoption_beside_another_routes_commits_says_whose_rows_they_are_and_warns_of_a_respelled_table(
+    base: Path,
+) -> None:
+    """A route whose table is spelled another way (``db.dbo.orders`` for ``dbo.orders``) is another source
+    table: its adoption found the other route's rows only and printed "the target holds none of its rows"
+    for every day, then named ``--allow-nonempty-target``, which moved every row a second time (exit 0)."""
+    from click.testing import CliRunner
+
+    from airflow_provider_dpone.cli.main import cli
+
+    run(manifest(base, "shard_a", "incremental_append"), "a-1")
+    b = manifest(base, "shard_b", "incremental_append")
+
+    adopted = CliRunner().invoke(cli, ["guard", "rebaseline", str(b), "--adopt-target", "--reason", "new"])
+
+    assert adopted.exit_code == 0, adopted.output
+    assert "row(s) there were committed by other source tables' routes" in adopted.stdout
+    assert "spell the table as that route does" in adopted.stderr
+
+
 def test_adoption_in_a_fan_in_of_another_partitioning_records_nothing_and_never_advises_deleting_by_bounds(
     base: Path,
 ) -> None:
