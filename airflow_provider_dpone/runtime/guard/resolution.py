@@ -304,12 +304,12 @@ def _refuse_duplicating_not_applied(
         if block.phase == GuardPhase.CHECKPOINT_INCOMPLETE.value:
             problems.append(
                 f"partition {block.label}: the attempt's target call succeeded (checkpoint_incomplete); "
-                f"target_rows={target_rows} attempt_rows={checkpoint.rows}"
+                f"target_rows={_shown(target_rows)} attempt_rows={_shown(checkpoint.rows)}"
             )
         elif target_rows is None or target_rows > 0:
             problems.append(
                 f"partition {block.label}: the target holds {target_rows if target_rows is not None else 'an unknown number of'} "
-                f"row(s) within its bounds; attempt_rows={checkpoint.rows}"
+                f"row(s) within its bounds; attempt_rows={_shown(checkpoint.rows)}"
             )
     if problems:
         raise DponeError(
@@ -318,11 +318,18 @@ def _refuse_duplicating_not_applied(
             details={"partitions": problems},
             hint_lines=(
                 *problems,
-                "If the rows are the attempt's, resolve --as committed. If they are not (you verified and deleted",
-                "or they belong to another writer), re-run with --force; the counts are kept in the audit record.",
+                "If the target holds exactly the attempt's rows there, resolve --as committed. If it holds part "
+                "of them, delete them (`dpone guard inspect` counts 0 afterwards, and --as not-applied needs no "
+                "--force); if they belong to another writer, re-run with --force (the counts are kept in the "
+                "audit record).",
                 "runbook:  dpone runbook guard",
             ),
         )
+
+
+def _shown(count: int | None) -> str:
+    """A count as ``guard inspect`` prints it: ``-`` where none was recorded or counted."""
+    return "-" if count is None else str(count)
 
 
 def _refuse_losing_committed(
