@@ -23,7 +23,7 @@ import logging
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import date, datetime
+from datetime import date, datetime, timezone
 from typing import TypeVar, assert_never
 
 from airflow_provider_dpone.contracts.artifact import ArtifactRef
@@ -78,6 +78,7 @@ from airflow_provider_dpone.runtime.resume_planner import (
     Action,
     Reason,
     ResumeDecision,
+    is_open,
     plan_resume,
 )
 from airflow_provider_dpone.runtime.route_family import (
@@ -554,7 +555,7 @@ class TransferEngine:
                 self._route, canonical, planned, query_hash, schema_hash, partitioning
             )
             vanished += self._emptied_under_other_definitions(
-                family, canonical, [*planned, *vanished], query_hash, schema_hash
+                family, canonical, planned, vanished, query_hash, schema_hash
             )
         matched = latest_by_partition(family, [*planned, *vanished], self._ports.naming)
         decisions = plan_resume(
@@ -575,30 +576,48 @@ class TransferEngine:
         self,
         family: RouteFamily,
         canonical: Sequence[PartitionCheckpoint],
-        candidates: Sequence[PlannedPartition],
+        planned: Sequence[PlannedPartition],
+        vanished: Sequence[PlannedPartition],
         query_hash: str,
         schema_hash: str,
     ) -> list[PlannedPartition]:
         """Units of committed partitions of another definition that the source emptied and the target still
         holds rows of (``vanished.units_of_other_definitions``): they compete for the lookback.
 
-        Only a unit that could still be among the lookback's partitions (newer than the ``lookback``-th
-        newest candidate) is counted on the target, one query each, at most ``_MAX_UNITS_COUNTED`` per run."""
+        Only a settled unit that could be among the lookback's partitions is counted on the target, one
+        query each, at most ``_MAX_UNITS_COUNTED`` per run: one newer than the ``lookback``-th newest of what
+        the lookback ranks (``resume_planner._look_back``: the planned partitions committed under this
+        definition and the vanished ones, settled). A partition new in the source, or held back as open,
+        takes no slot, so it must not push a unit out of reach (seen: the edit's run also brought a new day,
+        and the emptied one stayed in the target for good)."""
         partitioning = self._manifest.source.partitioning
         count = partitioning.lookback or 0
-        if not candidates or count < 1:
+        if not planned or count < 1:
             return []
-        orders = sorted((bounds_order(c.bounds) for c in candidates), reverse=True)
-        oldest = min(bounds_order(c.bounds) for c in candidates)
+        settle = partitioning.settle_delta()
+        settled_before = (
+            self._ports.clock.now().astimezone(timezone.utc) - settle if settle is not None else None
+        )
+
+        def settled(bounds: PartitionBounds) -> bool:
+            return settled_before is None or not is_open(bounds, settled_before)
+
+        committed = {c.partition_id for c in canonical if c.status is CheckpointStatus.COMMITTED}
+        ranked = [p for p in planned if p.partition_id in committed and settled(p.bounds)]
+        ranked += [p for p in vanished if settled(p.bounds)]
+        orders = sorted((bounds_order(p.bounds) for p in ranked), reverse=True)
+        oldest = min(bounds_order(p.bounds) for p in planned)
         floor = max(oldest, orders[count - 1]) if len(orders) >= count else oldest
         units = units_of_other_definitions(
-            self._route, canonical, candidates, query_hash, schema_hash, partitioning, floor
+            self._route, canonical, [*planned, *vanished], query_hash, schema_hash, partitioning, floor
         )
         found: list[PlannedPartition] = []
         counted = 0
         for unit in units:
             kept = sorted([*orders, *(bounds_order(f.bounds) for f in found)], reverse=True)
-            if len(kept) >= count and bounds_order(unit.bounds) < kept[count - 1]:
+            if not settled(unit.bounds) or (
+                len(kept) >= count and bounds_order(unit.bounds) < kept[count - 1]
+            ):
                 continue  # units come newest first per old partition, not across them
             if counted == _MAX_UNITS_COUNTED:
                 self._notice(

@@ -9,6 +9,7 @@ compared with the source value by value.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import shlex
 import sqlite3
@@ -525,14 +526,20 @@ def _delete_newest_day(base: Path) -> str:
     return str(newest)
 
 
-@pytest.mark.parametrize("edit", ["columns-pinned", "query-edited"])
+@pytest.mark.parametrize(
+    ("edit", "new_days"),
+    [("columns-pinned", 0), ("query-edited", 0), ("columns-pinned", 2)],
+    ids=["columns-pinned", "query-edited", "columns-pinned-and-two-new-days"],
+)
 def test_a_day_the_source_emptied_while_the_manifest_was_edited_leaves_the_target_of_a_replacing_route(
-    base: Path, store_url: str, edit: str
+    base: Path, store_url: str, edit: str, new_days: int
 ) -> None:
     """The emptied day was committed only under the old definition: no new partition is planned there, and
-    the old partition is no partition of the new one. It used to stay in the target for good, exit 0."""
+    the old partition is no partition of the new one. It used to stay in the target for good, exit 0. New
+    days that arrive with the edit take no lookback slot (they are new), so they must not hide it either."""
     assert dpone("run", str(_with_lookback(manifest_at(base, strategy="replace_partition")))).exit_code == 0
     emptied = _delete_newest_day(base)
+    add_source_rows(base, [(900_000 + n, f"2026-12-0{n + 1}") for n in range(new_days)])
     manifest = _with_lookback(edited(base, edit, strategy="replace_partition"))
 
     for _ in range(2):  # the edit's run, then an ordinary one
@@ -569,3 +576,35 @@ def test_the_part_of_an_old_month_no_new_day_covers_is_emptied_and_takes_no_look
 
     assert late.exit_code == 0, late.output
     assert sorted(target_rows(base)) == sorted(source_rows(base))
+
+
+def test_days_held_back_as_open_do_not_hide_a_settled_day_the_source_emptied_during_an_edit(
+    base: Path, store_url: str
+) -> None:
+    """``settle: 1d``: yesterday and today are open, so the lookback ranks only settled days; a unit of the
+    old definition must be measured against those, not against the open days (which hid it: the emptied
+    day stayed in the target, exit 0)."""
+    today = dt.datetime.now(dt.timezone.utc).date()
+    recent = [today - dt.timedelta(days=n) for n in range(3, -1, -1)]  # today-3 .. today
+    add_source_rows(base, [(900_000 + n, day.isoformat()) for n, day in enumerate(recent)])
+
+    def settled_manifest(edit: str | None) -> Path:
+        manifest = manifest_at(base, strategy="replace_partition", extra=EDITS[edit] if edit else "")
+        text = manifest.read_text(encoding="utf-8")
+        manifest.write_text(
+            text.replace("column: order_date}", "column: order_date, lookback: 2, settle: 1d}"),
+            encoding="utf-8",
+        )
+        return manifest
+
+    assert dpone("run", str(settled_manifest(None))).exit_code == 0
+    emptied = (today - dt.timedelta(days=2)).isoformat()  # the newest settled day
+    with sqlite3.connect(base / "source.sqlite") as db:
+        db.execute("DELETE FROM orders WHERE order_date = ?", (emptied,))
+
+    result = dpone("run", str(settled_manifest("columns-pinned")))
+
+    assert result.exit_code == 0, result.output
+    assert chdb_query(base, f"SELECT count() FROM {TARGET} WHERE order_date = '{emptied}'") == [(0,)]
+    open_days = {(today - dt.timedelta(days=1)).isoformat(), today.isoformat()}
+    assert sorted(target_rows(base)) == [row for row in source_rows(base) if row[1] not in open_days]
