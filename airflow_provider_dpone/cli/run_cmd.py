@@ -151,8 +151,9 @@ _TARGET_FAILURES = frozenset(
 
 
 def _say_the_route_is_blocked(failed: DponeError, manifest: str) -> None:
-    """After a target failure that left the route blocked, its error says so and what to do next (the
-    same object, so its traceback and code are kept); best effort: a store that cannot be read says nothing."""
+    """After a target or checkpoint-store failure that left the route blocked, its error says so and what
+    to do next (the same object, so its traceback and code are kept); best effort: a store that cannot be
+    read says nothing. A store failure that left the route clear (before arming) adds nothing."""
     try:
         blocked = blocked_after_interrupt(manifest, "target failure")
     except Exception:  # never mask the failure being reported
@@ -160,12 +161,14 @@ def _say_the_route_is_blocked(failed: DponeError, manifest: str) -> None:
     if blocked is None:
         return
     lines = [line for line in blocked.hint_lines if "interrupted" not in line]
-    failed.hint_lines = (
-        *failed.hint_lines,
-        "the route is now blocked: the target may hold part of this attempt's rows, and the server may still "
-        "be running its statement (guard resolve waits for it)",
-        *lines,
+    why = (
+        "the route is now blocked: the checkpoint store failed while this attempt was armed or committing, so "
+        "the target may hold its rows (all of them, if its target call had succeeded)"
+        if failed.code is ErrorCode.CHECKPOINT_STORE_FAILED
+        else "the route is now blocked: the target may hold part of this attempt's rows, and the server may "
+        "still be running its statement (guard resolve waits for it)"
     )
+    failed.hint_lines = (*failed.hint_lines, why, *lines)
 
 
 def _report_interrupt(manifest: str, as_json: bool, signal_name: str = "SIGINT") -> None:
@@ -229,7 +232,7 @@ def run_command(
                     manifest, require_run_id(run_id), as_json, allow_nonempty_target=allow_nonempty_target
                 )
             except DponeError as failed:
-                if failed.code in _TARGET_FAILURES:
+                if failed.code in _TARGET_FAILURES or failed.code is ErrorCode.CHECKPOINT_STORE_FAILED:
                     _say_the_route_is_blocked(failed, manifest)
                 raise
     except KeyboardInterrupt:

@@ -10,8 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
 from airflow_provider_dpone.adapters.checkpoint_sql import SqlCheckpointStore
+from airflow_provider_dpone.cli.main import cli
 from airflow_provider_dpone.contracts.checkpoint import CheckpointStatus
 from airflow_provider_dpone.contracts.guard import GUARD_KEY, GuardPhase, TargetCommitGuard
 from airflow_provider_dpone.manifests.loader import load_manifest
@@ -56,7 +58,8 @@ def test_not_applied_over_rows_in_the_target_is_refused_with_the_counts(
 
     assert refused.exit_code == 2, refused.output
     assert "refusing --as not-applied" in refused.output and "row(s) within its bounds" in refused.output
-    assert dpone("run", str(manifest)).exit_code == 3  # still blocked: nothing was written
+    again = dpone("run", str(manifest))
+    assert again.exit_code == 3, again.output  # still blocked: nothing was written
     assert target_rows(base) == source_rows(base)
 
 
@@ -163,7 +166,8 @@ def test_committed_over_a_partition_the_target_holds_none_of_is_refused_and_coun
     assert refused.exit_code == 2, refused.output
     assert "refusing --as committed" in refused.output and missing.bounds.label in refused.output
     assert reached.bounds.label not in refused.output.split("refusing")[1].split("If the attempt")[0]
-    assert dpone("run", str(manifest)).exit_code == 3  # nothing was written: still blocked
+    again = dpone("run", str(manifest))
+    assert again.exit_code == 3, again.output  # nothing was written: still blocked
 
     one = dpone(
         "guard",
@@ -228,10 +232,40 @@ def test_a_resolution_counting_another_target_than_the_attempt_wrote_is_refused(
     assert refused.returncode == 2, refused.stdout + refused.stderr
     assert "another target" in refused.stderr and "AIRFLOW_CONN_" in refused.stderr
     manifest.write_text(text, encoding="utf-8")
-    assert dpone("run", str(manifest)).exit_code == 3  # nothing was written: still blocked
+    again = dpone("run", str(manifest))
+    assert again.exit_code == 3, again.output  # nothing was written: still blocked
     resolved = dpone(
         "guard", "resolve", str(manifest), "--all-blocked", "--as", "not-applied", "--reason", "x"
     )
     assert resolved.exit_code == 0, resolved.output
     assert dpone("run", str(manifest)).exit_code == 0
     assert target_rows(base) == source_rows(base)
+
+
+def test_a_commit_the_store_failed_to_write_says_the_route_is_blocked_and_what_to_run(
+    base: Path, store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The target call succeeded, then the store refused the COMMITTED records: the run used to end on one
+    bare ``checkpoint_store_failed`` line, not saying the route was now blocked or what to run next."""
+    from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
+
+    manifest = write_manifest(base, "orders", store_url)
+    write_batch = SqlCheckpointStore.write_batch
+
+    def refuse_commits(self: SqlCheckpointStore, checkpoints: Any) -> None:
+        if any(c.status is CheckpointStatus.COMMITTED for c in checkpoints):
+            raise DponeError(
+                ErrorCode.CHECKPOINT_STORE_FAILED, "checkpoint store operation write_batch failed"
+            )
+        write_batch(self, checkpoints)
+
+    monkeypatch.setattr(SqlCheckpointStore, "write_batch", refuse_commits)
+    failed = CliRunner().invoke(cli, ["run", str(manifest)])
+    monkeypatch.setattr(SqlCheckpointStore, "write_batch", write_batch)
+
+    assert failed.exit_code != 0
+    assert "checkpoint_store_failed" in failed.stderr
+    assert "the route is now blocked: the checkpoint store failed" in failed.stderr
+    assert "dpone guard" in failed.stderr  # the blocked route's own next steps
+    again = dpone("run", str(manifest))
+    assert again.exit_code == 3, again.output
