@@ -162,9 +162,26 @@ class PreArmChecks:
             f"the {changed_summary(overlaps)} of route {self._route.describe()} changed: {len(overlaps)} "
             f"partition(s) overlap partitions committed under the old definition; "
             f"{self._route.strategy.value} replaces what it writes, so they are moved again: the rows the other "
-            "definition loaded there are deleted (two manifests of one table with different filters cannot share "
-            "a target: give each its own, or move all filters with one manifest partitioned by the filter column)"
+            "definition loaded within their bounds are deleted (two manifests of one table with different "
+            "filters cannot share a target: give each its own, or move all filters with one manifest "
+            "partitioned by the filter column)"
         )
+        column = self._manifest.source.partitioning.column
+        unsplit = {
+            c.bounds.column or c.bounds.kind.value
+            for o in overlaps
+            for c in o.committed
+            if c.bounds.kind is not BoundsKind.RANGE
+            or column is None
+            or (c.bounds.column or "").casefold() != column.casefold()
+        }
+        if unsplit and self._manifest.source.partitioning.lookback is not None:
+            self._notice(
+                f"route {self._route.describe()}: partitions committed under the old partitioning (by "
+                f"{', '.join(sorted(unsplit))}) are not split into this one's, so the lookback never empties one "
+                "the source has emptied since: such rows stay in the target; compare the source's and "
+                f"{self._manifest.sink.table}'s counts by the old partitioning and delete them by hand"
+            )
 
     def _require_no_respelled_values(self, family: RouteFamily, decisions: Sequence[ResumeDecision]) -> None:
         """Stop before arming where this run moves listed values no definition committed while the target

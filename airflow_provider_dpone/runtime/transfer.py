@@ -608,8 +608,11 @@ class TransferEngine:
         orders = sorted((bounds_order(p.bounds) for p in ranked), reverse=True)
         oldest = min(bounds_order(p.bounds) for p in planned)
         floor = max(oldest, orders[count - 1]) if len(orders) >= count else oldest
+        # this route's history and its siblings': the same source table's commits under another strategy
+        # (the route was switched to replace_partition; the runbook advises it for drifted partitions)
+        history = [*canonical, *sibling_committed(family, self._ports.naming)]
         units = units_of_other_definitions(
-            self._route, canonical, [*planned, *vanished], query_hash, schema_hash, partitioning, floor
+            self._route, history, [*planned, *vanished], query_hash, schema_hash, partitioning, floor
         )
         found: list[PlannedPartition] = []
         counted = 0

@@ -82,8 +82,8 @@ def units_of_other_definitions(
     floor: tuple[int, str],
 ) -> Iterator[PlannedPartition]:
     """Partitions of the current definition within the bounds of COMMITTED partitions of another definition
-    (another query or schema, or another partitioning) that the source no longer plans and this definition
-    never wrote: where the source may have deleted rows that other definition loaded. Each old partition's
+    (another query or schema, or another partitioning, or the same source table's route under another
+    strategy, or another spelling) that the source no longer plans and this definition never wrote: where the source may have deleted rows that other definition loaded. Each old partition's
     units come newest first, down to ``floor`` (in ``bounds_order``; at least the oldest planned partition,
     as there: a windowed source).
 
@@ -101,7 +101,8 @@ def units_of_other_definitions(
         if (
             checkpoint.status is not CheckpointStatus.COMMITTED
             or (
-                checkpoint.query_hash == query_hash
+                checkpoint.route == route
+                and checkpoint.query_hash == query_hash
                 and checkpoint.schema_hash == schema_hash
                 and shaped_by(bounds, partitioning)
             )

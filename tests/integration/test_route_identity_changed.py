@@ -608,3 +608,40 @@ def test_days_held_back_as_open_do_not_hide_a_settled_day_the_source_emptied_dur
     assert chdb_query(base, f"SELECT count() FROM {TARGET} WHERE order_date = '{emptied}'") == [(0,)]
     open_days = {(today - dt.timedelta(days=1)).isoformat(), today.isoformat()}
     assert sorted(target_rows(base)) == [row for row in source_rows(base) if row[1] not in open_days]
+
+
+@pytest.mark.parametrize("first", ["incremental_append", "full_refresh"])
+def test_a_day_emptied_before_a_route_is_switched_to_replace_with_a_lookback_leaves_the_target(
+    base: Path, store_url: str, first: str
+) -> None:
+    """The runbook's advice for drifted partitions: move the route to ``replace_partition`` with a lookback.
+    A day only the first strategy's route committed (a sibling route: the strategy is part of a route) and
+    that the source emptied meanwhile stayed in the target for good, exit 0 (source 900 rows, target 1,200)."""
+    assert dpone("run", str(manifest_at(base, strategy=first))).exit_code == 0
+    _delete_newest_day(base)
+    manifest = _with_lookback(manifest_at(base, strategy="replace_partition"))
+
+    for _ in range(2):
+        result = dpone("run", str(manifest))
+        assert result.exit_code == 0, result.output
+        assert sorted(target_rows(base)) == sorted(source_rows(base))
+
+
+def test_a_replacing_route_partitioned_by_another_column_says_the_old_partitions_are_not_emptied(
+    base: Path, store_url: str
+) -> None:
+    """Old bounds on another column cannot be split into this partitioning's: the run said "the rows the
+    other definition loaded there are deleted" while a day the source emptied stayed (900 rows, 1,200)."""
+    assert dpone("run", str(_with_lookback(manifest_at(base, strategy="replace_partition")))).exit_code == 0
+    _delete_newest_day(base)
+    manifest = manifest_at(base, strategy="replace_partition")
+    text = manifest.read_text(encoding="utf-8")
+    manifest.write_text(
+        text.replace("column: order_date}", "column: updated_at, lookback: 2}"), encoding="utf-8"
+    )
+
+    result = dpone("run", str(manifest))
+
+    assert result.exit_code == 0, result.output
+    assert "are not split into this one's" in result.output
+    assert "the rows the other definition loaded there are deleted" not in result.output
