@@ -168,8 +168,14 @@ def _look_back(
     settled_before: datetime | None,
     vanished: Sequence[PlannedPartition] = (),
 ) -> list[ResumeDecision]:
-    """The last ``count`` settled committed partitions in bounds order (the planner's order) run again,
-    vanished ones among them."""
+    """The last ``count`` settled committed partitions in bounds order (the planner's order) run again; so
+    does every settled vanished one newer than the oldest of them (all of them, while fewer than ``count``
+    are committed), to be emptied.
+
+    A vanished partition takes no slot: it used to compete, so a deleted day pushed a committed day's late
+    rows out of the lookback, and days emptied before kept their slots for good while a day the source
+    emptied later, just below them, stayed in the target. The caller passes only those the target still
+    holds rows of (``TransferEngine._still_held``)."""
 
     def settled(bounds: PartitionBounds) -> bool:
         return settled_before is None or not is_open(bounds, settled_before)
@@ -179,17 +185,18 @@ def _look_back(
         for i, d in enumerate(decisions)
         if d.action is Action.SKIP and d.reason is Reason.COMMITTED and settled(d.partition.bounds)
     ]
-    gone = [(None, p) for p in vanished if settled(p.bounds)]
-    candidates = (
-        sorted([*committed, *gone], key=lambda pair: bounds_order(pair[1].bounds)) if gone else committed
-    )
-    chosen = candidates[-count:]
-    again = {i for i, _ in chosen if i is not None}
+    chosen = committed[-count:]
+    oldest_chosen = bounds_order(chosen[0][1].bounds) if len(committed) >= count else None
+    again = {i for i, _ in chosen}
     looked_back = [
         ResumeDecision(d.partition, Action.RUN, Reason.LOOKBACK) if i in again else d
         for i, d in enumerate(decisions)
     ]
-    emptied = [ResumeDecision(p, Action.RUN, Reason.LOOKBACK) for i, p in chosen if i is None]
+    emptied = [
+        ResumeDecision(p, Action.RUN, Reason.LOOKBACK)
+        for p in vanished
+        if settled(p.bounds) and (oldest_chosen is None or bounds_order(p.bounds) > oldest_chosen)
+    ]
     if not emptied:
         return looked_back
     return sorted([*looked_back, *emptied], key=lambda d: bounds_order(d.partition.bounds))

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import logging
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -121,6 +122,9 @@ _T = TypeVar("_T")
 #: How many partitions within an earlier definition's bounds one run counts on the target (see
 #: ``_emptied_under_other_definitions``): an old month split into days is 31.
 _MAX_UNITS_COUNTED = 100
+#: How many units of earlier definitions' commits one run lists at most (an old integer range split into a
+#: much smaller size): far more than it may count.
+_MAX_UNITS_LISTED = 10_000
 
 #: Called just before arming with the rows extracted (None on the lazy direct path) and the staging table.
 BeforeArm = Callable[[int | None, str | None], None]
@@ -549,15 +553,12 @@ class TransferEngine:
         ]
         partitioning = self._manifest.source.partitioning
         vanished: list[PlannedPartition] = []
+        gone: list[PlannedPartition] = []
         if self._route.strategy is Strategy.REPLACE_PARTITION and partitioning.lookback is not None:
             canonical = family.canonical_checkpoints()
-            vanished = vanished_committed(
-                self._route, canonical, planned, query_hash, schema_hash, partitioning
-            )
-            vanished += self._emptied_under_other_definitions(
-                family, canonical, planned, vanished, query_hash, schema_hash
-            )
-        matched = latest_by_partition(family, [*planned, *vanished], self._ports.naming)
+            gone = vanished_committed(self._route, canonical, planned, query_hash, schema_hash, partitioning)
+            vanished = self._still_held(family, canonical, planned, gone, query_hash, schema_hash)
+        matched = latest_by_partition(family, [*planned, *gone, *vanished], self._ports.naming)
         decisions = plan_resume(
             planned,
             matched,
@@ -568,28 +569,30 @@ class TransferEngine:
             vanished=vanished,
         )
         if self._route.strategy is Strategy.REPLACE_PARTITION:
-            others = other_identity_replacing(family, [*planned, *vanished], self._ports.naming)
+            others = other_identity_replacing(family, [*planned, *gone, *vanished], self._ports.naming)
             decisions = rerun_superseded(decisions, matched, others)
         return schema, decisions, matched
 
-    def _emptied_under_other_definitions(
+    def _still_held(
         self,
         family: RouteFamily,
         canonical: Sequence[PartitionCheckpoint],
         planned: Sequence[PlannedPartition],
-        vanished: Sequence[PlannedPartition],
+        gone: Sequence[PlannedPartition],
         query_hash: str,
         schema_hash: str,
     ) -> list[PlannedPartition]:
-        """Units of committed partitions of another definition that the source emptied and the target still
-        holds rows of (``vanished.units_of_other_definitions``): they compete for the lookback.
+        """The partitions the source no longer plans that the target still holds rows of: they compete for
+        the lookback (``resume_planner._look_back``) and are emptied when chosen.
 
-        Only a settled unit that could be among the lookback's partitions is counted on the target, one
-        query each, at most ``_MAX_UNITS_COUNTED`` per run: one newer than the ``lookback``-th newest of what
-        the lookback ranks (``resume_planner._look_back``: the planned partitions committed under this
-        definition and the vanished ones, settled). A partition new in the source, or held back as open,
-        takes no slot, so it must not push a unit out of reach (seen: the edit's run also brought a new day,
-        and the emptied one stayed in the target for good)."""
+        Candidates: this definition's committed partitions the source emptied (``gone``:
+        ``vanished_committed``) and the units of an earlier definition's, or a sibling strategy's, commits
+        (``vanished.units_of_other_definitions``), newer than the oldest of the N committed partitions the
+        lookback moves again (``_look_back``: vanished ones take no slot). Only those the target still holds
+        rows of are returned: an emptied one needs nothing (it used to keep a slot for good, so a day the
+        source emptied later stayed in the target), nor does a unit that never held a row (a weekend, the rest
+        of an old month). Counted on the target newest first, settled only, at most ``_MAX_UNITS_COUNTED``
+        counts per run."""
         partitioning = self._manifest.source.partitioning
         count = partitioning.lookback or 0
         if not planned or count < 1:
@@ -603,37 +606,38 @@ class TransferEngine:
             return settled_before is None or not is_open(bounds, settled_before)
 
         committed = {c.partition_id for c in canonical if c.status is CheckpointStatus.COMMITTED}
-        ranked = [p for p in planned if p.partition_id in committed and settled(p.bounds)]
-        ranked += [p for p in vanished if settled(p.bounds)]
-        orders = sorted((bounds_order(p.bounds) for p in ranked), reverse=True)
+        ranked = sorted(
+            (bounds_order(p.bounds) for p in planned if p.partition_id in committed and settled(p.bounds)),
+            reverse=True,
+        )
         oldest = min(bounds_order(p.bounds) for p in planned)
-        floor = max(oldest, orders[count - 1]) if len(orders) >= count else oldest
+        floor = max(oldest, ranked[count - 1]) if len(ranked) >= count else oldest
         # this route's history and its siblings': the same source table's commits under another strategy
         # (the route was switched to replace_partition; the runbook advises it for drifted partitions)
         history = [*canonical, *sibling_committed(family, self._ports.naming)]
         units = units_of_other_definitions(
-            self._route, history, [*planned, *vanished], query_hash, schema_hash, partitioning, floor
+            self._route, history, [*planned, *gone], query_hash, schema_hash, partitioning, floor
         )
-        found: list[PlannedPartition] = []
-        counted = 0
-        for unit in units:
-            kept = sorted([*orders, *(bounds_order(f.bounds) for f in found)], reverse=True)
-            if not settled(unit.bounds) or (
-                len(kept) >= count and bounds_order(unit.bounds) < kept[count - 1]
-            ):
-                continue  # units come newest first per old partition, not across them
+        candidates = sorted(
+            [p for p in [*gone, *itertools.islice(units, _MAX_UNITS_LISTED)] if settled(p.bounds)],
+            key=lambda p: bounds_order(p.bounds),
+            reverse=True,
+        )
+        held: list[PlannedPartition] = []
+        for counted, candidate in enumerate(candidates):
+            if bounds_order(candidate.bounds) < floor:
+                break
             if counted == _MAX_UNITS_COUNTED:
                 self._notice(
-                    f"route {self._route.describe()}: {_MAX_UNITS_COUNTED} partitions within the bounds of an "
-                    "earlier definition's commits were counted for rows the source deleted, and the older ones "
-                    "were not: rows the source deleted there before the manifest was edited stay in the target "
-                    f"(compare the source's and {self._manifest.sink.table}'s counts there and delete them by hand)"
+                    f"route {self._route.describe()}: {_MAX_UNITS_COUNTED} partitions the source no longer "
+                    "plans were counted on the target for rows it deleted, and the older ones were not: rows "
+                    f"the source deleted there stay in {self._manifest.sink.table} (compare the source's and "
+                    "the target's counts there and delete them by hand)"
                 )
                 break
-            counted += 1
-            if self._checks.own_rows(self._target(), unit.bounds, self._other_sources_of(family)) > 0:
-                found.append(unit)
-        return found
+            if self._checks.own_rows(self._target(), candidate.bounds, self._other_sources_of(family)) > 0:
+                held.append(candidate)
+        return held
 
     # -- one run -----------------------------------------------------------------------------------
 

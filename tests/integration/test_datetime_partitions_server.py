@@ -246,7 +246,11 @@ def test_a_day_the_source_deleted_whole_is_emptied_by_the_lookback_on_the_18_16_
 
     assert result.exit_code == 0, result.output
     moved = {p["label"]: p["rows"] for p in json.loads(result.output)["partitions"] if p["decision"] == "run"}
-    assert moved == {"at=2028-03-15": 3, "at=2028-03-31": 0}
+    assert moved == {
+        "at=2028-03-01": 6,
+        "at=2028-03-15": 3,
+        "at=2028-03-31": 0,
+    }  # the emptied day takes no slot
     assert target_rows(client, table) == source_rows(tmp_path)
 
 
@@ -270,6 +274,7 @@ def test_an_emptied_day_passes_the_durable_quality_replay_with_the_target_counte
     report = json.loads(result.output)
     assert (report["quality"]["verdict"], report["quality"]["capsule_state"]) == ("passed", "complete")
     assert {p["label"]: p["rows"] for p in report["partitions"] if p["decision"] == "run"} == {
+        "at=2028-03-01": 6,
         "at=2028-03-15": 3,
         "at=2028-03-31": 0,
     }

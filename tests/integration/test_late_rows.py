@@ -443,16 +443,16 @@ def test_lookback_empties_a_day_the_source_deleted_whole_and_the_target_matches_
     second = _json(dpone("run", str(manifest), "--run-id", "r2", "--json", cwd=tmp_path))
 
     reasons = {p["label"]: (p["decision"], p["reason"]) for p in _find_partitions(second)}
-    assert reasons[f"order_date={recent}"] == ("run", "lookback")  # the emptied day, among the 2 newest
+    assert reasons[f"order_date={recent}"] == ("run", "lookback")  # the emptied day, beside the 2 newest
     assert reasons[f"order_date={middle}"] == ("run", "lookback")
-    assert reasons[f"order_date={oldest}"] == ("skip", "committed")
+    assert reasons[f"order_date={oldest}"] == ("run", "lookback")  # an emptied day takes no slot
     source = [r for r in _source_rows(tmp_path) if r[1] != today]
     assert _target_rows(tmp_path) == source  # every value; the deleted day's rows are gone
     third = _json(dpone("run", str(manifest), "--run-id", "r3", "--json", cwd=tmp_path))
     assert {p["label"]: p["rows"] for p in _find_partitions(third) if p["decision"] == "run"} == {
+        f"order_date={oldest}": sum(1 for r in source if r[1] == oldest),
         f"order_date={middle}": sum(1 for r in source if r[1] == middle),
-        f"order_date={recent}": 0,
-    }
+    }  # the emptied day is empty in the target: nothing to do there
     assert _target_rows(tmp_path) == source
 
 

@@ -645,3 +645,34 @@ def test_a_replacing_route_partitioned_by_another_column_says_the_old_partitions
     assert result.exit_code == 0, result.output
     assert "are not split into this one's" in result.output
     assert "the rows the other definition loaded there are deleted" not in result.output
+
+
+def test_days_the_source_empties_one_run_after_another_all_leave_the_target(
+    base: Path, store_url: str
+) -> None:
+    """An emptied day kept its lookback slot for good: the third day emptied under ``lookback: 2`` (one per
+    run) stayed in the target, exit 0 (source 300 rows, target 600)."""
+    manifest = _with_lookback(manifest_at(base, strategy="replace_partition"))
+    assert dpone("run", str(manifest)).exit_code == 0
+
+    for _ in range(3):
+        _delete_newest_day(base)
+        result = dpone("run", str(manifest))
+        assert result.exit_code == 0, result.output
+        assert sorted(target_rows(base)) == sorted(source_rows(base))
+
+
+def test_an_old_month_split_into_more_emptied_days_than_the_lookback_leaves_the_target_in_one_run(
+    base: Path, store_url: str
+) -> None:
+    """Months -> days with three of the month's days emptied under ``lookback: 2``: only two were emptied
+    and the third stayed for good (source 300 rows, target 600)."""
+    month = _with_lookback(manifest_at(base, strategy="replace_partition", kind="month"))
+    assert dpone("run", str(month)).exit_code == 0
+    for _ in range(3):
+        _delete_newest_day(base)
+
+    result = dpone("run", str(_with_lookback(manifest_at(base, strategy="replace_partition"))))
+
+    assert result.exit_code == 0, result.output
+    assert sorted(target_rows(base)) == sorted(source_rows(base))

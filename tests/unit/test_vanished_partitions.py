@@ -76,7 +76,8 @@ def test_only_committed_partitions_of_the_current_definition_and_shape_vanish() 
     )
 
 
-def test_a_vanished_day_among_the_newest_runs_in_the_lookback_in_bounds_order() -> None:
+def test_a_vanished_day_among_the_newest_runs_in_bounds_order_and_takes_no_lookback_slot() -> None:
+    """The two newest committed days still run again: a deleted day used to take one of their slots."""
     planned = planned_days()
     latest = {p.partition_id: committed_checkpoint(p) for p in planned}
     kept = [planned[0], planned[1], planned[3]]  # 11-30 deleted whole in the source
@@ -87,7 +88,24 @@ def test_a_vanished_day_among_the_newest_runs_in_the_lookback_in_bounds_order() 
 
     assert decision_summary(decisions) == [
         ("2026-11-28", "skip", "committed"),
-        ("2026-11-29", "skip", "committed"),
+        ("2026-11-29", "run", "lookback"),
+        ("2026-11-30", "run", "lookback"),
+        ("2026-12-01", "run", "lookback"),
+    ]
+
+
+def test_every_vanished_day_newer_than_the_lookback_runs_however_many() -> None:
+    """Days emptied one run after another used to keep the slots, and the next one stayed in the target."""
+    planned = planned_days()
+    latest = {p.partition_id: committed_checkpoint(p) for p in planned}
+
+    decisions = plan_resume(
+        planned[:1], latest, Strategy.REPLACE_PARTITION, "r", partitioning=DAY, now=NOW, vanished=planned[1:]
+    )
+
+    assert decision_summary(decisions) == [
+        ("2026-11-28", "run", "lookback"),
+        ("2026-11-29", "run", "lookback"),
         ("2026-11-30", "run", "lookback"),
         ("2026-12-01", "run", "lookback"),
     ]
