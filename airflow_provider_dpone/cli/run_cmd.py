@@ -90,6 +90,13 @@ def print_report(report: RunReport) -> None:
         for check in failed:
             columns = ",".join(check.columns) or "-"
             click.echo(f"    failed: {check.check} [{columns}] severity={check.severity}")
+        for check in quality.checks:
+            if check.status == "passed" and check.reason and check.reason.startswith("compared nothing"):
+                columns = ",".join(check.columns) or "-"
+                click.echo(
+                    f"    not compared: {check.check} [{columns}]: only the source was counted; on load: direct "
+                    "it needs sink.options.durable_quality_replay: true (or load: staged) to compare anything"
+                )
         if quality.unverified_partitions:
             click.echo(
                 f"  quality: {quality.unverified_partitions} committed partition(s) REQUIRED/UNVERIFIED "

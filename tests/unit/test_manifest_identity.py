@@ -73,16 +73,7 @@ MANIFEST = st.fixed_dictionaries(
         "checkpoints": st.fixed_dictionaries({"connection": IDENT}),
     },
     optional={"quality": st.fixed_dictionaries({"checks": st.lists(CHECK, max_size=3)})},
-).map(lambda d: _comparable(d))
-
-
-def _comparable(data: dict[str, Any]) -> dict[str, Any]:
-    """A count-comparing check needs a second scope whether the selector is on or off: ``load: staged``."""
-    checks = data.get("quality", {}).get("checks", [])
-    if any(c["type"] in ("null_count", "distinct_count") for c in checks):
-        data["sink"]["load"] = "staged"
-    return data
-
+)
 
 #: (description, mutation) pairs: each changes one bound field of a normalized manifest dict.
 MUTATIONS = [

@@ -86,6 +86,21 @@ def test_row_count_agreement_across_source_staged_moved_and_target() -> None:
     assert not bad.passed and bad.label == "failed"
 
 
+def test_a_count_only_one_scope_measured_passes_saying_it_compared_nothing() -> None:
+    """``load: direct`` without durable replay measures NULL and distinct counts in the source alone (the
+    moved scope counts rows): such a check said ``passed`` as if the target had been compared (seen: two
+    distinct source values, one in the target)."""
+    policy = QualityPolicy(checks=(check(CheckKind.DISTINCT_COUNT, "a"), check(CheckKind.ROW_COUNT)))
+    source = {(M.ROW_COUNT, None): 4, (M.NULL_COUNT, "a"): 0, (M.DISTINCT_COUNT, "a"): 2}
+
+    alone = evaluate(policy, scopes(source=source, moved={(M.ROW_COUNT, None): 4}))
+    compared = evaluate(policy, scopes(source=source, staged=source, moved={(M.ROW_COUNT, None): 4}))
+
+    assert alone.passed and (alone.results[0].reason or "").startswith("compared nothing")
+    assert alone.results[1].reason is None  # rows: source and moved were compared
+    assert compared.passed and compared.results[0].reason is None
+
+
 def test_not_null_and_unique_are_assertions_in_every_scope() -> None:
     policy = QualityPolicy(checks=(check(CheckKind.NOT_NULL, "a"), check(CheckKind.UNIQUE, "a")))
     source = {(M.ROW_COUNT, None): 4, (M.NULL_COUNT, "a"): 0, (M.DISTINCT_COUNT, "a"): 4}
