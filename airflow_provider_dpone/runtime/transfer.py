@@ -119,9 +119,9 @@ _notices_log = logging.getLogger(NOTICE_LOGGER)
 log = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
-#: How many partitions within an earlier definition's bounds one run counts on the target (see
-#: ``_emptied_under_other_definitions``): an old month split into days is 31.
-_MAX_UNITS_COUNTED = 100
+#: How many partitions the source no longer plans one run counts on the target (``_still_held``): the first
+#: run after a months -> days edit counts every day of the old months in reach (a year of days is 366).
+_MAX_UNITS_COUNTED = 400
 #: How many units of earlier definitions' commits one run lists at most (an old integer range split into a
 #: much smaller size): far more than it may count.
 _MAX_UNITS_LISTED = 10_000
@@ -618,8 +618,15 @@ class TransferEngine:
         units = units_of_other_definitions(
             self._route, history, [*planned, *gone], query_hash, schema_hash, partitioning, floor
         )
+        listed = list(itertools.islice(units, _MAX_UNITS_LISTED))
+        if next(units, None) is not None:
+            self._notice(
+                f"route {self._route.describe()}: the commits of an earlier definition split into more than "
+                f"{_MAX_UNITS_LISTED} of this partitioning's partitions; only those listed first were counted: "
+                f"rows the source deleted in the others, if any, stay in {self._manifest.sink.table}"
+            )
         candidates = sorted(
-            [p for p in [*gone, *itertools.islice(units, _MAX_UNITS_LISTED)] if settled(p.bounds)],
+            [p for p in [*gone, *listed] if settled(p.bounds)],
             key=lambda p: bounds_order(p.bounds),
             reverse=True,
         )
@@ -630,9 +637,9 @@ class TransferEngine:
             if counted == _MAX_UNITS_COUNTED:
                 self._notice(
                     f"route {self._route.describe()}: {_MAX_UNITS_COUNTED} partitions the source no longer "
-                    "plans were counted on the target for rows it deleted, and the older ones were not: rows "
-                    f"the source deleted there stay in {self._manifest.sink.table} (compare the source's and "
-                    "the target's counts there and delete them by hand)"
+                    f"plans were counted on the target, down to {candidate.bounds.label}; older ones were not "
+                    f"counted: if the source deleted rows there, they stay in {self._manifest.sink.table} "
+                    "(compare the source's and the target's counts there; delete such rows by hand)"
                 )
                 break
             if self._checks.own_rows(self._target(), candidate.bounds, self._other_sources_of(family)) > 0:
