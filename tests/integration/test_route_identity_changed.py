@@ -511,12 +511,15 @@ def test_the_printed_next_step_names_a_manifest_path_with_blanks_so_that_it_can_
     assert f"dpone checkpoints {shlex.quote(str(spaced / 'route.yaml'))} --json" in listed.output
 
 
-def _with_lookback(manifest: Path) -> Path:
+def _repartitioned(manifest: Path, partitioning: str) -> Path:
+    """``manifest`` with the rest of its ``partitioning`` mapping (after ``kind``) set to ``partitioning``."""
     text = manifest.read_text(encoding="utf-8")
-    manifest.write_text(
-        text.replace("column: order_date}", "column: order_date, lookback: 2}"), encoding="utf-8"
-    )
+    manifest.write_text(text.replace("column: order_date}", partitioning + "}"), encoding="utf-8")
     return manifest
+
+
+def _with_lookback(manifest: Path) -> Path:
+    return _repartitioned(manifest, "column: order_date, lookback: 2")
 
 
 def _delete_newest_day(base: Path) -> str:
@@ -590,12 +593,7 @@ def test_days_held_back_as_open_do_not_hide_a_settled_day_the_source_emptied_dur
 
     def settled_manifest(edit: str | None) -> Path:
         manifest = manifest_at(base, strategy="replace_partition", extra=EDITS[edit] if edit else "")
-        text = manifest.read_text(encoding="utf-8")
-        manifest.write_text(
-            text.replace("column: order_date}", "column: order_date, lookback: 2, settle: 1d}"),
-            encoding="utf-8",
-        )
-        return manifest
+        return _repartitioned(manifest, "column: order_date, lookback: 2, settle: 1d")
 
     assert dpone("run", str(settled_manifest(None))).exit_code == 0
     emptied = (today - dt.timedelta(days=2)).isoformat()  # the newest settled day
@@ -634,10 +632,8 @@ def test_a_replacing_route_partitioned_by_another_column_says_the_old_partitions
     other definition loaded there are deleted" while a day the source emptied stayed (900 rows, 1,200)."""
     assert dpone("run", str(_with_lookback(manifest_at(base, strategy="replace_partition")))).exit_code == 0
     _delete_newest_day(base)
-    manifest = manifest_at(base, strategy="replace_partition")
-    text = manifest.read_text(encoding="utf-8")
-    manifest.write_text(
-        text.replace("column: order_date}", "column: updated_at, lookback: 2}"), encoding="utf-8"
+    manifest = _repartitioned(
+        manifest_at(base, strategy="replace_partition"), "column: updated_at, lookback: 2"
     )
 
     result = dpone("run", str(manifest))
