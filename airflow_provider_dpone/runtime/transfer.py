@@ -582,8 +582,8 @@ class TransferEngine:
         query_hash: str,
         schema_hash: str,
     ) -> list[PlannedPartition]:
-        """The partitions the source no longer plans that the target still holds rows of: they compete for
-        the lookback (``resume_planner._look_back``) and are emptied when chosen.
+        """The partitions the source no longer plans that the target still holds rows of: they run beside the
+        lookback's N partitions, taking no slot (``resume_planner._look_back``), and are emptied.
 
         Candidates: this definition's committed partitions the source emptied (``gone``:
         ``vanished_committed``) and the units of an earlier definition's, or a sibling strategy's, commits
@@ -637,8 +637,8 @@ class TransferEngine:
             if counted == _MAX_UNITS_COUNTED:
                 self._notice(
                     f"route {self._route.describe()}: {_MAX_UNITS_COUNTED} partitions the source no longer "
-                    f"plans were counted on the target, down to {candidate.bounds.label}; older ones were not "
-                    f"counted: if the source deleted rows there, they stay in {self._manifest.sink.table} "
+                    f"plans were counted on the target; {candidate.bounds.label} and older ones were not: if "
+                    f"the source deleted rows there, they stay in {self._manifest.sink.table} "
                     "(compare the source's and the target's counts there; delete such rows by hand)"
                 )
                 break
