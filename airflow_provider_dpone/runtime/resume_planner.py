@@ -89,8 +89,9 @@ def plan_resume(
 ) -> list[ResumeDecision]:
     """Skip committed partitions; run the rest; then hold back open partitions and add the lookback.
 
-    ``vanished``: committed partitions the source no longer plans (``runtime/vanished.py``); they compete
-    for the lookback in bounds order and, when chosen, run (their bounds are emptied in the target).
+    ``vanished``: partitions the source no longer plans whose rows the target still holds
+    (``TransferEngine._still_held``); those newer than the oldest of the lookback's N run beside them, taking
+    no slot (their bounds are emptied in the target).
 
     ``full_refresh`` rewrites the whole table, so it is all-or-nothing: a retry of the same run skips only
     when every partition was committed by that run; a new run refreshes everything. The manifest refuses

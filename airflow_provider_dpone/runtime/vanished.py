@@ -5,9 +5,10 @@ any more. ``lookback`` promises that deleted rows of the N most recent committed
 but a wholly emptied day was never among them: its rows stayed in the target for good while the lookback
 moved older days instead (seen: the demo's last day deleted in the source, 33 rows left in the target,
 exit 0). Such a partition is one of the route's own COMMITTED checkpoints under the current definition
-(same query and schema hash, bounds of the current partitioning's shape) that no planned partition is; it
-competes for the lookback like any committed partition, and when chosen is replaced by what the source
-holds within its bounds: nothing.
+(same query and schema hash, bounds of the current partitioning's shape) that no planned partition is; while
+the target still holds rows of it and it is newer than the oldest of the lookback's N partitions, it runs
+beside them (taking no slot: ``resume_planner._look_back``) and is replaced by what the source holds within
+its bounds: nothing. The same holds for units of earlier definitions' commits (``units_of_other_definitions``).
 
 Only a partition not older than the oldest one the source still plans counts as deleted. One older than all
 of them has rolled out of a source that keeps a window (a staging table cleared each night, a retention
@@ -90,8 +91,8 @@ def units_of_other_definitions(
     After a manifest edit every partition the source still plans is new and replaces its own bounds, but an
     old partition the source emptied (or the part of an old month no new day covers) was never among them:
     its rows stayed in the target for good, while the run said the old definition's rows were deleted. A
-    caller keeps those units that hold target rows (an empty one, a weekend or a future day, must not take
-    a lookback slot) and lets them compete for the lookback like ``vanished_committed``'s."""
+    caller keeps those units that hold target rows (an empty one, a weekend or a future day, needs nothing)
+    and runs them beside the lookback's partitions like ``vanished_committed``'s."""
     if partitioning.lookback is None or partitioning.column is None or not planned:
         return
     template = planned[0].bounds
