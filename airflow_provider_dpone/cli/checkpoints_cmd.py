@@ -67,7 +67,8 @@ def checkpoints(manifest: str, as_json: bool, verify: bool) -> None:
             entries = sorted((describe_checkpoint(c) for c in family.target_wide), key=_order)
             if verify:
                 own = {c.partition_id: c.bounds for c in family.own}
-                verify_against_source(runtime, entries, own)
+                refreshed = loaded.route.strategy is Strategy.FULL_REFRESH
+                verify_against_source(runtime, entries, own, whole_table_refresh=refreshed)
     blocked = sum(1 for e in entries if e["blocked"])
     if as_json:
         summary: dict[str, Any] = {
@@ -92,19 +93,34 @@ def checkpoints(manifest: str, as_json: bool, verify: bool) -> None:
 
 
 def verify_against_source(
-    runtime: Runtime, entries: list[dict[str, Any]], own: Mapping[str, PartitionBounds]
+    runtime: Runtime,
+    entries: list[dict[str, Any]],
+    own: Mapping[str, PartitionBounds],
+    *,
+    whole_table_refresh: bool = False,
 ) -> None:
-    """Add ``source_rows`` and ``drifted`` to every entry: counted for the route's own COMMITTED
-    partitions (other entries get ``None``/``False``: nothing committed to compare, or another source).
+    """Add ``source_rows``, ``drifted`` and ``superseded`` to every entry: counted for the route's own
+    COMMITTED partitions (other entries get ``None``/``False``: nothing committed to compare, or another
+    source).
 
     A committed partition drifted when the source now holds a different number of rows within its bounds
     than the commit recorded (or the commit recorded none). One grouped query per route does the counting.
+    ``whole_table_refresh``: a ``full_refresh`` route replaces the whole table on every run, so only the
+    newest run's commits describe the target; an older run's (a day the source has emptied since, which no
+    later refresh plans) is ``superseded``, not drifted (it was reported drifted for good, and the remedy the
+    output named, another refresh, never cleared it).
     """
     # the route's own partitions under any stored spelling; other routes of the target read other sources
     checked = [e for e in entries if e["status"] == "COMMITTED" and e["partition_id"] in own]
     for entry in entries:
         entry["source_rows"] = None
         entry["drifted"] = False
+        entry["superseded"] = False
+    if whole_table_refresh and checked:
+        newest = max(checked, key=lambda e: e["completed_at"] or "")["run_id"]
+        for entry in checked:
+            entry["superseded"] = entry["run_id"] != newest
+        checked = [e for e in checked if not e["superseded"]]
     if not checked:
         return
     counts = runtime.count_source_partitions([own[e["partition_id"]] for e in checked])
@@ -213,6 +229,11 @@ def _print_text(
     if verify:
         verified = sum(1 for e in entries if e["source_rows"] is not None)
         drifted = sum(1 for e in entries if e["drifted"])
+        if any(e.get("superseded") for e in entries):
+            click.echo(
+                "superseded: committed by an earlier full refresh, whose rows a later one replaced (the source "
+                "holds no rows there any more, so no later refresh planned them): not compared"
+            )
         if drifted:
             click.echo(f"drift:    late or deleted source rows; {_drift_remedy(loaded.route.strategy)}")
         plural = "partition" if drifted == 1 else "partitions"
@@ -236,6 +257,8 @@ def _drift_remedy(strategy: Strategy) -> str:
 
 
 def _drift_mark(entry: dict[str, Any]) -> str | None:
+    if entry.get("superseded"):
+        return "superseded"
     if entry["source_rows"] is None:
         return None
     return "DRIFTED" if entry["drifted"] else "ok"

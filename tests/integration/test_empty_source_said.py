@@ -130,3 +130,27 @@ def test_a_terminal_shows_each_notice_once_and_before_the_summary(
     note = next(i for i, line in enumerate(lines) if line.startswith("  note: the source of route"))
     summary = next(i for i, line in enumerate(lines) if line.startswith("route main.orders -> demo.orders"))
     assert note < summary
+
+
+def test_a_day_a_later_full_refresh_replaced_is_superseded_not_drifted_for_good(
+    base: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The source emptied one day; the next refreshes replaced the whole table without it (the target is
+    right), yet ``--verify`` listed that day's first commit as DRIFTED on every check, and the remedy it named
+    (another full refresh) never cleared it."""
+    monkeypatch.chdir(base)
+    manifest = manifest_at(base, strategy="full_refresh", state=STATE)
+    assert dpone("run", str(manifest)).exit_code == 0
+    with sqlite3.connect(base / "source.sqlite") as db:
+        (emptied,) = db.execute("SELECT max(order_date) FROM orders").fetchone()
+        db.execute("DELETE FROM orders WHERE order_date = ?", (emptied,))
+    assert dpone("run", str(manifest)).exit_code == 0
+    assert target_rows(base) == source_rows(base)
+
+    verify = dpone("checkpoints", str(manifest), "--verify", "--json")
+
+    report = json.loads(verify.output)
+    assert report["summary"]["drifted"] == 0, verify.output
+    superseded = [e["bounds"] for e in report["partitions"] if e["superseded"]]
+    assert superseded == [f"order_date={emptied}"]
+    assert "superseded" in dpone("checkpoints", str(manifest), "--verify").output
