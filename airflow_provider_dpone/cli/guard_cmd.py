@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import click
 
 from airflow_provider_dpone.cli.audit import operator_identity
-from airflow_provider_dpone.cli.output import fail, print_table
+from airflow_provider_dpone.cli.output import cell_text, fail, print_table
 from airflow_provider_dpone.contracts.errors import DponeError
 
 if TYPE_CHECKING:
@@ -81,7 +81,7 @@ def resolve_command(
         target_rows, attempt_rows = counts.get("target_rows"), counts.get("attempt_rows")
         click.echo(
             f"resolved {record.bounds.label}  id={record.partition_id}  as {resolve_as} -> {record.status.value}"
-            f"  target_rows={_shown(target_rows)} attempt_rows={_shown(attempt_rows)}"
+            f"  target_rows={cell_text(target_rows)} attempt_rows={cell_text(attempt_rows)}"
         )
         others = counts.get("other_routes_rows")
         own = (
@@ -95,11 +95,6 @@ def resolve_command(
                 err=True,
             )
     click.echo(f"next: dpone run {shlex.quote(manifest)}   (or clear the Airflow task)")
-
-
-def _shown(count: object) -> str:
-    """A count as ``guard inspect`` prints it: ``-`` where none was recorded or counted."""
-    return "-" if count is None else str(count)
 
 
 @guard_group.command("inspect")

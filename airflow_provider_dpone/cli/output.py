@@ -209,7 +209,7 @@ def render_table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> st
         any(_is_int(row[i]) for row in raw) and all(_is_int(row[i]) or row[i] is None for row in raw)
         for i in range(len(headers))
     ]
-    body = [[_cell(value) for value in row] for row in raw]
+    body = [[cell_text(value) for value in row] for row in raw]
     widths = [max([len(h), *(len(row[i]) for row in body)]) for i, h in enumerate(headers)]
 
     def line(cells: Sequence[str]) -> str:
@@ -247,7 +247,7 @@ def _print_rich_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) 
         )
         table.add_column(header, justify="right" if numeric else "left", no_wrap=True, overflow="fold")
     for row in rows:
-        table.add_row(*(_cell(value) for value in row))
+        table.add_row(*(cell_text(value) for value in row))
     Console(file=sys.stdout, soft_wrap=True).print(table)
     return True
 
@@ -256,7 +256,8 @@ def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _cell(value: object) -> str:
+def cell_text(value: object) -> str:
+    """One value as tables print it: ``-`` for None, on one line."""
     if value is None:
         return "-"
     text = str(value)

@@ -21,7 +21,7 @@ from airflow_provider_dpone.cli.output import (
     require_run_id,
 )
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
-from airflow_provider_dpone.contracts.report import RunReport
+from airflow_provider_dpone.contracts.report import COMPARED_NOTHING, RunReport
 
 #: The first hint line of a route left blocked by an interrupted run (replaces "this attempt wrote nothing").
 INTERRUPTED_LINE = (
@@ -91,7 +91,7 @@ def print_report(report: RunReport) -> None:
             columns = ",".join(check.columns) or "-"
             click.echo(f"    failed: {check.check} [{columns}] severity={check.severity}")
         for check in quality.checks:
-            if check.status == "passed" and check.reason and check.reason.startswith("compared nothing"):
+            if check.status == "passed" and check.reason == COMPARED_NOTHING:
                 columns = ",".join(check.columns) or "-"
                 click.echo(
                     f"    not compared: {check.check} [{columns}]: only the source was counted; on load: direct "

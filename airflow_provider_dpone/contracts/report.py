@@ -19,6 +19,12 @@ class PartitionOutcome(BaseModel):
     digest: str | None = None
 
 
+#: The reason of a passed comparison only one scope measured (shown in the run's report and output).
+COMPARED_NOTHING = (
+    "compared nothing: only one scope measured it (load: direct without durable_quality_replay)"
+)
+
+
 class QualityCheckOutcome(BaseModel):
     """One quality check's result. ``values`` are the exact metrics it compared, keyed
     ``scope.metric[.column]``; an ``unavailable`` warn-only result has an explicitly empty set."""

@@ -118,7 +118,7 @@ def plan_resume(
     if settle is not None:
         if now is None:
             raise ValueError("settle needs the clock's now")
-        settled_before = _settled_before(now, settle)
+        settled_before = settled_cutoff(now, settle)
         decisions = _hold_open(decisions, settled_before)
     if partitioning.lookback is not None:
         if strategy is not Strategy.REPLACE_PARTITION:
@@ -127,7 +127,8 @@ def plan_resume(
     return decisions
 
 
-def _settled_before(now: datetime, settle: timedelta) -> datetime:
+def settled_cutoff(now: datetime, settle: timedelta) -> datetime:
+    """The instant before which a partition's upper bound must lie for it to be settled (``now - settle``)."""
     if now.tzinfo is None:
         raise ValueError("the clock must give a timezone-aware time")
     return now.astimezone(timezone.utc) - settle
@@ -141,6 +142,11 @@ def upper_instant(bounds: PartitionBounds) -> datetime | None:
         return None
     upper = datetime.fromisoformat(bounds.upper)
     return upper.replace(tzinfo=timezone.utc) if upper.tzinfo is None else upper.astimezone(timezone.utc)
+
+
+def is_settled(bounds: PartitionBounds, settled_before: datetime | None) -> bool:
+    """No rows may arrive any more (always, without ``settle``: ``settled_before`` None)."""
+    return settled_before is None or not is_open(bounds, settled_before)
 
 
 def is_open(bounds: PartitionBounds, settled_before: datetime) -> bool:
@@ -178,13 +184,12 @@ def _look_back(
     emptied later, just below them, stayed in the target. The caller passes only those the target still
     holds rows of (``TransferEngine._still_held``)."""
 
-    def settled(bounds: PartitionBounds) -> bool:
-        return settled_before is None or not is_open(bounds, settled_before)
-
     committed = [
         (i, d.partition)
         for i, d in enumerate(decisions)
-        if d.action is Action.SKIP and d.reason is Reason.COMMITTED and settled(d.partition.bounds)
+        if d.action is Action.SKIP
+        and d.reason is Reason.COMMITTED
+        and is_settled(d.partition.bounds, settled_before)
     ]
     chosen = committed[-count:]
     oldest_chosen = bounds_order(chosen[0][1].bounds) if len(committed) >= count else None
@@ -196,7 +201,8 @@ def _look_back(
     emptied = [
         ResumeDecision(p, Action.RUN, Reason.LOOKBACK)
         for p in vanished
-        if settled(p.bounds) and (oldest_chosen is None or bounds_order(p.bounds) > oldest_chosen)
+        if is_settled(p.bounds, settled_before)
+        and (oldest_chosen is None or bounds_order(p.bounds) > oldest_chosen)
     ]
     if not emptied:
         return looked_back

@@ -24,7 +24,7 @@ import logging
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import date, datetime, timezone
+from datetime import date, datetime
 from typing import TypeVar, assert_never
 
 from airflow_provider_dpone.contracts.artifact import ArtifactRef
@@ -79,8 +79,9 @@ from airflow_provider_dpone.runtime.resume_planner import (
     Action,
     Reason,
     ResumeDecision,
-    is_open,
+    is_settled,
     plan_resume,
+    settled_cutoff,
 )
 from airflow_provider_dpone.runtime.route_family import (
     RouteFamily,
@@ -598,16 +599,15 @@ class TransferEngine:
         if not planned or count < 1:
             return []
         settle = partitioning.settle_delta()
-        settled_before = (
-            self._ports.clock.now().astimezone(timezone.utc) - settle if settle is not None else None
-        )
-
-        def settled(bounds: PartitionBounds) -> bool:
-            return settled_before is None or not is_open(bounds, settled_before)
+        cutoff = settled_cutoff(self._ports.clock.now(), settle) if settle is not None else None
 
         committed = {c.partition_id for c in canonical if c.status is CheckpointStatus.COMMITTED}
         ranked = sorted(
-            (bounds_order(p.bounds) for p in planned if p.partition_id in committed and settled(p.bounds)),
+            (
+                bounds_order(p.bounds)
+                for p in planned
+                if p.partition_id in committed and is_settled(p.bounds, cutoff)
+            ),
             reverse=True,
         )
         oldest = min(bounds_order(p.bounds) for p in planned)
@@ -626,7 +626,7 @@ class TransferEngine:
                 f"rows the source deleted in the others, if any, stay in {self._manifest.sink.table}"
             )
         candidates = sorted(
-            [p for p in [*gone, *listed] if settled(p.bounds)],
+            [p for p in [*gone, *listed] if is_settled(p.bounds, cutoff)],
             key=lambda p: bounds_order(p.bounds),
             reverse=True,
         )

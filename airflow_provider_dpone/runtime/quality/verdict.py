@@ -15,7 +15,7 @@ from enum import Enum
 
 from airflow_provider_dpone.contracts.capsule import CheckKind, CheckSeverity, PolicyCheck, QualityPolicy
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
-from airflow_provider_dpone.contracts.report import QualityCheckOutcome
+from airflow_provider_dpone.contracts.report import COMPARED_NOTHING, QualityCheckOutcome
 from airflow_provider_dpone.contracts.target_observation import ObservationMetric
 from airflow_provider_dpone.runtime.quality.evidence import ScopeMetrics, key_label
 from airflow_provider_dpone.runtime.quality.policy import MetricKey
@@ -25,12 +25,6 @@ log = logging.getLogger(__name__)
 ROWS = ObservationMetric.ROW_COUNT
 NULLS = ObservationMetric.NULL_COUNT
 DISTINCT = ObservationMetric.DISTINCT_COUNT
-
-
-#: The reason of a passed comparison only one scope measured (shown in the run's report and output).
-COMPARED_NOTHING = (
-    "compared nothing: only one scope measured it (load: direct without durable_quality_replay)"
-)
 
 
 class CheckStatus(str, Enum):
