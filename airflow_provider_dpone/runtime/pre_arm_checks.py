@@ -28,10 +28,17 @@ from airflow_provider_dpone.ports.clock import Clock
 from airflow_provider_dpone.ports.route_naming import RouteNaming
 from airflow_provider_dpone.ports.sink import Sink
 from airflow_provider_dpone.ports.source import Source
+from airflow_provider_dpone.runtime import unrecorded
 from airflow_provider_dpone.runtime.bounds_coverage import fully_covered, may_overlap
 from airflow_provider_dpone.runtime.guard.resolution import committed_rows_within, other_sources_rows
 from airflow_provider_dpone.runtime.respelled_values import listed_text, new_values, vanished_values
-from airflow_provider_dpone.runtime.resume_planner import Action, Reason, ResumeDecision, still_filling
+from airflow_provider_dpone.runtime.resume_planner import (
+    Action,
+    Reason,
+    ResumeDecision,
+    is_settled,
+    still_filling,
+)
 from airflow_provider_dpone.runtime.route_family import (
     RouteFamily,
     committed_by_source,
@@ -139,6 +146,93 @@ class PreArmChecks:
         unknown, see ``other_sources_rows``)."""
         held = sink.count_rows(self._manifest.sink.table, bounds)
         return held, other_sources_rows(self._route, bounds, others) if others and held else 0
+
+    def unrecorded_rows_in_lookback(
+        self,
+        family: RouteFamily,
+        canonical: Sequence[PartitionCheckpoint],
+        planned: Sequence[PlannedPartition],
+        floor: PartitionBounds,
+        settled_before: datetime | None,
+        budget: int,
+    ) -> list[PartitionBounds]:
+        """The units of the current partitioning, from ``floor`` (the oldest partition the lookback reaches)
+        on, that hold rows of this route in the target although no planned partition and no recorded commit
+        of this source table (nor a partition an operator resolved as another writer's, in ``canonical``)
+        covers them (``unrecorded``); settled only, newest first.
+
+        A ``replace_partition`` route with ``lookback`` whose checkpoint store lost its newest commits (restored
+        from an older backup, copied to another worker) kept a day the source deleted since for good, exit 0.
+        Such rows stop the run before arming (``native_transfer_target_not_empty``); with
+        ``allow_nonempty_target`` (the operator says they are this route's) they are returned, to be emptied
+        beside the lookback. Nothing on the route's first run (rows outside its partitions are not its
+        business then: ``require_first_replacement_knows_the_rows``), nor where a recorded commit has another
+        shape (the whole table, a list, another column: its rows may lie anywhere)."""
+        if not family.own or not planned:
+            return []
+        units = unrecorded.units_of(self._manifest.source.partitioning, planned[0].bounds)
+        template = planned[0].bounds
+        same_source, others = committed_by_source(family.target_wide, self._route.source_table, self._naming)
+        commits = [c.bounds for c in [*same_source, *filter(_forced_not_applied, canonical)]]
+        if (
+            units is None
+            or floor.lower is None
+            or not all(unrecorded.comparable(b, template) for b in commits)
+        ):
+            return []
+        stretches = unrecorded.unrecorded_stretches(
+            units, floor.lower, [*(p.bounds for p in planned), *commits]
+        )
+        sink = self._target()
+
+        def own(bounds: PartitionBounds) -> int:
+            held, theirs = self.held_and_theirs(sink, bounds, others)
+            return (
+                0 if theirs is None else max(held - theirs, 0)
+            )  # whose the rows are is unknown: not counted
+
+        located = unrecorded.locate(units, stretches, own, budget)
+        found = [(b, n) for b, n in located.units if is_settled(b, settled_before)]
+        table = self._manifest.sink.table
+        if located.incomplete:
+            self._notice(
+                f"route {self._route.describe()}: the target table {table} holds rows within the lookback that no "
+                f"checkpoint records and the source no longer holds, and not all of them were located in {budget} "
+                "counts (or they lie past the calendar's end): those not located stay (a later run locates more)"
+            )
+        if not found:
+            return []
+        rows = sum(n for _, n in found)
+        labels = ", ".join(b.label for b, _ in found[:5]) + (", ..." if len(found) > 5 else "")
+        where = f"{rows} row(s) in {len(found)} partition(s) ({labels})"
+        if self._allow_nonempty_target:
+            self._notice(
+                f"route {self._route.describe()}: the target table {table} held {where} that the source no longer "
+                "holds and no checkpoint of this store records; this run empties them (allow_nonempty_target)"
+            )
+            return [b for b, _ in found]
+        raise DponeError(
+            ErrorCode.TARGET_NOT_EMPTY,
+            f"the target table {table} holds {where} of route {self._route.describe()} that the source no longer "
+            "holds and no checkpoint of this store records: the store may have been restored from an older "
+            "backup or copied from another worker (its newest commits are lost), or another writer loaded them; "
+            "the lookback would leave them in the target for good",
+            details={
+                "route": self._route.describe(),
+                "target_table": table,
+                "problem": "unrecorded_rows_in_lookback",
+                "partitions": [b.label for b, _ in found[:20]],
+                "rows": rows,
+            },
+            hint_lines=(
+                "nothing was written to the target or the checkpoint store",
+                "if a newer copy of the checkpoint store exists, point checkpoints.connection at it",
+                f"if they are rows this route loaded (a restored or copied store): dpone run {self._manifest_ref} "
+                "--allow-nonempty-target empties them in this run",
+                f"if another writer loaded them: move them out of {table} (this route replaces its partitions)",
+                "see `dpone runbook guard`, 'Rows of the lookback no checkpoint records'",
+            ),
+        )
 
     def require_unchanged_identity(self, family: RouteFamily, decisions: Sequence[ResumeDecision]) -> None:
         """An append route stops when a partition to move overlaps rows committed under another identity.

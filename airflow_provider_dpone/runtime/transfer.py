@@ -630,7 +630,21 @@ class TransferEngine:
             key=lambda p: bounds_order(p.bounds),
             reverse=True,
         )
-        held: list[PlannedPartition] = []
+        floor_partition = min(
+            (p for p in planned if bounds_order(p.bounds) >= floor), key=lambda p: bounds_order(p.bounds)
+        )
+        unrecorded = self._checks.unrecorded_rows_in_lookback(
+            family, canonical, planned, floor_partition.bounds, cutoff, _MAX_UNITS_COUNTED
+        )
+        held = [
+            PlannedPartition(
+                partition_id=partition_id_for(self._route, query_hash, schema_hash, bounds),
+                bounds=bounds,
+                query_hash=query_hash,
+                schema_hash=schema_hash,
+            )
+            for bounds in unrecorded
+        ]
         for counted, candidate in enumerate(candidates):
             if bounds_order(candidate.bounds) < floor:
                 break

@@ -195,13 +195,13 @@ def test_a_lookback_reload_that_fails_after_the_target_mutation_blocks_every_lat
     first = RecordingSink()
     late_rows_engine(store, first, clock, lookback=1).run("run-1")
     failing = RecordingSink(fail_after_mutation=True)
-    failing.tables = first.tables  # one target table across the runs
+    failing.tables, failing.names = first.tables, first.names  # one target table across the runs
     with pytest.raises(InjectedFault):
         late_rows_engine(store, failing, clock, lookback=1).run("run-2")
     reloaded = [c for c in store.list_latest(ROUTE_OF_ENGINE) if c.bounds.label == "order_date=2026-11-30"]
     assert [phase_of(c) for c in reloaded] == ["target_outcome_unknown"]
     later = RecordingSink()
-    later.tables = first.tables
+    later.tables, later.names = first.tables, first.names
     with pytest.raises(DponeError) as caught:
         late_rows_engine(store, later, clock, lookback=1).run("run-3")
     assert caught.value.code is ErrorCode.MANUAL_RECONCILIATION_REQUIRED

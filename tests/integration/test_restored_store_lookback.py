@@ -1,0 +1,118 @@
+"""A replacing route's lookback with a checkpoint store that lost its newest commits never keeps deleted rows.
+
+The store restored from an older backup (or copied to another worker) does not know a day committed since.
+When the source then deletes that day, or moves its rows to another day, no partition is planned there and
+no recorded commit names it: red before, its rows stayed in the target for good, exit 0 (15 rows in the
+source, 18 in the target). Now the run stops before the target, naming the day; the operator's
+``--allow-nonempty-target`` empties it. Black-box ``dpone`` runs on a SQLite source into chDB, checkpoints
+in SQLite and PostgreSQL; every target compared with the source value by value.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from tests.integration.route_rig import add_a_new_day, dpone, manifest_at, source_rows, target_rows
+
+
+def _lookback_route(base: Path) -> Path:
+    manifest = manifest_at(base, strategy="replace_partition")
+    text = manifest.read_text(encoding="utf-8")
+    manifest.write_text(
+        text.replace("column: order_date}", "column: order_date, lookback: 2}"), encoding="utf-8"
+    )
+    return manifest
+
+
+def _newest_day(base: Path) -> str:
+    with sqlite3.connect(base / "source.sqlite") as db:
+        (newest,) = db.execute("SELECT max(order_date) FROM orders").fetchone()
+    return str(newest)
+
+
+def _deleted(base: Path, day: str) -> None:
+    with sqlite3.connect(base / "source.sqlite") as db:
+        db.execute("DELETE FROM orders WHERE order_date = ?", (day,))
+
+
+def _moved_to_the_next_day(base: Path, day: str) -> None:
+    following = (dt.date.fromisoformat(day) + dt.timedelta(days=1)).isoformat()
+    with sqlite3.connect(base / "source.sqlite") as db:
+        db.execute("UPDATE orders SET order_date = ? WHERE order_date = ?", (following, day))
+
+
+def _store_restored_to(store_url: str, restore_point: int) -> None:
+    """The store as its backup held it: every record written after ``restore_point`` lost."""
+    engine = sa.create_engine(store_url)
+    with engine.begin() as conn:
+        conn.execute(sa.text("DELETE FROM dpone_partition_checkpoints WHERE id > :id"), {"id": restore_point})
+    engine.dispose()
+
+
+def _restore_point(store_url: str) -> int:
+    engine = sa.create_engine(store_url)
+    with engine.connect() as conn:
+        point = int(conn.execute(sa.text("SELECT max(id) FROM dpone_partition_checkpoints")).scalar_one())
+    engine.dispose()
+    return point
+
+
+@pytest.mark.parametrize(
+    "change", [pytest.param(_deleted, id="deleted"), pytest.param(_moved_to_the_next_day, id="moved")]
+)
+def test_a_day_committed_after_the_stores_backup_and_then_deleted_in_the_source_stops_the_run_then_is_emptied(
+    base: Path, store_url: str, change: Callable[[Path, str], None]
+) -> None:
+    manifest = _lookback_route(base)
+    assert dpone("run", str(manifest)).exit_code == 0
+    restore_point = _restore_point(store_url)  # the nightly backup of the store
+    add_a_new_day(base)
+    assert dpone("run", str(manifest)).exit_code == 0  # the new day, committed after the backup
+    day = _newest_day(base)
+    change(base, day)
+    _store_restored_to(store_url, restore_point)
+    held = target_rows(base)
+
+    stopped = dpone("run", "--json", str(manifest))
+
+    assert stopped.exit_code == 3, stopped.output
+    error = json.loads(stopped.output)
+    assert error["error"] == "native_transfer_target_not_empty"
+    assert error["details"]["problem"] == "unrecorded_rows_in_lookback"
+    assert error["details"]["partitions"] == [f"order_date={day}"]
+    assert target_rows(base) == held  # nothing written
+
+    allowed = dpone("run", "--json", "--allow-nonempty-target", str(manifest))
+
+    assert allowed.exit_code == 0, allowed.output
+    assert target_rows(base) == source_rows(base)  # the day's rows gone (moved: once, under the new day)
+    again = dpone("run", "--json", str(manifest))
+    assert again.exit_code == 0, again.output
+    assert target_rows(base) == source_rows(base)
+
+
+def test_days_the_source_never_held_between_committed_days_stop_nothing(base: Path, store_url: str) -> None:
+    """Gaps between planned days (a weekend) and the days past the newest hold no row: the check counts
+    them and finds nothing, run after run."""
+    manifest = _lookback_route(base)
+    assert dpone("run", str(manifest)).exit_code == 0
+    newest = _newest_day(base)
+    later = (dt.date.fromisoformat(newest) + dt.timedelta(days=3)).isoformat()  # two days with no row
+    with sqlite3.connect(base / "source.sqlite") as db:
+        db.execute(
+            "INSERT INTO orders SELECT id + 100000, ?, customer, amount, updated_at FROM orders "
+            "WHERE order_date = ?",
+            (later, newest),
+        )
+
+    for _ in range(2):
+        result = dpone("run", "--json", str(manifest))
+        assert result.exit_code == 0, result.output
+        assert target_rows(base) == source_rows(base)
