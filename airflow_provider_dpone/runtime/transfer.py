@@ -543,15 +543,7 @@ class TransferEngine:
         require_partition_column_written(self._manifest, schema)
         query_hash = source.query_hash()
         schema_hash = schema.schema_hash()
-        planned = [
-            PlannedPartition(
-                partition_id=partition_id_for(self._route, query_hash, schema_hash, bounds),
-                bounds=bounds,
-                query_hash=query_hash,
-                schema_hash=schema_hash,
-            )
-            for bounds in source.plan_partitions()
-        ]
+        planned = [self._planned(bounds, query_hash, schema_hash) for bounds in source.plan_partitions()]
         partitioning = self._manifest.source.partitioning
         vanished: list[PlannedPartition] = []
         gone: list[PlannedPartition] = []
@@ -573,6 +565,14 @@ class TransferEngine:
             others = other_identity_replacing(family, [*planned, *gone, *vanished], self._ports.naming)
             decisions = rerun_superseded(decisions, matched, others)
         return schema, decisions, matched
+
+    def _planned(self, bounds: PartitionBounds, query_hash: str, schema_hash: str) -> PlannedPartition:
+        return PlannedPartition(
+            partition_id=partition_id_for(self._route, query_hash, schema_hash, bounds),
+            bounds=bounds,
+            query_hash=query_hash,
+            schema_hash=schema_hash,
+        )
 
     def _still_held(
         self,
@@ -636,15 +636,7 @@ class TransferEngine:
         unrecorded = self._checks.unrecorded_rows_in_lookback(
             family, canonical, planned, floor_partition.bounds, cutoff, _MAX_UNITS_COUNTED
         )
-        held = [
-            PlannedPartition(
-                partition_id=partition_id_for(self._route, query_hash, schema_hash, bounds),
-                bounds=bounds,
-                query_hash=query_hash,
-                schema_hash=schema_hash,
-            )
-            for bounds in unrecorded
-        ]
+        held = [self._planned(bounds, query_hash, schema_hash) for bounds in unrecorded]
         for counted, candidate in enumerate(candidates):
             if bounds_order(candidate.bounds) < floor:
                 break
