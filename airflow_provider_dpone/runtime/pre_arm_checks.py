@@ -166,19 +166,21 @@ class PreArmChecks:
         Such rows stop the run before arming (``native_transfer_target_not_empty``); with
         ``allow_nonempty_target`` (the operator says they are this route's) they are returned, to be emptied
         beside the lookback. Nothing on the route's first run (rows outside its partitions are not its
-        business then: ``require_first_replacement_knows_the_rows``), nor where a recorded commit has another
-        shape (the whole table, a list, another column: its rows may lie anywhere)."""
+        business then: ``require_first_replacement_knows_the_rows``). A commit of another shape (the whole
+        table, a list, another column) covers nothing here: its rows within the window that the source no
+        longer holds are deleted rows like any other (it used to switch the check off for good: a route that
+        once ran as ``full_refresh`` kept a deleted day after a store restore, exit 0)."""
         if not family.own or not planned:
             return []
         units = unrecorded.units_of(self._manifest.source.partitioning, planned[0].bounds)
         template = planned[0].bounds
         same_source, others = committed_by_source(family.target_wide, self._route.source_table, self._naming)
-        commits = [c.bounds for c in [*same_source, *filter(_forced_not_applied, canonical)]]
-        if (
-            units is None
-            or floor.lower is None
-            or not all(unrecorded.comparable(b, template) for b in commits)
-        ):
+        commits = [
+            c.bounds
+            for c in [*same_source, *filter(_forced_not_applied, canonical)]
+            if unrecorded.comparable(c.bounds, template)
+        ]
+        if units is None or floor.lower is None:
             return []
         stretches = unrecorded.unrecorded_stretches(
             units, floor.lower, [*(p.bounds for p in planned), *commits]
@@ -214,9 +216,10 @@ class PreArmChecks:
         raise DponeError(
             ErrorCode.TARGET_NOT_EMPTY,
             f"the target table {table} holds {where} of route {self._route.describe()} that the source no longer "
-            "holds and no checkpoint of this store records: the store may have been restored from an older "
-            "backup or copied from another worker (its newest commits are lost), or another writer loaded them; "
-            "the lookback would leave them in the target for good",
+            "holds and no checkpoint of this store records in this partitioning: the store may have been restored "
+            "from an older backup or copied from another worker (its newest commits are lost), an earlier "
+            "definition by the whole table or another column loaded them, or another writer did; the lookback "
+            "would leave them in the target for good",
             details={
                 "route": self._route.describe(),
                 "target_table": table,

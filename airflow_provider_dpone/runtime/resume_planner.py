@@ -123,7 +123,7 @@ def plan_resume(
     if partitioning.lookback is not None:
         if strategy is not Strategy.REPLACE_PARTITION:
             _refuse_late_row_keys(partitioning, strategy)
-        decisions = _look_back(decisions, partitioning.lookback, settled_before, vanished)
+        decisions = _look_back(decisions, partitioning.lookback, settled_before, vanished, now)
     return decisions
 
 
@@ -142,6 +142,31 @@ def upper_instant(bounds: PartitionBounds) -> datetime | None:
         return None
     upper = datetime.fromisoformat(bounds.upper)
     return upper.replace(tzinfo=timezone.utc) if upper.tzinfo is None else upper.astimezone(timezone.utc)
+
+
+def takes_a_slot(bounds: PartitionBounds, settled_before: datetime | None, now: datetime | None) -> bool:
+    """A committed partition the lookback ranks for its N slots: settled, and begun (its lower bound not
+    in the future).
+
+    A day not begun yet (a scheduled order 40 days ahead) is the newest by bounds for weeks: it held the
+    only slot of ``lookback: 1`` for good, and today's day, committed while still filling, never ran again
+    (its late rows lost, exit 0). It ranks from its own day on, when its rows are due."""
+    if not is_settled(bounds, settled_before):
+        return False
+    lower = lower_instant(bounds)
+    return now is None or lower is None or lower <= now.astimezone(timezone.utc)
+
+
+def lower_instant(bounds: PartitionBounds) -> datetime | None:
+    """A time-bound partition's lower bound as a UTC instant (None for bounds without one)."""
+    if (
+        bounds.kind is not BoundsKind.RANGE
+        or bounds.lower is None
+        or bounds.value_type not in ("date", "datetime")
+    ):
+        return None
+    lower = datetime.fromisoformat(bounds.lower)
+    return lower.replace(tzinfo=timezone.utc) if lower.tzinfo is None else lower.astimezone(timezone.utc)
 
 
 def is_settled(bounds: PartitionBounds, settled_before: datetime | None) -> bool:
@@ -174,8 +199,10 @@ def _look_back(
     count: int,
     settled_before: datetime | None,
     vanished: Sequence[PlannedPartition] = (),
+    now: datetime | None = None,
 ) -> list[ResumeDecision]:
-    """The last ``count`` settled committed partitions in bounds order (the planner's order) run again; so
+    """The last ``count`` settled, begun committed partitions in bounds order (the planner's order) run
+    again (``takes_a_slot``); so
     does every settled vanished one newer than the oldest of them (all of them, while fewer than ``count``
     are committed), to be emptied.
 
@@ -189,7 +216,7 @@ def _look_back(
         for i, d in enumerate(decisions)
         if d.action is Action.SKIP
         and d.reason is Reason.COMMITTED
-        and is_settled(d.partition.bounds, settled_before)
+        and takes_a_slot(d.partition.bounds, settled_before, now)
     ]
     chosen = committed[-count:]
     oldest_chosen = bounds_order(chosen[0][1].bounds) if len(committed) >= count else None

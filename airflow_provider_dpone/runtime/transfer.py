@@ -82,6 +82,7 @@ from airflow_provider_dpone.runtime.resume_planner import (
     is_settled,
     plan_resume,
     settled_cutoff,
+    takes_a_slot,
 )
 from airflow_provider_dpone.runtime.route_family import (
     RouteFamily,
@@ -599,14 +600,15 @@ class TransferEngine:
         if not planned or count < 1:
             return []
         settle = partitioning.settle_delta()
-        cutoff = settled_cutoff(self._ports.clock.now(), settle) if settle is not None else None
+        now = self._ports.clock.now()
+        cutoff = settled_cutoff(now, settle) if settle is not None else None
 
         committed = {c.partition_id for c in canonical if c.status is CheckpointStatus.COMMITTED}
         ranked = sorted(
             (
                 bounds_order(p.bounds)
                 for p in planned
-                if p.partition_id in committed and is_settled(p.bounds, cutoff)
+                if p.partition_id in committed and takes_a_slot(p.bounds, cutoff, now)
             ),
             reverse=True,
         )

@@ -26,11 +26,20 @@ import pytest
 
 from airflow_provider_dpone.adapters.checkpoint_sql.store import SqlCheckpointStore
 from airflow_provider_dpone.adapters.clickhouse.client import open_client
+from airflow_provider_dpone.adapters.local_host import SystemClock
 from airflow_provider_dpone.contracts.endpoints import EndpointDescriptor
 from airflow_provider_dpone.manifests.loader import load_manifest
 from tests.integration.route_rig import append_armed, dpone
 
 pytestmark = pytest.mark.service
+
+
+@pytest.fixture(autouse=True)
+def after_every_day_here(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The runs happen after every day these tests load has begun (2028): the lookback ranks only begun
+    partitions, and a day ahead of the clock takes no slot (it runs again once it has begun)."""
+    monkeypatch.setattr(SystemClock, "now", lambda self: datetime(2029, 1, 1, tzinfo=timezone.utc))
+
 
 #: Edges of days and months, a leap day, the first and last second of a day.
 STAMPS = [

@@ -411,6 +411,30 @@ def test_lookback_reloads_the_most_recent_committed_day_and_the_target_matches_t
     assert history[0]["run_id"] == "r2" and history[0]["guard_phase"] == "checkpoint_committed"
 
 
+def test_a_day_ahead_of_the_clock_takes_no_lookback_slot_and_todays_late_rows_arrive(tmp_path: Path) -> None:
+    """A scheduled order 40 days ahead was the newest partition by bounds: it held the only slot of
+    ``lookback: 1`` for good, and today's day, committed while still filling, never ran again (a late row
+    of today lost, exit 0, no notice). A day ranks for the slots once it has begun."""
+    today = dt.datetime.now(UTC).date()
+    ahead = today + dt.timedelta(days=40)
+    _sqlite_orders(tmp_path / "source.sqlite", [today - dt.timedelta(days=1), today, ahead], per_day=2)
+    manifest = _write_manifest(
+        tmp_path, strategy="replace_partition", partitioning="{kind: day, column: order_date, lookback: 1}"
+    )
+    _json(dpone("run", str(manifest), "--run-id", "r1", "--json", cwd=tmp_path))
+    with sqlite3.connect(tmp_path / "source.sqlite") as db:  # a late row of today
+        db.execute(
+            "INSERT INTO orders VALUES (900, ?, 'late', 1, ?)", (today.isoformat(), f"{today} 23:00:00")
+        )
+
+    second = _json(dpone("run", str(manifest), "--run-id", "r2", "--json", cwd=tmp_path))
+
+    reasons = {p["label"]: (p["decision"], p["reason"]) for p in _find_partitions(second)}
+    assert reasons[f"order_date={today}"] == ("run", "lookback")
+    assert reasons[f"order_date={ahead}"] == ("skip", "committed")
+    assert _target_rows(tmp_path) == _source_rows(tmp_path)
+
+
 @pytest.mark.parametrize(
     ("export", "load"),
     [

@@ -116,3 +116,32 @@ def test_days_the_source_never_held_between_committed_days_stop_nothing(base: Pa
         result = dpone("run", "--json", str(manifest))
         assert result.exit_code == 0, result.output
         assert target_rows(base) == source_rows(base)
+
+
+def test_a_route_that_once_moved_the_whole_table_still_finds_the_day_a_restored_store_lost(
+    base: Path, store_url: str
+) -> None:
+    """A commit of the whole table (``full_refresh`` without partitioning, before the switch to days and a
+    lookback) switched the check off for good: after a store restore the deleted day stayed, exit 0 (source
+    1,200 rows, target 1,500), with no notice."""
+    whole = manifest_at(base, strategy="full_refresh", file="whole.yaml")
+    whole.write_text(
+        whole.read_text(encoding="utf-8").replace("  partitioning: {kind: day, column: order_date}\n", ""),
+        encoding="utf-8",
+    )
+    assert dpone("run", str(whole)).exit_code == 0
+    manifest = _lookback_route(base)
+    assert dpone("run", str(manifest)).exit_code == 0
+    restore_point = _restore_point(store_url)
+    add_a_new_day(base)
+    assert dpone("run", str(manifest)).exit_code == 0
+    day = _newest_day(base)
+    _deleted(base, day)
+    _store_restored_to(store_url, restore_point)
+
+    stopped = dpone("run", "--json", str(manifest))
+
+    assert stopped.exit_code == 3, stopped.output
+    assert json.loads(stopped.output)["details"]["partitions"] == [f"order_date={day}"]
+    assert dpone("run", "--allow-nonempty-target", str(manifest)).exit_code == 0
+    assert target_rows(base) == source_rows(base)

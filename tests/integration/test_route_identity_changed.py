@@ -625,22 +625,30 @@ def test_a_day_emptied_before_a_route_is_switched_to_replace_with_a_lookback_lea
         assert sorted(target_rows(base)) == sorted(source_rows(base))
 
 
-def test_a_replacing_route_partitioned_by_another_column_says_the_old_partitions_are_not_emptied(
+def test_a_replacing_route_partitioned_by_another_column_stops_on_the_day_the_source_emptied(
     base: Path, store_url: str
 ) -> None:
     """Old bounds on another column cannot be split into this partitioning's: the run said "the rows the
-    other definition loaded there are deleted" while a day the source emptied stayed (900 rows, 1,200)."""
+    other definition loaded there are deleted" while a day the source emptied stayed (900 rows, 1,200); then
+    it said they stay. Now the rows of the lookback's window that no partition of this partitioning accounts
+    for stop the run before the target (``unrecorded_rows_in_lookback``), and the operator's
+    ``--allow-nonempty-target`` empties them."""
     assert dpone("run", str(_with_lookback(manifest_at(base, strategy="replace_partition")))).exit_code == 0
     _delete_newest_day(base)
     manifest = _repartitioned(
         manifest_at(base, strategy="replace_partition"), "column: updated_at, lookback: 2"
     )
+    held = target_rows(base)
 
-    result = dpone("run", str(manifest))
+    result = dpone("run", "--json", str(manifest))
 
-    assert result.exit_code == 0, result.output
-    assert "are not split into this one's" in result.output
+    assert result.exit_code == 3, result.output
+    assert json.loads(result.output)["details"]["problem"] == "unrecorded_rows_in_lookback"
     assert "the rows the other definition loaded there are deleted" not in result.output
+    assert target_rows(base) == held
+    allowed = dpone("run", "--allow-nonempty-target", str(manifest))
+    assert allowed.exit_code == 0, allowed.output
+    assert sorted(target_rows(base)) == sorted(source_rows(base))
 
 
 def test_days_the_source_empties_one_run_after_another_all_leave_the_target(
