@@ -57,6 +57,8 @@ from airflow_provider_dpone.runtime.shared_target import other_sources_in_scope,
 from airflow_provider_dpone.runtime.vanished import bounds_order
 
 _log = logging.getLogger(__name__)
+#: How many partitions committed after the newest one a short target counts (``_emptied_late_commit``).
+_LATE_COMMITS_COUNTED = 20
 
 
 class PreArmChecks:
@@ -919,7 +921,11 @@ class PreArmChecks:
         if theirs is not None and target_rows - theirs >= committed_rows:
             return target_rows  # the common case: no partition is ordered or counted
         newest = max(skipped, key=lambda c: (bounds_order(c.bounds), c.completed_at or c.started_at))
+        late = None
         if target_rows > 0 and self.own_rows(sink, newest.bounds, others) > 0:
+            late = self._emptied_late_commit(sink, skipped, newest, others)
+            newest = late or newest
+        if late is None and target_rows > 0 and self.own_rows(sink, newest.bounds, others) > 0:
             # said on every run, not only one with nothing to move: a daily route always has a new day
             self._notice(
                 f"target table {table} holds {target_rows:,} rows{_others_share(theirs, target_rows)}"
@@ -938,8 +944,14 @@ class PreArmChecks:
             f"{which} of route {self._route.describe()} {'are' if moving else 'is'} committed, but the "
             f"target table {table} holds {target_rows} rows{_others_share(theirs, target_rows)}"
             + f", fewer than the {committed_rows} its committed "
-            f"partitions loaded, and none of the newest of them ({newest.bounds.label}): dropped, truncated, "
-            "a new target, or that partition was committed into another target through this checkpoint store",
+            f"partitions loaded, and none of "
+            + (
+                f"the newest of them ({newest.bounds.label}): dropped, truncated, "
+                if late is None
+                else f"{newest.bounds.label}, committed after the newest of them: restored from a backup taken "
+                "before that commit, "
+            )
+            + "a new target, or that partition was committed into another target through this checkpoint store",
             details={
                 "route": self._route.describe(),
                 "target_table": table,
@@ -960,6 +972,30 @@ class PreArmChecks:
                 "'The target lost committed rows'",
             ),
         )
+
+    def _emptied_late_commit(
+        self,
+        sink: Sink,
+        skipped: Sequence[PartitionCheckpoint],
+        newest: PartitionCheckpoint,
+        others: Sequence[PartitionCheckpoint],
+    ) -> PartitionCheckpoint | None:
+        """A partition committed after the newest one (by bounds) was, that holds none of its rows now.
+
+        A target restored from a backup taken before a late day (older than the newest) was committed lacks
+        that day while the newest still holds rows: the run took it for retention and skipped the day for good
+        (exit 0, 4 rows against 6). Retention removes the oldest days, not one committed after the newest, so
+        such a day, empty, is a lost commit. At most ``_LATE_COMMITS_COUNTED`` of them, newest commit first."""
+        since = checkpoint_moment(newest)
+        late = sorted(
+            (c for c in skipped if checkpoint_moment(c) > since and c.partition_id != newest.partition_id),
+            key=checkpoint_moment,
+            reverse=True,
+        )
+        for checkpoint in late[:_LATE_COMMITS_COUNTED]:
+            if self.own_rows(sink, checkpoint.bounds, others) == 0:
+                return checkpoint
+        return None
 
     def _fan_in_undecidable(
         self,

@@ -23,6 +23,7 @@ from tests.builders import chdb_endpoint
 from tests.integration.route_rig import (
     TARGET,
     add_a_new_day,
+    add_source_rows,
     chdb_command,
     dpone,
     source_rows,
@@ -236,6 +237,31 @@ def test_a_target_restored_from_a_backup_older_than_a_commit_stops_instead_of_sk
 
     assert _dpone_process("run", str(manifest)) == 3
 
+    assert target_rows(base) == restored  # nothing written
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_a_target_restored_from_before_a_late_days_commit_stops_instead_of_skipping_that_day(
+    base: Path, store_url: str, strategy: str
+) -> None:
+    """A late day, older than the newest, committed after the target's backup was taken: restored, the
+    target lacked it while the newest day still held rows, and every run took that for retention and skipped
+    the day for good (exit 0, 4 rows against 6)."""
+    manifest = write_manifest(base, "orders", store_url, strategy=strategy)
+    assert _dpone_process("run", str(manifest)) == 0
+    shutil.copytree(base / "clickhouse", base / "backup", symlinks=True)
+    add_source_rows(base, [(900_001, "2020-01-01"), (900_002, "2020-01-01")])  # a late day, long before
+    assert _dpone_process("run", str(manifest)) == 0  # committed, then the disk is lost
+    shutil.rmtree(base / "clickhouse")
+    shutil.copytree(base / "backup", base / "clickhouse", symlinks=True)
+    restored = target_rows(base)
+
+    result = dpone("run", "--json", str(manifest))
+
+    assert result.exit_code == 3, result.output
+    error = json.loads(result.output)
+    assert error["error"] == "native_transfer_target_lost_committed_rows"
+    assert error["details"]["newest_committed"]["bounds"] == "order_date=2020-01-01"
     assert target_rows(base) == restored  # nothing written
 
 
