@@ -282,13 +282,16 @@ class NativeTransferOperator(BaseOperator):
         run the ``dpone`` commands outside Airflow."""
         raw: str | None = getattr(self, "_manifest_ref", None)
         ref = None if raw is None else shlex.quote(raw)  # pasted from the task log into a shell
+        from_dict = raw is not None and raw.startswith("<")  # the pseudo-path of a dict manifest
         stages: StageRecorder | None = getattr(self, "_stages", None)
         if stages is not None and stages.target_touched and ref is not None:
-            self.log.error("%s", after_target_text(getattr(self, "_touched", None), ref))
+            self.log.error("%s", after_target_text(getattr(self, "_touched", None), ref, from_dict=from_dict))
         loaded: LoadedManifest | None = getattr(self, "_loaded", None)
         if loaded is None or ref is None or code in NON_RETRYABLE_CODES:
             return
-        lines = outside_airflow_lines(self._connection_ids(loaded), ref, self._replaced_connections(loaded))
+        lines = outside_airflow_lines(
+            self._connection_ids(loaded), self._replaced_connections(loaded), from_dict=from_dict
+        )
         if lines:
             self.log.info("%s", "\n".join(lines))
 

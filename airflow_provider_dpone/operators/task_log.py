@@ -65,8 +65,16 @@ def touched_target(runtime: Runtime, run_id: str) -> TouchedTarget | None:
     return TouchedTarget(batches=batches, partitions=blocked)
 
 
-def after_target_text(touched: TouchedTarget | None, manifest_ref: str) -> str:
-    """The lines for a try that failed after the target call began."""
+#: What a task whose manifest is a dict (``manifest_ref`` ``<manifest of task ...>``) tells the operator.
+DICT_MANIFEST_HINT = (
+    "this task's manifest is a dict: save its rendered form (the task's Rendered Template view) as a YAML "
+    "file and pass that path to dpone where these commands say <manifest of task ...>"
+)
+
+
+def after_target_text(touched: TouchedTarget | None, manifest_ref: str, *, from_dict: bool = False) -> str:
+    """The lines for a try that failed after the target call began (``from_dict``: the manifest is a dict
+    the commands cannot name, ``DICT_MANIFEST_HINT``)."""
     if touched is None:
         batch = "this try's batch (the checkpoint store could not be read back)"
     elif touched.batches:
@@ -88,6 +96,7 @@ def after_target_text(touched: TouchedTarget | None, manifest_ref: str) -> str:
             f"  compare:  dpone guard inspect {manifest_ref}",
             f"  resolve:  dpone guard resolve {manifest_ref} --all-blocked --as committed|not-applied "
             "--reason TEXT   (or --partition ID)",
+            *([f"  {DICT_MANIFEST_HINT}"] if from_dict else []),
             f"  runbook:  {RUNBOOK_COMMAND}",
         ]
     )
@@ -95,19 +104,27 @@ def after_target_text(touched: TouchedTarget | None, manifest_ref: str) -> str:
 
 
 def outside_airflow_lines(
-    connection_ids: list[str], manifest_ref: str, replaced: dict[str, str] | None = None
+    connection_ids: list[str],
+    replaced: dict[str, str] | None = None,
+    *,
+    from_dict: bool = False,
 ) -> list[str]:
     """How to run the ``dpone`` commands of this log outside Airflow, with this task's connections.
 
     ``replaced``: role -> the connection ID an operator argument put in place of the manifest's. ``dpone``
     reads the manifest's names, so the commands need a copy naming these (a route remembers its source
-    connection's name: the manifest's own would be another source, ADR 0079)."""
-    if not connection_ids:
+    connection's name: the manifest's own would be another source, ADR 0079). ``from_dict``: the manifest
+    is a dict, which the commands cannot name (said even when every connection is an inline URI)."""
+    if not connection_ids and not from_dict:
         return []
-    lines = [
-        "to run these dpone commands outside Airflow, on a host with this manifest and the Airflow CLI, "
-        "export the connections the task reads as AIRFLOW_CONN_* first (dpone reads Airflow's URI form):"
-    ]
+    lines = []
+    if connection_ids:
+        lines.append(
+            "to run these dpone commands outside Airflow, on a host with this manifest and the Airflow CLI, "
+            "export the connections the task reads as AIRFLOW_CONN_* first (dpone reads Airflow's URI form):"
+        )
+    else:
+        lines.append("to run these dpone commands outside Airflow:")
     lines.extend(
         "  "
         + setting_line(
@@ -121,11 +138,8 @@ def outside_airflow_lines(
             f"  this task reads {role}.connection {conn_id!r} (operator argument {role}_conn_id), not the "
             f"manifest's: give dpone a copy of the manifest with {role}.connection: {conn_id}"
         )
-    if manifest_ref.startswith("<"):
-        lines.append(
-            "  this task's manifest is a dict: save its rendered form (the task's Rendered Template view) "
-            "as a YAML file and pass that path to dpone"
-        )
+    if from_dict:
+        lines.append(f"  {DICT_MANIFEST_HINT}")
     lines.append(f"  the runbook: {RUNBOOK_COMMAND}")
     return lines
 

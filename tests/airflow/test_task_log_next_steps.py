@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import logging
 import shlex
+from datetime import datetime
 from pathlib import Path
 
 import pytest
+import yaml
+from airflow import DAG
 
 from airflow_provider_dpone.cli.demo_cmd import DEMO_MANIFEST
 from airflow_provider_dpone.operators.native_transfer import NativeTransferOperator
-from airflow_provider_dpone.operators.task_log import TARGET_STAGES, StageRecorder
+from airflow_provider_dpone.operators.task_log import DICT_MANIFEST_HINT, TARGET_STAGES, StageRecorder
 
 
 def test_the_lines_after_a_target_touching_failure_quote_a_manifest_path_with_blanks(
@@ -33,3 +36,27 @@ def test_the_lines_after_a_target_touching_failure_quote_a_manifest_path_with_bl
 
     commands = [line.split(":", 1)[1] for line in caplog.text.splitlines() if "  inspect:  dpone" in line]
     assert commands and all(str(dags / "orders.yaml") in shlex.split(c) for c in commands)
+
+
+@pytest.mark.parametrize("touched", [True, False], ids=["after-the-target", "before-the-target"])
+def test_a_dict_manifest_tells_the_operator_to_save_its_rendered_form(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch, touched: bool
+) -> None:
+    """Red before: the commands named ``'<manifest of task ...>'`` and the hint never printed (the quoted
+    pseudo-path starts with a quote; a manifest of inline URIs only printed no block at all)."""
+    manifest = yaml.safe_load(DEMO_MANIFEST.replace("sqlite:///", f"sqlite:///{tmp_path}/"))
+    with DAG("orders_dict", schedule=None, start_date=datetime(2026, 1, 1)):
+        operator = NativeTransferOperator(task_id="transfer", manifest=manifest)
+    loaded, ref = operator._load(tmp_path)
+    operator._loaded, operator._manifest_ref, operator._touched = loaded, ref, None
+    operator._stages = StageRecorder()
+    if touched:
+        operator._stages.stage(sorted(TARGET_STAGES)[0])
+
+    captured = logging.getLogger("tests.task_log")
+    monkeypatch.setattr(NativeTransferOperator, "log", property(lambda self: captured))
+    with caplog.at_level(logging.INFO, logger="tests.task_log"):
+        operator._log_next_steps(None)
+
+    assert ref.startswith("<manifest of task orders_dict.transfer")
+    assert caplog.text.count(DICT_MANIFEST_HINT) == (2 if touched else 1)
