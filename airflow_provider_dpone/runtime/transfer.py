@@ -21,10 +21,12 @@ import contextlib
 import functools
 import itertools
 import logging
+import math
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
+from decimal import Decimal
 from typing import TypeVar, assert_never
 
 from airflow_provider_dpone.contracts.artifact import ArtifactRef
@@ -1228,6 +1230,9 @@ class TransferEngine:
         if previous.get("cursor") == tally.cursor:
             high = _later_mark(high, previous.get("high_water"))
         value = high.isoformat() if isinstance(high, (date, datetime)) else high
+        if isinstance(value, float) and not math.isfinite(value):
+            value = repr(value)  # 'inf', '-inf', 'nan': JSON has no such number (the store refused it after
+            # the commit: the run failed, and its mark was lost)
         if value is None:
             value = previous.get("high_water")
         self._ports.source_state.advance_state(
@@ -1273,7 +1278,9 @@ def holds_columns_of(target: TableSchema, schema: TableSchema) -> bool:
 def _later_mark(moved: object, recorded: object) -> object:
     """The higher of this run's cursor maximum and the mark recorded before: a run that moves only older
     rows (a late day, a lookback) keeps the mark where it was (seen: the mark went back a month). A
-    recorded mark that does not compare with this run's values (another type) gives way to them."""
+    recorded mark that does not compare with this run's values (another type) gives way to them. Marks
+    stored as text are read back in the moved value's type: dates, decimals (a ``NUMERIC`` cursor's mark went
+    back from 900.00 to 10.00), non-finite floats."""
     if moved is None or recorded is None:
         return moved
     earlier: object
@@ -1282,6 +1289,10 @@ def _later_mark(moved: object, recorded: object) -> object:
             earlier = datetime.fromisoformat(recorded)
         elif isinstance(moved, date) and not isinstance(moved, datetime) and isinstance(recorded, str):
             earlier = date.fromisoformat(recorded)
+        elif isinstance(moved, Decimal) and isinstance(recorded, str):
+            earlier = Decimal(recorded)
+        elif isinstance(moved, float) and isinstance(recorded, (str, int)) and not isinstance(recorded, bool):
+            earlier = float(recorded)
         elif (
             isinstance(moved, (int, float, str)) and type(recorded) is type(moved) and type(moved) is not bool
         ):
@@ -1289,5 +1300,5 @@ def _later_mark(moved: object, recorded: object) -> object:
         else:
             return moved
         return earlier if earlier > moved else moved  # type: ignore[operator]
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, ArithmeticError):  # decimal.InvalidOperation is an ArithmeticError
         return moved

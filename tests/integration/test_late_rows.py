@@ -568,3 +568,56 @@ def test_a_run_that_moves_only_an_older_late_day_keeps_the_cursors_high_water_ma
 
     assert second["rows_committed"] == 1
     assert first == mark() and dt.datetime.fromisoformat(first) == dt.datetime.fromisoformat(newest)
+
+
+@pytest.mark.parametrize(
+    ("column_type", "values", "later", "expected"),
+    [
+        # a NUMERIC cursor's mark was stored as text and lost to the next run's lower maximum (900.00 -> 10.00)
+        ("NUMERIC(12,2)", ["900.00", "1.50"], "10.00", "900.00"),
+        # an infinite REAL failed the run after its commit (exit 1: JSON has no inf) and no mark was kept
+        ("REAL", ["9e999", "1.5"], "2.0", "inf"),
+    ],
+    ids=["decimal", "infinite-real"],
+)
+def test_a_cursor_mark_of_decimals_or_infinite_reals_is_kept_and_never_goes_back(
+    tmp_path: Path, column_type: str, values: list[str], later: str, expected: str
+) -> None:
+    with sqlite3.connect(tmp_path / "source.sqlite") as db:
+        db.execute(f"CREATE TABLE t (id INTEGER PRIMARY KEY, d DATE NOT NULL, c {column_type} NOT NULL)")
+        db.executemany(
+            "INSERT INTO t VALUES (?, '2026-11-01', CAST(? AS REAL))"
+            if column_type == "REAL"
+            else "INSERT INTO t VALUES (?, '2026-11-01', ?)",
+            list(enumerate(values, start=1)),
+        )
+    manifest = tmp_path / "t.yaml"
+    manifest.write_text(
+        """
+kind: native_transfer
+name: marks
+source:
+  type: sqlite
+  connection: sqlite:///source.sqlite
+  table: t
+  partitioning: {kind: day, column: d}
+  incremental: {cursor: c}
+sink: {type: clickhouse, connection: "chdb:///clickhouse", table: demo.t, strategy: incremental_append}
+checkpoints: {connection: "sqlite:///state.sqlite"}
+""",
+        encoding="utf-8",
+    )
+
+    def mark() -> str:
+        with sqlite3.connect(tmp_path / "state.sqlite") as db:
+            (state,) = db.execute("SELECT payload FROM dpone_source_state").fetchone()
+        return str(json.loads(state)["high_water"])
+
+    first = dpone("run", str(manifest), "--json", cwd=tmp_path)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert mark() == expected
+    with sqlite3.connect(tmp_path / "source.sqlite") as db:  # a new day whose cursor values are all lower
+        db.execute("INSERT INTO t VALUES (9, '2026-11-02', ?)", (later,))
+    second = dpone("run", str(manifest), "--json", cwd=tmp_path)
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert mark() == expected
