@@ -518,6 +518,11 @@ class PreArmChecks:
                 "without source.partitioning the whole table is one partition, moved once; partition the route "
                 "(day, month, integer_range) so new rows land in new partitions, or use full_refresh"
             )
+        elif partitioning.kind is PartitionKind.LIST and partitioning.lookback:
+            remedy = (
+                f"the lookback moves only the last {partitioning.lookback} value(s) again: unless the table is "
+                f"static, raise source.partitioning.lookback to the number of values ({len(decisions)})"
+            )
         elif partitioning.kind is PartitionKind.LIST:
             remedy = (
                 "unless the table is static, use replace_partition with a lookback of the number of values, "

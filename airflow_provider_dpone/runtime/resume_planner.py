@@ -270,11 +270,15 @@ def still_filling(
     """
     if partitioning is None or strategy is Strategy.FULL_REFRESH:
         return []
-    if strategy is Strategy.REPLACE_PARTITION and partitioning.lookback:
-        return []  # the lookback moves the newest committed partitions again
     running = [d.partition for d in decisions if d.action is Action.RUN]
     if not running:
         return []
+    if strategy is Strategy.REPLACE_PARTITION and partitioning.lookback:
+        if partitioning.kind is not PartitionKind.LIST:
+            return []  # the lookback moves the newest begun partitions again; a day ahead ranks once begun
+        # a value has no end, and a lookback of fewer slots than values never moves the others again
+        reached = {d.partition.partition_id for d in decisions[-partitioning.lookback :]}
+        return [p for p in running if p.partition_id not in reached]
     if partitioning.kind in (PartitionKind.DAY, PartitionKind.MONTH):
         instant = now.astimezone(timezone.utc)
         return [p for p in running if (upper := upper_instant(p.bounds)) is not None and upper > instant]

@@ -99,6 +99,25 @@ def test_every_list_value_an_append_run_commits_may_still_fill_an_empty_one_too(
     assert still_filling(plan, Strategy.REPLACE_PARTITION, with_lookback, NOW) == []
 
 
+def test_a_list_value_a_lookback_of_fewer_slots_never_reaches_is_said_to_still_fill() -> None:
+    """Red before: any lookback silenced the notice, though ``lookback: 1`` of three values moves only the
+    last one again and rows reaching the others later are never moved."""
+    values = [
+        PlannedPartition(
+            partition_id=f"sha256:{n:064x}",
+            bounds=PartitionBounds(kind=BoundsKind.VALUES, column="region", values=(v,), label=f"region={v}"),
+            query_hash=HASH,
+            schema_hash=HASH,
+        )
+        for n, v in enumerate(["EU", "APAC", "US"])
+    ]
+    listed = Partitioning(kind=PartitionKind.LIST, column="region", values=("EU", "APAC", "US"), lookback=1)
+    plan = [ResumeDecision(v, Action.RUN, Reason.MISSING_CHECKPOINT) for v in values]
+    assert still_filling(plan, Strategy.REPLACE_PARTITION, listed, NOW) == values[:2]
+    every = listed.model_copy(update={"lookback": 3})
+    assert still_filling(plan, Strategy.REPLACE_PARTITION, every, NOW) == []
+
+
 def test_the_one_partition_of_a_route_without_partitioning_may_still_fill() -> None:
     whole = PlannedPartition(
         partition_id="sha256:" + "a" * 64,
