@@ -42,6 +42,7 @@ from airflow_provider_dpone.ports.sink import Sink
 from airflow_provider_dpone.ports.source import Source
 from airflow_provider_dpone.ports.target_reader import TargetMetricsReader
 from airflow_provider_dpone.runtime.cancellation import CancellationToken
+from airflow_provider_dpone.runtime.causal_clock import CausalClock
 from airflow_provider_dpone.runtime.guard.inspection import InspectionRow, inspect_blocked
 from airflow_provider_dpone.runtime.guard.resolution import ResolutionRequest, resolve
 from airflow_provider_dpone.runtime.progress import ProgressListener
@@ -103,7 +104,7 @@ class Runtime:
     loaded: LoadedManifest
     resolve_endpoint: EndpointResolver
     manifest_ref: str
-    clock: Clock = field(default_factory=SystemClock)
+    clock: CausalClock = field(default_factory=lambda: CausalClock(SystemClock()))
     progress: ProgressListener | None = None
     #: The bounded target reader; ``None`` means the supervised worker (tests may wrap it).
     target_reader: TargetMetricsReader | None = None
@@ -184,8 +185,11 @@ class Runtime:
         return SourceRouteNaming(self.manifest.source)
 
     def family(self) -> RouteFamily:
-        """Every stored checkpoint of this route (any spelling) and of every route writing its target."""
-        return load_family(self.store(), self.loaded.route, self.naming())
+        """Every stored checkpoint of this route (any spelling) and of every route writing its target; the
+        records this runtime writes from then on are timed after them (``CausalClock``)."""
+        family = load_family(self.store(), self.loaded.route, self.naming())
+        self.clock.after(family.target_wide)
+        return family
 
     def sink_endpoint(self) -> EndpointDescriptor:
         return self.resolve_endpoint(self.manifest.sink.connection, "sink")
@@ -534,7 +538,7 @@ def open_runtime(
         resolve_endpoint=resolve or env_resolver(loaded.manifest_dir),
         # every hint prints it for pasting into a shell (a path with blanks, quotes or non-ASCII)
         manifest_ref=shlex.quote(manifest_ref or loaded.origin),
-        clock=clock or SystemClock(),
+        clock=CausalClock.over(clock or SystemClock()),
         progress=progress,
         target_reader=target_reader,
         cancellation=cancellation or CancellationToken(),

@@ -18,6 +18,7 @@ before any source or target I/O, whatever ``durable_quality_replay`` says.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import itertools
 import logging
@@ -50,6 +51,7 @@ from airflow_provider_dpone.ports.sink import Sink, StagedSink
 from airflow_provider_dpone.ports.source import Source, ValuesUnproven
 from airflow_provider_dpone.runtime import empty_source
 from airflow_provider_dpone.runtime.cancellation import CancellationToken
+from airflow_provider_dpone.runtime.causal_clock import CausalClock
 from airflow_provider_dpone.runtime.chunk_stream import StreamTally
 from airflow_provider_dpone.runtime.cleanup import cleanup
 from airflow_provider_dpone.runtime.collector import collector_paused
@@ -233,6 +235,9 @@ class TransferEngine:
         #: other source tables' commits into the target (a fan-in), read once for ``count_target``
         self._other_sources: list[PartitionCheckpoint] | None = None
         self._notices: list[str] = []
+        #: record times after every record the run read (``_guard_scan``), whatever this worker's clock says
+        self._clock = CausalClock.over(ports.clock)
+        ports = dataclasses.replace(ports, clock=self._clock)
         self._ports = ports
         self._manifest_ref = manifest_ref
         self._progress: ProgressListener = (
@@ -414,6 +419,7 @@ class TransferEngine:
     def _guard_scan(self) -> RouteFamily:
         with collector_paused():  # every latest checkpoint becomes a model: see runtime/collector.py
             family = load_family(self._ports.store, self._route, self._ports.naming)
+            self._clock.after(family.target_wide)
             require_clear_route(self._route, family.target_wide, self._manifest_ref)
         return family
 
