@@ -168,15 +168,19 @@ class PreArmChecks:
         Such rows stop the run before arming (``native_transfer_target_not_empty``); with
         ``allow_nonempty_target`` (the operator says they are this route's) they are returned, to be emptied
         beside the lookback. Nothing on the route's first run (rows outside its partitions are not its
-        business then: ``require_first_replacement_knows_the_rows``). A commit of another shape (the whole
+        business then: ``require_first_replacement_knows_the_rows``) unless it takes the table over
+        (``allow_nonempty_target``: it empties them then, not one run later after exiting 0); a strategy
+        switch of a source table that committed here is no first run. A commit of another shape (the whole
         table, a list, another column) covers nothing here: its rows within the window that the source no
         longer holds are deleted rows like any other (it used to switch the check off for good: a route that
         once ran as ``full_refresh`` kept a deleted day after a store restore, exit 0)."""
-        if not family.own or not planned:
+        if not planned:
             return []
+        same_source, others = committed_by_source(family.target_wide, self._route.source_table, self._naming)
+        if not (family.own or same_source or self._allow_nonempty_target):
+            return []  # a first run: rows outside its partitions are not its business
         units = unrecorded.units_of(self._manifest.source.partitioning, planned[0].bounds)
         template = planned[0].bounds
-        same_source, others = committed_by_source(family.target_wide, self._route.source_table, self._naming)
         commits = [
             c.bounds
             for c in [*same_source, *filter(_forced_not_applied, canonical)]
@@ -985,22 +989,32 @@ class PreArmChecks:
         newest: PartitionCheckpoint,
         others: Sequence[PartitionCheckpoint],
     ) -> PartitionCheckpoint | None:
-        """A partition committed after the newest one (by bounds) was, that holds none of its rows now.
+        """A partition committed with or after the newest one (by bounds), newer than the oldest one, that
+        holds none of its rows while the oldest still holds some.
 
         A target restored from a backup taken before a late day (older than the newest) was committed lacks
         that day while the newest still holds rows: the run took it for retention and skipped the day for good
-        (exit 0, 4 rows against 6). Retention removes the oldest days, not one committed after the newest, so
-        such a day, empty, is a lost commit. At most ``_LATE_COMMITS_COUNTED`` of them, newest commit first."""
+        (exit 0, 4 rows against 6). Retention removes the oldest days first, so an empty day newer than a day
+        still held is no retention. A late day older than every other one, empty, cannot be told from one a
+        retention job or a TTL removed (a late correction past the TTL is dropped on insert): it is left to
+        the notice, as stopping there blocked a daily route for good. At most ``_LATE_COMMITS_COUNTED``
+        partitions, newest commit first."""
+        oldest = min(skipped, key=lambda c: (bounds_order(c.bounds), checkpoint_moment(c)))
         since = checkpoint_moment(newest)
         late = sorted(
-            (c for c in skipped if checkpoint_moment(c) > since and c.partition_id != newest.partition_id),
+            (
+                c
+                for c in skipped
+                if checkpoint_moment(c) >= since  # the lookback commits the newest again with a late day
+                and c.partition_id not in (newest.partition_id, oldest.partition_id)
+                and bounds_order(c.bounds) > bounds_order(oldest.bounds)
+            ),
             key=checkpoint_moment,
             reverse=True,
-        )
-        for checkpoint in late[:_LATE_COMMITS_COUNTED]:
-            if self.own_rows(sink, checkpoint.bounds, others) == 0:
-                return checkpoint
-        return None
+        )[:_LATE_COMMITS_COUNTED]
+        if not late or self.own_rows(sink, oldest.bounds, others) == 0:
+            return None  # nothing committed late, or the oldest days are gone: retention
+        return next((c for c in late if self.own_rows(sink, c.bounds, others) == 0), None)
 
     def _fan_in_undecidable(
         self,

@@ -145,3 +145,47 @@ def test_a_route_that_once_moved_the_whole_table_still_finds_the_day_a_restored_
     assert json.loads(stopped.output)["details"]["partitions"] == [f"order_date={day}"]
     assert dpone("run", "--allow-nonempty-target", str(manifest)).exit_code == 0
     assert target_rows(base) == source_rows(base)
+
+
+def test_a_strategy_switchs_first_run_stops_on_a_day_the_source_deleted_before_it(
+    base: Path, store_url: str
+) -> None:
+    """Red before: the check waited for the route's own commits, so the switched route's first run exited 0
+    with the deleted day's rows in the target (8 rows against 10) and only the second one stopped."""
+    whole = manifest_at(base, strategy="full_refresh", file="whole.yaml")
+    whole.write_text(
+        whole.read_text(encoding="utf-8").replace("  partitioning: {kind: day, column: order_date}\n", ""),
+        encoding="utf-8",
+    )
+    assert dpone("run", str(whole)).exit_code == 0
+    add_a_new_day(base)
+    assert dpone("run", str(whole)).exit_code == 0
+    day = _newest_day(base)
+    _deleted(base, day)
+    held = target_rows(base)
+
+    first = dpone("run", "--json", str(_lookback_route(base)))
+
+    assert first.exit_code == 3, first.output
+    assert json.loads(first.output)["details"]["partitions"] == [f"order_date={day}"]
+    assert target_rows(base) == held
+
+
+def test_a_take_over_with_allow_nonempty_target_empties_the_days_the_source_no_longer_holds(
+    base: Path, store_url: str
+) -> None:
+    """Another loader filled the table (here: a route of another checkpoint store); the source deleted its
+    newest day since. Red before: the take-over run exited 0 keeping that day's rows, the next run stopped."""
+    other = manifest_at(
+        base, strategy="incremental_append", state="sqlite:///other-state.sqlite", file="o.yaml"
+    )
+    add_a_new_day(base)
+    assert dpone("run", str(other)).exit_code == 0
+    _deleted(base, _newest_day(base))
+
+    taken = dpone("run", "--json", "--allow-nonempty-target", str(_lookback_route(base)))
+
+    assert taken.exit_code == 0, taken.output
+    assert target_rows(base) == source_rows(base)
+    assert dpone("run", str(_lookback_route(base))).exit_code == 0
+    assert target_rows(base) == source_rows(base)

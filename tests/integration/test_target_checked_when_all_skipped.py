@@ -247,10 +247,13 @@ def test_a_target_restored_from_before_a_late_days_commit_stops_instead_of_skipp
     """A late day, older than the newest, committed after the target's backup was taken: restored, the
     target lacked it while the newest day still held rows, and every run took that for retention and skipped
     the day for good (exit 0, 4 rows against 6)."""
+    with sqlite3.connect(base / "source.sqlite") as db:  # the newest day a day later: a day with no rows
+        (gap,) = db.execute("SELECT max(order_date) FROM orders").fetchone()
+        db.execute("UPDATE orders SET order_date = date(order_date, '+1 day') WHERE order_date = ?", (gap,))
     manifest = write_manifest(base, "orders", store_url, strategy=strategy)
     assert _dpone_process("run", str(manifest)) == 0
     shutil.copytree(base / "clickhouse", base / "backup", symlinks=True)
-    add_source_rows(base, [(900_001, "2020-01-01"), (900_002, "2020-01-01")])  # a late day, long before
+    add_source_rows(base, [(900_001, gap), (900_002, gap)])  # a late day between committed ones
     assert _dpone_process("run", str(manifest)) == 0  # committed, then the disk is lost
     shutil.rmtree(base / "clickhouse")
     shutil.copytree(base / "backup", base / "clickhouse", symlinks=True)
@@ -261,8 +264,29 @@ def test_a_target_restored_from_before_a_late_days_commit_stops_instead_of_skipp
     assert result.exit_code == 3, result.output
     error = json.loads(result.output)
     assert error["error"] == "native_transfer_target_lost_committed_rows"
-    assert error["details"]["newest_committed"]["bounds"] == "order_date=2020-01-01"
+    assert error["details"]["newest_committed"]["bounds"] == f"order_date={gap}"
     assert target_rows(base) == restored  # nothing written
+
+
+def test_a_late_day_older_than_every_other_that_retention_removed_stops_nothing(
+    base: Path, store_url: str
+) -> None:
+    """A late correction of an old day, committed alone, then removed by the nightly retention with the
+    oldest days: red with the first form of the late-day count, every later run stopped, and no dpone
+    command cleared it (a TTL even drops such rows on insert). Retention removes the oldest days first: an
+    empty day older than every other one is left to the notice."""
+    manifest = write_manifest(base, "orders", store_url)
+    assert _dpone_process("run", str(manifest)) == 0
+    add_source_rows(base, [(900_001, "2020-01-01"), (900_002, "2020-01-01")])
+    assert _dpone_process("run", str(manifest)) == 0  # the late day, committed alone
+    oldest_demo_day = min(str(r[1]) for r in source_rows(base) if str(r[1]) > "2020-01-01")
+    chdb_command(base, f"ALTER TABLE {TARGET} DELETE WHERE order_date <= '{oldest_demo_day}'")
+    add_a_new_day(base)
+
+    result = dpone("run", "--json", str(manifest))
+
+    assert result.exit_code == 0, result.output
+    assert "fewer than" in result.output  # the retention notice
 
 
 def test_a_store_restored_from_before_a_commit_never_appends_the_committed_rows_again(
