@@ -145,11 +145,16 @@ def describe_checkpoint(checkpoint: PartitionCheckpoint) -> dict[str, Any]:
         if guard is not None:
             phase, batch = guard.phase.value, guard.checkpoint_batch_id
             blocked = ALLOWED_PAIRS[(checkpoint.status, guard.phase)][1] is RetryMeaning.BLOCK
+    resolution = checkpoint.diagnostics.get("resolution")
+    resolved_as = resolution.get("as") if isinstance(resolution, dict) else None
     return {
         "partition_id": checkpoint.partition_id,
         "route": checkpoint.route.describe(),
         "status": checkpoint.status.value,
         "guard_phase": phase,
+        # an operator's `guard resolve`: a not-applied partition's phase reads failed_before_target, though
+        # its attempt may have touched the target (the operator found its rows not there, or deleted them)
+        "resolved_as": resolved_as if isinstance(resolved_as, str) else None,
         "guard_invalid_reason": reason,
         "checkpoint_batch_id": batch,
         "blocked": blocked,
@@ -204,7 +209,9 @@ def _print_text(
         (
             short_id(e["partition_id"]),
             e["status"],
-            e["guard_phase"],
+            e["guard_phase"]
+            if e["resolved_as"] is None
+            else f"{e['guard_phase']} (resolved {e['resolved_as']})",
             short_id(e["checkpoint_batch_id"]),
             e["bounds"],
             e["rows"],

@@ -106,6 +106,11 @@ def test_force_overrides_the_refusal_and_is_audited(base: Path, store_url: str) 
 
     assert forced.exit_code == 0, forced.output
     assert all(r["diagnostics"]["resolution"]["forced"] for r in json.loads(forced.stdout)["resolved"])
+    # the listing says the phase came from an operator's resolution, not from a failure before the target
+    listing = json.loads(dpone("checkpoints", str(manifest), "--json").stdout)["partitions"]
+    resolved = [e for e in listing if e["resolved_as"] is not None]
+    assert len(resolved) == 2 and {e["resolved_as"] for e in resolved} == {"not-applied"}
+    assert "failed_before_target (resolved not-applied)" in dpone("checkpoints", str(manifest)).output
 
 
 def test_a_resolution_while_a_run_of_the_target_is_live_stops_busy_and_writes_nothing(
