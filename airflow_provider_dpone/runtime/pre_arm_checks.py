@@ -927,7 +927,14 @@ class PreArmChecks:
         # truncated table hid its loss: "nothing to do", exit 0, for good)
         others = [] if family is None else self._other_sources(family)
         theirs = committed_rows_within(_WHOLE_TABLE, others) if others else 0
-        if theirs is not None and target_rows - theirs >= committed_rows:
+        # rows this run replaces anyway (the lookback's partitions) are no committed partition's it skips: a
+        # target restored from before a late day's commit held them and made up the count (exit 0, no note)
+        replaced = sum(
+            self.own_rows(sink, d.partition.bounds, others)
+            for d in decisions
+            if d.action is Action.RUN and d.reason is Reason.LOOKBACK and target_rows > 0
+        )
+        if theirs is not None and target_rows - theirs - replaced >= committed_rows:
             return target_rows  # the common case: no partition is ordered or counted
         newest = max(skipped, key=lambda c: (bounds_order(c.bounds), c.completed_at or c.started_at))
         late = None
@@ -957,8 +964,8 @@ class PreArmChecks:
             + (
                 f"the newest of them ({newest.bounds.label}): dropped, truncated, "
                 if late is None
-                else f"{newest.bounds.label}, committed after the newest of them: restored from a backup taken "
-                "before that commit, "
+                else f"{newest.bounds.label}, one of the latest commits, while older partitions still hold "
+                "rows: restored from a backup taken before that commit, "
             )
             + "a new target, or that partition was committed into another target through this checkpoint store",
             details={
@@ -989,31 +996,29 @@ class PreArmChecks:
         newest: PartitionCheckpoint,
         others: Sequence[PartitionCheckpoint],
     ) -> PartitionCheckpoint | None:
-        """A partition committed with or after the newest one (by bounds), newer than the oldest one, that
-        holds none of its rows while the oldest still holds some.
+        """One of the latest commits (at most ``_LATE_COMMITS_COUNTED``, newest commit first), newer than
+        the oldest partition, that holds none of its rows while the oldest still holds some.
 
         A target restored from a backup taken before a late day (older than the newest) was committed lacks
         that day while the newest still holds rows: the run took it for retention and skipped the day for good
         (exit 0, 4 rows against 6). Retention removes the oldest days first, so an empty day newer than a day
         still held is no retention. A late day older than every other one, empty, cannot be told from one a
         retention job or a TTL removed (a late correction past the TTL is dropped on insert): it is left to
-        the notice, as stopping there blocked a daily route for good. At most ``_LATE_COMMITS_COUNTED``
-        partitions, newest commit first."""
+        the notice, as stopping there blocked a daily route for good. Latest by commit, not "after the
+        newest": the lookback commits the newest day again on every run, after any late day."""
         oldest = min(skipped, key=lambda c: (bounds_order(c.bounds), checkpoint_moment(c)))
-        since = checkpoint_moment(newest)
         late = sorted(
             (
                 c
                 for c in skipped
-                if checkpoint_moment(c) >= since  # the lookback commits the newest again with a late day
-                and c.partition_id not in (newest.partition_id, oldest.partition_id)
+                if c.partition_id not in (newest.partition_id, oldest.partition_id)
                 and bounds_order(c.bounds) > bounds_order(oldest.bounds)
             ),
             key=checkpoint_moment,
             reverse=True,
         )[:_LATE_COMMITS_COUNTED]
         if not late or self.own_rows(sink, oldest.bounds, others) == 0:
-            return None  # nothing committed late, or the oldest days are gone: retention
+            return None  # nothing but the newest and the oldest, or the oldest days are gone: retention
         return next((c for c in late if self.own_rows(sink, c.bounds, others) == 0), None)
 
     def _fan_in_undecidable(

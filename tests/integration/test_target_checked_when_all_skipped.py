@@ -268,6 +268,45 @@ def test_a_target_restored_from_before_a_late_days_commit_stops_instead_of_skipp
     assert target_rows(base) == restored  # nothing written
 
 
+@pytest.mark.parametrize(
+    ("days_after", "lookback"), [(0, 1), (2, 2)], ids=["restored-right-after", "restored-two-days-later"]
+)
+def test_a_lookback_route_whose_target_lost_a_late_days_commit_stops(
+    base: Path, store_url: str, days_after: int, lookback: int
+) -> None:
+    """``replace_partition`` with ``lookback``: red before, the restored lookback day made up the count
+    (exit 0, no note), and once new days had run, the lookback's commits of the newest skipped day came
+    after the late day's, so it was no late commit any more (exit 0, the day lost for good)."""
+    with sqlite3.connect(base / "source.sqlite") as db:  # the newest day a day later: a day with no rows
+        (gap,) = db.execute("SELECT max(order_date) FROM orders").fetchone()
+        db.execute("UPDATE orders SET order_date = date(order_date, '+1 day') WHERE order_date = ?", (gap,))
+    manifest = write_manifest(base, "orders", store_url, strategy="replace_partition")
+    manifest.write_text(
+        manifest.read_text(encoding="utf-8").replace(
+            "column: order_date}", f"column: order_date, lookback: {lookback}}}"
+        ),
+        encoding="utf-8",
+    )
+    assert _dpone_process("run", str(manifest)) == 0
+    shutil.copytree(base / "clickhouse", base / "backup", symlinks=True)
+    add_source_rows(base, [(900_001, gap), (900_002, gap)])  # late rows of a day between committed ones
+    assert _dpone_process("run", str(manifest)) == 0
+    for _ in range(days_after):
+        add_a_new_day(base)
+        assert _dpone_process("run", str(manifest)) == 0
+    shutil.rmtree(base / "clickhouse")
+    shutil.copytree(base / "backup", base / "clickhouse", symlinks=True)
+    restored = target_rows(base)
+
+    result = dpone("run", "--json", str(manifest))
+
+    assert result.exit_code == 3, result.output
+    error = json.loads(result.output)
+    assert error["error"] == "native_transfer_target_lost_committed_rows"
+    assert error["details"]["newest_committed"]["bounds"] == f"order_date={gap}"
+    assert target_rows(base) == restored
+
+
 def test_a_late_day_older_than_every_other_that_retention_removed_stops_nothing(
     base: Path, store_url: str
 ) -> None:
