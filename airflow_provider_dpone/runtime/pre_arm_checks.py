@@ -204,9 +204,10 @@ class PreArmChecks:
         table = self._manifest.sink.table
         if located.incomplete:
             self._notice(
-                f"route {self._route.describe()}: the target table {table} holds rows within the lookback that no "
-                f"checkpoint records and the source no longer holds, and not all of them were located in {budget} "
-                "counts (or they lie past the calendar's end): those not located stay (a later run locates more)"
+                f"route {self._route.describe()}: the lookback's reach was not counted whole for rows no "
+                f"checkpoint records ({budget} counts, newest first, or rows past the calendar's end): rows the "
+                f"source no longer holds in the rest, if any, stay in {table}; a smaller lookback is counted "
+                "whole"
             )
         if not found:
             return []
