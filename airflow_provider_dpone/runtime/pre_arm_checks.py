@@ -451,6 +451,23 @@ class PreArmChecks:
         (``manifest_invalid``): the target keeps those rows as stored, outside the partition that moved them,
         so ``replace_partition`` would append them again on every run and two values that differ only in
         case or trailing spaces would move the same rows twice."""
+        numbers = getattr(source, "lists_stored_as_numbers", None)
+        as_numbers: list[PartitionBounds] = numbers(bounds) if callable(numbers) else []
+        if as_numbers:
+            column = as_numbers[0].column
+            raise DponeError(
+                ErrorCode.MANIFEST_INVALID,
+                f"{len(as_numbers)} value(s) of source.partitioning.values ({some_bounds_labels(as_numbers)}) are "
+                f"held as numbers in column {column!r}, which has no declared type (or is an expression of "
+                "source.query): a listed value is compared as text and selects none of those rows, so they "
+                f"would never move. CAST the column in source.query (CAST({column} AS INTEGER) to list "
+                "numbers, or AS TEXT); nothing was written",
+                details={
+                    "column": column,
+                    "problem": "list_value_stored_as_number",
+                    "partitions": [b.label for b in as_numbers],
+                },
+            )
         find = getattr(source, "lists_stored_otherwise", None)
         if not callable(find):
             return

@@ -9,6 +9,8 @@ from __future__ import annotations
 from datetime import date
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from airflow_provider_dpone.adapters.sources import partition_planning as planning
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
@@ -138,6 +140,24 @@ def test_a_list_value_that_does_not_fit_the_column_is_a_manifest_error() -> None
     assert caught.value.code is ErrorCode.MANIFEST_INVALID
     assert "seven" not in caught.value.render()
     assert caught.value.details["position"] == 1
+
+
+@given(outside=st.one_of(st.integers(max_value=-(2**63) - 1), st.integers(min_value=2**63)))
+def test_a_listed_integer_outside_64_bits_is_a_manifest_error_naming_no_value(outside: int) -> None:
+    """Red before: a source binds such a value as a float, and -2**63-1 selected the row holding -2**63
+    (that row moved twice, exit 0)."""
+    with pytest.raises(DponeError) as caught:
+        _plan(Partitioning(kind=PartitionKind.LIST, column="id", values=(5, outside)))
+    assert caught.value.code is ErrorCode.MANIFEST_INVALID
+    assert "64-bit" in caught.value.render() and str(outside) not in caught.value.render()
+    assert caught.value.details["position"] == 2
+
+
+@given(inside=st.integers(min_value=-(2**63), max_value=2**63 - 1))
+def test_every_64_bit_integer_is_a_list_value(inside: int) -> None:
+    assert _plan(Partitioning(kind=PartitionKind.LIST, column="id", values=(inside,)))[0].values == (
+        str(inside),
+    )
 
 
 def test_list_values_of_a_decimal_column_fold_by_their_number_and_must_be_numbers() -> None:

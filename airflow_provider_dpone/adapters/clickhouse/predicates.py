@@ -83,9 +83,12 @@ def literal(value: str, value_type: str, column_type: str | None = None) -> str:
         # a listed value of a Decimal or float column, as the source compared it: the number (the engine
         # cannot read `` 10.5`` as a Decimal, and a replace's delete failed inside the target call)
         try:
-            return quote_string(format(finite_number(value), "f"))
+            number = quote_string(format(finite_number(value), "f"))
         except ValueError:
             raise BoundsError("a number column's value is not a finite number") from None
+        # 18.16 reads a quoted number as a Decimal but not as a float: `c IN ('10.5')` on a Float64 column
+        # failed ("Type mismatch in IN"), inside a replace's delete (the route blocked on every run)
+        return f"toFloat64({number})" if base_type(column_type or "").startswith("Float") else number
     return quote_string(value)
 
 

@@ -202,6 +202,9 @@ def integer_range_partitions(column: str, starts: Sequence[int], size: int) -> l
     ]
 
 
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
 def list_value_type(column: ColumnSpec) -> str:
     if column.clickhouse_type in _INTEGER_TYPES:
         return "integer"
@@ -221,7 +224,15 @@ def canonical_value(value: str | int, value_type: str) -> str:
         raise ValueError("a boolean is not a partition value")
     text = str(value).strip()
     if value_type == "integer":
-        return str(int(text))
+        try:
+            number = int(text)
+        except ValueError:
+            raise ValueError("not an integer") from None  # int()'s own message holds the value
+        if not _INT64_MIN <= number <= _INT64_MAX:
+            # a source binds such a value as a float, which rounds to the nearest 64-bit integer: a listed
+            # -2**63-1 selected the row holding -2**63 (moved twice, exit 0)
+            raise ValueError("an integer outside the 64-bit range")
+        return str(number)
     if value_type == "date":
         return date.fromisoformat(text).isoformat()
     if value_type == "datetime":
@@ -274,7 +285,7 @@ def list_partitions(column: ColumnSpec, values: Sequence[str | int]) -> list[Par
             value = canonical_value(raw, value_type)
             key = _numeric_key(value, column) if numeric else value
         except ValueError as exc:
-            why = f" ({exc})" if numeric else ""  # fixed phrases, never the value
+            why = f" ({exc})" if numeric or value_type == "integer" else ""  # fixed phrases, never the value
             raise DponeError(
                 ErrorCode.MANIFEST_INVALID,
                 f"partition value #{position + 1} is not a valid {'number' if numeric else value_type} "

@@ -578,6 +578,20 @@ class SqliteSource:
                 found.append(one)
         return found
 
+    def lists_stored_as_numbers(self, bounds: Sequence[PartitionBounds]) -> list[PartitionBounds]:
+        """``ListSpellingSource``: the text ``list`` partitions whose value rows hold as a number (a column
+        with no declared type): one scan for them all (see ``list_spelling.sqlite_numbers_statement``)."""
+        texts = list_spelling.text_lists(bounds, self.describe())
+        if not texts:
+            return []
+        statement = self._statement(
+            functools.partial(list_spelling.sqlite_numbers_statement, self._source_sql, texts), texts[0]
+        )
+        held = {
+            str(row[0]) for row in self._fetch_all(statement, what="the stored types of the listed values")
+        }
+        return [b for b in texts if held.intersection(b.values or ())]
+
     def delivers_spelling(self, bounds: PartitionBounds) -> bool:
         """``ListSpellingSource``: one probe comparing the read's values byte for byte."""
         if not list_spelling.text_lists([bounds], self.describe()):
