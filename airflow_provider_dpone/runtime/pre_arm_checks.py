@@ -963,6 +963,7 @@ class PreArmChecks:
             # said on every run, not only one with nothing to move: a daily route always has a new day
             self._notice(
                 f"target table {table} holds {target_rows:,} rows{_others_share(theirs, target_rows)}"
+                + _besides_replaced(replaced)
                 + f", fewer than the {committed_rows:,} the "
                 f"committed partitions of route {self._route.describe()} loaded, while the newest of them "
                 f"({newest.bounds.label}) still holds rows: rows were removed from the table (a retention "
@@ -977,6 +978,7 @@ class PreArmChecks:
             ErrorCode.TARGET_LOST_COMMITTED_ROWS,
             f"{which} of route {self._route.describe()} {'are' if moving else 'is'} committed, but the "
             f"target table {table} holds {target_rows} rows{_others_share(theirs, target_rows)}"
+            + _besides_replaced(replaced)
             + f", fewer than the {committed_rows} its committed "
             f"partitions loaded, and none of "
             + (
@@ -1141,6 +1143,11 @@ _NEVER_COMMITTED = frozenset(
         Reason.PREVIOUS_FAILURE,
     }
 )
+
+
+def _besides_replaced(replaced: int) -> str:
+    """How many of the table's rows lie in partitions this run moves again (not counted as committed)."""
+    return f" ({replaced:,} of them within the partitions this run moves again)" if replaced else ""
 
 
 def _forced_not_applied(checkpoint: PartitionCheckpoint | None) -> bool:
