@@ -409,3 +409,26 @@ def test_a_retry_of_a_run_whose_days_another_definition_replaced_since_is_not_re
     stopped = json.loads(fresh.stdout)
     assert stopped["details"]["problem"] == "rewritten_by_another_route"
     assert len(stopped["details"]["partitions"]) == DAYS
+
+
+@pytest.mark.parametrize("route", ["chdb"], indirect=True)
+def test_a_retry_of_a_completed_run_a_lookback_replaced_says_to_use_a_new_run_id(route: Route) -> None:
+    """Red before: the retry of a completed run whose newest day a later run's lookback replaced printed
+    ``dpone replay resolve ... --as failed``, which refuses (it blocks nothing: "nothing to close")."""
+    lookback = (
+        route.manifest.read_text(encoding="utf-8")
+        .replace("strategy: incremental_append", "strategy: replace_partition")
+        .replace("column: order_date}", "column: order_date, lookback: 1}")
+    )
+    assert "lookback: 1" in lookback
+    route.manifest.write_text(lookback, encoding="utf-8")
+    assert route.dpone("run", str(route.manifest), "--run-id", "r1").returncode == 0
+    assert route.dpone("run", str(route.manifest), "--run-id", "r2").returncode == 0
+
+    retried = route.dpone("run", str(route.manifest), "--run-id", "r1")
+
+    said = retried.stdout + retried.stderr
+    assert retried.returncode != 0, said
+    assert "quality_capsule_conflict" in said
+    assert "replay resolve" not in said and "new run ID" in said
+    assert route.target_count() == ROWS

@@ -232,7 +232,13 @@ def test_selector_off_never_skips_an_active_v2_capsule(rig: Rig) -> None:
         }
     )
     assert semantic_identity(same_checks_off) == semantic_identity(MANIFEST)
-    expect_code(ErrorCode.QUALITY_REPLAY_UNRESOLVED, lambda: rig.engine(same_checks_off).run("run-1"))
+    again = expect_code(ErrorCode.QUALITY_REPLAY_UNRESOLVED, lambda: rig.engine(same_checks_off).run("run-1"))
+    # red before: "retry: re-run the blocked operation's run ID", which with the selector off printed the
+    # same block again, for good; the way out is the selector back on (or closing the operation)
+    retry = next(line for line in again.hint_lines if line.startswith("retry:"))
+    assert "durable_quality_replay back to true" in retry and "--as failed" in retry
+    rig.events.clear()
+    assert rig.engine(MANIFEST).run("run-1").quality is not None  # selector on: the retry observes it
 
 
 def test_committed_partitions_without_a_capsule_stay_required_unverified(rig: Rig) -> None:

@@ -279,10 +279,20 @@ class DurableReplay:
                 details={"operation_id": own.operation_id, "run_id": run_id},
                 hint_lines=(
                     f"inspect:  dpone replay status {self._manifest_ref} --run-id {shlex.quote(run_id)}",
-                    "a retry of this run ID can never measure it again: close it (the route's next run "
-                    "moves what is due):",
-                    f"resolve:  dpone replay resolve {self._manifest_ref} --run-id {shlex.quote(run_id)} --as failed "
-                    "--reason '<its partitions were resolved with dpone guard resolve>'",
+                    *(
+                        (
+                            "a retry of this run ID can never measure it again: close it (the route's next "
+                            "run moves what is due):",
+                            f"resolve:  dpone replay resolve {self._manifest_ref} --run-id "
+                            f"{shlex.quote(run_id)} --as failed --reason '<why its partitions changed>'",
+                        )
+                        if own.blocking
+                        else (  # it completed and blocks nothing: replay resolve refuses to close it
+                            "a retry of this run ID can never measure it again (a later run, a lookback or "
+                            "a guard resolution replaced its partitions); it blocks nothing: give the next "
+                            "run a new run ID (a new DAG run), which moves what is due",
+                        )
+                    ),
                     f"runbook:  {RUNBOOK}",
                 ),
             )

@@ -308,10 +308,18 @@ def recorded_under_another_manifest(record: OperationRecord, identity: str) -> b
     return run_id is not None and operation_id_for(identity, run_id) != record.operation_id
 
 
-def next_steps(blocking: Sequence[OperationRecord], invalid_refs: bool, manifest_ref: str) -> list[str]:
+def next_steps(
+    blocking: Sequence[OperationRecord],
+    invalid_refs: bool,
+    manifest_ref: str,
+    *,
+    selector_on: bool = True,
+    identity: str | None = None,
+) -> list[str]:
     """What on-call does next, one line per kind of blocking operation present: a retry settles a pending
-    or unobserved operation only while its reader guard is free, never a failed check (a retry of its run
-    ID reports the same failure) and never a missing or unverifiable capsule."""
+    or unobserved operation only while its reader guard is free, with the selector on and under the manifest
+    its run used; never a failed check (a retry of its run ID reports the same failure) and never a missing
+    or unverifiable capsule."""
     states = {r.state for r in blocking}
     resolve = f"dpone replay resolve {manifest_ref} --run-id RUN"
     lines: list[str] = []
@@ -320,7 +328,22 @@ def next_steps(blocking: Sequence[OperationRecord], invalid_refs: bool, manifest
             f"retained: verify its worker is gone (runbook step 1), then {resolve} --as retry "
             "--reason TEXT, then re-run its run ID"
         )
-    if any(r.decided_by_its_run and r.state is not OperationState.COMPLETE_FAILED for r in blocking):
+    retriable = [
+        r for r in blocking if r.decided_by_its_run and r.state is not OperationState.COMPLETE_FAILED
+    ]
+    if retriable and not selector_on:
+        # a run with the selector off never observes an operation (the retry printed the same block again)
+        lines.append(
+            "retry:    set sink.options.durable_quality_replay back to true, then re-run the blocked "
+            "operation's run ID (dpone run with --run-id RUN, or clear its Airflow task); with it off, a retry "
+            f"never observes it; or close it: {resolve} --as failed --reason TEXT"
+        )
+    elif retriable and identity and all(recorded_under_another_manifest(r, identity) for r in retriable):
+        lines.append(
+            "retry:    the blocked run ran under another version of this manifest: re-run its run ID with "
+            f"that version (its checks), or close it: {resolve} --as failed --reason TEXT"
+        )
+    elif retriable:
         lines.append(
             "retry:    re-run the blocked operation's run ID (dpone run with --run-id RUN, or clear its "
             "Airflow task): it observes the target again or replays its evidence"
@@ -369,7 +392,7 @@ def require_clear_capsules(
             for c in invalid_refs
         ),
         f"inspect:  dpone replay status {manifest_ref}",
-        *next_steps(blocking, bool(invalid_refs), manifest_ref),
+        *next_steps(blocking, bool(invalid_refs), manifest_ref, selector_on=selector_on, identity=identity),
         f"runbook:  {RUNBOOK}",
     ]
     if not selector_on:
