@@ -602,7 +602,9 @@ class TransferEngine:
         rows of are returned: an emptied one needs nothing (it used to keep a slot for good, so a day the
         source emptied later stayed in the target), nor does a unit that never held a row (a weekend, the rest
         of an old month). Counted on the target newest first, settled only, at most ``_MAX_UNITS_COUNTED``
-        counts per run."""
+        counts per run. Beside them, the units holding rows that no planned partition and no recorded commit
+        covers (a store restored from an older backup: ``PreArmChecks.unrecorded_rows_in_lookback``, which
+        stops the run unless the operator allows them to be emptied)."""
         partitioning = self._manifest.source.partitioning
         count = partitioning.lookback or 0
         if not planned or count < 1:
