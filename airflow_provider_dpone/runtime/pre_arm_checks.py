@@ -57,7 +57,7 @@ from airflow_provider_dpone.runtime.shared_target import other_sources_in_scope,
 from airflow_provider_dpone.runtime.vanished import bounds_order
 
 _log = logging.getLogger(__name__)
-#: How many partitions committed after the newest one a short target counts (``_emptied_late_commit``).
+#: How many of the latest commits a short target counts (``_emptied_late_commit``).
 _LATE_COMMITS_COUNTED = 20
 
 
@@ -194,10 +194,9 @@ class PreArmChecks:
         sink = self._target()
 
         def own(bounds: PartitionBounds) -> int:
+            """This source's rows within ``bounds``; where whose the rows are is unknown, none are counted."""
             held, theirs = self.held_and_theirs(sink, bounds, others)
-            return (
-                0 if theirs is None else max(held - theirs, 0)
-            )  # whose the rows are is unknown: not counted
+            return 0 if theirs is None else max(held - theirs, 0)
 
         located = unrecorded.locate(units, stretches, own, budget)
         found = [(b, n) for b, n in located.units if is_settled(b, settled_before)]
@@ -450,7 +449,8 @@ class PreArmChecks:
         """A ``list`` value that selects source rows stored under another spelling stops the run
         (``manifest_invalid``): the target keeps those rows as stored, outside the partition that moved them,
         so ``replace_partition`` would append them again on every run and two values that differ only in
-        case or trailing spaces would move the same rows twice."""
+        case or trailing spaces would move the same rows twice. Before that: a value rows hold as a number in a
+        column with no declared type, which the read compares as text and never selects (0 rows moved)."""
         numbers = getattr(source, "lists_stored_as_numbers", None)
         as_numbers: list[PartitionBounds] = numbers(bounds) if callable(numbers) else []
         if as_numbers:
