@@ -57,7 +57,7 @@ from airflow_provider_dpone.runtime.shared_target import other_sources_in_scope,
 from airflow_provider_dpone.runtime.vanished import bounds_order
 
 _log = logging.getLogger(__name__)
-#: How many of the latest commits a short target counts (``_emptied_late_commit``).
+#: How many of the latest commits a short target counts, beyond the lookback's (``_emptied_late_commit``).
 _LATE_COMMITS_COUNTED = 20
 
 
@@ -1025,7 +1025,9 @@ class PreArmChecks:
         still held is no retention. A late day older than every other one, empty, cannot be told from one a
         retention job or a TTL removed (a late correction past the TTL is dropped on insert): it is left to
         the notice, as stopping there blocked a daily route for good. Latest by commit, not "after the
-        newest": the lookback commits the newest day again on every run, after any late day."""
+        newest": the lookback commits the newest day again on every run, after any late day; and the days
+        leaving its window were committed again by the run before, one more each run, so a lookback of N
+        counts N more (a target restored 21 runs after a late day under ``lookback: 30`` passed, exit 0)."""
         oldest = min(skipped, key=lambda c: (bounds_order(c.bounds), checkpoint_moment(c)))
         late = sorted(
             (
@@ -1036,7 +1038,7 @@ class PreArmChecks:
             ),
             key=checkpoint_moment,
             reverse=True,
-        )[:_LATE_COMMITS_COUNTED]
+        )[: _LATE_COMMITS_COUNTED + (self._manifest.source.partitioning.lookback or 0)]
         if not late or self.own_rows(sink, oldest.bounds, others) == 0:
             return None  # nothing but the newest and the oldest, or the oldest days are gone: retention
         return next((c for c in late if self.own_rows(sink, c.bounds, others) == 0), None)
