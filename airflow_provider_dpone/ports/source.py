@@ -88,10 +88,10 @@ class ListSpellingSource(Source, Protocol):
         another spelling than the listed values: the source's collation ignores case, accents or trailing
         spaces, or the column pads its text. The target keeps such rows as stored, outside the partition."""
 
-    def lists_stored_as_numbers(self, bounds: Sequence[PartitionBounds]) -> list[PartitionBounds]:
-        """Those of ``bounds`` (``list`` partitions of a text column) whose value rows hold as a number: a
-        column with no declared type compares them with the listed text as unequal, so the read selects none
-        of them (SQLite)."""
+    def lists_holding_non_text(self, bounds: Sequence[PartitionBounds]) -> list[PartitionBounds]:
+        """Those of ``bounds`` (``list`` partitions of a column the target keeps as text) whose column holds
+        numbers or bytes: its listed values then compare by the column's affinity, not as the target's text,
+        selecting none of them or several spellings at once (SQLite)."""
 
     def delivers_spelling(self, bounds: PartitionBounds) -> bool:
         """Whether a read of ``bounds`` (a ``list`` partition of a text column) delivers a row whose value is

@@ -449,23 +449,25 @@ class PreArmChecks:
         """A ``list`` value that selects source rows stored under another spelling stops the run
         (``manifest_invalid``): the target keeps those rows as stored, outside the partition that moved them,
         so ``replace_partition`` would append them again on every run and two values that differ only in
-        case or trailing spaces would move the same rows twice. Before that: a value rows hold as a number in a
-        column with no declared type, which the read compares as text and never selects (0 rows moved)."""
-        numbers = getattr(source, "lists_stored_as_numbers", None)
-        as_numbers: list[PartitionBounds] = numbers(bounds) if callable(numbers) else []
-        if as_numbers:
-            column = as_numbers[0].column
+        case or trailing spaces would move the same rows twice. Before that: a text list column without TEXT
+        affinity that holds numbers or bytes, whose values the read compares by that affinity (0 rows moved,
+        or 1 and 01 moving the same rows)."""
+        non_text = getattr(source, "lists_holding_non_text", None)
+        held_otherwise: list[PartitionBounds] = non_text(bounds) if callable(non_text) else []
+        if held_otherwise:
+            column = held_otherwise[0].column
             raise DponeError(
                 ErrorCode.MANIFEST_INVALID,
-                f"{len(as_numbers)} value(s) of source.partitioning.values ({some_bounds_labels(as_numbers)}) are "
-                f"held as numbers in column {column!r}, which has no declared type (or is an expression of "
-                "source.query): a listed value is compared as text and selects none of those rows, so they "
-                f"would never move. CAST the column in source.query (CAST({column} AS INTEGER) to list "
-                "numbers, or AS TEXT); nothing was written",
+                f"list column {column!r} holds numbers or bytes, and has no TEXT affinity (no declared type, "
+                "a BLOB, TIME or UUID declaration, or an expression of source.query): its listed values "
+                "compare by that affinity, not as the text the target keeps, so a value selects none of its "
+                "rows or several spellings at once (1 and 01). Write CAST("
+                f"{column} AS TEXT) AS {column} in source.query and list the values as that text; nothing "
+                "was written",
                 details={
                     "column": column,
-                    "problem": "list_value_stored_as_number",
-                    "partitions": [b.label for b in as_numbers],
+                    "problem": "list_column_holds_non_text",
+                    "partitions": [b.label for b in held_otherwise],
                 },
             )
         find = getattr(source, "lists_stored_otherwise", None)

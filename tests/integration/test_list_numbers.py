@@ -10,9 +10,11 @@ number the source compared. chDB, every row compared with the source.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import yaml
 
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from tests.integration.hand_made_target_rig import (
@@ -70,17 +72,19 @@ def test_a_float_columns_values_are_replaced_run_after_run_on_every_target(
     tmp_path: Path, target: str, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Red before on the 18.16 server: ``c IN ('10.5','7')`` on a Float64 column is a type mismatch there,
-    so the first run's delete failed inside the target call and the route blocked on every run."""
+    so the first run's delete failed inside the target call and the route blocked on every run; then
+    ``toFloat64('2.994')`` parsed to a neighbouring double there, the delete missed the rows, and each run
+    appended them again. The value's own bits compare exactly."""
     with sqlite3.connect(tmp_path / "source.sqlite") as db:
         db.execute("CREATE TABLE sales (id INTEGER PRIMARY KEY, ratio REAL NOT NULL)")
         db.executemany(
-            "INSERT INTO sales VALUES (?, ?)", [(i, (10.5, 7.0, 3.25)[i % 3]) for i in range(1, 31)]
+            "INSERT INTO sales VALUES (?, ?)", [(i, (10.5, 7.0, 2.994)[i % 3]) for i in range(1, 31)]
         )
     endpoint, connection, table = target_for(target, tmp_path, request, monkeypatch, "ratios")
     manifest = write_manifest(
         tmp_path,
         source=SOURCE,
-        partitioning='{kind: list, column: ratio, values: ["10.5", "7"], lookback: 2}',
+        partitioning='{kind: list, column: ratio, values: ["10.5", "2.994"], lookback: 2}',
         connection=connection,
         table=table,
         strategy="replace_partition",
@@ -88,50 +92,69 @@ def test_a_float_columns_values_are_replaced_run_after_run_on_every_target(
     for run_id in ("r1", "r2"):
         assert run(manifest, run_id).rows_committed == 20
         rows = query_rows(endpoint, f"SELECT id, ratio FROM {table} ORDER BY id")
-        assert rows == [(i, 10.5 if i % 3 == 0 else 7.0) for i in range(1, 31) if i % 3 != 2]
+        assert rows == [(i, 10.5 if i % 3 == 0 else 2.994) for i in range(1, 31) if i % 3 != 1]
 
 
 @pytest.mark.parametrize(
-    "source_query",
+    ("declared", "stored", "source_query", "values"),
     [
-        None,  # a column declared with no type holding integers
-        "SELECT id, CASE WHEN code >= 2 THEN 2 WHEN code = 1 THEN 1 ELSE 0 END AS code FROM sales",
+        ("", lambda i: i % 3, None, "[0, 1, 2]"),  # no declared type, integers: nothing selected
+        (
+            "",
+            lambda i: i % 3,
+            "SELECT id, CASE WHEN code >= 1 THEN code ELSE 0 END AS code FROM sales",
+            "[0, 1, 2]",
+        ),
+        (
+            "",
+            lambda i: i % 3,
+            "SELECT id, CAST(code AS INTEGER) AS code FROM sales",
+            '["0", "1", "01"]',
+        ),  # twice
+        ("BLOB", lambda i: str(i % 3).encode(), None, "[0, 1, 2]"),  # bytes: nothing selected
+        ("TIME", lambda i: ("1.0", "2")[i % 2], None, '["1.0"]'),  # numeric affinity: stored as 1
     ],
-    ids=["untyped-column", "query-expression"],
+    ids=["untyped-column", "case-expression", "cast-as-integer", "blob-column", "time-column"],
 )
-def test_listed_values_a_column_holds_as_numbers_without_a_type_stop_before_arming(
-    tmp_path: Path, source_query: str | None
+def test_a_list_column_without_text_affinity_holding_numbers_or_bytes_stops_before_arming(
+    tmp_path: Path, declared: str, stored: Callable[[int], object], source_query: str | None, values: str
 ) -> None:
-    """Red before: a listed value is bound as text and SQLite's text never equals a number stored without
-    affinity: every value committed 0 rows (0 of 30 moved, exit 0, ``--verify`` clean). Now the run stops
-    before anything is written, naming the column; the CAST it advises moves every row."""
+    """Red before: SQLite compares a listed value by the column's affinity, not as the text the target
+    keeps: text never equals a number or bytes stored without affinity (0 of 30 rows moved, every value
+    committed empty, exit 0, ``--verify`` clean), and under a numeric affinity ``1`` and ``01`` selected the
+    same rows (moved twice). Now the run stops before anything is written, naming the column; the
+    ``CAST(... AS TEXT)`` it advises moves each row once, as its text."""
     with sqlite3.connect(tmp_path / "source.sqlite") as db:
-        db.execute("CREATE TABLE sales (id INTEGER PRIMARY KEY, code)")
-        db.executemany("INSERT INTO sales VALUES (?, ?)", [(i, i % 3) for i in range(1, 31)])
+        db.execute(f"CREATE TABLE sales (id INTEGER PRIMARY KEY, code {declared})")
+        db.executemany("INSERT INTO sales VALUES (?, ?)", [(i, stored(i)) for i in range(1, 31)])
+        expected = sorted(
+            (i, text)
+            for i, text in db.execute("SELECT id, CAST(code AS TEXT) FROM sales")
+            if text in {"0", "1", "01", "2", "1.0"}
+        )
     query = f"\n  query: {source_query}" if source_query else ""
     manifest = write_manifest(
         tmp_path,
         source=SOURCE + query,
-        partitioning="{kind: list, column: code, values: [0, 1, 2]}",
+        partitioning=f"{{kind: list, column: code, values: {values}}}",
         connection=CHDB_CONNECTION,
         table="demo.sales",
     )
     with pytest.raises(DponeError) as stopped:
         run(manifest, "r1")
     assert stopped.value.code is ErrorCode.MANIFEST_INVALID
-    assert stopped.value.details["problem"] == "list_value_stored_as_number"
+    assert stopped.value.details["problem"] == "list_column_holds_non_text"
     assert checkpoints(manifest) == []
 
-    casted = "SELECT id, CAST(code AS INTEGER) AS code FROM sales"
     fixed = write_manifest(
         tmp_path,
-        source=SOURCE + f"\n  query: {casted}",
-        partitioning="{kind: list, column: code, values: [0, 1, 2]}",
+        source=SOURCE + "\n  query: SELECT id, CAST(code AS TEXT) AS code FROM sales",
+        partitioning=f"{{kind: list, column: code, values: {values}}}",
         connection=CHDB_CONNECTION,
         table="demo.sales",
     )
-    assert run(fixed, "r2").rows_committed == 30
+    run(fixed, "r2")
+    listed = {str(v) for v in yaml.safe_load(values)}
     assert query_rows(chdb_at(tmp_path), "SELECT id, code FROM demo.sales ORDER BY id") == [
-        (i, str(i % 3))
-        for i in range(1, 31)  # an expression has no declared type: the target keeps text
+        row for row in expected if row[1] in listed
     ]

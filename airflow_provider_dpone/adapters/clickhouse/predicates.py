@@ -14,6 +14,7 @@ and a ``replace_partition`` re-run would delete nothing.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable, Mapping, Sequence
 from datetime import date, datetime, time, timezone
 
@@ -83,13 +84,22 @@ def literal(value: str, value_type: str, column_type: str | None = None) -> str:
         # a listed value of a Decimal or float column, as the source compared it: the number (the engine
         # cannot read `` 10.5`` as a Decimal, and a replace's delete failed inside the target call)
         try:
-            number = quote_string(format(finite_number(value), "f"))
+            number = finite_number(value)
         except ValueError:
             raise BoundsError("a number column's value is not a finite number") from None
-        # 18.16 reads a quoted number as a Decimal but not as a float: `c IN ('10.5')` on a Float64 column
-        # failed ("Type mismatch in IN"), inside a replace's delete (the route blocked on every run)
-        return f"toFloat64({number})" if base_type(column_type or "").startswith("Float") else number
+        if base_type(column_type or "").startswith("Float"):
+            return _float_bits(float(number))
+        return quote_string(format(number, "f"))
     return quote_string(value)
+
+
+def _float_bits(value: float) -> str:
+    """The double ``value`` exactly, as its IEEE-754 bits: 18.16 reads a quoted number as a Decimal only
+    (``c IN ('10.5')`` on a Float64 column failed inside a replace's delete, the route blocked), parses some
+    texts to a neighbouring double (``toFloat64('2.994')`` missed the rows it had stored: each run appended
+    them again), and refuses a subnormal literal. ``-0.0`` is ``0.0``, as the sources store it."""
+    exact = 0.0 if value == 0 else value
+    return f"reinterpretAsFloat64(unhex('{struct.pack('<d', exact).hex()}'))"
 
 
 def _is_number(type_name: str | None) -> bool:

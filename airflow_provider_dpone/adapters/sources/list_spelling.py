@@ -66,29 +66,17 @@ def sqlite_statement(source: str, bounds: PartitionBounds) -> tuple[str, lite.Pa
     return text, (*condition[1], *values)
 
 
-def sqlite_numbers_statement(source: str, bounds: Sequence[PartitionBounds]) -> tuple[str, lite.Params]:
-    """The listed values that rows hold as numbers (``typeof`` integer or real) that the partitions' reads do
-    not select, each once.
+def sqlite_non_text_statement(source: str, column: str) -> tuple[str, lite.Params]:
+    """One row when ``column`` holds a number or bytes anywhere, none otherwise.
 
-    A SQLite column with no declared type (or a ``source.query`` expression, a ``CASE`` giving 0, 1, 2)
-    keeps each value as stored: a listed value is bound as text, and text never equals the number ``0``, so
-    the partition selects none of those rows while the target keeps them as the text ``'0'`` (seen: 0 rows
-    of 30 moved, every value committed empty, ``--verify`` clean)."""
-    column = bounds[0].column if bounds else None
-    if column is None or not all(b.column == column and b.values for b in bounds):
-        raise lite.SqlBuildError("list partitions of one column, each with values")
-    values = tuple(dict.fromkeys(v for b in bounds for v in b.values or ()))
-    read = lite.any_of(bounds)
-    if read is None:
-        raise lite.SqlBuildError("list partitions select by their values")
+    A SQLite ``list`` column the target keeps as text but which has no TEXT affinity (no declared type, a
+    ``BLOB``, ``TIME`` or ``UUID`` declaration, an expression of ``source.query``) keeps values as numbers
+    or bytes, and its listed values compare with them by that affinity, not as the target's text: text
+    never equals a number stored without affinity (0 rows of 30 moved, every value committed empty, exit 0),
+    and under a numeric affinity (``CAST(x AS INTEGER)``, a ``TIME`` column) ``'1'`` and ``'01'`` select the
+    same rows (moved twice)."""
     quoted = lite.quote_ident(column)
-    marks = ", ".join("?" for _ in values)
-    return (
-        f"SELECT DISTINCT CAST({quoted} AS TEXT)\nFROM {source}\n"
-        f"WHERE typeof({quoted}) IN ('integer', 'real') AND CAST({quoted} AS TEXT) IN ({marks})\n"
-        f"AND NOT ({read[0]})",  # an INTEGER column or CAST compares the listed text as a number: selected
-        (*values, *read[1]),
-    )
+    return f"SELECT 1\nFROM {source}\nWHERE typeof({quoted}) IN ('integer', 'real', 'blob')\nLIMIT 1", ()
 
 
 def sqlite_spelled_statement(source: str, bounds: PartitionBounds) -> tuple[str, lite.Params]:

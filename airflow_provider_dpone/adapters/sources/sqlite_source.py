@@ -578,19 +578,23 @@ class SqliteSource:
                 found.append(one)
         return found
 
-    def lists_stored_as_numbers(self, bounds: Sequence[PartitionBounds]) -> list[PartitionBounds]:
-        """``ListSpellingSource``: the text ``list`` partitions whose value rows hold as a number (a column
-        with no declared type): one scan for them all (see ``list_spelling.sqlite_numbers_statement``)."""
-        texts = list_spelling.text_lists(bounds, self.describe())
-        if not texts:
+    def lists_holding_non_text(self, bounds: Sequence[PartitionBounds]) -> list[PartitionBounds]:
+        """``ListSpellingSource``: the text ``list`` partitions of a column without TEXT affinity that holds
+        numbers or bytes (one scan; none for a column declared TEXT, CHAR or CLOB: see
+        ``list_spelling.sqlite_non_text_statement``)."""
+        schema = self.describe()
+        texts = list_spelling.text_lists(bounds, schema)
+        if not texts or texts[0].column is None:
             return []
+        known = {c.name.casefold(): c for c in schema.columns}
+        spec = known.get(texts[0].column.casefold())
+        if spec is not None and not sqlite_types.needs_coercion(spec):
+            return []  # TEXT affinity: every value is text
         statement = self._statement(
-            functools.partial(list_spelling.sqlite_numbers_statement, self._source_sql, texts), texts[0]
+            functools.partial(list_spelling.sqlite_non_text_statement, self._source_sql, texts[0].column),
+            texts[0],
         )
-        held = {
-            str(row[0]) for row in self._fetch_all(statement, what="the stored types of the listed values")
-        }
-        return [b for b in texts if held.intersection(b.values or ())]
+        return texts if self._fetch_all(statement, what="the stored kinds of the list column") else []
 
     def delivers_spelling(self, bounds: PartitionBounds) -> bool:
         """``ListSpellingSource``: one probe comparing the read's values byte for byte."""
