@@ -307,6 +307,50 @@ def test_a_lookback_route_whose_target_lost_a_late_days_commit_stops(
     assert target_rows(base) == restored
 
 
+def test_a_long_lookbacks_days_leaving_its_window_do_not_hide_a_late_day_a_restored_target_lost(
+    base: Path, store_url: str
+) -> None:
+    """``lookback: 22`` over 25 days: the days leaving the window were committed again by the run before,
+    so 21 new days pushed a late day (older than the window) out of the 20 latest commits counted; red
+    before, the restored target lost it, exit 0, with a note blaming retention."""
+    with sqlite3.connect(base / "source.sqlite") as db:  # every day begun by the end: none ahead of the clock
+        db.execute("UPDATE orders SET order_date = date(order_date, '-200 days')")
+    for _ in range(21):  # 25 days
+        add_a_new_day(base)
+    with sqlite3.connect(base / "source.sqlite") as db:  # the second day: no rows until a late correction
+        (late_day,) = db.execute(
+            "SELECT DISTINCT order_date FROM orders ORDER BY 1 LIMIT 1 OFFSET 1"
+        ).fetchone()
+        late = db.execute("SELECT * FROM orders WHERE order_date = ?", (late_day,)).fetchall()
+        db.execute("DELETE FROM orders WHERE order_date = ?", (late_day,))
+    manifest = write_manifest(base, "orders", store_url, strategy="replace_partition")
+    manifest.write_text(
+        manifest.read_text(encoding="utf-8").replace(
+            "column: order_date}", "column: order_date, lookback: 22}"
+        ),
+        encoding="utf-8",
+    )
+    assert _dpone_process("run", str(manifest)) == 0
+    shutil.copytree(base / "clickhouse", base / "backup", symlinks=True)
+    with sqlite3.connect(base / "source.sqlite") as db:
+        db.executemany(f"INSERT INTO orders VALUES ({', '.join('?' * len(late[0]))})", late)
+    assert _dpone_process("run", str(manifest)) == 0  # the late day, committed after the backup
+    for _ in range(21):
+        add_a_new_day(base)
+    assert _dpone_process("run", str(manifest)) == 0
+    shutil.rmtree(base / "clickhouse")
+    shutil.copytree(base / "backup", base / "clickhouse", symlinks=True)
+    restored = target_rows(base)
+
+    result = dpone("run", "--json", str(manifest))
+
+    assert result.exit_code == 3, result.output
+    error = json.loads(result.output)
+    assert error["error"] == "native_transfer_target_lost_committed_rows"
+    assert error["details"]["newest_committed"]["bounds"] == f"order_date={late_day}"
+    assert target_rows(base) == restored
+
+
 def test_a_late_day_older_than_every_other_that_retention_removed_stops_nothing(
     base: Path, store_url: str
 ) -> None:
