@@ -281,9 +281,10 @@ class PreArmChecks:
         if unsplit and self._manifest.source.partitioning.lookback is not None:
             self._notice(
                 f"route {self._route.describe()}: partitions committed under the old partitioning (by "
-                f"{', '.join(sorted(unsplit))}) are not split into this one's, so the lookback never empties one "
-                "the source has emptied since: such rows stay in the target; compare the source's and "
-                f"{self._manifest.sink.table}'s counts by the old partitioning and delete them by hand"
+                f"{', '.join(sorted(unsplit))}) are not split into this one's: rows of days the source has "
+                "emptied since stop a run while they are within the lookback's reach (the runbook's 'Rows of "
+                "the lookback no checkpoint records'); older ones stay in the target: compare the source's and "
+                f"{self._manifest.sink.table}'s counts by the old partitioning and delete those by hand"
             )
 
     def _require_no_respelled_values(self, family: RouteFamily, decisions: Sequence[ResumeDecision]) -> None:
@@ -964,8 +965,7 @@ class PreArmChecks:
         if late is None and target_rows > 0 and self.own_rows(sink, newest.bounds, others) > 0:
             # said on every run, not only one with nothing to move: a daily route always has a new day
             self._notice(
-                f"target table {table} holds {target_rows:,} rows{_others_share(theirs, target_rows)}"
-                + _besides_replaced(replaced)
+                f"target table {table} holds {_held(target_rows, replaced)}{_others_share(theirs, target_rows)}"
                 + f", fewer than the {committed_rows:,} the "
                 f"committed partitions of route {self._route.describe()} loaded, while the newest of them "
                 f"({newest.bounds.label}) still holds rows: rows were removed from the table (a retention "
@@ -979,9 +979,8 @@ class PreArmChecks:
         raise DponeError(
             ErrorCode.TARGET_LOST_COMMITTED_ROWS,
             f"{which} of route {self._route.describe()} {'are' if moving else 'is'} committed, but the "
-            f"target table {table} holds {target_rows} rows{_others_share(theirs, target_rows)}"
-            + _besides_replaced(replaced)
-            + f", fewer than the {committed_rows} its committed "
+            f"target table {table} holds {_held(target_rows, replaced)}{_others_share(theirs, target_rows)}"
+            + f", fewer than the {committed_rows:,} its committed "
             f"partitions loaded, and none of "
             + (
                 f"the newest of them ({newest.bounds.label}): dropped, truncated, "
@@ -1149,9 +1148,15 @@ _NEVER_COMMITTED = frozenset(
 )
 
 
-def _besides_replaced(replaced: int) -> str:
-    """How many of the table's rows lie in partitions this run moves again (not counted as committed)."""
-    return f" ({replaced:,} of them within the partitions this run moves again)" if replaced else ""
+def _held(target_rows: int, replaced: int) -> str:
+    """The rows compared with the committed ones: the table's, less those within the partitions this run
+    moves again (it read "holds 18 rows, fewer than the 15" when it said only the table's)."""
+    if not replaced:
+        return f"{target_rows:,} rows"
+    return (
+        f"{target_rows - replaced:,} rows outside the partitions this run moves again ({target_rows:,} in "
+        "all)"
+    )
 
 
 def _forced_not_applied(checkpoint: PartitionCheckpoint | None) -> bool:

@@ -158,3 +158,33 @@ def test_a_list_column_without_text_affinity_holding_numbers_or_bytes_stops_befo
     assert query_rows(chdb_at(tmp_path), "SELECT id, code FROM demo.sales ORDER BY id") == [
         row for row in expected if row[1] in listed
     ]
+
+
+def test_a_float_value_sqlite_reads_as_another_double_stops_before_arming(tmp_path: Path) -> None:
+    """SQLite's number parsing is not correctly rounded: ``4912.446821`` is a neighbouring double there.
+    Red before: rows written as that text moved again on every run (the target's delete, comparing the
+    correctly rounded double, missed them), rows written from a program were never selected; exit 0."""
+    with sqlite3.connect(tmp_path / "source.sqlite") as db:
+        db.execute("CREATE TABLE sales (id INTEGER PRIMARY KEY, ratio REAL NOT NULL)")
+        db.executemany("INSERT INTO sales VALUES (?, 7.5)", [(i,) for i in range(1, 16)])
+        db.executemany("INSERT INTO sales VALUES (?, 4912.446821)", [(i,) for i in range(16, 31)])
+    manifest = write_manifest(
+        tmp_path,
+        source=SOURCE,
+        partitioning='{kind: list, column: ratio, values: ["7.5", "4912.446821"], lookback: 2}',
+        connection=CHDB_CONNECTION,
+        table="demo.sales",
+        strategy="replace_partition",
+    )
+
+    with pytest.raises(DponeError) as stopped:
+        run(manifest, "r1")
+
+    assert stopped.value.code is ErrorCode.MANIFEST_INVALID
+    assert stopped.value.details == {
+        "column": "ratio",
+        "position": 2,
+        "problem": "float_value_read_otherwise",
+    }
+    assert "4912" not in stopped.value.render()
+    assert checkpoints(manifest) == []

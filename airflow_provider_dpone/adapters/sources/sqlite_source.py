@@ -356,9 +356,44 @@ class SqliteSource:
         self.describe()
         self._calendar_prefixes = None  # never reuse a previous plan's scan
         try:
-            return planning.plan(self._spec.partitioning, self._describe_full(), self)
+            planned = planning.plan(self._spec.partitioning, self._describe_full(), self)
         finally:
             self._calendar_prefixes = None
+        self._require_floats_read_as_written(planned)
+        return planned
+
+    def _require_floats_read_as_written(self, planned: Sequence[PartitionBounds]) -> None:
+        """A listed value of a float column must be the same double in SQLite as in the target.
+
+        SQLite reads a number text with its own conversion, which is not correctly rounded: ``4912.446821``
+        becomes a neighbouring double there, while the target compares the correctly rounded one. Rows
+        written as that text then moved again on every run (the target's delete missed them), rows written
+        from a program's double were never selected (exit 0 both ways)."""
+        column = self._spec.partitioning.column
+        if self._spec.partitioning.kind is not PartitionKind.LIST or column is None:
+            return
+        spec = {c.name.casefold(): c for c in self.describe().columns}.get(column.casefold())
+        if spec is None or not spec.clickhouse_type.startswith("Float"):
+            return
+        values = [v for b in planned for v in (b.values or ())]
+        for position, value in enumerate(values):
+            ((equal,),) = self._fetch_all(
+                ("SELECT CAST(? AS REAL) = ?", (value, float(value))), what="the listed values as numbers"
+            )
+            if not equal:
+                raise DponeError(
+                    ErrorCode.MANIFEST_INVALID,
+                    f"partition value #{position + 1} of float column {column!r} reads as another number in "
+                    "SQLite than it is (SQLite's number parsing rounds some texts to a neighbouring double): "
+                    "its rows would be selected in the source and missed in the target, or the reverse. "
+                    f"List the column as text (CAST({column} AS TEXT) AS {column} in source.query) or "
+                    "partition by another column; nothing was written",
+                    details={
+                        "column": column,
+                        "position": position + 1,
+                        "problem": "float_value_read_otherwise",
+                    },
+                )
 
     def column_stats(self, column: ColumnSpec, kind: PartitionKind) -> planning.ColumnStats:
         if kind in (PartitionKind.DAY, PartitionKind.MONTH):
