@@ -240,6 +240,39 @@ def test_a_target_restored_from_a_backup_older_than_a_commit_stops_instead_of_sk
     assert target_rows(base) == restored  # nothing written
 
 
+def _with_lookback(manifest: Path, days: int) -> Path:
+    text = manifest.read_text(encoding="utf-8")
+    manifest.write_text(
+        text.replace("column: order_date}", f"column: order_date, lookback: {days}}}"), "utf-8"
+    )
+    return manifest
+
+
+def _target_restored_from_backup(base: Path) -> list[Any]:
+    """The chDB folder replaced by the copy in ``base/backup``; the rows it holds then."""
+    shutil.rmtree(base / "clickhouse")
+    shutil.copytree(base / "backup", base / "clickhouse", symlinks=True)
+    return target_rows(base)
+
+
+def _newest_day_a_day_later(base: Path) -> str:
+    """The source's newest day moved one day on: the day it held has no rows now (a late day to come)."""
+    with sqlite3.connect(base / "source.sqlite") as db:
+        (gap,) = db.execute("SELECT max(order_date) FROM orders").fetchone()
+        db.execute("UPDATE orders SET order_date = date(order_date, '+1 day') WHERE order_date = ?", (gap,))
+    return str(gap)
+
+
+def _stops_naming(base: Path, manifest: Path, label: str, restored: list[Any]) -> None:
+    """The run stops with ``target_lost_committed_rows`` naming ``label`` and writes nothing."""
+    result = dpone("run", "--json", str(manifest))
+    assert result.exit_code == 3, result.output
+    error = json.loads(result.output)
+    assert error["error"] == "native_transfer_target_lost_committed_rows"
+    assert error["details"]["newest_committed"]["bounds"] == label
+    assert target_rows(base) == restored
+
+
 @pytest.mark.parametrize("strategy", STRATEGIES)
 def test_a_target_restored_from_before_a_late_days_commit_stops_instead_of_skipping_that_day(
     base: Path, store_url: str, strategy: str
@@ -247,25 +280,15 @@ def test_a_target_restored_from_before_a_late_days_commit_stops_instead_of_skipp
     """A late day, older than the newest, committed after the target's backup was taken: restored, the
     target lacked it while the newest day still held rows, and every run took that for retention and skipped
     the day for good (exit 0, 4 rows against 6)."""
-    with sqlite3.connect(base / "source.sqlite") as db:  # the newest day a day later: a day with no rows
-        (gap,) = db.execute("SELECT max(order_date) FROM orders").fetchone()
-        db.execute("UPDATE orders SET order_date = date(order_date, '+1 day') WHERE order_date = ?", (gap,))
+    gap = _newest_day_a_day_later(base)
     manifest = write_manifest(base, "orders", store_url, strategy=strategy)
     assert _dpone_process("run", str(manifest)) == 0
     shutil.copytree(base / "clickhouse", base / "backup", symlinks=True)
     add_source_rows(base, [(900_001, gap), (900_002, gap)])  # a late day between committed ones
     assert _dpone_process("run", str(manifest)) == 0  # committed, then the disk is lost
-    shutil.rmtree(base / "clickhouse")
-    shutil.copytree(base / "backup", base / "clickhouse", symlinks=True)
-    restored = target_rows(base)
+    restored = _target_restored_from_backup(base)
 
-    result = dpone("run", "--json", str(manifest))
-
-    assert result.exit_code == 3, result.output
-    error = json.loads(result.output)
-    assert error["error"] == "native_transfer_target_lost_committed_rows"
-    assert error["details"]["newest_committed"]["bounds"] == f"order_date={gap}"
-    assert target_rows(base) == restored  # nothing written
+    _stops_naming(base, manifest, f"order_date={gap}", restored)
 
 
 @pytest.mark.parametrize(
@@ -277,15 +300,9 @@ def test_a_lookback_route_whose_target_lost_a_late_days_commit_stops(
     """``replace_partition`` with ``lookback``: red before, the restored lookback day made up the count
     (exit 0, no note), and once new days had run, the lookback's commits of the newest skipped day came
     after the late day's, so it was no late commit any more (exit 0, the day lost for good)."""
-    with sqlite3.connect(base / "source.sqlite") as db:  # the newest day a day later: a day with no rows
-        (gap,) = db.execute("SELECT max(order_date) FROM orders").fetchone()
-        db.execute("UPDATE orders SET order_date = date(order_date, '+1 day') WHERE order_date = ?", (gap,))
-    manifest = write_manifest(base, "orders", store_url, strategy="replace_partition")
-    manifest.write_text(
-        manifest.read_text(encoding="utf-8").replace(
-            "column: order_date}", f"column: order_date, lookback: {lookback}}}"
-        ),
-        encoding="utf-8",
+    gap = _newest_day_a_day_later(base)
+    manifest = _with_lookback(
+        write_manifest(base, "orders", store_url, strategy="replace_partition"), lookback
     )
     assert _dpone_process("run", str(manifest)) == 0
     shutil.copytree(base / "clickhouse", base / "backup", symlinks=True)
@@ -294,17 +311,9 @@ def test_a_lookback_route_whose_target_lost_a_late_days_commit_stops(
     for _ in range(days_after):
         add_a_new_day(base)
         assert _dpone_process("run", str(manifest)) == 0
-    shutil.rmtree(base / "clickhouse")
-    shutil.copytree(base / "backup", base / "clickhouse", symlinks=True)
-    restored = target_rows(base)
+    restored = _target_restored_from_backup(base)
 
-    result = dpone("run", "--json", str(manifest))
-
-    assert result.exit_code == 3, result.output
-    error = json.loads(result.output)
-    assert error["error"] == "native_transfer_target_lost_committed_rows"
-    assert error["details"]["newest_committed"]["bounds"] == f"order_date={gap}"
-    assert target_rows(base) == restored
+    _stops_naming(base, manifest, f"order_date={gap}", restored)
 
 
 def test_a_long_lookbacks_days_leaving_its_window_do_not_hide_a_late_day_a_restored_target_lost(
@@ -323,13 +332,7 @@ def test_a_long_lookbacks_days_leaving_its_window_do_not_hide_a_late_day_a_resto
         ).fetchone()
         late = db.execute("SELECT * FROM orders WHERE order_date = ?", (late_day,)).fetchall()
         db.execute("DELETE FROM orders WHERE order_date = ?", (late_day,))
-    manifest = write_manifest(base, "orders", store_url, strategy="replace_partition")
-    manifest.write_text(
-        manifest.read_text(encoding="utf-8").replace(
-            "column: order_date}", "column: order_date, lookback: 22}"
-        ),
-        encoding="utf-8",
-    )
+    manifest = _with_lookback(write_manifest(base, "orders", store_url, strategy="replace_partition"), 22)
     assert _dpone_process("run", str(manifest)) == 0
     shutil.copytree(base / "clickhouse", base / "backup", symlinks=True)
     with sqlite3.connect(base / "source.sqlite") as db:
@@ -338,17 +341,9 @@ def test_a_long_lookbacks_days_leaving_its_window_do_not_hide_a_late_day_a_resto
     for _ in range(21):
         add_a_new_day(base)
     assert _dpone_process("run", str(manifest)) == 0
-    shutil.rmtree(base / "clickhouse")
-    shutil.copytree(base / "backup", base / "clickhouse", symlinks=True)
-    restored = target_rows(base)
+    restored = _target_restored_from_backup(base)
 
-    result = dpone("run", "--json", str(manifest))
-
-    assert result.exit_code == 3, result.output
-    error = json.loads(result.output)
-    assert error["error"] == "native_transfer_target_lost_committed_rows"
-    assert error["details"]["newest_committed"]["bounds"] == f"order_date={late_day}"
-    assert target_rows(base) == restored
+    _stops_naming(base, manifest, f"order_date={late_day}", restored)
 
 
 def test_a_late_day_older_than_every_other_that_retention_removed_stops_nothing(
