@@ -16,11 +16,14 @@ from pathlib import Path
 import pytest
 import yaml
 
+from airflow_provider_dpone.adapters.clickhouse.predicates import predicate
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
+from airflow_provider_dpone.contracts.partition import BoundsKind, PartitionBounds
 from tests.integration.hand_made_target_rig import (
     CHDB_CONNECTION,
     chdb_at,
     checkpoints,
+    create_target,
     query_rows,
     run,
     target_for,
@@ -188,3 +191,19 @@ def test_a_float_value_sqlite_reads_as_another_double_stops_before_arming(tmp_pa
     }
     assert "4912" not in stopped.value.render()
     assert checkpoints(manifest) == []
+
+
+def test_a_listed_zero_selects_negative_zero_in_the_target_as_sources_do(tmp_path: Path) -> None:
+    """IN compares a float's bits, = its value: a source (SQL equality) selects -0.0 rows for a listed 0,
+    and the target's delete missed them (a SQL Server float column served -0.0: each run appended them
+    again, exit 0). The target's condition for a float column lists both zeros."""
+    endpoint = chdb_at(tmp_path)
+    create_target(endpoint, "demo.zeros", "id Int64, amount Nullable(Float64)", "id")
+    query_rows(
+        endpoint,
+        "INSERT INTO demo.zeros SELECT number, if(number = 0, 0.0, if(number = 1, -0.0, 1.5)) FROM numbers(3)",
+    )
+    bounds = PartitionBounds(kind=BoundsKind.VALUES, column="amount", values=("0",), label="amount=0")
+    condition = predicate(bounds, {"amount": "Nullable(Float64)"})
+
+    assert query_rows(endpoint, f"SELECT id FROM demo.zeros WHERE {condition} ORDER BY id") == [(0,), (1,)]

@@ -49,8 +49,10 @@ def test_a_completed_retry_whose_generation_was_replaced_is_not_replayed(rig: Ri
     err = expect_code(ErrorCode.CAPSULE_CONFLICT, lambda: rig.engine(MANIFEST).run("run-1"))
     assert err.details["operation_id"] == OPERATION
     assert "no longer exactly the route's committed state" in err.safe_message
-    # the way out is named: no retry of run-1 can measure it again (every other message led back here)
-    assert any("--run-id run-1 --as failed" in line for line in err.hint_lines), err.hint_lines
+    # the way out is named: no retry of run-1 can measure it again (every other message led back here); it
+    # completed and blocks nothing, so a replay resolve would refuse it: a new run ID is the way
+    assert any("new run ID" in line for line in err.hint_lines), err.hint_lines
+    assert not any("replay resolve" in line for line in err.hint_lines), err.hint_lines
     assert rig.events == []  # refused from durable state alone: no source, sink or reader
 
 

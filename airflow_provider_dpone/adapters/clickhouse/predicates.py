@@ -88,7 +88,7 @@ def literal(value: str, value_type: str, column_type: str | None = None) -> str:
         except ValueError:
             raise BoundsError("a number column's value is not a finite number") from None
         if base_type(column_type or "").startswith("Float"):
-            return _float_bits(float(number))
+            return _float_bits(float(number) or 0.0)  # -0 listed: 0.0 (member adds -0.0 beside it)
         return quote_string(format(number, "f"))
     return quote_string(value)
 
@@ -97,9 +97,15 @@ def _float_bits(value: float) -> str:
     """The double ``value`` exactly, as its IEEE-754 bits: 18.16 reads a quoted number as a Decimal only
     (``c IN ('10.5')`` on a Float64 column failed inside a replace's delete, the route blocked), parses some
     texts to a neighbouring double (``toFloat64('2.994')`` missed the rows it had stored: each run appended
-    them again), and refuses a subnormal literal. ``-0.0`` is ``0.0``, as the sources store it."""
-    exact = 0.0 if value == 0 else value
-    return f"reinterpretAsFloat64(unhex('{struct.pack('<d', exact).hex()}'))"
+    them again), and refuses a subnormal literal. A listed zero is ``0.0``; ``member`` adds ``-0.0``."""
+    return f"reinterpretAsFloat64(unhex('{struct.pack('<d', value).hex()}'))"
+
+
+def _is_zero(value: str) -> bool:
+    try:
+        return float(finite_number(value)) == 0
+    except ValueError:
+        return False
 
 
 def _is_number(type_name: str | None) -> bool:
@@ -133,7 +139,12 @@ class ClickHouseBounds:
 
     def member(self, column: str, values: Sequence[str], value_type: str) -> str:
         column_type = self._types.get(column)
-        return f"{self._quote(column)} IN ({', '.join(self._render(v, value_type, column_type) for v in values)})"
+        rendered = [self._render(v, value_type, column_type) for v in values]
+        if base_type(column_type or "").startswith("Float") and any(_is_zero(v) for v in values):
+            # IN compares a float's bits, = its value: a listed 0 selects -0.0 in a source (SQL equality)
+            # and missed it in the target's delete (each run appended those rows again)
+            rendered.append(_float_bits(-0.0))
+        return f"{self._quote(column)} IN ({', '.join(rendered)})"
 
     def nothing(self) -> str:
         return "0"  # an empty list selects nothing
