@@ -207,3 +207,23 @@ def test_a_listed_zero_selects_negative_zero_in_the_target_as_sources_do(tmp_pat
     condition = predicate(bounds, {"amount": "Nullable(Float64)"})
 
     assert query_rows(endpoint, f"SELECT id FROM demo.zeros WHERE {condition} ORDER BY id") == [(0,), (1,)]
+
+
+@pytest.mark.parametrize("target", ["chdb", "server"])
+def test_a_listed_value_of_a_float32_column_selects_its_single_precision_rows(
+    tmp_path: Path, target: str, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SQL Server's ``real`` lands in a ``Float32`` column and compares a listed ``10.1`` as single
+    precision. Red before: the target's condition was the Float64 pattern of 10.1, which no Float32 row
+    equals: the replace's delete removed nothing and each run appended the rows again (exit 0)."""
+    endpoint, _, table = target_for(target, tmp_path, request, monkeypatch, "singles")
+    create_target(endpoint, table, "id Int64, ratio Nullable(Float32)", "id")
+    query_rows(
+        endpoint,
+        f"INSERT INTO {table} SELECT number, if(number % 3 = 0, 10.1, 2.5) FROM system.numbers LIMIT 30",
+    )
+    listed = PartitionBounds(kind=BoundsKind.VALUES, column="ratio", values=("10.1", "0"), label="ratio=10.1")
+
+    condition = predicate(listed, {"ratio": "Nullable(Float32)"})
+
+    assert query_rows(endpoint, f"SELECT count() FROM {table} WHERE {condition}") == [(10,)]

@@ -88,16 +88,26 @@ def literal(value: str, value_type: str, column_type: str | None = None) -> str:
         except ValueError:
             raise BoundsError("a number column's value is not a finite number") from None
         if base_type(column_type or "").startswith("Float"):
-            return _float_bits(float(number) or 0.0)  # -0 listed: 0.0 (member adds -0.0 beside it)
+            # -0 listed: 0.0 (member adds -0.0 beside it)
+            return _float_bits(float(number) or 0.0, single=base_type(column_type or "") == "Float32")
         return quote_string(format(number, "f"))
     return quote_string(value)
 
 
-def _float_bits(value: float) -> str:
-    """The double ``value`` exactly, as its IEEE-754 bits: 18.16 reads a quoted number as a Decimal only
-    (``c IN ('10.5')`` on a Float64 column failed inside a replace's delete, the route blocked), parses some
-    texts to a neighbouring double (``toFloat64('2.994')`` missed the rows it had stored: each run appended
-    them again), and refuses a subnormal literal. A listed zero is ``0.0``; ``member`` adds ``-0.0``."""
+def _float_bits(value: float, *, single: bool = False) -> str:
+    """The float ``value`` exactly, as its IEEE-754 bits (``single``: a ``Float32`` column, which holds the
+    value rounded to single precision, as SQL Server's ``real`` compares a listed text: a Float64 pattern
+    matched none of its rows, and each replace appended them again). 18.16 reads a quoted number as a
+    Decimal only (``c IN ('10.5')`` on a Float64 column failed inside a replace's delete, the route blocked),
+    parses some texts to a neighbouring double (``toFloat64('2.994')`` missed the rows it had stored: each
+    run appended them again), and refuses a subnormal literal. A listed zero is ``0.0``; ``member`` adds
+    ``-0.0``."""
+    if single:
+        try:
+            packed = struct.pack("<f", value)
+        except OverflowError:
+            raise BoundsError("a Float32 column's value is outside its range") from None
+        return f"reinterpretAsFloat32(unhex('{packed.hex()}'))"
     return f"reinterpretAsFloat64(unhex('{struct.pack('<d', value).hex()}'))"
 
 
@@ -143,7 +153,7 @@ class ClickHouseBounds:
         if base_type(column_type or "").startswith("Float") and any(_is_zero(v) for v in values):
             # IN compares a float's bits, = its value: a listed 0 selects -0.0 in a source (SQL equality)
             # and missed it in the target's delete (each run appended those rows again)
-            rendered.append(_float_bits(-0.0))
+            rendered.append(_float_bits(-0.0, single=base_type(column_type or "") == "Float32"))
         return f"{self._quote(column)} IN ({', '.join(rendered)})"
 
     def nothing(self) -> str:
