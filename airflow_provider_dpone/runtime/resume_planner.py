@@ -136,12 +136,20 @@ def settled_cutoff(now: datetime, settle: timedelta) -> datetime:
 
 def upper_instant(bounds: PartitionBounds) -> datetime | None:
     """A time-bound partition's upper bound as a UTC instant (None for bounds without one)."""
-    if bounds.kind is not BoundsKind.RANGE or bounds.upper is None:
+    return _instant(bounds, bounds.upper)
+
+
+def lower_instant(bounds: PartitionBounds) -> datetime | None:
+    """A time-bound partition's lower bound as a UTC instant (None for bounds without one)."""
+    return _instant(bounds, bounds.lower)
+
+
+def _instant(bounds: PartitionBounds, side: str | None) -> datetime | None:
+    """``side`` (one of ``bounds``' two) as a UTC instant, where ``bounds`` is a time range."""
+    if bounds.kind is not BoundsKind.RANGE or side is None or bounds.value_type not in ("date", "datetime"):
         return None
-    if bounds.value_type not in ("date", "datetime"):
-        return None
-    upper = datetime.fromisoformat(bounds.upper)
-    return upper.replace(tzinfo=timezone.utc) if upper.tzinfo is None else upper.astimezone(timezone.utc)
+    moment = datetime.fromisoformat(side)
+    return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment.astimezone(timezone.utc)
 
 
 def takes_a_slot(bounds: PartitionBounds, settled_before: datetime | None, now: datetime | None) -> bool:
@@ -155,18 +163,6 @@ def takes_a_slot(bounds: PartitionBounds, settled_before: datetime | None, now: 
         return False
     lower = lower_instant(bounds)
     return now is None or lower is None or lower <= now.astimezone(timezone.utc)
-
-
-def lower_instant(bounds: PartitionBounds) -> datetime | None:
-    """A time-bound partition's lower bound as a UTC instant (None for bounds without one)."""
-    if (
-        bounds.kind is not BoundsKind.RANGE
-        or bounds.lower is None
-        or bounds.value_type not in ("date", "datetime")
-    ):
-        return None
-    lower = datetime.fromisoformat(bounds.lower)
-    return lower.replace(tzinfo=timezone.utc) if lower.tzinfo is None else lower.astimezone(timezone.utc)
 
 
 def is_settled(bounds: PartitionBounds, settled_before: datetime | None) -> bool:
