@@ -30,6 +30,7 @@ from airflow_provider_dpone.contracts.partition import (
     partition_id_for,
 )
 from airflow_provider_dpone.contracts.route import RouteIdentity
+from airflow_provider_dpone.runtime.unrecorded import comparable, units_of
 
 
 def vanished_committed(
@@ -107,10 +108,7 @@ def units_of_other_definitions(
                 and checkpoint.schema_hash == schema_hash
                 and shaped_by(bounds, partitioning)
             )
-            or bounds.kind is not BoundsKind.RANGE
-            or bounds.column is None
-            or bounds.column.casefold() != partitioning.column.casefold()
-            or bounds.value_type != template.value_type
+            or not comparable(bounds, template)
         ):
             continue
         for unit in units_within(bounds, template, partitioning):
@@ -128,54 +126,14 @@ def units_within(
     bounds: PartitionBounds, template: PartitionBounds, partitioning: Partitioning
 ) -> Iterator[PartitionBounds]:
     """The current partitioning's bounds overlapping ``bounds``, newest first, spelled as the planner spells
-    them (``template``: one planned partition's bounds)."""
-    column = template.column
-    if bounds.lower is None or bounds.upper is None or column is None:
+    them (``template``: one planned partition's bounds; ``unrecorded.Units`` spells them)."""
+    units = units_of(partitioning, template)
+    if units is None or bounds.lower is None or bounds.upper is None:
         return
     try:
-        if partitioning.kind is PartitionKind.DAY and template.value_type == "date":
-            first, day = (
-                date.fromisoformat(bounds.lower),
-                date.fromisoformat(bounds.upper) - timedelta(days=1),
-            )
-            while day >= first:
-                lower, upper = day.isoformat(), (day + timedelta(days=1)).isoformat()
-                yield template.model_copy(
-                    update={"lower": lower, "upper": upper, "label": f"{column}={lower}"}
-                )
-                day -= timedelta(days=1)
-        elif partitioning.kind is PartitionKind.MONTH and template.value_type == "date":
-            first, last = (
-                date.fromisoformat(bounds.lower),
-                date.fromisoformat(bounds.upper) - timedelta(days=1),
-            )
-            month = date(last.year, last.month, 1)
-            while month >= date(first.year, first.month, 1):
-                following = (
-                    date(month.year + 1, 1, 1) if month.month == 12 else date(month.year, month.month + 1, 1)
-                )
-                yield template.model_copy(
-                    update={
-                        "lower": month.isoformat(),
-                        "upper": following.isoformat(),
-                        "label": f"{column}={month.year:04d}-{month.month:02d}",
-                    }
-                )
-                month = (
-                    date(month.year - 1, 12, 1) if month.month == 1 else date(month.year, month.month - 1, 1)
-                )
-        elif partitioning.kind is PartitionKind.INTEGER_RANGE and partitioning.size is not None:
-            size, low = partitioning.size, int(bounds.lower)
-            start = (int(bounds.upper) - 1) // size * size
-            while start + size > low:
-                yield template.model_copy(
-                    update={
-                        "lower": str(start),
-                        "upper": str(start + size),
-                        "label": f"{column}=[{start},{start + size})",
-                    }
-                )
-                start -= size
+        first, end = units.index_of(bounds.lower), units.end_of(bounds.upper)
+        for index in range(end - 1, first - 1, -1):
+            yield units.unit(index)
     except (ValueError, OverflowError):  # not ISO, or a calendar's edge
         return
 
