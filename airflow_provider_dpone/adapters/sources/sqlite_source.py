@@ -369,12 +369,13 @@ class SqliteSource:
         becomes a neighbouring double there, while the target compares the correctly rounded one. Rows
         written as that text then moved again on every run (the target's delete missed them), rows written
         from a program's double were never selected (exit 0 both ways)."""
-        column = self._spec.partitioning.column
-        if self._spec.partitioning.kind is not PartitionKind.LIST or column is None:
+        partitioning = self._spec.partitioning
+        if partitioning.kind is not PartitionKind.LIST:
             return
-        spec = {c.name.casefold(): c for c in self.describe().columns}.get(column.casefold())
+        spec = planning.partition_column(partitioning, self.describe())
         if spec is None or not spec.clickhouse_type.startswith("Float"):
             return
+        column = spec.name
         values = [v for b in planned for v in (b.values or ())]
         for position, value in enumerate(values):
             ((equal,),) = self._fetch_all(
