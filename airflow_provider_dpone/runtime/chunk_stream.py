@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from airflow_provider_dpone.contracts.chunk import ColumnChunk
+from airflow_provider_dpone.runtime import cursor_mark
 from airflow_provider_dpone.runtime.cancellation import CancellationToken
 from airflow_provider_dpone.runtime.progress import ProgressListener
 
@@ -50,11 +51,10 @@ class StreamTally:
             if self.cursor is not None and chunk.row_count:
                 if cursor_index is None:
                     cursor_index = chunk.names.index(self.cursor)
-                present = [v for v in chunk.columns[cursor_index] if v is not None]
-                if present:
-                    top = max(present)  # type: ignore[type-var]
-                    if tally.cursor_max is None or top > tally.cursor_max:  # type: ignore[operator]
-                        tally.cursor_max = top
+                # never raises: this runs inside the target call, where an error leaves the outcome unknown
+                tally.cursor_max = cursor_mark.higher(
+                    tally.cursor_max, cursor_mark.highest(chunk.columns[cursor_index])
+                )
             yield chunk
         tally.seconds += self.monotonic() - in_flight_from(started, opened() if opened is not None else None)
         progress.partition_moved(label, tally.rows, tally.seconds)
@@ -72,8 +72,7 @@ class StreamTally:
         return {pid: t.seconds for pid, t in self.partitions.items()}
 
     def cursor_high_water(self) -> object | None:
-        values = [t.cursor_max for t in self.partitions.values() if t.cursor_max is not None]
-        return max(values) if values else None  # type: ignore[type-var]
+        return cursor_mark.highest(t.cursor_max for t in self.partitions.values())
 
 
 def in_flight_from(started: float, opened: float | None) -> float:

@@ -22,12 +22,9 @@ import dataclasses
 import functools
 import itertools
 import logging
-import math
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import date, datetime
-from decimal import Decimal
 from typing import TypeVar, assert_never
 
 from airflow_provider_dpone.contracts.artifact import ArtifactRef
@@ -49,7 +46,7 @@ from airflow_provider_dpone.ports.route_lease import LeaseHold
 from airflow_provider_dpone.ports.route_naming import RawRouteNaming, RouteNaming
 from airflow_provider_dpone.ports.sink import Sink, StagedSink
 from airflow_provider_dpone.ports.source import Source, ValuesUnproven
-from airflow_provider_dpone.runtime import empty_source
+from airflow_provider_dpone.runtime import cursor_mark, empty_source
 from airflow_provider_dpone.runtime.cancellation import CancellationToken
 from airflow_provider_dpone.runtime.causal_clock import CausalClock
 from airflow_provider_dpone.runtime.chunk_stream import StreamTally
@@ -1235,22 +1232,17 @@ class TransferEngine:
             return
         high = tally.cursor_high_water()
         previous = self._ports.source_state.read_state(self._route) or {}
-        if previous.get("cursor") == tally.cursor:
-            high = _later_mark(high, previous.get("high_water"))
-        value = high.isoformat() if isinstance(high, (date, datetime)) else high
-        if isinstance(value, float) and not math.isfinite(value):
-            value = repr(value)  # 'inf', '-inf', 'nan': JSON has no such number (the store refused it after
-            # the commit: the run failed, and its mark was lost)
-        if value is None:
-            value = previous.get("high_water")
+        same_cursor = previous.get("cursor") == tally.cursor
+        if same_cursor:
+            high = cursor_mark.later(high, previous.get("high_water"), previous.get(cursor_mark.KIND_KEY))
+        if high is not None:
+            mark = cursor_mark.stored(high)
+        else:  # nothing moved: the recorded mark stays, kind included
+            mark = {k: previous[k] for k in ("high_water", cursor_mark.KIND_KEY) if k in previous}
+            mark.setdefault("high_water", None)
         self._ports.source_state.advance_state(
             self._route,
-            {
-                "cursor": tally.cursor,
-                "high_water": value if isinstance(value, (str, int, float)) else str(value),
-                "run_id": run_id,
-                "checkpoint_batch_id": lifecycle.batch_id,
-            },
+            {"cursor": tally.cursor, **mark, "run_id": run_id, "checkpoint_batch_id": lifecycle.batch_id},
         )
 
     def _report(
@@ -1281,32 +1273,3 @@ def holds_columns_of(target: TableSchema, schema: TableSchema) -> bool:
     """Whether a target's columns include each of ``schema``'s, of the same type (nullability aside)."""
     types = {c.name: c.clickhouse_type for c in target.columns}
     return all(types.get(c.name) == c.clickhouse_type for c in schema.columns)
-
-
-def _later_mark(moved: object, recorded: object) -> object:
-    """The higher of this run's cursor maximum and the mark recorded before: a run that moves only older
-    rows (a late day, a lookback) keeps the mark where it was (seen: the mark went back a month). A
-    recorded mark that does not compare with this run's values (another type) gives way to them. Marks
-    stored as text are read back in the moved value's type: dates, decimals (a ``NUMERIC`` cursor's mark went
-    back from 900.00 to 10.00), non-finite floats."""
-    if moved is None or recorded is None:
-        return moved
-    earlier: object
-    try:
-        if isinstance(moved, datetime) and isinstance(recorded, str):
-            earlier = datetime.fromisoformat(recorded)
-        elif isinstance(moved, date) and not isinstance(moved, datetime) and isinstance(recorded, str):
-            earlier = date.fromisoformat(recorded)
-        elif isinstance(moved, Decimal) and isinstance(recorded, str):
-            earlier = Decimal(recorded)
-        elif isinstance(moved, float) and isinstance(recorded, (str, int)) and not isinstance(recorded, bool):
-            earlier = float(recorded)
-        elif (
-            isinstance(moved, (int, float, str)) and type(recorded) is type(moved) and type(moved) is not bool
-        ):
-            earlier = recorded
-        else:
-            return moved
-        return earlier if earlier > moved else moved  # type: ignore[operator]
-    except (TypeError, ValueError, ArithmeticError):  # decimal.InvalidOperation is an ArithmeticError
-        return moved

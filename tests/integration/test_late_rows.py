@@ -621,3 +621,92 @@ checkpoints: {connection: "sqlite:///state.sqlite"}
     second = dpone("run", str(manifest), "--json", cwd=tmp_path)
     assert second.returncode == 0, second.stdout + second.stderr
     assert mark() == expected
+
+
+def _cursor_route(tmp_path: Path, load: str) -> Path:
+    manifest = tmp_path / f"{load}.yaml"
+    manifest.write_text(
+        f"""
+kind: native_transfer
+name: marks_{load}
+source:
+  type: sqlite
+  connection: sqlite:///source.sqlite
+  table: t
+  partitioning: {{kind: day, column: d}}
+  incremental: {{cursor: c}}
+  chunk_rows: 1
+sink:
+  type: clickhouse
+  connection: "chdb:///clickhouse_{load}"
+  table: demo.t
+  strategy: incremental_append
+  load: {load}
+checkpoints: {{connection: "sqlite:///state_{load}.sqlite"}}
+""",
+        encoding="utf-8",
+    )
+    return manifest
+
+
+def _state(tmp_path: Path, load: str) -> dict[str, Any]:
+    with sqlite3.connect(tmp_path / f"state_{load}.sqlite") as db:
+        (state,) = db.execute("SELECT payload FROM dpone_source_state").fetchone()
+    return dict(json.loads(state))
+
+
+@pytest.mark.parametrize("load", ["direct", "staged"])
+def test_a_cursor_column_holding_text_and_bytes_moves_every_value_and_marks_the_bytes_highest(
+    tmp_path: Path, load: str
+) -> None:
+    """Red before: the mark took ``max`` of ``str`` and ``bytes`` inside the target call (``TypeError``):
+    the run failed with part of the batch written and the route blocked on every retry."""
+    rows = [(1, "2026-01-01", "a"), (2, "2026-01-01", b"b"), (3, "2026-01-02", "c")]
+    with sqlite3.connect(tmp_path / "source.sqlite") as db:
+        db.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, d DATE NOT NULL, c TEXT)")
+        db.executemany("INSERT INTO t VALUES (?, ?, ?)", rows)
+    manifest = _cursor_route(tmp_path, load)
+
+    result = dpone("run", str(manifest), "--json", cwd=tmp_path)
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    endpoint = EndpointDescriptor(
+        name="t",
+        kind=EndpointKind.CLICKHOUSE,
+        interface=ClickHouseInterface.CHDB,
+        path=str(tmp_path / f"clickhouse_{load}"),
+    )
+    client = open_client(endpoint)
+    try:
+        moved = client.query("SELECT id, hex(c) FROM demo.t ORDER BY id").result_rows
+    finally:
+        client.close()
+    assert [tuple(r) for r in moved] == [
+        (i, (v if isinstance(v, bytes) else v.encode()).hex().upper()) for i, _, v in rows
+    ]
+    state = _state(tmp_path, load)
+    assert (state["high_water"], state["high_water_kind"]) == ("0x62", "bytes")
+
+
+def test_a_binary_cursor_mark_is_kept_as_hex_and_never_goes_back(tmp_path: Path) -> None:
+    """Red before: the mark of a binary cursor (a SQL Server ``rowversion``, a blob) was stored as Python's
+    text for bytes and a later run's lower counter replaced it."""
+    with sqlite3.connect(tmp_path / "source.sqlite") as db:
+        db.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, d DATE NOT NULL, c BLOB NOT NULL)")
+        db.executemany(
+            "INSERT INTO t VALUES (?, ?, ?)",
+            [(1, "2026-01-01", (5).to_bytes(8, "big")), (2, "2026-01-02", (9).to_bytes(8, "big"))],
+        )
+    manifest = _cursor_route(tmp_path, "direct")
+    first = dpone("run", str(manifest), "--json", cwd=tmp_path)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert _state(tmp_path, "direct")["high_water"] == "0x0000000000000009"
+    with sqlite3.connect(tmp_path / "source.sqlite") as db:  # a new day whose counter is lower
+        db.execute("INSERT INTO t VALUES (3, '2026-01-03', ?)", ((7).to_bytes(8, "big"),))
+
+    second = dpone("run", str(manifest), "--json", cwd=tmp_path)
+
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert json.loads(second.stdout)["rows_committed"] == 1
+    state = _state(tmp_path, "direct")
+    assert (state["high_water"], state["high_water_kind"]) == ("0x0000000000000009", "bytes")
