@@ -322,3 +322,24 @@ def test_a_datetimeoffset_day_partition_column_is_refused_by_its_type() -> None:
     assert value_audit.mssql_offset_partition(_audit_schema(), [day]) is not None
     other = day.model_copy(update={"column": "ts"})
     assert value_audit.mssql_offset_partition(_audit_schema(), [other]) is None
+
+
+def test_a_coarse_decimal_with_more_whole_digits_than_its_type_holds_stops_the_run_before_arming() -> None:
+    """A coarse description names every decimal ``Decimal(38, 10)``; a ``decimal(38,0)`` value of 29+ digits
+    kept its ``ROUND`` to 10 places, so the audit passed it and the read refused it inside the target call,
+    blocking the route. The audit now also counts values at or past 10**28, an exact numeric literal, and
+    compares with the value truncated (rounding a ``decimal(38,38)`` value up overflows on the server)."""
+    from airflow_provider_dpone.adapters.clickhouse.column_encoders import LEGACY_LIMITS
+    from airflow_provider_dpone.adapters.sources import value_audit
+
+    schema = TableSchema(columns=(mssql_types.coarse_column_spec("d380", 5),))
+    (check,) = value_audit.mssql_checks(schema, LEGACY_LIMITS)
+    assert check.expression == (
+        "COALESCE(SUM(CASE WHEN ROUND([d380], 10, 1) <> [d380] OR ABS([d380]) >= "
+        "10000000000000000000000000000 THEN 1 ELSE 0 END), 0)"
+    )
+    with pytest.raises(DponeError) as caught:
+        value_audit.require_clean([check], [1], "dbo.nums")
+    assert caught.value.code is ErrorCode.MANIFEST_INVALID
+    assert caught.value.details["column"] == "d380"
+    assert caught.value.details["reason"] == "decimal_digits"

@@ -533,7 +533,7 @@ def mssql_offset_partition(schema: TableSchema, bounds: Sequence[PartitionBounds
 
 def mssql_checks(schema: TableSchema, limits: ValueLimits | None) -> list[Check]:
     """MIN/MAX of calendar columns against the target's range, sub-second digits, a ``time`` column's
-    seventh digit, coarse decimal scale."""
+    seventh digit, coarse decimal digits (scale and whole part)."""
     lim = held_limits(limits)
     checks: list[Check] = []
     for column in schema.columns:
@@ -560,8 +560,13 @@ def mssql_checks(schema: TableSchema, limits: ValueLimits | None) -> list[Check]
             # the describe keeps no scale for time (time(0) .. time(7)): below 7 the cast changes nothing
             checks.append(Check(column, SUB_MICROSECOND, _sum(f"CAST({q} AS TIME(6)) <> {q}"), _count))
         elif kind.startswith("Decimal(") and source_type == "tds:decimal":
-            scale = int(kind[len("Decimal(") : -1].split(",")[1])
-            checks.append(Check(column, DECIMAL_DIGITS, _sum(f"ROUND({q}, {scale}) <> {q}"), _count))
+            precision, scale = (int(part) for part in kind[len("Decimal(") : -1].split(","))
+            # digits past the scale (truncated, ROUND's third argument: rounding 0.99..9 up overflows a
+            # decimal(38,38)), and whole digits past precision - scale (a decimal(38,0) value of 29+ digits
+            # passed: refused inside the target call, the route blocked)
+            whole = 10 ** (precision - scale)  # an exact numeric literal: no float rounding at the edge
+            changed = f"ROUND({q}, {scale}, 1) <> {q} OR ABS({q}) >= {whole}"
+            checks.append(Check(column, DECIMAL_DIGITS, _sum(changed), _count))
     return checks
 
 
