@@ -1018,7 +1018,7 @@ class PreArmChecks:
         others: Sequence[PartitionCheckpoint],
     ) -> PartitionCheckpoint | None:
         """One of the latest commits (at most ``_LATE_COMMITS_COUNTED``, newest commit first), newer than
-        the oldest partition, that holds none of its rows while the oldest still holds some.
+        the oldest partition, that holds none of its rows while a partition older than it still holds some.
 
         A target restored from a backup taken before a late day (older than the newest) was committed lacks
         that day while the newest still holds rows: the run took it for retention and skipped the day for good
@@ -1028,7 +1028,9 @@ class PreArmChecks:
         the notice, as stopping there blocked a daily route for good. Latest by commit, not "after the
         newest": the lookback commits the newest day again on every run, after any late day; and the days
         leaving its window were committed again by the run before, one more each run, so a lookback of N
-        counts N more (a target restored 21 runs after a late day under ``lookback: 30`` passed, exit 0)."""
+        counts N more (a target restored 21 runs after a late day under ``lookback: 30`` passed, exit 0).
+        Older rows are counted from the oldest partition up to the empty one, not in the oldest alone: after
+        ordinary retention the oldest is always empty, and a restore that lacked a late day passed (exit 0)."""
         oldest = min(skipped, key=lambda c: (bounds_order(c.bounds), checkpoint_moment(c)))
         late = sorted(
             (
@@ -1040,9 +1042,31 @@ class PreArmChecks:
             key=checkpoint_moment,
             reverse=True,
         )[: _LATE_COMMITS_COUNTED + (self._manifest.source.partitioning.lookback or 0)]
-        if not late or self.own_rows(sink, oldest.bounds, others) == 0:
-            return None  # nothing but the newest and the oldest, or the oldest days are gone: retention
-        return next((c for c in late if self.own_rows(sink, c.bounds, others) == 0), None)
+        return next(
+            (
+                c
+                for c in late
+                if self.own_rows(sink, c.bounds, others) == 0
+                and self._older_rows_held(sink, oldest, c, others)
+            ),
+            None,  # nothing but the newest and the oldest, or every empty one is older than all rows: retention
+        )
+
+    def _older_rows_held(
+        self,
+        sink: Sink,
+        oldest: PartitionCheckpoint,
+        empty: PartitionCheckpoint,
+        others: Sequence[PartitionCheckpoint],
+    ) -> bool:
+        """Whether this route's rows remain in the target below ``empty`` (from ``oldest``'s lower bound up
+        to ``empty``'s): retention removes the oldest days first, so an empty day above rows still held is
+        not retention. Bounds of another shape: the oldest partition's own rows."""
+        low, high = oldest.bounds, empty.bounds
+        if not (unrecorded.comparable(low, high) and unrecorded.comparable(high, low)):
+            return self.own_rows(sink, low, others) > 0
+        below = low.model_copy(update={"upper": high.lower, "label": f"{low.column}<{high.lower}"})
+        return self.own_rows(sink, below, others) > 0
 
     def _fan_in_undecidable(
         self,

@@ -367,6 +367,25 @@ def test_a_late_day_older_than_every_other_that_retention_removed_stops_nothing(
     assert "fewer than" in result.output  # the retention notice
 
 
+def test_a_target_with_retention_restored_from_before_a_late_days_commit_stops_instead_of_skipping_it(
+    base: Path, store_url: str
+) -> None:
+    """Retention empties the oldest day, and the check asked whether that oldest day still held rows: on any
+    table with a retention job or a TTL it never stopped, and a target restored from a backup taken before a
+    late day's commit lost that day for good (red before: exit 0, a note blaming retention)."""
+    gap = _newest_day_a_day_later(base)
+    manifest = write_manifest(base, "orders", store_url)
+    assert _dpone_process("run", str(manifest)) == 0
+    oldest_day = min(str(r[1]) for r in source_rows(base))
+    chdb_command(base, f"ALTER TABLE {TARGET} DELETE WHERE order_date <= '{oldest_day}'")  # retention
+    shutil.copytree(base / "clickhouse", base / "backup", symlinks=True)
+    add_source_rows(base, [(900_001, gap), (900_002, gap)])  # a late day between committed ones
+    assert _dpone_process("run", str(manifest)) == 0  # committed, then the disk is lost
+    restored = _target_restored_from_backup(base)
+
+    _stops_naming(base, manifest, f"order_date={gap}", restored)
+
+
 def test_a_store_restored_from_before_a_commit_never_appends_the_committed_rows_again(
     base: Path,
     store_url: str,
