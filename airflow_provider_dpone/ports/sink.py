@@ -53,6 +53,14 @@ class InFlightCheckingSink(Sink, Protocol):
         an operator's decision on its row counts would count part of them (read-only)."""
 
 
+class ViewListingSink(Sink, Protocol):
+    """A sink that can say, read-only, which views an insert into a table feeds."""
+
+    def views_fed_by(self, table: str) -> list[str]:
+        """``db.table`` of every view an insert into ``table`` reaches (materialized, live or window; not a
+        plain view), sorted; ``[]`` when the table does not exist."""
+
+
 class NullRefusingSink(Sink, Protocol):
     """A sink whose existing target may declare a column non-nullable that the source may fill with NULL."""
 

@@ -9,6 +9,7 @@ at the first check that needs it; what a run goes on with but the operator must 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from bisect import bisect_left
 from collections.abc import Callable, Mapping, Sequence
@@ -116,14 +117,37 @@ class PreArmChecks:
         held = [o for o in overlaps if self.own_rows(sink, o.partition.bounds, others) > 0]
         if len(held) < len(overlaps):
             kept = {id(o) for o in held}
-            empty = [o.partition for o in overlaps if id(o) not in kept]
-            self._notice(
-                f"{len(empty)} partition(s) of route {self._route.describe()} ({some_labels(empty)}) lie within "
-                f"partitions committed under another definition or strategy, but the target table {table} holds "
-                "no row within their bounds (rows that arrived after a wider partition was committed, or that "
-                "retention removed): they are moved as new"
-            )
+            emptied = [o for o in overlaps if id(o) not in kept]
+            fed_again = self._views_fed_again(sink, table, emptied)
+            held.extend(fed_again)
+            empty = [o.partition for o in emptied if not any(f.partition is o.partition for f in fed_again)]
+            if empty:
+                self._notice(
+                    f"{len(empty)} partition(s) of route {self._route.describe()} ({some_labels(empty)}) lie "
+                    f"within partitions committed under another definition or strategy, but the target table "
+                    f"{table} holds no row within their bounds (rows that arrived after a wider partition was "
+                    "committed, or that retention removed): they are moved as new"
+                )
         return held
+
+    def _views_fed_again(
+        self, sink: Sink, table: str, emptied: Sequence[IdentityOverlap]
+    ) -> list[IdentityOverlap]:
+        """Of the overlaps whose bounds hold no row in the target, those an old partition lying inside them
+        committed rows to, when the target feeds views: retention emptied them in the table, but each view
+        kept what it was given, so appending them again counted their rows twice in the views (exit 0). Not
+        when ``sink.options.allow_target_views`` says the views absorb repeated rows, nor where only a wider
+        old partition covers them (its rows may have lain elsewhere: a day that arrived after it is new)."""
+        delivered = [
+            o
+            for o in emptied
+            if any(c.rows and fully_covered(c.bounds, [o.partition.bounds]) for c in o.committed)
+        ]
+        listing = getattr(sink, "views_fed_by", None)
+        if not delivered or self._manifest.sink.options.allow_target_views or not callable(listing):
+            return []
+        views = tuple(listing(table))
+        return [dataclasses.replace(o, views_fed=views) for o in delivered] if views else []
 
     def _still_spelled(self, bounds: PartitionBounds) -> bool:
         """Whether the source delivers one of ``bounds``' listed values byte for byte (no: a source that

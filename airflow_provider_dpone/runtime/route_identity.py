@@ -54,6 +54,9 @@ class IdentityOverlap:
     covered: bool
     #: the strategy of the route planning ``partition`` (None: not compared)
     strategy: Strategy | None = None
+    #: set when the target holds no row within the partition but the views it feeds received the rows an
+    #: old partition inside it committed (retention emptied the table): appending would feed them again
+    views_fed: tuple[str, ...] = ()
 
     @property
     def changed(self) -> tuple[str, ...]:
@@ -79,6 +82,7 @@ class IdentityOverlap:
                 {"partition_id": c.partition_id, "bounds": c.bounds.label, "rows": c.rows}
                 for c in self.committed
             ],
+            **({"views_fed": list(self.views_fed)} if self.views_fed else {}),
         }
 
 
@@ -135,6 +139,7 @@ def require_unchanged_identity(
         hint_lines=(
             "nothing was written to the target (its rows within these partitions were counted, read-only)",
             *lines,
+            *_views_fed_hint(overlaps),
             *(
                 (
                     "a route of the same source table under another sink.strategy committed them: the rows "
@@ -172,6 +177,20 @@ def require_unchanged_identity(
             "partially covered partitions stay blocking after a rebaseline; see `dpone runbook guard`, "
             "'The route's identity changed'",
         ),
+    )
+
+
+def _views_fed_hint(overlaps: Sequence[IdentityOverlap]) -> tuple[str, ...]:
+    fed = [o for o in overlaps if o.views_fed]
+    if not fed:
+        return ()
+    views = sorted({v for o in fed for v in o.views_fed})
+    return (
+        f"{len(fed)} of them ({', '.join(o.partition.bounds.label for o in fed[:3])}"
+        f"{' ...' if len(fed) > 3 else ''}) hold no row in the target any more (retention, a TTL, deletes), but "
+        f"the view(s) the table feeds ({', '.join(views[:3])}{' ...' if len(views) > 3 else ''}) received their rows "
+        "when they were committed: appending them again would give the views those rows twice; a rebaseline "
+        "records them as committed (they stay removed from the table)",
     )
 
 

@@ -19,9 +19,12 @@ from pathlib import Path
 import pytest
 
 from airflow_provider_dpone.adapters.clickhouse.client import open_client
+from airflow_provider_dpone.compose import open_runtime
 from airflow_provider_dpone.contracts.endpoints import EndpointDescriptor
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.route import Strategy
+from airflow_provider_dpone.manifests.loader import load_manifest
+from airflow_provider_dpone.runtime.route_identity import RebaselineRequest
 from tests.integration.hand_made_target_rig import (
     CHDB_CONNECTION,
     PATHS,
@@ -253,3 +256,74 @@ def test_the_server_names_the_views_a_replacing_target_feeds(
     assert stopped.value.details["views"] == [f"{table.split('.')[0]}.orders_daily"]
     assert view_totals(endpoint, daily) == daily_totals(source)
     assert target_rows(endpoint, table) == source
+
+
+def test_days_retention_emptied_are_not_appended_again_into_a_view_after_an_edit_and_rebaseline(
+    tmp_path: Path,
+) -> None:
+    """An append route's edit (here a query selecting the same rows) gives its partitions new IDs; the days
+    a retention job had emptied in the target were "moved as new", and the view they had fed counted their
+    rows twice (red before: 2 x 30 rows on the two oldest days, exit 0). They now stop with the days the
+    target still holds, naming the views, and a rebaseline records them: they stay removed from the table,
+    and the view's totals stay the source's."""
+    source = make_source(tmp_path / "source.sqlite")
+    endpoint = chdb_at(tmp_path)
+    create_target(endpoint, TABLE, COLUMNS, "(order_date, id)")
+    daily = add_daily_view(endpoint, TABLE)
+    manifest = manifest_for(tmp_path, CHDB_CONNECTION, TABLE, Strategy.INCREMENTAL_APPEND)
+    assert run(manifest, "r1").rows_committed == len(source)
+    kept_from = (FIRST_DAY + timedelta(days=2)).isoformat()
+    command(
+        endpoint, f"ALTER TABLE {TABLE} DELETE WHERE order_date < '{kept_from}' SETTINGS mutations_sync = 1"
+    )
+    text = manifest.read_text(encoding="utf-8")
+    manifest.write_text(
+        text.replace(
+            "  table: orders", "  table: orders\n  query: SELECT id, order_date, amount FROM orders", 1
+        ),
+        encoding="utf-8",
+    )
+
+    with pytest.raises(DponeError) as stopped:
+        run(manifest, "r2")
+
+    assert stopped.value.code is ErrorCode.ROUTE_IDENTITY_CHANGED
+    fed = {o["bounds"]: o.get("views_fed") for o in stopped.value.details["overlaps"]}
+    assert len(fed) == DAYS
+    assert {day for day, views in fed.items() if views} == {
+        f"order_date={(FIRST_DAY + timedelta(days=d)).isoformat()}" for d in range(2)
+    }
+    assert set(map(tuple, (v for v in fed.values() if v))) == {("demo.orders_daily",)}
+    assert any("give the views those rows twice" in line for line in stopped.value.hint_lines)
+    with open_runtime(load_manifest(manifest)) as runtime:
+        result = runtime.rebaseline(RebaselineRequest(reason="the same rows through a query", actor="test"))
+    assert len(result.recorded) == DAYS
+    assert run(manifest, "r3").rows_committed == 0
+    assert view_totals(endpoint, daily) == daily_totals(source)
+    assert target_rows(endpoint, TABLE) == [r for r in source if r[1] >= kept_from]
+
+
+def test_days_retention_emptied_are_appended_again_after_an_edit_when_the_manifest_allows_views(
+    tmp_path: Path,
+) -> None:
+    """The owner's opt-in says the views absorb repeated rows: the emptied days are moved as new."""
+    source = make_source(tmp_path / "source.sqlite")
+    endpoint = chdb_at(tmp_path)
+    create_target(endpoint, TABLE, COLUMNS, "(order_date, id)")
+    add_daily_view(endpoint, TABLE, engine="ReplacingMergeTree")
+    manifest = allowing_views(manifest_for(tmp_path, CHDB_CONNECTION, TABLE, Strategy.INCREMENTAL_APPEND))
+    assert run(manifest, "r1").rows_committed == len(source)
+    command(
+        endpoint, f"ALTER TABLE {TABLE} DELETE WHERE order_date < '2026-10-02' SETTINGS mutations_sync = 1"
+    )
+    text = manifest.read_text(encoding="utf-8")
+    manifest.write_text(
+        text.replace(
+            "  table: orders", "  table: orders\n  query: SELECT id, order_date, amount FROM orders", 1
+        ),
+        encoding="utf-8",
+    )
+    with pytest.raises(DponeError) as stopped:  # the days the target holds still stop
+        run(manifest, "r2")
+    assert all("views_fed" not in o for o in stopped.value.details["overlaps"])
+    assert len(stopped.value.details["overlaps"]) == DAYS - 1

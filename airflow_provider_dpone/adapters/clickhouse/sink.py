@@ -70,7 +70,7 @@ from airflow_provider_dpone.adapters.clickhouse.table_schema import (
     types_compatible,
 )
 from airflow_provider_dpone.adapters.clickhouse.target_engine import require_row_keeping_engine, table_facts
-from airflow_provider_dpone.adapters.clickhouse.target_views import require_views_fed_once
+from airflow_provider_dpone.adapters.clickhouse.target_views import fed_views, require_views_fed_once
 from airflow_provider_dpone.adapters.sources.arrow_column import join_columns
 from airflow_provider_dpone.contracts.chunk import ColumnChunk
 from airflow_provider_dpone.contracts.endpoints import ClickHouseInterface, EndpointDescriptor
@@ -301,6 +301,14 @@ class ClickHouseSink:
                 if c.insertable
             )
         )
+
+    def views_fed_by(self, table: str) -> list[str]:
+        """``ViewListingSink``: the views an insert into ``table`` feeds (``target_views.fed_views``)."""
+        name = TableName.parse(table)
+        with self._failures("read the target table", name, step="prepare"):
+            client = self._client()
+            found = table_facts(client, name)
+            return [] if found is None else fed_views(client, found.dependents)
 
     def columns_refusing_null(self, table: str, schema: TableSchema, order_by: tuple[str, ...]) -> list[str]:
         """Read-only (``NullRefusingSink``): the nullable source columns the existing target declares
