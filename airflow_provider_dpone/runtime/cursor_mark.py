@@ -25,6 +25,8 @@ _UNREAD = object()
 
 def order_key(value: object) -> tuple[object, ...]:
     """A key that orders any two cursor values (never raises): numbers < text < bytes < dates and times."""
+    if isinstance(value, Decimal) and value.is_nan():
+        return (4, "Decimal", str(value))  # a NaN decimal raises on comparison: ordered apart
     if isinstance(value, (bool, int, float, Decimal)):
         return (0, value)
     if isinstance(value, str):
@@ -46,7 +48,7 @@ def highest(values: Iterable[object]) -> object | None:
         return None
     try:
         return max(present)  # type: ignore[type-var]
-    except TypeError:  # text beside bytes, naive beside aware times: the key orders them
+    except (TypeError, ArithmeticError):  # text beside bytes, aware beside naive times, a NaN decimal
         return max(present, key=order_key)
 
 

@@ -1053,8 +1053,9 @@ class PreArmChecks:
         newest": the lookback commits the newest day again on every run, after any late day; and the days
         leaving its window were committed again by the run before, one more each run, so a lookback of N
         counts N more (a target restored 21 runs after a late day under ``lookback: 30`` passed, exit 0).
-        Older rows are counted from the oldest partition up to the empty one, not in the oldest alone: after
-        ordinary retention the oldest is always empty, and a restore that lacked a late day passed (exit 0)."""
+        Older rows are those of the nearest partition below the empty one committed before it, not the oldest
+        partition's: after ordinary retention the oldest is always empty, and a restore that lacked a late
+        day passed (exit 0)."""
         oldest = min(skipped, key=lambda c: (bounds_order(c.bounds), checkpoint_moment(c)))
         late = sorted(
             (
@@ -1071,7 +1072,7 @@ class PreArmChecks:
                 c
                 for c in late
                 if self.own_rows(sink, c.bounds, others) == 0
-                and self._older_rows_held(sink, oldest, c, others)
+                and self._older_rows_held(sink, skipped, c, others)
             ),
             None,  # nothing but the newest and the oldest, or every empty one is older than all rows: retention
         )
@@ -1079,18 +1080,25 @@ class PreArmChecks:
     def _older_rows_held(
         self,
         sink: Sink,
-        oldest: PartitionCheckpoint,
+        skipped: Sequence[PartitionCheckpoint],
         empty: PartitionCheckpoint,
         others: Sequence[PartitionCheckpoint],
     ) -> bool:
-        """Whether this route's rows remain in the target below ``empty`` (from ``oldest``'s lower bound up
-        to ``empty``'s): retention removes the oldest days first, so an empty day above rows still held is
-        not retention. Bounds of another shape: the oldest partition's own rows."""
-        low, high = oldest.bounds, empty.bounds
-        if not (unrecorded.comparable(low, high) and unrecorded.comparable(high, low)):
-            return self.own_rows(sink, low, others) > 0
-        below = low.model_copy(update={"upper": high.lower, "label": f"{low.column}<{high.lower}"})
-        return self.own_rows(sink, below, others) > 0
+        """Whether the target still holds rows of the nearest partition below ``empty`` committed before it:
+        a backup taken before ``empty``'s commit held that one. Retention removes the oldest days first, so
+        an empty day above one still held is no retention. Only a partition committed earlier counts: a late
+        day committed after a retention pass lies below days the pass emptied (counting every row below the
+        empty day stopped that route, and a fan-in's other source's late rows stopped this one)."""
+        below = [
+            c
+            for c in skipped
+            if bounds_order(c.bounds) < bounds_order(empty.bounds)
+            and checkpoint_moment(c) < checkpoint_moment(empty)
+        ]
+        if not below:
+            return False
+        nearest = max(below, key=lambda c: (bounds_order(c.bounds), checkpoint_moment(c)))
+        return self.own_rows(sink, nearest.bounds, others) > 0
 
     def _fan_in_undecidable(
         self,

@@ -1237,9 +1237,11 @@ class TransferEngine:
             high = cursor_mark.later(high, previous.get("high_water"), previous.get(cursor_mark.KIND_KEY))
         if high is not None:
             mark = cursor_mark.stored(high)
-        else:  # nothing moved: the recorded mark stays, kind included
+        elif same_cursor:  # nothing moved: the recorded mark stays, kind included
             mark = {k: previous[k] for k in ("high_water", cursor_mark.KIND_KEY) if k in previous}
             mark.setdefault("high_water", None)
+        else:  # a cursor renamed to another column has no mark until it moves a value (it took the old one's)
+            mark = {"high_water": None}
         self._ports.source_state.advance_state(
             self._route,
             {"cursor": tally.cursor, **mark, "run_id": run_id, "checkpoint_batch_id": lifecycle.batch_id},

@@ -710,3 +710,27 @@ def test_a_binary_cursor_mark_is_kept_as_hex_and_never_goes_back(tmp_path: Path)
     assert json.loads(second.stdout)["rows_committed"] == 1
     state = _state(tmp_path, "direct")
     assert (state["high_water"], state["high_water_kind"]) == ("0x0000000000000009", "bytes")
+
+
+def test_a_cursor_renamed_to_another_column_does_not_take_the_old_columns_mark(tmp_path: Path) -> None:
+    """Red before: a run whose new cursor column held only NULLs kept the old column's mark (bytes, ordered
+    above every number), so the new cursor's mark never moved."""
+    with sqlite3.connect(tmp_path / "source.sqlite") as db:
+        db.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, d DATE NOT NULL, b BLOB, n INTEGER)")
+        db.execute("INSERT INTO t VALUES (1, '2026-01-01', ?, NULL)", ((2001).to_bytes(8, "big"),))
+    manifest = _cursor_route(tmp_path, "direct")
+    manifest.write_text(manifest.read_text(encoding="utf-8").replace("cursor: c", "cursor: b"), "utf-8")
+    assert dpone("run", str(manifest), cwd=tmp_path).returncode == 0
+    assert _state(tmp_path, "direct")["high_water"] == "0x00000000000007D1"
+    manifest.write_text(manifest.read_text(encoding="utf-8").replace("cursor: b", "cursor: n"), "utf-8")
+    with sqlite3.connect(tmp_path / "source.sqlite") as db:
+        db.execute("INSERT INTO t VALUES (2, '2026-01-02', NULL, NULL)")
+    assert dpone("run", str(manifest), cwd=tmp_path).returncode == 0
+    renamed = _state(tmp_path, "direct")
+    assert (renamed["cursor"], renamed["high_water"], "high_water_kind" in renamed) == ("n", None, False)
+    with sqlite3.connect(tmp_path / "source.sqlite") as db:
+        db.execute("INSERT INTO t VALUES (3, '2026-01-03', NULL, 500)")
+
+    assert dpone("run", str(manifest), cwd=tmp_path).returncode == 0
+
+    assert _state(tmp_path, "direct")["high_water"] == 500

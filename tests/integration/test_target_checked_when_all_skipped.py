@@ -386,6 +386,26 @@ def test_a_target_with_retention_restored_from_before_a_late_days_commit_stops_i
     _stops_naming(base, manifest, f"order_date={gap}", restored)
 
 
+def test_a_late_day_committed_below_days_retention_emptied_stops_nothing(base: Path, store_url: str) -> None:
+    """A retention pass empties the oldest days; a late day then committed lies below days it emptied. Red with
+    a first form of the restore check (every row below an empty late commit counted): the next run stopped
+    (`target_lost_committed_rows`, "restored from a backup") although nothing was lost. Only the nearest
+    partition below the empty one *committed before it* counts."""
+    manifest = write_manifest(base, "orders", store_url)
+    assert _dpone_process("run", str(manifest)) == 0
+    days = sorted({str(r[1]) for r in source_rows(base)})
+    chdb_command(base, f"ALTER TABLE {TARGET} DELETE WHERE order_date <= '{days[-2]}'")  # retention
+    add_source_rows(base, [(900_001, "2020-01-01"), (900_002, "2020-01-01")])  # a late day, far below
+    assert _dpone_process("run", str(manifest)) == 0
+    add_a_new_day(base)
+
+    result = dpone("run", "--json", str(manifest))
+
+    assert result.exit_code == 0, result.output
+    kept = [r for r in source_rows(base) if str(r[1]) > days[-2] or str(r[1]) == "2020-01-01"]
+    assert target_rows(base) == kept
+
+
 def test_a_store_restored_from_before_a_commit_never_appends_the_committed_rows_again(
     base: Path,
     store_url: str,
