@@ -62,6 +62,7 @@ from airflow_provider_dpone.runtime.route_identity import (
     adopt,
     rebaseline,
     release_partly_covered,
+    views_fed_again_notice,
 )
 from airflow_provider_dpone.runtime.transfer import TransferEngine, TransferPorts
 
@@ -264,6 +265,11 @@ class Runtime:
             result: RebaselineResult | AdoptionResult
             if adopt_target:
                 result = adopt(engine.adoption_counts(run_id), engine.route, run_id, self.clock, request)
+                views = engine.views_fed_by_target() if result.left_to_run else []
+                if views:
+                    result = dataclasses.replace(
+                        result, notices=(*result.notices, views_fed_again_notice(result, views))
+                    )
             else:
                 overlaps = engine.identity_overlaps(run_id)
                 planned = [o.partition.bounds for o in overlaps]

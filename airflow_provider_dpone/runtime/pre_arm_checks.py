@@ -118,7 +118,7 @@ class PreArmChecks:
         if len(held) < len(overlaps):
             kept = {id(o) for o in held}
             emptied = [o for o in overlaps if id(o) not in kept]
-            fed_again = self._views_fed_again(sink, table, emptied)
+            fed_again, views = self._views_fed_again(sink, table, emptied)
             held.extend(fed_again)
             empty = [o.partition for o in emptied if not any(f.partition is o.partition for f in fed_again)]
             if empty:
@@ -127,27 +127,49 @@ class PreArmChecks:
                     f"within partitions committed under another definition or strategy, but the target table "
                     f"{table} holds no row within their bounds (rows that arrived after a wider partition was "
                     "committed, or that retention removed): they are moved as new"
+                    + (
+                        f"; the view(s) the table feeds ({', '.join(views[:3])}{' ...' if len(views) > 3 else ''}) "
+                        "receive their rows again: take rows they already hold out of the views' tables (see "
+                        "`dpone runbook guard`, 'The route's identity changed')"
+                        if views
+                        else ""
+                    )
                 )
         return held
 
     def _views_fed_again(
         self, sink: Sink, table: str, emptied: Sequence[IdentityOverlap]
-    ) -> list[IdentityOverlap]:
-        """Of the overlaps whose bounds hold no row in the target, those an old partition lying inside them
-        committed rows to, when the target feeds views: retention emptied them in the table, but each view
-        kept what it was given, so appending them again counted their rows twice in the views (exit 0). Not
-        when ``sink.options.allow_target_views`` says the views absorb repeated rows, nor where only a wider
-        old partition covers them (its rows may have lain elsewhere: a day that arrived after it is new)."""
-        delivered = [
+    ) -> tuple[list[IdentityOverlap], list[str]]:
+        """Of the overlaps whose bounds hold no row in the target, when the target feeds views (the views'
+        names second): those whose old partitions all lie inside them, committed rows, and hold exactly
+        those rows in the source now, each of them. Retention emptied them in the table, but each view kept
+        what it was given, so appending them again counted their rows twice in the views (exit 0); they are
+        the same rows, so a rebaseline records them. Not when ``sink.options.allow_target_views`` says the
+        views absorb repeated rows; not where a wider old partition covers one (its rows may have lain
+        elsewhere: a day that arrived after it is new), nor where the rows changed (the runbook's "load it
+        whole": an operator emptied it to reload; a stop there looped, since no rebaseline records it)."""
+        inside = [
             o
             for o in emptied
-            if any(c.rows and fully_covered(c.bounds, [o.partition.bounds]) for c in o.committed)
+            if o.covered
+            and any(c.rows for c in o.committed)
+            and all(fully_covered(c.bounds, [o.partition.bounds]) for c in o.committed)
         ]
         listing = getattr(sink, "views_fed_by", None)
-        if not delivered or self._manifest.sink.options.allow_target_views or not callable(listing):
-            return []
-        views = tuple(listing(table))
-        return [dataclasses.replace(o, views_fed=views) for o in delivered] if views else []
+        if not emptied or self._manifest.sink.options.allow_target_views or not callable(listing):
+            return [], []
+        views = list(listing(table))
+        if not views or not inside or self._source is None:
+            return [], views
+        asked = [b for o in inside for b in (o.partition.bounds, *(c.bounds for c in o.committed))]
+        counts = iter(self._source().count_partitions(asked))
+        same: list[IdentityOverlap] = []
+        for o in inside:
+            whole = next(counts)
+            each = [(next(counts), c.rows or 0) for c in o.committed]
+            if whole == sum(rows for _, rows in each) and all(now == rows for now, rows in each):
+                same.append(dataclasses.replace(o, views_fed=tuple(views)))
+        return same, views
 
     def _still_spelled(self, bounds: PartitionBounds) -> bool:
         """Whether the source delivers one of ``bounds``' listed values byte for byte (no: a source that

@@ -566,6 +566,22 @@ class AdoptionResult:
     notices: tuple[str, ...] = ()
 
 
+def views_fed_again_notice(result: AdoptionResult, views: Sequence[str]) -> str:
+    """What adopting a target that feeds views leaves to the operator: the partitions it leaves to run may be
+    days a retention job emptied in the table after an earlier store committed them, whose rows the views
+    still hold; the next run would give the views those rows again (seen: a daily total doubled, exit 0)."""
+    left = [c.partition.bounds.label for c in result.left_to_run]
+    return (
+        f"the target feeds {len(views)} view(s) ({', '.join(views[:3])}{' ...' if len(views) > 3 else ''}): "
+        f"the {len(left)} partition(s) left to run ({', '.join(left[:3])}{' ...' if len(left) > 3 else ''}) hold no "
+        "row in the table, but where an earlier checkpoint store committed them (a retention job or a TTL "
+        "emptied them since) the views still hold their rows and the next run gives the views those rows "
+        "again: before that run, take such partitions' rows out of the views' tables, or keep those days out "
+        "of the route (source.query); see `dpone runbook guard`, 'An empty checkpoint store in front of a "
+        "non-empty target'"
+    )
+
+
 def adopt(
     counts: Sequence[AdoptionCount],
     route: RouteIdentity,

@@ -348,6 +348,15 @@ class TransferEngine:
             )
         return self._other_sources
 
+    def views_fed_by_target(self) -> list[str]:
+        """The views an insert into the target feeds (read-only; ``[]`` when the sink cannot tell)."""
+        sink = self._ports.open_sink()
+        try:
+            listing = getattr(sink, "views_fed_by", None)
+            return list(listing(self._manifest.sink.table)) if callable(listing) else []
+        finally:
+            sink.close()
+
     def adoption_counts(self, run_id: str) -> list[AdoptionCount]:
         """For ``dpone guard rebaseline --adopt-target``: (partition, source rows, target rows) of a route
         with no checkpoint at all. Read-only counts on both sides; refused when the route has checkpoints.

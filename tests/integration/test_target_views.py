@@ -327,3 +327,60 @@ def test_days_retention_emptied_are_appended_again_after_an_edit_when_the_manife
         run(manifest, "r2")
     assert all("views_fed" not in o for o in stopped.value.details["overlaps"])
     assert len(stopped.value.details["overlaps"]) == DAYS - 1
+
+
+def test_a_day_whose_rows_changed_is_moved_as_new_with_a_note_naming_the_views_not_stopped_for_good(
+    tmp_path: Path,
+) -> None:
+    """The runbook's "load it whole" (a query edit that selects other rows: delete the day in the target,
+    then run) on a target that feeds views: red with the first form of the views check, the day stopped with
+    ``views_fed`` and no rebaseline could record it (its rows changed), exit 3 for good. It is moved, and the
+    run's note names the views whose tables the operator cleans."""
+    source = make_source(tmp_path / "source.sqlite")
+    endpoint = chdb_at(tmp_path)
+    create_target(endpoint, TABLE, COLUMNS, "(order_date, id)")
+    add_daily_view(endpoint, TABLE)
+    manifest = manifest_for(tmp_path, CHDB_CONNECTION, TABLE, Strategy.INCREMENTAL_APPEND)
+    text = manifest.read_text(encoding="utf-8")
+    manifest.write_text(
+        text.replace("  table: orders", "  table: orders\n  query: SELECT * FROM orders WHERE id > 4", 1),
+        encoding="utf-8",
+    )
+    assert run(manifest, "r1").rows_committed == len(source) - 4
+    manifest.write_text(text, encoding="utf-8")  # the filter removed: every day selects more rows now
+    command(
+        endpoint, f"ALTER TABLE {TABLE} DELETE WHERE order_date = '{FIRST_DAY}' SETTINGS mutations_sync = 1"
+    )
+
+    with pytest.raises(DponeError) as stopped:  # the other days, held, still stop
+        run(manifest, "r2")
+
+    overlaps = stopped.value.details["overlaps"]
+    assert f"order_date={FIRST_DAY}" not in {o["bounds"] for o in overlaps}
+    assert all("views_fed" not in o for o in overlaps)
+
+
+def test_adopting_a_target_that_feeds_views_names_the_views_beside_the_partitions_left_to_run(
+    tmp_path: Path,
+) -> None:
+    """A lost store, a retention job, a view: the adoption leaves the emptied days to the next run, which
+    gives the views their rows again; it now says so, naming the views and the days."""
+    make_source(tmp_path / "source.sqlite")
+    endpoint = chdb_at(tmp_path)
+    create_target(endpoint, TABLE, COLUMNS, "(order_date, id)")
+    add_daily_view(endpoint, TABLE)
+    manifest = manifest_for(tmp_path, CHDB_CONNECTION, TABLE, Strategy.INCREMENTAL_APPEND)
+    run(manifest, "r1")
+    command(
+        endpoint, f"ALTER TABLE {TABLE} DELETE WHERE order_date = '{FIRST_DAY}' SETTINGS mutations_sync = 1"
+    )
+    text = manifest.read_text(encoding="utf-8")
+    manifest.write_text(text.replace("state.sqlite", "new-state.sqlite"), encoding="utf-8")
+    assert "new-state.sqlite" in manifest.read_text(encoding="utf-8")
+
+    with open_runtime(load_manifest(manifest)) as runtime:
+        result = runtime.rebaseline(RebaselineRequest(reason="store lost", actor="test"), adopt_target=True)
+
+    assert [c.partition.bounds.label for c in result.left_to_run] == [f"order_date={FIRST_DAY}"]
+    (note,) = [n for n in result.notices if "view" in n]
+    assert "demo.orders_daily" in note and f"order_date={FIRST_DAY}" in note
