@@ -112,6 +112,13 @@ def fields_from_uri(uri: str) -> ConnectionFields:
         raise ConnectionFormError("the connection URI is malformed") from None
     if not parts.scheme:
         raise ConnectionFormError("the connection URI has no scheme (connection type)")
+    if "@" not in parts.netloc and "@" in parts.path + parts.query + parts.fragment:
+        # a '/', '?' or '#' in an unencoded password ends the host part early: what follows would be read
+        # as the database or as extras (their names printed in an error), so refuse the URI naming no part
+        raise ConnectionFormError(
+            "the connection URI is malformed: its login ends before the '@' (a '/', '?' or '#' in the "
+            "password must be percent-encoded: '%2F', '%3F', '%23')"
+        )
     quoted_schema = parts.path[1:]
     extra: dict[str, Any] = dict(query)
     if _EXTRA_KEY in extra:
@@ -212,10 +219,15 @@ def fold_dpone_conn_type(fields: ConnectionFields) -> ConnectionFields:
 
 
 def resolve_path(path: str, manifest_dir: Path | None) -> str:
-    """Absolute, normalized form of a file path; relative paths hang off ``manifest_dir`` (or the cwd)."""
+    """Absolute, normalized form of a file path; relative paths hang off ``manifest_dir``'s real path (or
+    the cwd), as an inline URI's do: the operator finds a manifest from the DAG file's real folder, the CLI
+    from the path it is given, and a chDB target reached through a linked folder was "another target" to
+    each in turn (exit 3, each rebaseline flipping it back). A link the path itself names is kept."""
     candidate = Path(os.path.expanduser(path))
     if not candidate.is_absolute():
-        candidate = (manifest_dir if manifest_dir is not None else Path.cwd()) / candidate
+        candidate = (
+            Path(os.path.realpath(manifest_dir) if manifest_dir is not None else Path.cwd()) / candidate
+        )
     return os.path.normpath(str(candidate))
 
 

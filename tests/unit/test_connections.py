@@ -206,6 +206,11 @@ def test_a_missing_connection_with_a_dash_hints_a_line_bash_accepts() -> None:
         "clickhouse://u:hunter2@h?interface=grpc",
         "hunter2",
         "mssql://u:hunter2@h/db://x",
+        # an unencoded '?', '#' or '/' in the password ended the login early: the rest became extras whose
+        # names the error printed (red before: 'hunter2' shown as an unknown extra)
+        "clickhouse://etl:?hunter2=rest@127.0.0.1:9/analytics",
+        "clickhouse://etl:ab#hunter2=rest@127.0.0.1:9/analytics",
+        "clickhouse://etl:ab/hunter2=rest@127.0.0.1:9/analytics",
     ],
 )
 def test_malformed_connections_are_invalid_and_never_echoed(value: str) -> None:
@@ -493,3 +498,17 @@ def test_a_bad_timeout_extra_is_connection_invalid_from_the_cli_without_the_pass
     shown = str(refused.value) + repr(refused.value.details) + refused.value.render()
     assert NASTY not in shown and "analyst" not in shown
     assert refused.value.__cause__ is not None and NASTY not in repr(refused.value.__cause__)
+
+
+def test_a_relative_chdb_connection_path_hangs_off_the_manifest_folders_real_path(tmp_path: Path) -> None:
+    """Red before: through a linked manifest folder the chDB target was another folder (by its text), so the
+    CLI (the linked path) and the operator (the DAG file's real folder) each saw "another target" (exit 3)."""
+    real = tmp_path / "real"
+    real.mkdir()
+    (tmp_path / "link").symlink_to(real, target_is_directory=True)
+    env = {"AIRFLOW_CONN_T": "chdb:///clickhouse"}
+
+    through_link = resolve("t", "sink", env, base=tmp_path / "link")
+    direct = resolve("t", "sink", env, base=real)
+
+    assert through_link.path == direct.path == str(real.resolve() / "clickhouse")
