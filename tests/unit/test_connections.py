@@ -512,3 +512,14 @@ def test_a_relative_chdb_connection_path_hangs_off_the_manifest_folders_real_pat
     direct = resolve("t", "sink", env, base=real)
 
     assert through_link.path == direct.path == str(real.resolve() / "clickhouse")
+
+
+def test_an_ipv6_host_of_the_uri_form_is_bracketed_for_the_client_and_one_place_either_way() -> None:
+    """Red before: Airflow's URI form hands the address over without brackets and the HTTP client built
+    ``http://::1:8123`` (every request failed, ``target_unreachable``)."""
+    from airflow_provider_dpone.adapters.clickhouse.client import url_host
+
+    endpoint = resolve("t", "sink", {"AIRFLOW_CONN_T": "clickhouse://default@[::1]:8123/db"})
+    assert endpoint.host == "::1"
+    assert url_host("::1") == url_host("[::1]") == "[::1]"
+    assert url_host("ch.example") == "ch.example" and url_host("127.0.0.1") == "127.0.0.1"

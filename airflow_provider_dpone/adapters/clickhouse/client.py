@@ -126,10 +126,16 @@ def results_in_full(client: Client) -> Client:
     return client
 
 
+def url_host(host: str) -> str:
+    """``host`` as a URL spells it: an IPv6 address in brackets (the client builds ``http://host:port`` and
+    an address of Airflow's URI form arrives without them: every request failed, ``target_unreachable``)."""
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
 def _open_http(endpoint: EndpointDescriptor, *, readonly: bool = False) -> Client:
     connect_timeout, receive_timeout = http_timeouts(endpoint)
     kwargs: dict[str, Any] = {
-        "host": endpoint.host or "localhost",
+        "host": url_host(endpoint.host or "localhost"),
         "username": endpoint.user or "default",
         "password": endpoint.secret() or "",
         "secure": endpoint.secure,
