@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shlex
 import shutil
+import sqlite3
 from pathlib import Path
 
 import click
@@ -134,9 +135,16 @@ def demo_command(directory: str, rows: int, force: bool, as_json: bool) -> None:
     base = Path(directory)
     manifest = base / "manifest.yaml"
     try:
-        prepare_demo_dir(base, force=force)
-        create_demo_source(base / "source.sqlite", rows)
-        manifest.write_text(DEMO_MANIFEST, encoding="utf-8")
+        try:
+            prepare_demo_dir(base, force=force)
+            create_demo_source(base / "source.sqlite", rows)
+            manifest.write_text(DEMO_MANIFEST, encoding="utf-8")
+        except (OSError, sqlite3.Error) as exc:  # a folder this user cannot write: a usage problem
+            raise DponeError(
+                ErrorCode.USAGE,
+                f"cannot write the demo folder {base} ({type(exc).__name__})",
+                hint_lines=("choose a folder you can write: dpone demo --dir PATH",),
+            ) from exc
         report = execute_run(str(manifest), None, as_json)
     except DponeError as err:
         fail(err, as_json)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import sys
 from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
@@ -131,10 +132,13 @@ complete_help(cli)
 def main(argv: Sequence[str] | None = None) -> None:
     """Console-script entry point (``dpone``)."""
     remember_debug(False)
+    args = list(argv) if argv is not None else sys.argv[1:]
     try:
-        cli.main(args=list(argv) if argv is not None else None, prog_name="dpone")
+        cli.main(args=args, prog_name="dpone")
     except Exception as exc:  # escaped every command's own handler: still no message, still exit 1
-        fail_unexpected(exc, as_json=False)
+        fail_unexpected(
+            exc, as_json="--json" in args
+        )  # a --json command prints one JSON object, a failure too
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ the follow-up lines it prints are run exactly as printed.
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import subprocess
@@ -76,6 +77,18 @@ def test_existing_demo_is_refused_and_left_as_it_was(demo_300: Path) -> None:
     assert source_rows(base) == before  # the source was not rewritten under the target
     assert len(before) == 300
     assert sorted(target_rows(base)) == sorted(before)
+
+
+def test_a_demo_folder_that_cannot_be_written_is_a_usage_error_with_one_json_object(tmp_path: Path) -> None:
+    """Red before: an ``OSError`` escaped as ``unexpected_error`` (exit 1) and ``--json`` printed nothing."""
+    (tmp_path / "a-file").write_text("not a folder", encoding="utf-8")
+
+    result = dpone("demo", "--dir", "a-file/demo", "--json", cwd=tmp_path)
+
+    assert result.returncode == 2, result.stderr
+    error = json.loads(result.stdout)
+    assert error["error"] == "usage_error"
+    assert "cannot write the demo folder" in error["message"]
 
 
 def test_follow_up_lines_run_as_printed(demo_300: Path, tmp_path: Path) -> None:
