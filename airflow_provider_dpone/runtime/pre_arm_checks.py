@@ -475,7 +475,8 @@ class PreArmChecks:
     def drop_leftover_staging(self) -> None:
         """Drop the staging tables a killed staged attempt of the route left, where no staging of this run
         will: a run with nothing to move, or a direct load once it committed (a manifest switched from
-        ``staged`` to ``direct`` kept a killed attempt's 966,667 staged rows for good, seen).
+        ``staged`` to ``direct`` kept a killed attempt's 966,667 staged rows for good, seen), under any
+        strategy of the route's source and target.
 
         An attempt that stages drops the route's leftovers itself (``begin_staging``); an attempt whose
         partitions an operator resolved as committed has nothing to stage, and would leave them for good.
@@ -489,8 +490,9 @@ class PreArmChecks:
             )
             return
         drop = getattr(sink, "drop_leftover_staging", None)
-        if callable(drop):
-            drop(self._manifest.sink.table, self._route.key())  # never raises
+        if callable(drop):  # under every strategy: a manifest switched after a killed attempt kept its table
+            for strategy in Strategy:  # for good (255,000 staged rows, seen); the lease is the target's
+                drop(self._manifest.sink.table, self._route.model_copy(update={"strategy": strategy}).key())
 
     def require_lists_stored_as_listed(self, source: Source, bounds: Sequence[PartitionBounds]) -> None:
         """A ``list`` value that selects source rows stored under another spelling stops the run

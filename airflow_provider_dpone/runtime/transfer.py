@@ -894,8 +894,9 @@ class TransferEngine:
             )
             preparation = _Preparation(prepare, deferred_audit)
             self._execute_path(sink, schema, active, lifecycle, tally, run_id, preparation, before_arm)
-            if self._manifest.sink.load is not LoadPath.STAGED:  # a staging attempt dropped them as it began
-                self._checks.drop_leftover_staging()  # committed: on the run's one client, still open
+            # committed: on the run's one client, still open (a staging attempt dropped its own strategy's
+            # leftovers as it began, not those a killed attempt left under the manifest's former strategy)
+            self._checks.drop_leftover_staging()
         return lifecycle, tally
 
     def _audit_values(self, sink: Sink, bounds: Sequence[PartitionBounds]) -> Callable[[], None] | None:

@@ -108,7 +108,9 @@ def test_a_staged_run_stages_keyed_as_its_target_and_attaches(
     assert "published 2000 staged rows into demo.orders (parts attached)" in caplog.text
 
 
-@pytest.mark.parametrize("next_run", ["staged, nothing to move", "direct, a new day"])
+@pytest.mark.parametrize(
+    "next_run", ["staged, nothing to move", "direct, a new day", "staged, replace_partition, a new day"]
+)
 def test_the_next_run_that_stages_nothing_drops_the_staging_table_a_killed_attempt_left(
     tmp_path: Path, chdb_dir: Path, next_run: str
 ) -> None:
@@ -145,10 +147,15 @@ def test_the_next_run_that_stages_nothing_drops_the_staging_table_a_killed_attem
     if next_run.startswith("direct"):
         manifest.write_text(staged.replace("load: staged", "load: direct"), encoding="utf-8")
         add_a_new_day(tmp_path)
+    if "replace_partition" in next_run:  # red before: the append attempt's table stayed for good
+        manifest.write_text(
+            staged.replace("strategy: incremental_append", "strategy: replace_partition"), encoding="utf-8"
+        )
+        add_a_new_day(tmp_path)
     with open_runtime(load_manifest(manifest)) as runtime:
         moved = runtime.run("run-2").rows_committed
     assert staging_tables() == []
-    assert (moved > 0) == next_run.startswith("direct")
+    assert (moved > 0) == ("a new day" in next_run)
 
 
 @pytest.mark.parametrize(
