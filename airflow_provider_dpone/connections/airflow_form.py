@@ -76,6 +76,8 @@ class ConnectionFields:
     login: str | None = None
     password: SecretStr | None = field(default=None, repr=False)
     extra: Mapping[str, Any] = field(default_factory=dict)
+    #: the extras are a URI's query parameters, where an unencoded '?' in the password lands (never named)
+    extra_from_uri_query: bool = False
 
 
 def normalize_conn_type(conn_type: str) -> str:
@@ -112,16 +114,17 @@ def fields_from_uri(uri: str) -> ConnectionFields:
         raise ConnectionFormError("the connection URI is malformed") from None
     if not parts.scheme:
         raise ConnectionFormError("the connection URI has no scheme (connection type)")
-    if "@" not in parts.netloc and "@" in parts.path + parts.query + parts.fragment:
-        # a '/', '?' or '#' in an unencoded password ends the host part early: what follows would be read
-        # as the database or as extras (their names printed in an error), so refuse the URI naming no part
+    if parts.netloc.endswith(":") and "@" not in parts.netloc:
+        # 'login:' then '/', '?' or '#': an unencoded one in the password ended the login early, and what
+        # follows would be read as the database or as extras: refuse the URI naming no part of it
         raise ConnectionFormError(
             "the connection URI is malformed: its login ends before the '@' (a '/', '?' or '#' in the "
             "password must be percent-encoded: '%2F', '%3F', '%23')"
         )
     quoted_schema = parts.path[1:]
     extra: dict[str, Any] = dict(query)
-    if _EXTRA_KEY in extra:
+    from_query = _EXTRA_KEY not in extra
+    if not from_query:
         extra = _json_object(extra[_EXTRA_KEY], what="the __extra__ query parameter")
     return ConnectionFields(
         conn_type=normalize_conn_type(parts.scheme),
@@ -131,6 +134,7 @@ def fields_from_uri(uri: str) -> ConnectionFields:
         login=login,
         password=SecretStr(password) if password else None,
         extra=extra,
+        extra_from_uri_query=from_query and bool(extra),
     )
 
 
@@ -182,7 +186,7 @@ def descriptor_from_fields(
         raise ConnectionFormError(f"unsupported connection type (supported: {supported})")
     try:
         interface = _interface(fields) if kind is EndpointKind.CLICKHOUSE else None
-        check_keys(fields.extra, kind, interface)
+        check_keys(fields.extra, kind, interface, from_uri_query=fields.extra_from_uri_query)
         typed = descriptor_extras(fields.extra)
     except ExtraError as exc:
         raise ConnectionFormError(exc.reason) from None  # names the key, never the value

@@ -12,6 +12,7 @@ format the sink's inserts rely on, behind the endpoint's back. The safe parts ha
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 from collections.abc import Mapping
@@ -93,8 +94,16 @@ def normalized_extra(extra: Mapping[str, Any]) -> dict[str, Any]:
     return result
 
 
-def check_keys(extra: Mapping[str, Any], kind: EndpointKind, interface: ClickHouseInterface | None) -> None:
-    """Refuse the first key (sorted) that this endpoint kind does not admit."""
+def check_keys(
+    extra: Mapping[str, Any],
+    kind: EndpointKind,
+    interface: ClickHouseInterface | None,
+    *,
+    from_uri_query: bool = False,
+) -> None:
+    """Refuse the first key (sorted) that this endpoint kind does not admit. An unknown key of a URI's query
+    (``from_uri_query``) is named only when it is close to a known one: an unencoded ``?`` in a password
+    puts the rest of it there, and the error printed a piece of it as the key."""
     allowed = allowed_extras(kind, interface)
     for key in sorted(extra):
         if key in REFUSED_EXTRAS:
@@ -103,9 +112,17 @@ def check_keys(extra: Mapping[str, Any], kind: EndpointKind, interface: ClickHou
             if key in NEUTRAL_EXTRAS and _is_neutral(key, extra[key]):
                 continue
             where = kind.value if interface is None else f"{kind.value}/{interface.value}"
+            close = difflib.get_close_matches(key.lower(), sorted(allowed), n=1, cutoff=0.75)
+            if from_uri_query and not close:
+                raise ExtraError(
+                    f"the connection URI's query names an unknown extra for a {where} connection (not "
+                    "shown: a '?' in the password, unencoded, puts part of it there; write it as '%3F') "
+                    f"(known: {', '.join(sorted(allowed))})"
+                )
             raise ExtraError(
                 f"unknown connection extra {safe_key(key)!r} for a {where} connection "
-                f"(known: {', '.join(sorted(allowed))})"
+                + (f"(did you mean {close[0]!r}?) " if close else "")
+                + f"(known: {', '.join(sorted(allowed))})"
             )
 
 

@@ -151,8 +151,7 @@ class PreArmChecks:
         inside = [
             o
             for o in emptied
-            if o.covered
-            and any(c.rows for c in o.committed)
+            if any(c.rows for c in o.committed)
             and all(fully_covered(c.bounds, [o.partition.bounds]) for c in o.committed)
         ]
         listing = getattr(sink, "views_fed_by", None)

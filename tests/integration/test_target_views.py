@@ -258,6 +258,19 @@ def test_the_server_names_the_views_a_replacing_target_feeds(
     assert target_rows(endpoint, table) == source
 
 
+def _retention_then_a_query_edit(endpoint: EndpointDescriptor, manifest: Path, kept_from: str) -> None:
+    """A retention job empties the days before ``kept_from``; the manifest then reads the same rows through
+    ``source.query`` (its partitions get new IDs)."""
+    command(
+        endpoint, f"ALTER TABLE {TABLE} DELETE WHERE order_date < '{kept_from}' SETTINGS mutations_sync = 1"
+    )
+    text = manifest.read_text(encoding="utf-8")
+    edited = text.replace(
+        "  table: orders", "  table: orders\n  query: SELECT id, order_date, amount FROM orders", 1
+    )
+    manifest.write_text(edited, encoding="utf-8")
+
+
 def test_days_retention_emptied_are_not_appended_again_into_a_view_after_an_edit_and_rebaseline(
     tmp_path: Path,
 ) -> None:
@@ -273,16 +286,7 @@ def test_days_retention_emptied_are_not_appended_again_into_a_view_after_an_edit
     manifest = manifest_for(tmp_path, CHDB_CONNECTION, TABLE, Strategy.INCREMENTAL_APPEND)
     assert run(manifest, "r1").rows_committed == len(source)
     kept_from = (FIRST_DAY + timedelta(days=2)).isoformat()
-    command(
-        endpoint, f"ALTER TABLE {TABLE} DELETE WHERE order_date < '{kept_from}' SETTINGS mutations_sync = 1"
-    )
-    text = manifest.read_text(encoding="utf-8")
-    manifest.write_text(
-        text.replace(
-            "  table: orders", "  table: orders\n  query: SELECT id, order_date, amount FROM orders", 1
-        ),
-        encoding="utf-8",
-    )
+    _retention_then_a_query_edit(endpoint, manifest, kept_from)
 
     with pytest.raises(DponeError) as stopped:
         run(manifest, "r2")
@@ -313,16 +317,7 @@ def test_days_retention_emptied_are_appended_again_after_an_edit_when_the_manife
     add_daily_view(endpoint, TABLE, engine="ReplacingMergeTree")
     manifest = allowing_views(manifest_for(tmp_path, CHDB_CONNECTION, TABLE, Strategy.INCREMENTAL_APPEND))
     assert run(manifest, "r1").rows_committed == len(source)
-    command(
-        endpoint, f"ALTER TABLE {TABLE} DELETE WHERE order_date < '2026-10-02' SETTINGS mutations_sync = 1"
-    )
-    text = manifest.read_text(encoding="utf-8")
-    manifest.write_text(
-        text.replace(
-            "  table: orders", "  table: orders\n  query: SELECT id, order_date, amount FROM orders", 1
-        ),
-        encoding="utf-8",
-    )
+    _retention_then_a_query_edit(endpoint, manifest, (FIRST_DAY + timedelta(days=1)).isoformat())
     with pytest.raises(DponeError) as stopped:  # the days the target holds still stop
         run(manifest, "r2")
     assert all("views_fed" not in o for o in stopped.value.details["overlaps"])
@@ -384,3 +379,37 @@ def test_adopting_a_target_that_feeds_views_names_the_views_beside_the_partition
     assert [c.partition.bounds.label for c in result.left_to_run] == [f"order_date={FIRST_DAY}"]
     (note,) = [n for n in result.notices if "view" in n]
     assert "demo.orders_daily" in note and f"order_date={FIRST_DAY}" in note
+
+
+def test_a_month_of_days_with_a_gap_that_retention_emptied_is_recorded_not_fed_again_after_days_to_months(
+    tmp_path: Path,
+) -> None:
+    """Days -> months over a month that had a day without rows (no old partition for it, so the month is not
+    "covered") and that retention emptied: red with the first form of the views check, the month was moved
+    as new and the view counted October twice (exit 0, a note only)."""
+    source = make_source(tmp_path / "source.sqlite")
+    with sqlite3.connect(tmp_path / "source.sqlite") as db:
+        db.execute("DELETE FROM orders WHERE order_date = ?", ((FIRST_DAY + timedelta(days=2)).isoformat(),))
+        db.execute("INSERT INTO orders VALUES (1000, '2026-11-02', '7.25')")
+        source = sorted(db.execute("SELECT id, order_date, amount FROM orders").fetchall())
+    source = [(i, d, Decimal(str(a)).quantize(Decimal("0.01"))) for i, d, a in source]
+    endpoint = chdb_at(tmp_path)
+    create_target(endpoint, TABLE, COLUMNS, "(order_date, id)")
+    daily = add_daily_view(endpoint, TABLE)
+    manifest = manifest_for(tmp_path, CHDB_CONNECTION, TABLE, Strategy.INCREMENTAL_APPEND)
+    assert run(manifest, "r1").rows_committed == len(source)
+    command(
+        endpoint, f"ALTER TABLE {TABLE} DELETE WHERE order_date < '2026-11-01' SETTINGS mutations_sync = 1"
+    )
+    manifest.write_text(manifest.read_text(encoding="utf-8").replace("kind: day", "kind: month"), "utf-8")
+
+    with pytest.raises(DponeError) as stopped:
+        run(manifest, "r2")
+
+    fed = {o["bounds"]: o.get("views_fed") for o in stopped.value.details["overlaps"]}
+    assert fed == {"order_date=2026-10": ["demo.orders_daily"], "order_date=2026-11": None}
+    with open_runtime(load_manifest(manifest)) as runtime:
+        result = runtime.rebaseline(RebaselineRequest(reason="days to months", actor="test"))
+    assert len(result.recorded) == 2
+    assert run(manifest, "r3").rows_committed == 0
+    assert view_totals(endpoint, daily) == daily_totals(source)

@@ -211,6 +211,9 @@ def test_a_missing_connection_with_a_dash_hints_a_line_bash_accepts() -> None:
         "clickhouse://etl:?hunter2=rest@127.0.0.1:9/analytics",
         "clickhouse://etl:ab#hunter2=rest@127.0.0.1:9/analytics",
         "clickhouse://etl:ab/hunter2=rest@127.0.0.1:9/analytics",
+        # an '@' in the password before the '?': the login parsed, the rest of the password became extras
+        "clickhouse://default:Sec@ret?hunter2=1@127.0.0.1:9/db",
+        "clickhouse://default:123?hunter2=1@127.0.0.1:9/db",
     ],
 )
 def test_malformed_connections_are_invalid_and_never_echoed(value: str) -> None:
@@ -523,3 +526,27 @@ def test_an_ipv6_host_of_the_uri_form_is_bracketed_for_the_client_and_one_place_
     assert endpoint.host == "::1"
     assert url_host("::1") == url_host("[::1]") == "[::1]"
     assert url_host("ch.example") == "ch.example" and url_host("127.0.0.1") == "127.0.0.1"
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "sqlite:////data/team@x/source.sqlite",
+        "clickhouse://ch.example:8123/db?secure=false&note_free=1",
+    ],
+    ids=["an-at-sign-in-a-path", "an-unknown-key-named-when-plain"],
+)
+def test_an_at_sign_outside_the_login_is_no_malformed_uri(value: str) -> None:
+    """Red with the first form of the password check: any '@' after an empty host part was refused."""
+    if value.startswith("sqlite"):
+        assert resolve("src", "source", {"AIRFLOW_CONN_SRC": value}).path == "/data/team@x/source.sqlite"
+        return
+    with pytest.raises(DponeError) as info:
+        resolve("t", "sink", {"AIRFLOW_CONN_T": value})
+    assert "not shown" in info.value.render()  # a query key close to no known one is never echoed
+
+
+def test_an_unknown_uri_extra_close_to_a_known_one_is_named_with_the_known_one() -> None:
+    with pytest.raises(DponeError) as info:
+        resolve("t", "sink", {"AIRFLOW_CONN_T": "clickhouse://ch.example:8123/db?secrue=false"})
+    assert "'secrue'" in info.value.render() and "did you mean 'secure'?" in info.value.render()
