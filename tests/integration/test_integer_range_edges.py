@@ -58,6 +58,31 @@ def test_ranges_at_both_ends_of_64_bits_move_and_replace_every_row_once(
         assert rows == [(i, f"k{i}") for i in IDS]
 
 
+@pytest.mark.parametrize("size", [1050, 1085])
+def test_the_range_holding_minus_2_63_is_planned_where_its_rows_are_for_any_size(
+    tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, size: int
+) -> None:
+    """Red before: the range start was computed in SQL as ``id - id mod size``, which overflowed below
+    -2**63 to a REAL rounded to 2,048; for most sizes (1050, 1085, ...) the planned range missed -2**63 and
+    its neighbours: committed with 0 rows, exit 0, and ``--verify`` agreed."""
+    make_source(tmp_path)
+    endpoint, connection, table = target_for("chdb", tmp_path, request, monkeypatch, "keys")
+    manifest = write_manifest(
+        tmp_path,
+        source=SOURCE,
+        partitioning=f"{{kind: integer_range, column: id, size: {size}}}",
+        connection=connection,
+        table=table,
+        export="lazy_plan",
+        load="direct",
+        strategy="incremental_append",
+    )
+
+    run(manifest, "r1")
+
+    assert query_rows(endpoint, f"SELECT id, label FROM {table} ORDER BY id") == [(i, f"k{i}") for i in IDS]
+
+
 def test_a_range_size_past_62_bits_is_refused_by_the_manifest(tmp_path: Path) -> None:
     manifest = write_manifest(
         tmp_path,

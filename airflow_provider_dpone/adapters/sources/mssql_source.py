@@ -277,8 +277,8 @@ class MssqlSource:
         return [(int(year), int(month)) for year, month in rows]
 
     def distinct_range_starts(self, column: ColumnSpec, size: int) -> list[int]:
-        statement = tsql.distinct_range_starts(self._source_sql, column, size)
-        return [int(row[0]) for row in self._fetch_all(statement, what="partition ranges")]
+        statement = tsql.distinct_range_starts(self._source_sql, column, size)  # range indexes
+        return [int(row[0]) * size for row in self._fetch_all(statement, what="partition ranges")]
 
     # -- reads -----------------------------------------------------------------------------------------
 

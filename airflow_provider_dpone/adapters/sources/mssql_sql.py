@@ -305,14 +305,20 @@ def distinct_months(source: str, column: ColumnSpec) -> Statement:
     )
 
 
+def range_index(quoted: str, width: int) -> str:
+    """The floored quotient ``col // width`` (its start, ``index * width``, is computed in Python): never
+    ``col - col mod width``, which overflows a ``bigint`` below the range holding -2**63 (error 8115)."""
+    return f"({quoted} / {width} - CASE WHEN {quoted} % {width} < 0 THEN 1 ELSE 0 END)"
+
+
 def distinct_range_starts(source: str, column: ColumnSpec, size: int) -> Statement:
-    """Multiples of ``size`` (floored, also below zero) that hold rows. ``size`` is a validated int."""
+    """Distinct range indexes (``range_index``) that hold rows, ascending: the caller multiplies them by
+    ``size``. ``size`` is a validated int."""
     quoted = quote_ident(column.name)
     width = int(size)
     if width < 1:
         raise SqlBuildError("range size must be at least 1")
-    start = f"{quoted} - ((({quoted} % {width}) + {width}) % {width})"
     return sql(
-        f"SELECT DISTINCT {start} AS dpone_start\nFROM {source}\nWHERE {quoted} IS NOT NULL\n"
-        "ORDER BY dpone_start"
+        f"SELECT DISTINCT {range_index(quoted, width)} AS dpone_start\nFROM {source}\n"
+        f"WHERE {quoted} IS NOT NULL\nORDER BY dpone_start"
     )

@@ -102,7 +102,7 @@ def sqlite_statement(source: str, grouping: Grouping) -> tuple[str, lite.Params]
         width = int(grouping.size or 0)
         if width < 1:
             raise lite.SqlBuildError("range size must be at least 1")
-        key = f"{quoted} - ((({quoted} % {width}) + {width}) % {width})"
+        key = lite.range_index(quoted, width)  # the range's index; its start is index * width
         text = (
             f"SELECT {KEY_ALIAS}, COUNT(*)\nFROM (SELECT {key} AS {KEY_ALIAS} FROM {source} "
             f"WHERE typeof({quoted}) = 'integer') AS dpone_g\nGROUP BY {KEY_ALIAS}"
@@ -124,7 +124,8 @@ def sqlite_counts(grouping: Grouping, rows: Iterable[Sequence[object]]) -> dict[
     for row in rows:
         if grouping.kind is PartitionKind.INTEGER_RANGE:
             key, rows_in_group = row
-            text = str(key) if isinstance(key, int) and not isinstance(key, bool) else None
+            whole = isinstance(key, int) and not isinstance(key, bool)
+            text = str(int(key) * int(grouping.size or 0)) if whole else None  # type: ignore[call-overload]
         else:
             prefix, storage, rows_in_group = row
             placeable = storage == "text" and isinstance(prefix, str) and _ISO_DATE.fullmatch(prefix)
@@ -148,7 +149,7 @@ def mssql_statement(source: str, grouping: Grouping) -> tsql.Statement:
         width = int(grouping.size or 0)
         if width < 1:
             raise tsql.SqlBuildError("range size must be at least 1")
-        keys = [f"{quoted} - ((({quoted} % {width}) + {width}) % {width}) AS {KEY_ALIAS}"]
+        keys = [f"{tsql.range_index(quoted, width)} AS {KEY_ALIAS}"]  # index; start = index * width
         names = [KEY_ALIAS]
     elif grouping.kind is PartitionKind.DAY:
         keys = [f"{tsql.calendar_expression(column)} AS {KEY_ALIAS}"]
@@ -169,7 +170,7 @@ def mssql_counts(grouping: Grouping, rows: Iterable[Sequence[object]]) -> dict[s
     for row in rows:
         *key, rows_in_group = row
         if grouping.kind is PartitionKind.INTEGER_RANGE:
-            text = str(int(key[0]))  # type: ignore[call-overload]
+            text = str(int(key[0]) * int(grouping.size or 0))  # type: ignore[call-overload]
         elif grouping.kind is PartitionKind.DAY:
             text = _as_date(key[0]).isoformat()
         else:

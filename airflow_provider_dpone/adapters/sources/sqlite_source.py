@@ -455,8 +455,8 @@ class SqliteSource:
             ) from None
 
     def distinct_range_starts(self, column: ColumnSpec, size: int) -> list[int]:
-        statement = lite.distinct_range_starts(self._source_sql, column, size)
-        return [int(row[0]) for row in self._fetch_all(statement, what="partition ranges")]
+        statement = lite.distinct_range_starts(self._source_sql, column, size)  # range indexes
+        return [int(row[0]) * size for row in self._fetch_all(statement, what="partition ranges")]
 
     # -- reads -----------------------------------------------------------------------------------------
 

@@ -210,14 +210,21 @@ def distinct_prefixes(source: str, column: ColumnSpec, length: int) -> tuple[str
     )
 
 
+def range_index(quoted: str, width: int) -> str:
+    """The floored quotient ``col // width`` (the range a value falls in; its start is ``index * width``,
+    computed in Python). Never ``col - col mod width``: below the range holding -2**63 that overflowed to a
+    REAL rounded to 2,048 and planned the wrong range, whose rows were never moved (exit 0)."""
+    return f"({quoted} / {width} - ({quoted} % {width} < 0))"
+
+
 def distinct_range_starts(source: str, column: ColumnSpec, size: int) -> tuple[str, Params]:
+    """Distinct range indexes (``range_index``), ascending: the caller multiplies them by ``size``."""
     quoted = quote_ident(column.name)
     width = int(size)
     if width < 1:
         raise SqlBuildError("range size must be at least 1")
-    start = f"{quoted} - ((({quoted} % {width}) + {width}) % {width})"
     return (
-        f"SELECT DISTINCT {start} AS dpone_start\nFROM {source}\nWHERE {quoted} IS NOT NULL\n"
-        "ORDER BY dpone_start",
+        f"SELECT DISTINCT {range_index(quoted, width)} AS dpone_start\nFROM {source}\n"
+        f"WHERE {quoted} IS NOT NULL\nORDER BY dpone_start",
         (),
     )
