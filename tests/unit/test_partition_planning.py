@@ -256,3 +256,17 @@ def test_query_hash_changes_with_table_query_columns_and_source_type() -> None:
     digests = {planning.read_definition_hash(v) for v in variants}
     assert digest not in digests
     assert len(digests) == len(variants)
+
+
+def test_a_listed_date_and_time_with_a_fraction_of_a_second_is_refused_naming_the_column() -> None:
+    """SQLite's ``datetime()`` and ClickHouse's ``DateTime`` compare whole seconds: red before, ``10:00:00.5``
+    selected the ``10:00:00`` rows, and listed beside ``10:00:00`` moved them twice (exit 0)."""
+    column = ColumnSpec(name="at", clickhouse_type="DateTime", nullable=False)
+    whole = planning.list_partitions(column, ["2026-01-01 10:00:00", "2026-01-01T11:00:00.000"])
+    assert [b.values for b in whole] == [("2026-01-01 10:00:00",), ("2026-01-01 11:00:00",)]
+    with pytest.raises(DponeError) as refused:
+        planning.list_partitions(column, ["2026-01-01 10:00:00", "2026-01-01 10:00:00.5"])
+    assert refused.value.code is ErrorCode.MANIFEST_INVALID
+    assert refused.value.details == {"column": "at", "position": 2, "value_type": "datetime"}
+    assert "fraction of a second" in refused.value.safe_message
+    assert "10:00:00.5" not in refused.value.render()

@@ -236,7 +236,14 @@ def canonical_value(value: str | int, value_type: str) -> str:
     if value_type == "date":
         return date.fromisoformat(text).isoformat()
     if value_type == "datetime":
-        return datetime.fromisoformat(text).isoformat(sep=" ")
+        moment = datetime.fromisoformat(text)
+        if moment.microsecond:
+            # SQLite's datetime() and ClickHouse's DateTime compare whole seconds: '10:00:00.5' selected the
+            # '10:00:00' rows, and beside '10:00:00' moved them twice (exit 0)
+            raise ValueError(
+                "a date and time with a fraction of a second: sources and targets compare whole seconds"
+            )
+        return moment.isoformat(sep=" ")
     return str(value)
 
 
@@ -285,7 +292,8 @@ def list_partitions(column: ColumnSpec, values: Sequence[str | int]) -> list[Par
             value = canonical_value(raw, value_type)
             key = _numeric_key(value, column) if numeric else value
         except ValueError as exc:
-            why = f" ({exc})" if numeric or value_type == "integer" else ""  # fixed phrases, never the value
+            fixed = numeric or value_type == "integer" or "fraction of a second" in str(exc)
+            why = f" ({exc})" if fixed else ""  # fixed phrases, never the value
             raise DponeError(
                 ErrorCode.MANIFEST_INVALID,
                 f"partition value #{position + 1} is not a valid {'number' if numeric else value_type} "
