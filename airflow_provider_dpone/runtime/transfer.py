@@ -32,8 +32,13 @@ from airflow_provider_dpone.contracts.capsule import ProbeScope, SealedCore
 from airflow_provider_dpone.contracts.checkpoint import CheckpointStatus, PartitionCheckpoint
 from airflow_provider_dpone.contracts.chunk import ColumnChunk
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
-from airflow_provider_dpone.contracts.manifest import ExportPath, LoadPath, Manifest
-from airflow_provider_dpone.contracts.partition import PartitionBounds, PlannedPartition, partition_id_for
+from airflow_provider_dpone.contracts.manifest import ExportPath, LoadPath, Manifest, PartitionKind
+from airflow_provider_dpone.contracts.partition import (
+    BoundsKind,
+    PartitionBounds,
+    PlannedPartition,
+    partition_id_for,
+)
 from airflow_provider_dpone.contracts.permit import TargetPermit
 from airflow_provider_dpone.contracts.report import NOTICE_LOGGER, QualitySummary, RunReport
 from airflow_provider_dpone.contracts.route import RouteIdentity, Strategy
@@ -550,6 +555,34 @@ class TransferEngine:
         with collector_paused():
             return self._plan_unpaused(family, run_id)
 
+    def _say_unlisted_values_stay(self, family: RouteFamily, planned: Sequence[PlannedPartition]) -> None:
+        """A ``replace_partition`` list route whose manifest dropped a value it committed says that value's
+        rows stay in the target as they were: no run replaces them any more (seen: a value taken out of
+        ``values`` while some of its rows moved to a listed one: those rows twice in the target, exit 0, no
+        word). Nothing is deleted: dropping a value may as well mean "keep what was loaded"."""
+        listed = {v for p in planned for v in p.bounds.values or ()}
+        column = self._manifest.source.partitioning.column
+        dropped = sorted(
+            {
+                v
+                for c in family.canonical_checkpoints()
+                if c.status is CheckpointStatus.COMMITTED
+                and c.rows
+                and c.bounds.kind is BoundsKind.VALUES
+                and (c.bounds.column or "").casefold() == (column or "").casefold()
+                for v in c.bounds.values or ()
+                if v not in listed
+            }
+        )
+        if dropped:
+            shown = ", ".join(repr(v) for v in dropped[:3]) + (" ..." if len(dropped) > 3 else "")
+            self._notice(
+                f"{len(dropped)} value(s) of column {column!r} that route {self._route.describe()} committed are no "
+                f"longer in source.partitioning.values ({shown}): their rows stay in target table "
+                f"{self._manifest.sink.table} as they were loaded, and no run replaces them; delete them there if "
+                "they should go (rows of theirs that moved to a listed value are in the target twice until then)"
+            )
+
     def _plan_unpaused(
         self, family: RouteFamily, run_id: str
     ) -> tuple[TableSchema, list[ResumeDecision], dict[str, PartitionCheckpoint]]:
@@ -562,6 +595,8 @@ class TransferEngine:
         partitioning = self._manifest.source.partitioning
         vanished: list[PlannedPartition] = []
         gone: list[PlannedPartition] = []
+        if self._route.strategy is Strategy.REPLACE_PARTITION and partitioning.kind is PartitionKind.LIST:
+            self._say_unlisted_values_stay(family, planned)
         if self._route.strategy is Strategy.REPLACE_PARTITION and partitioning.lookback is not None:
             canonical = family.canonical_checkpoints()
             gone = vanished_committed(self._route, canonical, planned, query_hash, schema_hash, partitioning)

@@ -498,6 +498,31 @@ def test_an_append_run_that_commits_list_values_says_rows_arriving_later_are_not
     assert _target_rows(tmp_path) == [r for r in _source_rows(tmp_path) if r[2] == "c0"]
 
 
+def test_a_replacing_list_route_says_the_rows_of_a_value_taken_out_of_values_stay_in_the_target(
+    tmp_path: Path,
+) -> None:
+    """Red before: a value dropped from ``values`` kept its rows in the target without a word, and rows of
+    it the source moved to a listed value were there twice (exit 0). Nothing is deleted: the run says so."""
+    _sqlite_orders(tmp_path / "source.sqlite", DAYS)
+    manifest = _write_manifest(
+        tmp_path,
+        strategy="replace_partition",
+        partitioning="{kind: list, column: customer, values: [c0, c1]}",
+    )
+    _json(dpone("run", str(manifest), "--json", cwd=tmp_path))
+    manifest.write_text(
+        manifest.read_text(encoding="utf-8").replace("values: [c0, c1]", "values: [c0]"), "utf-8"
+    )
+
+    report = _json(dpone("run", str(manifest), "--json", cwd=tmp_path))
+
+    (note,) = [n for n in report["notices"] if "no longer in source.partitioning.values" in n]
+    assert "'c1'" in note and "'c0'" not in note
+    assert sorted(r for r in _target_rows(tmp_path) if r[2] == "c1") == [
+        r for r in _source_rows(tmp_path) if r[2] == "c1"
+    ]
+
+
 def test_a_route_without_partitioning_says_on_every_run_that_it_moved_the_table_once(tmp_path: Path) -> None:
     """Before: the first run committed the whole table, and every later run said "nothing to do", exit 0,
     while the source grew; no word that ``incremental_append`` never moves those rows."""
