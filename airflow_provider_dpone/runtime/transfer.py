@@ -62,7 +62,7 @@ from airflow_provider_dpone.runtime.guard.commit_lifecycle import ActivePartitio
 from airflow_provider_dpone.runtime.guard.route_guard import require_clear_route
 from airflow_provider_dpone.runtime.null_free import schema_for_target
 from airflow_provider_dpone.runtime.partition_column import require_partition_column_written
-from airflow_provider_dpone.runtime.pre_arm_checks import PreArmChecks
+from airflow_provider_dpone.runtime.pre_arm_checks import PreArmChecks, some_labels
 from airflow_provider_dpone.runtime.progress import BestEffortProgress, ProgressListener, SilentProgress
 from airflow_provider_dpone.runtime.quality.gate import QualityGate
 from airflow_provider_dpone.runtime.quality.policy import build_policy
@@ -668,8 +668,9 @@ class TransferEngine:
         # this route's history and its siblings': the same source table's commits under another strategy
         # (the route was switched to replace_partition; the runbook advises it for drifted partitions)
         history = [*canonical, *sibling_committed(family, self._ports.naming)]
+        above: list[PlannedPartition] = []  # of another query, above every planned partition: kept
         units = units_of_other_definitions(
-            self._route, history, [*planned, *gone], query_hash, schema_hash, partitioning, floor
+            self._route, history, [*planned, *gone], query_hash, schema_hash, partitioning, floor, above
         )
         listed = list(itertools.islice(units, _MAX_UNITS_LISTED))
         if next(units, None) is not None:
@@ -683,6 +684,7 @@ class TransferEngine:
             key=lambda p: bounds_order(p.bounds),
             reverse=True,
         )
+        self._say_newer_days_of_other_queries_kept(family, above)
         floor_partition = min(
             (p for p in planned if bounds_order(p.bounds) >= floor), key=lambda p: bounds_order(p.bounds)
         )
@@ -704,6 +706,26 @@ class TransferEngine:
             if self._checks.own_rows(self._target(), candidate.bounds, self._other_sources_of(family)) > 0:
                 held.append(candidate)
         return held
+
+    def _say_newer_days_of_other_queries_kept(
+        self, family: RouteFamily, above: Sequence[PlannedPartition]
+    ) -> None:
+        """Units of commits made under another ``source.query`` above everything the source plans now are
+        kept, not emptied (``vanished.units_of_other_definitions``); where the target holds rows of them, the
+        run says so: after an edit they may be days the source deleted since, while a query templated per
+        run (``{{ ds }}``) just selects other days."""
+        others = self._other_sources_of(family)
+        held = [
+            p for p in above[:_MAX_UNITS_COUNTED] if self._checks.own_rows(self._target(), p.bounds, others)
+        ]
+        if held:
+            self._notice(
+                f"route {self._route.describe()}: {len(held)} partition(s) newer than every partition the source "
+                f"plans now ({some_labels(held)}) were committed under another source.query (or source.columns) "
+                f"and {self._manifest.sink.table} still holds their rows: "
+                "they are kept (a query templated per run selects other days on each run); if the source deleted "
+                "those rows, delete them in the target by hand"
+            )
 
     # -- one run -----------------------------------------------------------------------------------
 

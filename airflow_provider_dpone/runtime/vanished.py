@@ -82,6 +82,7 @@ def units_of_other_definitions(
     schema_hash: str,
     partitioning: Partitioning,
     floor: tuple[int, str],
+    kept: list[PlannedPartition] | None = None,
 ) -> Iterator[PlannedPartition]:
     """Partitions of the current definition within the bounds of COMMITTED partitions of another definition
     (another query or schema, or another partitioning, or the same source table's route under another
@@ -93,10 +94,16 @@ def units_of_other_definitions(
     old partition the source emptied (or the part of an old month no new day covers) was never among them:
     its rows stayed in the target for good, while the run said the old definition's rows were deleted. A
     caller keeps those units that hold target rows (an empty one, a weekend or a future day, needs nothing)
-    and runs them beside the lookback's partitions like ``vanished_committed``'s."""
+    and runs them beside the lookback's partitions like ``vanished_committed``'s.
+
+    Units of a commit made under another ``source.query`` (or columns) above the newest partition planned
+    now go to ``kept`` instead, and are not emptied: a query templated per run (``WHERE order_date =
+    '{{ ds }}'``, as the Airflow guide shows) is another definition on every run, and a run of an older date
+    took every newer day for deleted and emptied it (exit 0, 20 of 40 rows left)."""
     if partitioning.lookback is None or partitioning.column is None or not planned:
         return
     template = planned[0].bounds
+    newest = max(bounds_order(p.bounds) for p in planned)
     known = {p.partition_id for p in planned} | {c.partition_id for c in checkpoints}
     for checkpoint in checkpoints:
         bounds = checkpoint.bounds
@@ -117,9 +124,14 @@ def units_of_other_definitions(
             unit_id = partition_id_for(route, query_hash, schema_hash, unit)
             if unit_id not in known:
                 known.add(unit_id)
-                yield PlannedPartition(
+                found = PlannedPartition(
                     partition_id=unit_id, bounds=unit, query_hash=query_hash, schema_hash=schema_hash
                 )
+                if checkpoint.query_hash != query_hash and bounds_order(unit) > newest:
+                    if kept is not None:
+                        kept.append(found)
+                    continue
+                yield found
 
 
 def units_within(
