@@ -114,12 +114,15 @@ def fields_from_uri(uri: str) -> ConnectionFields:
         raise ConnectionFormError("the connection URI is malformed") from None
     if not parts.scheme:
         raise ConnectionFormError("the connection URI has no scheme (connection type)")
-    if parts.netloc.endswith(":") and "@" not in parts.netloc:
-        # 'login:' then '/', '?' or '#': an unencoded one in the password ended the login early, and what
-        # follows would be read as the database or as extras: refuse the URI naming no part of it
+    if "@" not in parts.netloc and (
+        parts.netloc.endswith(":") or (parts.netloc and "@" in parts.path + parts.fragment)
+    ):
+        # 'login:' (or 'login:2024') then '/', '?' or '#': an unencoded one in the password ended the login
+        # early, and the rest would be read as the database (sent to the login taken for a host) or as
+        # extras: refuse the URI naming no part of it. A file path (no host part) may hold an '@'.
         raise ConnectionFormError(
-            "the connection URI is malformed: its login ends before the '@' (a '/', '?' or '#' in the "
-            "password must be percent-encoded: '%2F', '%3F', '%23')"
+            "the connection URI is malformed: a host part ending in ':', or an '@' after the host part (a "
+            "'/', '?' or '#' in the password must be percent-encoded: '%2F', '%3F', '%23')"
         )
     quoted_schema = parts.path[1:]
     extra: dict[str, Any] = dict(query)

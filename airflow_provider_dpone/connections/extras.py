@@ -102,8 +102,9 @@ def check_keys(
     from_uri_query: bool = False,
 ) -> None:
     """Refuse the first key (sorted) that this endpoint kind does not admit. An unknown key of a URI's query
-    (``from_uri_query``) is named only when it is close to a known one: an unencoded ``?`` in a password
-    puts the rest of it there, and the error printed a piece of it as the key."""
+    (``from_uri_query``, or any extra of an Airflow connection, which may have been one) is never named, only
+    the known key it is close to: an unencoded ``?`` in a password puts the rest of it there, and the error
+    printed a piece of it as the key."""
     allowed = allowed_extras(kind, interface)
     for key in sorted(extra):
         if key in REFUSED_EXTRAS:
@@ -113,11 +114,12 @@ def check_keys(
                 continue
             where = kind.value if interface is None else f"{kind.value}/{interface.value}"
             close = difflib.get_close_matches(key.lower(), sorted(allowed), n=1, cutoff=0.75)
-            if from_uri_query and not close:
+            if from_uri_query:
                 raise ExtraError(
-                    f"the connection URI's query names an unknown extra for a {where} connection (not "
-                    "shown: a '?' in the password, unencoded, puts part of it there; write it as '%3F') "
-                    f"(known: {', '.join(sorted(allowed))})"
+                    f"the connection names an unknown extra for a {where} connection (not shown: a '?' in an "
+                    "unencoded password puts part of it there; write it as '%3F')"
+                    + (f" (did you mean {close[0]!r}?)" if close else "")
+                    + f" (known: {', '.join(sorted(allowed))})"
                 )
             raise ExtraError(
                 f"unknown connection extra {safe_key(key)!r} for a {where} connection "

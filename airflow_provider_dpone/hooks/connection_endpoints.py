@@ -72,6 +72,9 @@ def fields_from_connection(conn: ConnectionLike, label: str) -> ConnectionFields
         login=conn.login or None,
         password=SecretStr(password) if password else None,
         extra=extra,
+        # Airflow parsed a URI's query into these extras itself: where a '?' in an unencoded password put part
+        # of it, a key named in an error reached the task log (the secrets masker knew no such password)
+        extra_from_uri_query=True,
     )
 
 

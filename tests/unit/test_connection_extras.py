@@ -142,11 +142,15 @@ def test_a_form_switch_at_its_neutral_value_is_ignored_where_it_does_not_apply(t
         ("postgres", "checkpoints", "sslmode"),
     ],
 )
-def test_an_extra_the_kind_does_not_read_is_refused_naming_the_key(
+def test_an_extra_the_kind_does_not_read_is_refused_naming_the_key_only_where_no_uri_query_held_it(
     conn_type: str, role: str, key: str, tmp_path: Path
 ) -> None:
-    for error in _refusal(conn_type, {key: SECRET_VALUE}, tmp_path, role):
-        assert key in error.render()
+    """A JSON-form connection names the key. An Airflow connection's extras may be a URI's query, where an
+    unencoded '?' in a password puts part of it: red before, that piece reached the task log as the key."""
+    from_json, from_airflow = _refusal(conn_type, {key: SECRET_VALUE}, tmp_path, role)
+    assert key in from_json.render()
+    assert f"'{key}'" not in from_airflow.render() and "not shown" in from_airflow.render()
+    for error in (from_json, from_airflow):
         assert SECRET_VALUE not in _shown(error)
 
 
