@@ -361,7 +361,7 @@ class Runtime:
         else:
             where = {
                 "interface": endpoint.interface.value if endpoint.interface is not None else None,
-                "host": (endpoint.host or "").lower().removeprefix("[").removesuffix("]"),
+                "host": (endpoint.host or "").lower(),
                 "port": endpoint.port or (8443 if endpoint.secure else 8123),
                 "database": endpoint.database or "default",
             }

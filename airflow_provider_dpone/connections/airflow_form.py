@@ -270,7 +270,9 @@ def _clickhouse(
         name=name,
         kind=EndpointKind.CLICKHOUSE,
         interface=ClickHouseInterface.HTTP,
-        host=fields.host,
+        # one spelling of an IPv6 address: Airflow's URI form drops the brackets, the JSON form keeps them
+        # (``::1`` and ``[::1]`` are one target; the client brackets it again for its URL)
+        host=fields.host.removeprefix("[").removesuffix("]"),
         port=fields.port,
         database=fields.schema or _extra_str(fields.extra, "database"),
         user=fields.login,

@@ -148,16 +148,16 @@ class PreArmChecks:
         views absorb repeated rows; not where a wider old partition covers one (its rows may have lain
         elsewhere: a day that arrived after it is new), nor where the rows changed (the runbook's "load it
         whole": an operator emptied it to reload; a stop there looped, since no rebaseline records it)."""
+        listing = getattr(sink, "views_fed_by", None)
+        if not emptied or self._manifest.sink.options.allow_target_views or not callable(listing):
+            return [], []
+        views = list(listing(table))
         inside = [
             o
             for o in emptied
             if any(c.rows for c in o.committed)
             and all(fully_covered(c.bounds, [o.partition.bounds]) for c in o.committed)
         ]
-        listing = getattr(sink, "views_fed_by", None)
-        if not emptied or self._manifest.sink.options.allow_target_views or not callable(listing):
-            return [], []
-        views = list(listing(table))
         if not views or not inside or self._source is None:
             return [], views
         asked = [b for o in inside for b in (o.partition.bounds, *(c.bounds for c in o.committed))]
@@ -490,8 +490,9 @@ class PreArmChecks:
             return
         drop = getattr(sink, "drop_leftover_staging", None)
         if callable(drop):  # under every strategy: a manifest switched after a killed attempt kept its table
-            for strategy in Strategy:  # for good (255,000 staged rows, seen); the lease is the target's
-                drop(self._manifest.sink.table, self._route.model_copy(update={"strategy": strategy}).key())
+            # for good (255,000 staged rows, seen); the lease is the target's. Never raises.
+            keys = [self._route.model_copy(update={"strategy": strategy}).key() for strategy in Strategy]
+            drop(self._manifest.sink.table, *keys)
 
     def require_lists_stored_as_listed(self, source: Source, bounds: Sequence[PartitionBounds]) -> None:
         """A ``list`` value that selects source rows stored under another spelling stops the run
@@ -1065,7 +1066,8 @@ class PreArmChecks:
         others: Sequence[PartitionCheckpoint],
     ) -> PartitionCheckpoint | None:
         """One of the latest commits (at most ``_LATE_COMMITS_COUNTED``, newest commit first), newer than
-        the oldest partition, that holds none of its rows while a partition older than it still holds some.
+        the oldest partition, that holds none of its rows while the nearest partition below it committed
+        before it still holds some (``_older_rows_held``).
 
         A target restored from a backup taken before a late day (older than the newest) was committed lacks
         that day while the newest still holds rows: the run took it for retention and skipped the day for good

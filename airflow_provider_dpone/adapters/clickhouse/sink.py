@@ -429,7 +429,7 @@ class ClickHouseSink:
             client = self._client()
             require_plain_inserts(client, self._endpoint, str(name))
             client.command(f"CREATE DATABASE IF NOT EXISTS {quote_identifier(name.database)}")
-            for leftover in self._stagings_of(client, name, operation_id):
+            for leftover in self._stagings_of(client, name, (operation_id,)):
                 client.command(f"DROP TABLE IF EXISTS {leftover.sql()}")
             client.command(
                 create_staging_sql(
@@ -499,12 +499,13 @@ class ClickHouseSink:
         self._drop_staging(staging)
         return rows
 
-    def drop_leftover_staging(self, table: str, operation_id: str) -> None:
-        """Drop the staging tables :meth:`begin_staging` made for this operation, if attempts that were
-        killed left them; never raises (a run with nothing to move calls it, and its outcome stands)."""
+    def drop_leftover_staging(self, table: str, *operation_ids: str) -> None:
+        """Drop the staging tables :meth:`begin_staging` made for these operations, if attempts that were
+        killed left them (one listing for all); never raises (a run with nothing to move calls it, and its
+        outcome stands)."""
         name = self._name(table)
         try:
-            leftovers = self._stagings_of(self._client(), name, operation_id)
+            leftovers = self._stagings_of(self._client(), name, operation_ids)
         except Exception:
             log.warning("could not list the staging tables of %s; the next attempt drops them", name)
             return
@@ -512,16 +513,18 @@ class ClickHouseSink:
             self._drop_staging(leftover)
 
     @staticmethod
-    def _stagings_of(client: Client, target: TableName, operation_id: str) -> list[TableName]:
-        """Every staging table of ``operation_id`` on ``target``: each attempt's (the route's lease is held,
+    def _stagings_of(client: Client, target: TableName, operation_ids: Sequence[str]) -> list[TableName]:
+        """Every staging table of ``operation_ids`` on ``target``: each attempt's (the route's lease is held,
         so none of them is a live run's own) and the one an older release named without an attempt."""
-        stem = _staging_of(target, operation_id).table
+        stems = [_staging_of(target, operation_id).table for operation_id in operation_ids]
+        if not stems:
+            return []
+        matches = " OR ".join(
+            f"name = {quote_string(stem)} OR substring(name, 1, {len(stem) + 1}) = {quote_string(stem + '_')}"
+            for stem in stems
+        )
         found = client.query(
-            "SELECT name FROM system.tables WHERE database = "
-            + quote_string(target.database)
-            + f" AND (name = {quote_string(stem)} OR substring(name, 1, {len(stem) + 1}) = "
-            + quote_string(stem + "_")
-            + ")"
+            f"SELECT name FROM system.tables WHERE database = {quote_string(target.database)} AND ({matches})"
         ).result_rows
         return [TableName(target.database, str(row[0])) for row in found]
 
