@@ -579,9 +579,7 @@ def test_a_run_that_moves_only_an_older_late_day_keeps_the_cursors_high_water_ma
     )
 
     def mark() -> Any:
-        with sqlite3.connect(tmp_path / "state.sqlite") as db:
-            (state,) = db.execute("SELECT payload FROM dpone_source_state").fetchone()
-        return json.loads(state)["high_water"]
+        return _source_state(tmp_path / "state.sqlite")["high_water"]
 
     _json(dpone("run", str(manifest), "--run-id", "r1", "--json", cwd=tmp_path))
     first = mark()
@@ -634,9 +632,7 @@ checkpoints: {connection: "sqlite:///state.sqlite"}
     )
 
     def mark() -> str:
-        with sqlite3.connect(tmp_path / "state.sqlite") as db:
-            (state,) = db.execute("SELECT payload FROM dpone_source_state").fetchone()
-        return str(json.loads(state)["high_water"])
+        return str(_source_state(tmp_path / "state.sqlite")["high_water"])
 
     first = dpone("run", str(manifest), "--json", cwd=tmp_path)
     assert first.returncode == 0, first.stdout + first.stderr
@@ -674,10 +670,15 @@ checkpoints: {{connection: "sqlite:///state_{load}.sqlite"}}
     return manifest
 
 
-def _state(tmp_path: Path, load: str) -> dict[str, Any]:
-    with sqlite3.connect(tmp_path / f"state_{load}.sqlite") as db:
+def _source_state(store: Path) -> dict[str, Any]:
+    """The route's ``dpone_source_state`` payload in a SQLite checkpoint store (one route per store here)."""
+    with sqlite3.connect(store) as db:
         (state,) = db.execute("SELECT payload FROM dpone_source_state").fetchone()
     return dict(json.loads(state))
+
+
+def _state(tmp_path: Path, load: str) -> dict[str, Any]:
+    return _source_state(tmp_path / f"state_{load}.sqlite")
 
 
 @pytest.mark.parametrize("load", ["direct", "staged"])

@@ -258,6 +258,23 @@ def test_the_server_names_the_views_a_replacing_target_feeds(
     assert target_rows(endpoint, table) == source
 
 
+def _append_route_feeding_a_view(
+    tmp_path: Path, engine: str = "SummingMergeTree"
+) -> tuple[list[tuple[int, str, Decimal]], EndpointDescriptor, str, Path]:
+    """The source, a hand-made chDB target feeding a daily-totals view (``engine``) and an
+    ``incremental_append`` manifest into it: the source rows, the endpoint, the view's table, the manifest."""
+    source = make_source(tmp_path / "source.sqlite")
+    endpoint = chdb_at(tmp_path)
+    create_target(endpoint, TABLE, COLUMNS, "(order_date, id)")
+    daily = add_daily_view(endpoint, TABLE, engine=engine)
+    return (
+        source,
+        endpoint,
+        daily,
+        manifest_for(tmp_path, CHDB_CONNECTION, TABLE, Strategy.INCREMENTAL_APPEND),
+    )
+
+
 def _retention_then_a_query_edit(endpoint: EndpointDescriptor, manifest: Path, kept_from: str) -> None:
     """A retention job empties the days before ``kept_from``; the manifest then reads the same rows through
     ``source.query`` (its partitions get new IDs)."""
@@ -279,11 +296,7 @@ def test_days_retention_emptied_are_not_appended_again_into_a_view_after_an_edit
     rows twice (red before: 2 x 30 rows on the two oldest days, exit 0). They now stop with the days the
     target still holds, naming the views, and a rebaseline records them: they stay removed from the table,
     and the view's totals stay the source's."""
-    source = make_source(tmp_path / "source.sqlite")
-    endpoint = chdb_at(tmp_path)
-    create_target(endpoint, TABLE, COLUMNS, "(order_date, id)")
-    daily = add_daily_view(endpoint, TABLE)
-    manifest = manifest_for(tmp_path, CHDB_CONNECTION, TABLE, Strategy.INCREMENTAL_APPEND)
+    source, endpoint, daily, manifest = _append_route_feeding_a_view(tmp_path)
     assert run(manifest, "r1").rows_committed == len(source)
     kept_from = (FIRST_DAY + timedelta(days=2)).isoformat()
     _retention_then_a_query_edit(endpoint, manifest, kept_from)
@@ -311,11 +324,8 @@ def test_days_retention_emptied_are_appended_again_after_an_edit_when_the_manife
     tmp_path: Path,
 ) -> None:
     """The owner's opt-in says the views absorb repeated rows: the emptied days are moved as new."""
-    source = make_source(tmp_path / "source.sqlite")
-    endpoint = chdb_at(tmp_path)
-    create_target(endpoint, TABLE, COLUMNS, "(order_date, id)")
-    add_daily_view(endpoint, TABLE, engine="ReplacingMergeTree")
-    manifest = allowing_views(manifest_for(tmp_path, CHDB_CONNECTION, TABLE, Strategy.INCREMENTAL_APPEND))
+    source, endpoint, _, manifest = _append_route_feeding_a_view(tmp_path, engine="ReplacingMergeTree")
+    allowing_views(manifest)
     assert run(manifest, "r1").rows_committed == len(source)
     _retention_then_a_query_edit(endpoint, manifest, (FIRST_DAY + timedelta(days=1)).isoformat())
     with pytest.raises(DponeError) as stopped:  # the days the target holds still stop
@@ -331,11 +341,7 @@ def test_a_day_whose_rows_changed_is_moved_as_new_with_a_note_naming_the_views_n
     then run) on a target that feeds views: red with the first form of the views check, the day stopped with
     ``views_fed`` and no rebaseline could record it (its rows changed), exit 3 for good. It is moved, and the
     run's note names the views whose tables the operator cleans."""
-    source = make_source(tmp_path / "source.sqlite")
-    endpoint = chdb_at(tmp_path)
-    create_target(endpoint, TABLE, COLUMNS, "(order_date, id)")
-    add_daily_view(endpoint, TABLE)
-    manifest = manifest_for(tmp_path, CHDB_CONNECTION, TABLE, Strategy.INCREMENTAL_APPEND)
+    source, endpoint, _, manifest = _append_route_feeding_a_view(tmp_path)
     text = manifest.read_text(encoding="utf-8")
     manifest.write_text(
         text.replace("  table: orders", "  table: orders\n  query: SELECT * FROM orders WHERE id > 4", 1),
@@ -360,11 +366,7 @@ def test_adopting_a_target_that_feeds_views_names_the_views_beside_the_partition
 ) -> None:
     """A lost store, a retention job, a view: the adoption leaves the emptied days to the next run, which
     gives the views their rows again; it now says so, naming the views and the days."""
-    make_source(tmp_path / "source.sqlite")
-    endpoint = chdb_at(tmp_path)
-    create_target(endpoint, TABLE, COLUMNS, "(order_date, id)")
-    add_daily_view(endpoint, TABLE)
-    manifest = manifest_for(tmp_path, CHDB_CONNECTION, TABLE, Strategy.INCREMENTAL_APPEND)
+    _, endpoint, _, manifest = _append_route_feeding_a_view(tmp_path)
     run(manifest, "r1")
     command(
         endpoint, f"ALTER TABLE {TABLE} DELETE WHERE order_date = '{FIRST_DAY}' SETTINGS mutations_sync = 1"
@@ -387,16 +389,12 @@ def test_a_month_of_days_with_a_gap_that_retention_emptied_is_recorded_not_fed_a
     """Days -> months over a month that had a day without rows (no old partition for it, so the month is not
     "covered") and that retention emptied: red with the first form of the views check, the month was moved
     as new and the view counted October twice (exit 0, a note only)."""
-    source = make_source(tmp_path / "source.sqlite")
+    _, endpoint, daily, manifest = _append_route_feeding_a_view(tmp_path)
     with sqlite3.connect(tmp_path / "source.sqlite") as db:
         db.execute("DELETE FROM orders WHERE order_date = ?", ((FIRST_DAY + timedelta(days=2)).isoformat(),))
         db.execute("INSERT INTO orders VALUES (1000, '2026-11-02', '7.25')")
         source = sorted(db.execute("SELECT id, order_date, amount FROM orders").fetchall())
     source = [(i, d, Decimal(str(a)).quantize(Decimal("0.01"))) for i, d, a in source]
-    endpoint = chdb_at(tmp_path)
-    create_target(endpoint, TABLE, COLUMNS, "(order_date, id)")
-    daily = add_daily_view(endpoint, TABLE)
-    manifest = manifest_for(tmp_path, CHDB_CONNECTION, TABLE, Strategy.INCREMENTAL_APPEND)
     assert run(manifest, "r1").rows_committed == len(source)
     command(
         endpoint, f"ALTER TABLE {TABLE} DELETE WHERE order_date < '2026-11-01' SETTINGS mutations_sync = 1"

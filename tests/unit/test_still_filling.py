@@ -78,16 +78,21 @@ def test_no_notice_when_settle_holds_the_day_back_or_every_day_is_over() -> None
     assert not any("may still be filling" in n for n in over.notices)
 
 
-def test_every_list_value_an_append_run_commits_may_still_fill_an_empty_one_too() -> None:
-    values = [
+def _region_partitions(*regions: str) -> list[PlannedPartition]:
+    """One planned ``list`` partition per region value, in order."""
+    return [
         PlannedPartition(
             partition_id=f"sha256:{n:064x}",
             bounds=PartitionBounds(kind=BoundsKind.VALUES, column="region", values=(v,), label=f"region={v}"),
             query_hash=HASH,
             schema_hash=HASH,
         )
-        for n, v in enumerate(["EU", "APAC"])
+        for n, v in enumerate(regions)
     ]
+
+
+def test_every_list_value_an_append_run_commits_may_still_fill_an_empty_one_too() -> None:
+    values = _region_partitions("EU", "APAC")
     listed = Partitioning(kind=PartitionKind.LIST, column="region", values=("EU", "APAC"))
     plan = [
         ResumeDecision(values[0], Action.SKIP, Reason.COMMITTED),
@@ -102,15 +107,7 @@ def test_every_list_value_an_append_run_commits_may_still_fill_an_empty_one_too(
 def test_a_list_value_a_lookback_of_fewer_slots_never_reaches_is_said_to_still_fill() -> None:
     """Red before: any lookback silenced the notice, though ``lookback: 1`` of three values moves only the
     last one again and rows reaching the others later are never moved."""
-    values = [
-        PlannedPartition(
-            partition_id=f"sha256:{n:064x}",
-            bounds=PartitionBounds(kind=BoundsKind.VALUES, column="region", values=(v,), label=f"region={v}"),
-            query_hash=HASH,
-            schema_hash=HASH,
-        )
-        for n, v in enumerate(["EU", "APAC", "US"])
-    ]
+    values = _region_partitions("EU", "APAC", "US")
     listed = Partitioning(kind=PartitionKind.LIST, column="region", values=("EU", "APAC", "US"), lookback=1)
     plan = [ResumeDecision(v, Action.RUN, Reason.MISSING_CHECKPOINT) for v in values]
     assert still_filling(plan, Strategy.REPLACE_PARTITION, listed, NOW) == values[:2]
