@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
 from airflow_provider_dpone.cli.output import exit_code_for
@@ -58,3 +61,11 @@ def test_the_public_exit_codes_stay_what_scripts_rely_on() -> None:
         ErrorCode.TARGET_NOT_EMPTY,
     } == BLOCKING_CODES
     assert ERROR_TABLE[ErrorCode.ROUTE_BUSY].exit_code == EXIT_BUSY
+
+
+def test_the_readme_names_every_code_that_blocks_a_route_or_means_bad_input() -> None:
+    """Scripts are written from the README's exit-code list: a code missing there is a surprise exit 2 or 3."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Exit codes of `dpone`", 1)[1].split("\n## ", 1)[0]
+    named = set(re.findall(r"`([a-z_]+)`", section))
+    assert {code.value for code in BLOCKING_CODES | USAGE_CODES | {ErrorCode.ROUTE_BUSY}} <= named
