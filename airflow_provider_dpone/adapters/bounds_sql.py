@@ -86,13 +86,18 @@ def merge_adjacent(bounds: Sequence[PartitionBounds], ordered: Ordered) -> list[
     return merged
 
 
+class FixedReason(ValueError):
+    """A refused value whose message is a fixed phrase that never repeats the value: safe to show a user
+    (a plain ``ValueError`` from ``date.fromisoformat`` and the like quotes its input)."""
+
+
 def finite_number(text: str) -> Decimal:
-    """A listed value of a number column as the number the engines compare it as (``ValueError`` when it is
-    no finite number; the message never repeats the value)."""
+    """A listed value of a number column as the number the engines compare it as (``FixedReason`` when it is
+    no finite number)."""
     try:
         number = Decimal(text.strip())
     except InvalidOperation:
-        raise ValueError("not a number") from None
+        raise FixedReason("not a number") from None
     if not number.is_finite():
-        raise ValueError("not a finite number")
+        raise FixedReason("not a finite number")
     return number

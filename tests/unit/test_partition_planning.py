@@ -270,3 +270,28 @@ def test_a_listed_date_and_time_with_a_fraction_of_a_second_is_refused_naming_th
     assert refused.value.details == {"column": "at", "position": 2, "value_type": "datetime"}
     assert "fraction of a second" in refused.value.safe_message
     assert "10:00:00.5" not in refused.value.render()
+
+
+@pytest.mark.parametrize(
+    ("clickhouse_type", "raw", "reason"),
+    [
+        ("Date", "2026-02-30-secret", None),
+        ("DateTime", "yesterday-secret", None),
+        ("Date", True, "a boolean is not a partition value"),
+        ("Int64", "12-secret", "not an integer"),
+        ("Decimal(10, 2)", "1.234", "more fractional digits than the column's scale"),
+    ],
+)
+def test_a_refused_list_value_shows_a_fixed_reason_and_never_the_value(
+    clickhouse_type: str, raw: str | bool, reason: str | None
+) -> None:
+    """Only reasons of our own phrasing are shown: the date parser's own message quotes its input."""
+    column = ColumnSpec(name="at", clickhouse_type=clickhouse_type, nullable=False)
+    with pytest.raises(DponeError) as refused:
+        planning.list_partitions(column, [raw])  # type: ignore[list-item]
+    shown = refused.value.render()
+    assert "secret" not in shown and "1.234" not in shown
+    if reason is None:
+        assert "(" not in refused.value.safe_message
+    else:
+        assert reason in refused.value.safe_message

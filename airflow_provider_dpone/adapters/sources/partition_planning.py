@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Protocol
 
-from airflow_provider_dpone.adapters.bounds_sql import finite_number
+from airflow_provider_dpone.adapters.bounds_sql import FixedReason, finite_number
 from airflow_provider_dpone.adapters.sources.table_names import canonical_source_table
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.manifest import Partitioning, PartitionKind, SourceSpec
@@ -218,20 +218,21 @@ def list_value_type(column: ColumnSpec) -> str:
 def canonical_value(value: str | int, value_type: str) -> str:
     """The one string form of a list value for its column type (so ``7`` and ``"07"`` are one partition).
 
-    Raises ``ValueError`` (without the value) when it does not parse as that type.
+    Raises ``ValueError`` when it does not parse as that type: a ``FixedReason`` (a phrase safe to show)
+    where the reason is known, else one whose message may quote the value.
     """
     if isinstance(value, bool):
-        raise ValueError("a boolean is not a partition value")
+        raise FixedReason("a boolean is not a partition value")
     text = str(value).strip()
     if value_type == "integer":
         try:
             number = int(text)
         except ValueError:
-            raise ValueError("not an integer") from None  # int()'s own message holds the value
+            raise FixedReason("not an integer") from None  # int()'s own message holds the value
         if not _INT64_MIN <= number <= _INT64_MAX:
             # a source binds such a value as a float, which rounds to the nearest 64-bit integer: a listed
             # -2**63-1 selected the row holding -2**63 (moved twice, exit 0)
-            raise ValueError("an integer outside the 64-bit range")
+            raise FixedReason("an integer outside the 64-bit range")
         return str(number)
     if value_type == "date":
         return date.fromisoformat(text).isoformat()
@@ -240,7 +241,7 @@ def canonical_value(value: str | int, value_type: str) -> str:
         if moment.microsecond:
             # SQLite's datetime() and ClickHouse's DateTime compare whole seconds: '10:00:00.5' selected the
             # '10:00:00' rows, and beside '10:00:00' moved them twice (exit 0)
-            raise ValueError(
+            raise FixedReason(
                 "a date and time with a fraction of a second: sources and targets compare whole seconds"
             )
         return moment.isoformat(sep=" ")
@@ -254,17 +255,17 @@ MAX_LIST_NUMBER_DIGITS = 15
 
 def _numeric_key(value: str, column: ColumnSpec) -> object:
     """What a ``Decimal`` or float column's source compares a listed text value as: its number (``10.5``,
-    ``10.50`` and `` 10.5`` select the same rows). ``ValueError`` when it is no finite number, or one whose
+    ``10.50`` and `` 10.5`` select the same rows). ``FixedReason`` when it is no finite number, or one whose
     digits a source would round before comparing (more than ``MAX_LIST_NUMBER_DIGITS``, or past the column's
     scale): SQLite reads ``0.10000000000000000001`` as the double 0.1 and SQL Server casts it to the column's
     scale, so it would select ``0.1``'s rows under another partition."""
     number = finite_number(value).normalize()
     _, digits, exponent = number.as_tuple()
     if len(digits) > MAX_LIST_NUMBER_DIGITS:
-        raise ValueError("a number of more than 15 significant digits")
+        raise FixedReason("a number of more than 15 significant digits")
     scale = decimal_scale(column.clickhouse_type)
     if scale is not None and isinstance(exponent, int) and -exponent > scale:
-        raise ValueError("a number with more fractional digits than the column's scale")
+        raise FixedReason("a number with more fractional digits than the column's scale")
     return number
 
 
@@ -292,8 +293,7 @@ def list_partitions(column: ColumnSpec, values: Sequence[str | int]) -> list[Par
             value = canonical_value(raw, value_type)
             key = _numeric_key(value, column) if numeric else value
         except ValueError as exc:
-            fixed = numeric or value_type == "integer" or "fraction of a second" in str(exc)
-            why = f" ({exc})" if fixed else ""  # fixed phrases, never the value
+            why = f" ({exc})" if isinstance(exc, FixedReason) else ""  # never the value
             raise DponeError(
                 ErrorCode.MANIFEST_INVALID,
                 f"partition value #{position + 1} is not a valid {'number' if numeric else value_type} "
