@@ -278,6 +278,8 @@ def test_a_listed_date_and_time_with_a_fraction_of_a_second_is_refused_naming_th
         ("Date", "2026-02-30-secret", None),
         ("DateTime", "yesterday-secret", None),
         ("Date", True, "a boolean is not a partition value"),
+        ("DateTime", "2026-01-01 10:00:00+02:00", "a date and time with a UTC offset"),
+        ("DateTime", "2026-01-01T10:00:00Z", "a date and time with a UTC offset"),
         ("Int64", "12-secret", "not an integer"),
         ("Decimal(10, 2)", "1.234", "more fractional digits than the column's scale"),
     ],
@@ -290,7 +292,7 @@ def test_a_refused_list_value_shows_a_fixed_reason_and_never_the_value(
     with pytest.raises(DponeError) as refused:
         planning.list_partitions(column, [raw])  # type: ignore[list-item]
     shown = refused.value.render()
-    assert "secret" not in shown and "1.234" not in shown
+    assert "secret" not in shown and "1.234" not in shown and "10:00" not in shown
     if reason is None:
         assert "(" not in refused.value.safe_message
     else:
