@@ -432,3 +432,41 @@ def test_a_retry_of_a_completed_run_a_lookback_replaced_says_to_use_a_new_run_id
     assert "quality_capsule_conflict" in said
     assert "replay resolve" not in said and "new run ID" in said
     assert route.target_count() == ROWS
+
+
+@pytest.mark.parametrize("route", ["chdb"], indirect=True)
+@pytest.mark.parametrize("closed_as_failed", [False, True])
+def test_a_retry_of_a_run_whose_every_day_a_later_run_replaced_blocks_nothing(
+    route: Route, closed_as_failed: bool
+) -> None:
+    """Red before: once a later run's lookback had replaced *every* day of r1, no checkpoint referred to its
+    capsule any more and the retry stopped with exit 3, "evidence cannot be used (complete)", which no
+    command could clear (``replay resolve`` finds operations through checkpoints): in a daily DAG with a
+    lookback, clearing any older DAG run. Now it is answered as when some of its days were replaced."""
+    lookback = (
+        route.manifest.read_text(encoding="utf-8")
+        .replace("strategy: incremental_append", "strategy: replace_partition")
+        .replace("column: order_date}", f"column: order_date, lookback: {DAYS}}}")
+    )
+    assert f"lookback: {DAYS}" in lookback
+    route.manifest.write_text(lookback, encoding="utf-8")
+    if closed_as_failed:
+        pending_under_r1(route)
+        closed = route.dpone(
+            "replay", "resolve", str(route.manifest), "--run-id", "r1", "--as", "failed", "--reason", "test"
+        )
+        assert closed.returncode == 0, closed.stderr
+    else:
+        assert route.dpone("run", str(route.manifest), "--run-id", "r1").returncode == 0
+    assert route.dpone("run", str(route.manifest), "--run-id", "r2").returncode == 0
+
+    retried = route.dpone("run", str(route.manifest), "--run-id", "r1")
+
+    assert retried.returncode == 1, retried.stderr
+    if closed_as_failed:
+        assert "error: quality_check_failed" in retried.stderr and "closed as failed" in retried.stderr
+    else:
+        assert "error: quality_capsule_conflict" in retried.stderr
+        assert "new run ID" in retried.stderr and "replay resolve" not in retried.stderr
+    assert route.target_count() == ROWS
+    target_equals_source(route)

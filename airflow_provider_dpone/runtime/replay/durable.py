@@ -137,6 +137,17 @@ class ObserveAgain:
 Resume = Fresh | Replayed | ObserveAgain
 
 
+#: States past the sealed core (a pending or terminal record exists): a retry of the run ID never runs afresh.
+_PAST_ITS_CORE = frozenset(
+    {
+        OperationState.TARGET_PENDING,
+        OperationState.COMPLETE,
+        OperationState.COMPLETE_FAILED,
+        OperationState.FAILED,
+    }
+)
+
+
 @dataclass(frozen=True)
 class ReplayResult:
     operation_id: str
@@ -189,6 +200,8 @@ class DurableReplay:
             own = classify(operation_id, (), self.stores())
             if own.state is OperationState.MISSING:
                 own = None
+            elif own.state in _PAST_ITS_CORE:
+                raise self._outlived(run_id, own)
         if own is not None:
             decided = self._resume_own(run_id, own, latest if target_wide is None else target_wide)
             if decided is not None:
@@ -216,14 +229,7 @@ class DurableReplay:
                 )
             raise self._blocked(own)  # evidence past the core without any publication: fail closed
         if own.closed_by_operator or own.state is OperationState.FAILED:
-            raise DponeError(
-                ErrorCode.QUALITY_CHECK_FAILED,
-                f"run {run_id} was closed as failed by an operator; it is never reported as a success",
-                details={"operation_id": own.operation_id, "run_id": run_id, "state": own.state.value},
-                hint_lines=(
-                    f"inspect:  dpone replay status {self._manifest_ref} --run-id {shlex.quote(run_id)}",
-                ),
-            )
+            raise self._closed_as_failed(run_id, own)
         if own.state is OperationState.COMPLETE_FAILED:
             assert own.verdict is not None
             own.verdict.require_passed(
@@ -245,6 +251,39 @@ class DurableReplay:
                 raise self._blocked(own)
             return ObserveAgain(own)
         raise self._blocked(own)
+
+    def _outlived(self, run_id: str, own: OperationRecord) -> DponeError:
+        """A retry of an operation whose evidence outlived every partition it covered: later runs (a lookback,
+        another definition) replaced them all, so no checkpoint refers to it any more. It blocks nothing and
+        can never be measured again; before, it fell to the fail-closed "cannot be used" block (exit 3), which
+        no command could clear (``replay resolve`` finds operations through checkpoints)."""
+        if own.state is OperationState.FAILED:
+            return self._closed_as_failed(run_id, own)
+        if own.state is OperationState.COMPLETE_FAILED:
+            assert own.verdict is not None
+            try:
+                own.verdict.require_passed(
+                    self._route.describe(),
+                    published=True,
+                    hints=(
+                        "this run's target evidence is final; later runs replaced all its partitions, so it "
+                        "blocks nothing: give the next run a new run ID (a new DAG run)",
+                        f"runbook:  {RUNBOOK}",
+                    ),
+                )
+            except DponeError as exc:
+                return exc
+        return self._generation_conflict(run_id, own)
+
+    def _closed_as_failed(self, run_id: str, own: OperationRecord) -> DponeError:
+        return DponeError(
+            ErrorCode.QUALITY_CHECK_FAILED,
+            f"run {run_id} was closed as failed by an operator; it is never reported as a success",
+            details={"operation_id": own.operation_id, "run_id": run_id, "state": own.state.value},
+            hint_lines=(
+                f"inspect:  dpone replay status {self._manifest_ref} --run-id {shlex.quote(run_id)}",
+            ),
+        )
 
     def _check_binding(self, run_id: str, chain: CapsuleChain) -> None:
         core = chain.core
@@ -272,30 +311,33 @@ class DurableReplay:
             or core.checkpoint_batch_id != checkpoint_batch_id(run_id, [c.partition_id for c in partitions])
             or _replaced_since(partitions, latest)
         ):
-            raise DponeError(
-                ErrorCode.CAPSULE_CONFLICT,
-                "this operation's generation is no longer exactly the route's committed state "
-                "(partitions were resolved or replaced since); its evidence cannot be replayed",
-                details={"operation_id": own.operation_id, "run_id": run_id},
-                hint_lines=(
-                    f"inspect:  dpone replay status {self._manifest_ref} --run-id {shlex.quote(run_id)}",
-                    *(
-                        (
-                            "a retry of this run ID can never measure it again: close it (the route's next "
-                            "run moves what is due):",
-                            f"resolve:  dpone replay resolve {self._manifest_ref} --run-id "
-                            f"{shlex.quote(run_id)} --as failed --reason '<why its partitions changed>'",
-                        )
-                        if own.blocking
-                        else (  # it completed and blocks nothing: replay resolve refuses to close it
-                            "a retry of this run ID can never measure it again (a later run, a lookback or "
-                            "a guard resolution replaced its partitions); it blocks nothing: give the next "
-                            "run a new run ID (a new DAG run), which moves what is due",
-                        )
-                    ),
-                    f"runbook:  {RUNBOOK}",
+            raise self._generation_conflict(run_id, own)
+
+    def _generation_conflict(self, run_id: str, own: OperationRecord) -> DponeError:
+        return DponeError(
+            ErrorCode.CAPSULE_CONFLICT,
+            "this operation's generation is no longer exactly the route's committed state "
+            "(partitions were resolved or replaced since); its evidence cannot be replayed",
+            details={"operation_id": own.operation_id, "run_id": run_id},
+            hint_lines=(
+                f"inspect:  dpone replay status {self._manifest_ref} --run-id {shlex.quote(run_id)}",
+                *(
+                    (
+                        "a retry of this run ID can never measure it again: close it (the route's next "
+                        "run moves what is due):",
+                        f"resolve:  dpone replay resolve {self._manifest_ref} --run-id "
+                        f"{shlex.quote(run_id)} --as failed --reason '<why its partitions changed>'",
+                    )
+                    if own.blocking
+                    else (  # it completed and blocks nothing: replay resolve refuses to close it
+                        "a retry of this run ID can never measure it again (a later run, a lookback or "
+                        "a guard resolution replaced its partitions); it blocks nothing: give the next "
+                        "run a new run ID (a new DAG run), which moves what is due",
+                    )
                 ),
-            )
+                f"runbook:  {RUNBOOK}",
+            ),
+        )
 
     def _blocked(self, own: OperationRecord) -> DponeError:
         try:
