@@ -119,6 +119,7 @@ from airflow_provider_dpone.runtime.superseded import rerun_superseded
 from airflow_provider_dpone.runtime.target_binding import require_same_target, same_target
 from airflow_provider_dpone.runtime.vanished import (
     bounds_order,
+    rolled_out_within_reach,
     units_of_other_definitions,
     vanished_committed,
 )
@@ -601,6 +602,12 @@ class TransferEngine:
             canonical = family.canonical_checkpoints()
             gone = vanished_committed(self._route, canonical, planned, query_hash, schema_hash, partitioning)
             vanished = self._still_held(family, canonical, planned, gone, query_hash, schema_hash)
+            self._say_rolled_out_kept(
+                family,
+                rolled_out_within_reach(
+                    self._route, canonical, planned, query_hash, schema_hash, partitioning
+                ),
+            )
         matched = latest_by_partition(family, [*planned, *gone, *vanished], self._ports.naming)
         decisions = plan_resume(
             planned,
@@ -706,6 +713,23 @@ class TransferEngine:
             if self._checks.own_rows(self._target(), candidate.bounds, self._other_sources_of(family)) > 0:
                 held.append(candidate)
         return held
+
+    def _say_rolled_out_kept(self, family: RouteFamily, rolled_out: Sequence[PlannedPartition]) -> None:
+        """Committed partitions older than everything the source plans are kept as rolled out of a windowed
+        source (``vanished.rolled_out_within_reach``); where the lookback would still reach them and the
+        target holds their rows, the run says they may be there twice."""
+        others = self._other_sources_of(family)
+        held = [p for p in rolled_out if self._checks.own_rows(self._target(), p.bounds, others)]
+        if held:
+            column = self._manifest.source.partitioning.column
+            self._notice(
+                f"route {self._route.describe()}: {len(held)} committed partition(s) the source no longer holds "
+                f"any row of ({some_labels(held)}) are older than every partition it plans, so they are kept in "
+                f"{self._manifest.sink.table} as rolled out of a source that keeps a window (a retention job); "
+                f"if their rows moved to a newer partition instead (an UPDATE of {column}), the target holds "
+                "those rows twice: delete these partitions in the target by hand "
+                "(`dpone checkpoints MANIFEST --verify` shows them drifted)"
+            )
 
     def _say_newer_days_of_other_queries_kept(
         self, family: RouteFamily, above: Sequence[PlannedPartition]

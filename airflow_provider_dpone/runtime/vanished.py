@@ -50,28 +50,84 @@ def vanished_committed(
     if partitioning.lookback is None or partitioning.column is None or not planned:
         return []
     oldest = min(bounds_order(p.bounds) for p in planned)
+    return [
+        PlannedPartition(
+            partition_id=checkpoint.partition_id,
+            bounds=checkpoint.bounds,
+            query_hash=query_hash,
+            schema_hash=schema_hash,
+        )
+        for checkpoint in _unplanned_commits(
+            route, checkpoints, planned, query_hash, schema_hash, partitioning
+        )
+        if bounds_order(checkpoint.bounds) >= oldest  # an older one rolled out of a windowed source: kept
+    ]
+
+
+def rolled_out_within_reach(
+    route: RouteIdentity,
+    checkpoints: Sequence[PartitionCheckpoint],
+    planned: Sequence[PlannedPartition],
+    query_hash: str,
+    schema_hash: str,
+    partitioning: Partitioning,
+) -> list[PlannedPartition]:
+    """The committed partitions ``vanished_committed`` keeps as rolled out (older than every partition the
+    source plans) that the lookback would still reach: the source plans fewer than its N partitions, and these
+    are the newest of the rest. Their rows may have moved to a newer partition instead of leaving the source
+    (an ``UPDATE`` of the partition column): then the target holds them twice, and without a key no run can
+    tell the two apart (seen: the oldest day's rows moved to the next day, 18 target rows against 15, exit 0,
+    no word). The caller says so where the target still holds their rows."""
+    if partitioning.lookback is None or partitioning.column is None or not planned:
+        return []
+    room = partitioning.lookback - len(planned)
+    if room < 1:
+        return []
+    oldest = min(bounds_order(p.bounds) for p in planned)
+    older = sorted(
+        (
+            checkpoint
+            for checkpoint in _unplanned_commits(
+                route, checkpoints, planned, query_hash, schema_hash, partitioning
+            )
+            if bounds_order(checkpoint.bounds) < oldest
+        ),
+        key=lambda checkpoint: bounds_order(checkpoint.bounds),
+        reverse=True,
+    )
+    return [
+        PlannedPartition(
+            partition_id=checkpoint.partition_id,
+            bounds=checkpoint.bounds,
+            query_hash=query_hash,
+            schema_hash=schema_hash,
+        )
+        for checkpoint in older[:room]
+        if checkpoint.rows
+    ]
+
+
+def _unplanned_commits(
+    route: RouteIdentity,
+    checkpoints: Sequence[PartitionCheckpoint],
+    planned: Sequence[PlannedPartition],
+    query_hash: str,
+    schema_hash: str,
+    partitioning: Partitioning,
+) -> Iterator[PartitionCheckpoint]:
+    """The route's COMMITTED checkpoints of the current definition (its ID, hashes and partitioning's shape)
+    that no planned partition is."""
     planned_ids = {p.partition_id for p in planned}
-    found: list[PlannedPartition] = []
     for checkpoint in checkpoints:
         if (
-            checkpoint.status is not CheckpointStatus.COMMITTED
-            or checkpoint.partition_id in planned_ids
-            or checkpoint.query_hash != query_hash
-            or checkpoint.schema_hash != schema_hash
-            or not shaped_by(checkpoint.bounds, partitioning)
-            or bounds_order(checkpoint.bounds) < oldest  # rolled out of a windowed source: kept
-            or partition_id_for(route, query_hash, schema_hash, checkpoint.bounds) != checkpoint.partition_id
+            checkpoint.status is CheckpointStatus.COMMITTED
+            and checkpoint.partition_id not in planned_ids
+            and checkpoint.query_hash == query_hash
+            and checkpoint.schema_hash == schema_hash
+            and shaped_by(checkpoint.bounds, partitioning)
+            and partition_id_for(route, query_hash, schema_hash, checkpoint.bounds) == checkpoint.partition_id
         ):
-            continue
-        found.append(
-            PlannedPartition(
-                partition_id=checkpoint.partition_id,
-                bounds=checkpoint.bounds,
-                query_hash=query_hash,
-                schema_hash=schema_hash,
-            )
-        )
-    return found
+            yield checkpoint
 
 
 def units_of_other_definitions(

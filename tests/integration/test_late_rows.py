@@ -569,6 +569,51 @@ def test_days_that_rolled_out_of_a_windowed_source_stay_in_the_target(
     ]
 
 
+def test_a_kept_oldest_day_the_lookback_still_reaches_is_named_with_what_to_do(
+    tmp_path: Path, relative_days: list[dt.date]
+) -> None:
+    """Red before: every row of the oldest day moved to the next day (an UPDATE of the partition column) and
+    the oldest day was kept as rolled out of a windowed source: its rows were in the target twice, exit 0,
+    no word. No run can tell a move from a retention job without a key: the run names the day (the lookback
+    still reaches it: the source plans fewer than its N days), and says so no more once it is deleted."""
+    manifest = _write_manifest(
+        tmp_path, strategy="replace_partition", partitioning="{kind: day, column: order_date, lookback: 4}"
+    )
+    oldest, second = relative_days[0].isoformat(), relative_days[1].isoformat()
+    _json(dpone("run", str(manifest), "--run-id", "r1", "--json", cwd=tmp_path))
+    with sqlite3.connect(tmp_path / "source.sqlite") as db:
+        db.execute("UPDATE orders SET order_date = ? WHERE order_date = ?", (second, oldest))
+
+    moved = _json(dpone("run", str(manifest), "--run-id", "r2", "--json", cwd=tmp_path))
+
+    said = [n for n in moved["notices"] if "rolled out" in n]
+    assert len(said) == 1 and f"order_date={oldest}" in said[0] and "twice" in said[0]
+    target = _target_rows(tmp_path)
+    assert len(target) == len(_source_rows(tmp_path)) + sum(1 for r in target if r[1] == oldest)
+    _delete_target_day(tmp_path, oldest)
+
+    after = _json(dpone("run", str(manifest), "--run-id", "r3", "--json", cwd=tmp_path))
+
+    assert not [n for n in after["notices"] if "rolled out" in n]
+    assert _target_rows(tmp_path) == _source_rows(tmp_path)
+
+
+def _delete_target_day(base: Path, day: str) -> None:
+    endpoint = EndpointDescriptor(
+        name="t",
+        kind=EndpointKind.CLICKHOUSE,
+        interface=ClickHouseInterface.CHDB,
+        path=str(base / "clickhouse"),
+    )
+    client = open_client(endpoint)
+    try:
+        client.command(
+            f"ALTER TABLE demo.orders DELETE WHERE order_date = '{day}' SETTINGS mutations_sync = 2"
+        )
+    finally:
+        client.close()
+
+
 def test_a_run_that_moves_only_an_older_late_day_keeps_the_cursors_high_water_mark(
     tmp_path: Path, relative_days: list[dt.date]
 ) -> None:

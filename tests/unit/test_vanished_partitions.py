@@ -23,7 +23,12 @@ from airflow_provider_dpone.contracts.manifest import Partitioning, PartitionKin
 from airflow_provider_dpone.contracts.partition import PlannedPartition, partition_id_for
 from airflow_provider_dpone.contracts.route import Strategy
 from airflow_provider_dpone.runtime.resume_planner import plan_resume
-from airflow_provider_dpone.runtime.vanished import shaped_by, units_within, vanished_committed
+from airflow_provider_dpone.runtime.vanished import (
+    rolled_out_within_reach,
+    shaped_by,
+    units_within,
+    vanished_committed,
+)
 from tests.unit.late_rows_rig import ROUTE, committed_checkpoint, decision_summary, planned_days
 
 DAY = Partitioning(kind=PartitionKind.DAY, column="order_date", lookback=2)
@@ -183,3 +188,26 @@ def test_the_units_within_an_earlier_partitioning_bounds_are_spelled_as_the_plan
 def _days_of(lower: str | None, upper: str | None) -> list[dt.date]:
     first, end = dt.date.fromisoformat(str(lower)), dt.date.fromisoformat(str(upper))
     return [first + dt.timedelta(days=n) for n in range((end - first).days)]
+
+
+def test_a_rolled_out_day_is_named_only_while_the_lookback_would_still_reach_it() -> None:
+    """Kept days older than every planned one: a retention job's (the source plans N days or more) are not
+    named; while the source plans fewer than the lookback's N, the newest of them are (their rows may have
+    moved to a newer day), at most the slots left and only those that committed rows."""
+    days = planned_days()  # 11-28 .. 12-01
+    stored = [committed_checkpoint(p) for p in days]
+    three = DAY.model_copy(update={"lookback": 3})
+
+    assert rolled_out_within_reach(ROUTE, stored, days[2:], "sha256:q", "sha256:s", DAY) == []
+    reached = rolled_out_within_reach(ROUTE, stored, days[2:], "sha256:q", "sha256:s", three)
+    assert [p.partition_id for p in reached] == [days[1].partition_id]
+    assert rolled_out_within_reach(ROUTE, stored, days[3:], "sha256:q", "sha256:s", three) == [
+        days[2],
+        days[1],
+    ]
+    empty = [
+        c.model_copy(update={"rows": 0}) if c.partition_id == days[1].partition_id else c for c in stored
+    ]
+    assert [
+        p.partition_id for p in rolled_out_within_reach(ROUTE, empty, days[2:], "sha256:q", "sha256:s", three)
+    ] == []

@@ -241,7 +241,9 @@ def canonical_value(value: str | int, value_type: str) -> str:
         if moment.tzinfo is not None:
             # sources and targets hold naive times: SQLite's datetime() shifts '10:00:00+02:00' to 08:00, and
             # the run stopped later with a message about the type's range
-            raise FixedReason("a date and time with a UTC offset: list it as the source stores it, without one")
+            raise FixedReason(
+                "a date and time with a UTC offset: list it as the source stores it, without one"
+            )
         if moment.microsecond:
             # SQLite's datetime() and ClickHouse's DateTime compare whole seconds: '10:00:00.5' selected the
             # '10:00:00' rows, and beside '10:00:00' moved them twice (exit 0)
