@@ -13,6 +13,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from airflow_provider_dpone.contracts.query_text import separates_statements, statement_text
 from airflow_provider_dpone.contracts.route import RouteIdentity, Strategy
 
 _STRICT = ConfigDict(strict=True, frozen=True, extra="forbid")
@@ -160,8 +161,13 @@ class SourceSpec(BaseModel):
     @classmethod
     def _query_has_a_statement(cls, query: str | None) -> str | None:
         # an empty query would silently read the whole table under another query hash
-        if query is not None and not query.strip().rstrip(";").strip():
+        if query is not None and not statement_text(query):
             raise ValueError("the query is empty; write a SELECT, or leave `query` out to read the table")
+        if query is not None and separates_statements(query):
+            raise ValueError(
+                "the query holds more than one statement (a ';' outside quotes and comments before its end); "
+                "write one SELECT"
+            )
         return query
 
     @field_validator("columns")

@@ -302,24 +302,41 @@ def _secret_problems(
 _TEMPLATE_OPENERS = ("{{", "{%")
 
 
+#: A shell variable (``${END_DATE}``, ``${TABLE:-orders}``): dpone substitutes none; left in a query it
+#: matched no row and every run exited 0 with nothing to move.
+_SHELL_VARIABLE = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*(?:[:?=+-][^}]*)?\}")
+
+
 def _template_problems(
     data: Mapping[str, Any], positions: Mapping[PathKey, tuple[int, int]]
 ) -> list[ManifestProblem]:
-    """A manifest holds no unrendered template: Airflow renders a manifest given as a dict, never a file."""
-    return [
-        ManifestProblem(
-            kind=ProblemKind.INVALID_VALUE,
-            path=format_path(path),
-            message=(
+    """A manifest holds no unrendered template: Airflow renders a manifest given as a dict, never a file,
+    and dpone reads no environment variable into a manifest's text."""
+    problems: list[ManifestProblem] = []
+    for path, value in _strings(data, ()):
+        if any(opener in value for opener in _TEMPLATE_OPENERS):
+            message = (
                 "holds a Jinja template ('{{' or '{%'), which dpone never renders: Airflow renders a manifest "
                 "given to NativeTransferOperator as a dict, not a manifest file; pass the manifest as a dict or "
                 "write the file already rendered (a literal brace pair in SQL: write it as '{' || '{')"
-            ),
-            line=positions.get(path, (None, None))[0],
+            )
+        elif _SHELL_VARIABLE.search(value):
+            message = (
+                "holds a shell variable ('${NAME}'), which dpone never substitutes: expand it before the run "
+                "(for example with envsubst), or pass the manifest to NativeTransferOperator as a dict with a "
+                "Jinja template (a literal '${' in SQL: write it as '$' || '{')"
+            )
+        else:
+            continue
+        problems.append(
+            ManifestProblem(
+                kind=ProblemKind.INVALID_VALUE,
+                path=format_path(path),
+                message=message,
+                line=positions.get(path, (None, None))[0],
+            )
         )
-        for path, value in _strings(data, ())
-        if any(opener in value for opener in _TEMPLATE_OPENERS)
-    ]
+    return problems
 
 
 def _strings(value: Any, path: PathKey) -> Iterator[tuple[PathKey, str]]:

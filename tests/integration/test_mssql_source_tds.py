@@ -165,10 +165,14 @@ def test_interleaved_reads_and_counts_do_not_truncate_each_other(
     assert sum(c.row_count for c in rows_b) == source.count(second)
 
 
+@pytest.mark.parametrize("ending", ["", "; -- those with an s;"])
 def test_a_query_is_read_as_a_derived_table_with_percent_signs_intact(
-    make_source: Any, tds_orders: list[dict[str, Any]]
+    make_source: Any, tds_orders: list[dict[str, Any]], ending: str
 ) -> None:
-    query = "SELECT id, customer, CAST(order_date AS DATE) AS day FROM dbo.orders WHERE customer LIKE '%s%'"
+    query = (
+        "SELECT id, customer, CAST(order_date AS DATE) AS day FROM dbo.orders WHERE customer LIKE '%s%'"
+        + ending
+    )
     source = make_source(query=query, partitioning=Partitioning(kind=PartitionKind.DAY, column="day"))
     schema = source.describe()  # the emulator has no describe DMV: coarse wire types
     assert [(c.name, c.clickhouse_type) for c in schema.columns] == [

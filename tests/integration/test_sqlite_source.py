@@ -226,8 +226,13 @@ def test_an_unknown_listed_column_is_a_manifest_error(demo: Path) -> None:
         source.close()
 
 
-def test_a_query_is_described_through_a_temporary_view(demo: Path) -> None:
-    query = "SELECT id, amount, customer || '!' AS shout, amount * 2 AS doubled FROM orders WHERE id <= 10;"
+@pytest.mark.parametrize("ending", [";", "; -- the first ten;", "\n-- the first ten", ";/* ten */ ;"])
+def test_a_query_is_described_through_a_temporary_view(demo: Path, ending: str) -> None:
+    """Red before for ``; -- ...``: the ``;`` stayed inside the read's parentheses (``source_read_failed``)."""
+    query = (
+        "SELECT id, amount, customer || '!' AS shout, amount * 2 AS doubled FROM orders WHERE id <= 10"
+        + ending
+    )
     before = _file_digest(demo)
     source = _source(demo, query=query)
     try:

@@ -319,6 +319,31 @@ def test_a_jinja_template_in_a_manifest_file_is_refused_never_sent_as_is(
     assert "{{ ds }}" not in found[field]["message"] and "params.x" not in found[field]["message"]  # no value
 
 
+@pytest.mark.parametrize(
+    ("field", "text"),
+    [
+        ("source.query", "table: dbo.orders\n  query: \"SELECT * FROM dbo.orders WHERE d <= '${END_DATE}'\""),
+        ("source.table", 'table: "${TABLE:-dbo.orders}"'),
+    ],
+    ids=["query", "table-with-default"],
+)
+def test_a_shell_variable_in_a_manifest_file_is_refused_never_sent_as_is(
+    tmp_path: Path, field: str, text: str
+) -> None:
+    """Red before: ``END_DATE=... dpone run`` left ``'${END_DATE}'`` in the query, which matched no row; the
+    run exited 0 with "the source holds no rows" and 0 of 300 rows moved."""
+    found = by_path(problems_of(write(tmp_path, VALID.replace("table: dbo.orders", text))))
+
+    assert found[field]["kind"] == "invalid_value"
+    assert "never substitutes" in found[field]["message"]
+    assert "END_DATE" not in found[field]["message"] and "TABLE" not in found[field]["message"]
+
+
+def test_a_dollar_sign_that_opens_no_shell_variable_is_sql(tmp_path: Path) -> None:
+    query = "table: dbo.orders\n  query: \"SELECT price$ , '$5' AS s, '${' || '}' AS t FROM dbo.orders\""
+    load_manifest(write(tmp_path, VALID.replace("table: dbo.orders", query)))
+
+
 def test_a_rendered_dict_passes_and_an_unrendered_one_is_refused(tmp_path: Path) -> None:
     import yaml
 

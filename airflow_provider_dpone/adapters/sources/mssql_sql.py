@@ -20,6 +20,7 @@ from airflow_provider_dpone.adapters.bounds_sql import bounds_condition
 from airflow_provider_dpone.adapters.sources.sql_names import SqlBuildError as SqlBuildError
 from airflow_provider_dpone.adapters.sources.sql_names import split_qualified_name
 from airflow_provider_dpone.contracts.partition import PartitionBounds
+from airflow_provider_dpone.contracts.query_text import statement_text
 from airflow_provider_dpone.contracts.schema import ColumnSpec
 
 DEFAULT_SCHEMA = "dbo"
@@ -136,7 +137,7 @@ def source_sql(table: TableRef, query: str | None) -> str:
     """What a read selects from: the table, or the configured query as a derived table."""
     if query is None:
         return table.sql()
-    return f"(\n{query.strip().rstrip(';')}\n) AS {quote_ident(QUERY_ALIAS)}"
+    return f"(\n{statement_text(query)}\n) AS {quote_ident(QUERY_ALIAS)}"
 
 
 # -- predicates ------------------------------------------------------------------------------------------

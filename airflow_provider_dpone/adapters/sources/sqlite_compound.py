@@ -16,47 +16,28 @@ import re
 import sqlite3
 from collections.abc import Sequence
 
+from airflow_provider_dpone.contracts.query_text import code_mask, statement_text
+
 _COMPOUND = re.compile(r"\b(?:UNION|INTERSECT|EXCEPT)\b", re.IGNORECASE)
 #: the SELECT of a view's stored definition
 _VIEW = re.compile(
     r"^\s*CREATE\s+(?:TEMP\s+|TEMPORARY\s+)?VIEW\s+(?:IF\s+NOT\s+EXISTS\s+)?.+?\s+AS\s+(.*)$",
     re.IGNORECASE | re.DOTALL,
 )
-#: what ends each quoted or commented stretch that opens with the key
-_CLOSERS = {"'": "'", '"': '"', "`": "`", "[": "]", "--": "\n", "/*": "*/"}
 _BATCH = 10_000
 _EXACT = 2**53
-
-
-def _code_only(sql: str) -> str:
-    """``sql`` with its text literals, quoted names and comments blanked (an unclosed one runs to the end)."""
-    out: list[str] = []
-    i = 0
-    while i < len(sql):
-        opener = sql[i : i + 2] if sql[i : i + 2] in ("--", "/*") else sql[i]
-        closer = _CLOSERS.get(opener)
-        if closer is None:
-            out.append(sql[i])
-            i += 1
-            continue
-        end = sql.find(closer, i + len(opener))
-        while end != -1 and closer in ("'", '"', "`") and sql[end + 1 : end + 2] == closer:
-            end = sql.find(closer, end + 2)  # a doubled quote inside the literal
-        i = len(sql) if end == -1 else end + len(closer)
-        out.append(" ")
-    return "".join(out)
 
 
 def is_compound(sql: str) -> bool:
     """Whether ``sql`` may be a compound SELECT: a compound keyword outside literals, quoted names and
     comments (errs toward yes: a keyword used as a bare name costs one more read)."""
-    return _COMPOUND.search(_code_only(sql)) is not None
+    return _COMPOUND.search(code_mask(sql)) is not None
 
 
 def view_select(definition: str) -> str | None:
     """The SELECT of a stored ``CREATE VIEW`` statement, or None where it cannot be told."""
     match = _VIEW.match(definition)
-    return match.group(1).strip().rstrip(";") if match else None
+    return statement_text(match.group(1)) if match else None
 
 
 def converted_column(connection: sqlite3.Connection, select: str, kinds: Sequence[str]) -> int | None:

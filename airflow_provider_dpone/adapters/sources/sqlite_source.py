@@ -48,6 +48,7 @@ from airflow_provider_dpone.contracts.chunk import ColumnChunk
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.manifest import PartitionKind, SourceSpec
 from airflow_provider_dpone.contracts.partition import PartitionBounds
+from airflow_provider_dpone.contracts.query_text import statement_text
 from airflow_provider_dpone.contracts.schema import ColumnSpec, TableSchema
 from airflow_provider_dpone.ports.source import ColumnProfile, ValueLimits, ValuesUnproven
 
@@ -296,7 +297,7 @@ class SqliteSource:
     def _compound_select(self) -> str | None:
         """The SELECT of the query, or of the view the table is, where it may be compound; else None."""
         if self._spec.query is not None:
-            query = self._spec.query.strip().rstrip(";")
+            query = statement_text(self._spec.query)
             return query if sqlite_compound.is_compound(query) else None
         rows = self._view_rows("sql", what="the view's definition")
         select = sqlite_compound.view_select(str(rows[0][0])) if rows and rows[0][0] else None
@@ -320,7 +321,7 @@ class SqliteSource:
         view = f"dpone_describe_{uuid.uuid4().hex}"
         db = self._db()
         try:
-            db.execute(f"CREATE TEMP VIEW {lite.quote_ident(view)} AS {self._spec.query.strip().rstrip(';')}")
+            db.execute(f"CREATE TEMP VIEW {lite.quote_ident(view)} AS {statement_text(self._spec.query)}\n")
             try:
                 rows = db.execute(
                     "SELECT name, type FROM pragma_table_info(?, 'temp') ORDER BY cid", (view,)

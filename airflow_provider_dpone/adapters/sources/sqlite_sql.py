@@ -14,6 +14,7 @@ from airflow_provider_dpone.adapters.bounds_sql import bounds_condition
 from airflow_provider_dpone.adapters.sources.sql_names import SqlBuildError as SqlBuildError
 from airflow_provider_dpone.adapters.sources.sql_names import split_qualified_name
 from airflow_provider_dpone.contracts.partition import PartitionBounds
+from airflow_provider_dpone.contracts.query_text import statement_text
 from airflow_provider_dpone.contracts.schema import ColumnSpec
 
 QUERY_ALIAS = "dpone_src"
@@ -57,7 +58,7 @@ def _split(text: str) -> list[str]:
 def source_sql(table: TableRef, query: str | None) -> str:
     if query is None:
         return table.sql()
-    return f"(\n{query.strip().rstrip(';')}\n) AS {quote_ident(QUERY_ALIAS)}"
+    return f"(\n{statement_text(query)}\n) AS {quote_ident(QUERY_ALIAS)}"
 
 
 # -- predicates ------------------------------------------------------------------------------------------

@@ -1,0 +1,68 @@
+"""The text of a ``source.query`` as one statement: where its terminators and comments are.
+
+Every read wraps the query as a derived table (``(<query>) AS q``), so a statement terminator inside the
+parentheses is a syntax error. A trailing ``;`` was stripped, but one before a trailing comment
+(``SELECT ...; -- all orders``, as SQL editors write it) was not, and the run stopped with
+``source_read_failed`` and no cause; a ``;`` between two statements can never be read as one.
+"""
+
+from __future__ import annotations
+
+#: what ends each quoted or commented stretch that opens with the key (an unclosed one runs to the end)
+_CLOSERS = {"'": "'", '"': '"', "`": "`", "[": "]", "--": "\n", "/*": "*/"}
+
+
+def code_mask(sql: str) -> str:
+    """``sql`` with its text literals, quoted names and comments blanked, character for character: the same
+    length, so a position in the mask is one in ``sql``."""
+    out: list[str] = []
+    i = 0
+    while i < len(sql):
+        opener = sql[i : i + 2] if sql[i : i + 2] in ("--", "/*") else sql[i]
+        closer = _CLOSERS.get(opener)
+        if closer is None:
+            out.append(sql[i])
+            i += 1
+            continue
+        end = sql.find(closer, i + len(opener))
+        while end != -1 and closer in ("'", '"', "`", "]") and sql[end + 1 : end + 2] == closer:
+            end = sql.find(closer, end + 2)  # a doubled quote (or bracket) inside the literal
+        stop = len(sql) if end == -1 else end + len(closer)
+        out.append(" " * (stop - i))
+        i = stop
+    return "".join(out)
+
+
+def _last_code(mask: str) -> int:
+    """The position of the last character of code that is no terminator (-1: none)."""
+    for position in range(len(mask) - 1, -1, -1):
+        if not mask[position].isspace() and mask[position] != ";":
+            return position
+    return -1
+
+
+def statement_text(query: str) -> str:
+    """``query`` without the terminators that end it (each ``;`` followed only by whitespace, comments or
+    another ``;``), stripped; empty when it holds no code at all. Comments stay: the wrapper puts a line
+    break after the query."""
+    mask = code_mask(query)
+    last = _last_code(mask)
+    if last < 0:
+        return ""
+    tail = "".join(" " if mask[i] == ";" else query[i] for i in range(last + 1, len(query)))
+    return (query[: last + 1] + tail).strip()
+
+
+def separates_statements(query: str) -> bool:
+    """Whether a ``;`` outside literals, quoted names, comments and parentheses comes before the query's last
+    code (``OPENROWSET('a';'b';'c')`` separates its arguments with them)."""
+    mask = code_mask(query)
+    depth = 0
+    for char in mask[: _last_code(mask) + 1]:
+        if char == "(":
+            depth += 1
+        elif char == ")":
+            depth = max(depth - 1, 0)
+        elif char == ";" and depth == 0:
+            return True
+    return False
