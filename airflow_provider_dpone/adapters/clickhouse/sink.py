@@ -59,6 +59,7 @@ from airflow_provider_dpone.adapters.clickhouse.statements_in_flight import (
     target_tag,
 )
 from airflow_provider_dpone.adapters.clickhouse.table_schema import (
+    COLUMN_TTL,
     TargetColumn,
     column_list,
     columns_refusing_null,
@@ -69,7 +70,11 @@ from airflow_provider_dpone.adapters.clickhouse.table_schema import (
     strip_nullable,
     types_compatible,
 )
-from airflow_provider_dpone.adapters.clickhouse.target_engine import require_row_keeping_engine, table_facts
+from airflow_provider_dpone.adapters.clickhouse.target_engine import (
+    TTL_ALREADY_EXPIRED,
+    require_row_keeping_engine,
+    table_facts,
+)
 from airflow_provider_dpone.adapters.clickhouse.target_views import fed_views, require_views_fed_once
 from airflow_provider_dpone.adapters.sources.arrow_column import join_columns
 from airflow_provider_dpone.contracts.chunk import ColumnChunk
@@ -787,6 +792,7 @@ class ClickHouseSink:
                         if any(p.column not in schema.names for p in problems)
                         else ()
                     ),
+                    *(TTL_ALREADY_EXPIRED if any(p.reason.startswith(COLUMN_TTL) for p in problems) else ()),
                 ),
             )
         return {c.name: target[c.name].type_name for c in schema.columns}

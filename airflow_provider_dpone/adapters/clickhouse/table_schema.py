@@ -72,6 +72,10 @@ class Incompatibility:
     found_type: str | None
 
 
+#: How a written column with a TTL is named among the incompatibilities.
+COLUMN_TTL = "declared with a TTL"
+
+
 def compatibility_problems(
     schema: TableSchema, target: Mapping[str, TargetColumn], *, allow_ttl: bool = False
 ) -> list[Incompatibility]:
@@ -93,7 +97,7 @@ def compatibility_problems(
             problems.append(
                 Incompatibility(
                     column.name,
-                    "declared with a TTL: merges reset its values to the default once it expires "
+                    f"{COLUMN_TTL}: merges reset its values to the default once it expires "
                     "(a retention table: sink.options.allow_target_ttl: true)",
                     "a column without TTL",
                     found.type_name,

@@ -122,6 +122,17 @@ def _word_at(text: str, at: int) -> re.Match[str] | None:
     return _WORD.match(text, at)
 
 
+#: What on-call is told beside a refused TTL: one added after rows were committed may have expired some
+#: already, and no later run sees all of it (older partitions short are taken for retention; reset values
+#: keep their count).
+TTL_ALREADY_EXPIRED = (
+    "a TTL added after rows were committed may already have expired some: rows it deleted from older partitions "
+    "and values it reset are not seen by any later run; after taking it off (ALTER TABLE ... REMOVE TTL, or "
+    "MODIFY COLUMN <column> REMOVE TTL), reload the partitions older than its horizon",
+    "runbook:  dpone runbook guard (section 'A TTL on the target')",
+)
+
+
 def require_row_keeping_engine(found: TableFacts, name: TableName, *, allow_ttl: bool = False) -> None:
     """Before arming: refuse a target whose engine, or table TTL unless the manifest allows one
     (``allow_ttl``: a retention table), does not keep the rows inserted into it."""
@@ -138,6 +149,7 @@ def require_row_keeping_engine(found: TableFacts, name: TableName, *, allow_ttl:
                 "whose partitions are never older than its TTL when they arrive, set "
                 "sink.options.allow_target_ttl: true",
                 details={"table": str(name), "step": "prepare", "engine": engine, "problem": "table_ttl"},
+                hint_lines=TTL_ALREADY_EXPIRED,
             )
         return
     raise DponeError(
