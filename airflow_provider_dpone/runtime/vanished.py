@@ -51,12 +51,7 @@ def vanished_committed(
         return []
     oldest = min(bounds_order(p.bounds) for p in planned)
     return [
-        PlannedPartition(
-            partition_id=checkpoint.partition_id,
-            bounds=checkpoint.bounds,
-            query_hash=query_hash,
-            schema_hash=schema_hash,
-        )
+        _as_planned(checkpoint)
         for checkpoint in _unplanned_commits(
             route, checkpoints, planned, query_hash, schema_hash, partitioning
         )
@@ -95,16 +90,17 @@ def rolled_out_within_reach(
         key=lambda checkpoint: bounds_order(checkpoint.bounds),
         reverse=True,
     )
-    return [
-        PlannedPartition(
-            partition_id=checkpoint.partition_id,
-            bounds=checkpoint.bounds,
-            query_hash=query_hash,
-            schema_hash=schema_hash,
-        )
-        for checkpoint in older[:room]
-        if checkpoint.rows
-    ]
+    return [_as_planned(checkpoint) for checkpoint in older[:room] if checkpoint.rows]
+
+
+def _as_planned(checkpoint: PartitionCheckpoint) -> PlannedPartition:
+    """A committed partition of the current definition as one to plan again (its hashes are the route's)."""
+    return PlannedPartition(
+        partition_id=checkpoint.partition_id,
+        bounds=checkpoint.bounds,
+        query_hash=checkpoint.query_hash,
+        schema_hash=checkpoint.schema_hash,
+    )
 
 
 def _unplanned_commits(
