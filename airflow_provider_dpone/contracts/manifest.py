@@ -10,7 +10,15 @@ from datetime import timedelta
 from enum import Enum
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from airflow_provider_dpone.contracts.query_text import separates_statements, statement_text
@@ -159,11 +167,12 @@ class SourceSpec(BaseModel):
 
     @field_validator("query")
     @classmethod
-    def _query_has_a_statement(cls, query: str | None) -> str | None:
+    def _query_has_a_statement(cls, query: str | None, info: ValidationInfo) -> str | None:
         # an empty query would silently read the whole table under another query hash
-        if query is not None and not statement_text(query):
+        nested = info.data.get("type") is SourceType.MSSQL  # SQL Server nests /* */ comments
+        if query is not None and not statement_text(query, nested_comments=nested):
             raise ValueError("the query is empty; write a SELECT, or leave `query` out to read the table")
-        if query is not None and separates_statements(query):
+        if query is not None and separates_statements(query, nested_comments=nested):
             raise ValueError(
                 "the query holds more than one statement (a ';' outside quotes and comments before its end); "
                 "write one SELECT"

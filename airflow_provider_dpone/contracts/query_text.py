@@ -12,9 +12,15 @@ from __future__ import annotations
 _CLOSERS = {"'": "'", '"': '"', "`": "`", "[": "]", "--": "\n", "/*": "*/"}
 
 
-def code_mask(sql: str) -> str:
+def code_mask(sql: str, *, nested_comments: bool = False) -> str:
     """``sql`` with its text literals, quoted names and comments blanked, character for character: the same
-    length, so a position in the mask is one in ``sql``."""
+    length, so a position in the mask is one in ``sql``. ``nested_comments``: SQL Server's rule, where a
+    ``/*`` inside a comment opens another that needs its own ``*/`` (SQLite ends it at the first)."""
+    return _scan(sql, nested_comments)[0]
+
+
+def _scan(sql: str, nested_comments: bool) -> tuple[str, bool]:
+    """The mask, and whether a literal, quoted name or comment is still open at the end."""
     out: list[str] = []
     i = 0
     while i < len(sql):
@@ -24,13 +30,37 @@ def code_mask(sql: str) -> str:
             out.append(sql[i])
             i += 1
             continue
-        end = sql.find(closer, i + len(opener))
-        while end != -1 and closer in ("'", '"', "`", "]") and sql[end + 1 : end + 2] == closer:
-            end = sql.find(closer, end + 2)  # a doubled quote (or bracket) inside the literal
-        stop = len(sql) if end == -1 else end + len(closer)
+        if opener == "/*" and nested_comments:
+            end = _nested_comment_end(sql, i)
+        else:
+            end = sql.find(closer, i + len(opener))
+            while end != -1 and closer in ("'", '"', "`", "]") and sql[end + 1 : end + 2] == closer:
+                end = sql.find(closer, end + 2)  # a doubled quote (or bracket) inside the literal
+        if end == -1:
+            out.append(" " * (len(sql) - i))
+            return "".join(out), opener != "--"
+        stop = end + len(closer)
         out.append(" " * (stop - i))
         i = stop
-    return "".join(out)
+    return "".join(out), False
+
+
+def _nested_comment_end(sql: str, start: int) -> int:
+    """Where the ``*/`` closing the comment opened at ``start`` begins, counting nested ``/*`` (-1: none)."""
+    depth, i = 0, start
+    while i < len(sql) - 1:
+        pair = sql[i : i + 2]
+        if pair == "/*":
+            depth += 1
+            i += 2
+        elif pair == "*/":
+            depth -= 1
+            if depth == 0:
+                return i
+            i += 2
+        else:
+            i += 1
+    return -1
 
 
 def _last_code(mask: str) -> int:
@@ -41,11 +71,14 @@ def _last_code(mask: str) -> int:
     return -1
 
 
-def statement_text(query: str) -> str:
+def statement_text(query: str, *, nested_comments: bool = False) -> str:
     """``query`` without the terminators that end it (each ``;`` followed only by whitespace, comments or
     another ``;``), stripped; empty when it holds no code at all. Comments stay: the wrapper puts a line
-    break after the query."""
-    mask = code_mask(query)
+    break after the query. Where a literal or comment is still open at the end, the lexer cannot tell
+    where anything ends: only trailing ``;`` are dropped, as the engine will judge the text."""
+    mask, still_open = _scan(query, nested_comments)
+    if still_open:
+        return query.strip().rstrip(";").strip()
     last = _last_code(mask)
     if last < 0:
         return ""
@@ -53,10 +86,13 @@ def statement_text(query: str) -> str:
     return (query[: last + 1] + tail).strip()
 
 
-def separates_statements(query: str) -> bool:
+def separates_statements(query: str, *, nested_comments: bool = False) -> bool:
     """Whether a ``;`` outside literals, quoted names, comments and parentheses comes before the query's last
-    code (``OPENROWSET('a';'b';'c')`` separates its arguments with them)."""
-    mask = code_mask(query)
+    code (``OPENROWSET('a';'b';'c')`` separates its arguments with them). Never where a literal or comment
+    is still open at the end: the engine judges such a text."""
+    mask, still_open = _scan(query, nested_comments)
+    if still_open:
+        return False
     depth = 0
     for char in mask[: _last_code(mask) + 1]:
         if char == "(":

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from airflow_provider_dpone.contracts.manifest import SourceSpec
+from airflow_provider_dpone.contracts.manifest import SourceSpec, SourceType
 from airflow_provider_dpone.contracts.query_text import code_mask, separates_statements, statement_text
 
 _ENDINGS = st.lists(st.sampled_from([";", " ", "\n", "-- done\n", "/* c; */", "-- a; b"]), max_size=6)
@@ -46,10 +46,40 @@ def test_terminators_and_comments_after_the_statement_are_no_second_one(
 def test_a_query_of_two_statements_is_refused_when_the_manifest_is_read(query: str) -> None:
     assert separates_statements(query)
     with pytest.raises(ValueError, match="more than one statement"):
-        SourceSpec.model_validate({"type": "sqlite", "connection": "src", "table": "orders", "query": query})
+        SourceSpec.model_validate(
+            {"type": SourceType.SQLITE, "connection": "src", "table": "orders", "query": query}
+        )
 
 
 @pytest.mark.parametrize("query", [";", " ; ;", "-- only a comment", "/* nothing */;"])
 def test_a_query_of_terminators_and_comments_alone_is_empty(query: str) -> None:
     with pytest.raises(ValueError, match="the query is empty"):
-        SourceSpec.model_validate({"type": "sqlite", "connection": "src", "table": "orders", "query": query})
+        SourceSpec.model_validate(
+            {"type": SourceType.SQLITE, "connection": "src", "table": "orders", "query": query}
+        )
+
+
+_NESTED_NOTE = "SELECT id, tag FROM dbo.items\n/* TODO /* see ticket 12 */ can't filter by region yet */\n"
+
+
+def test_sql_servers_nested_comments_hide_quotes_and_terminators() -> None:
+    """Red before: ending the comment at the first ``*/`` (SQLite's rule) took ``can't`` for a string, blanked
+    the ``;`` of the real literal ``';'`` (the read filtered ``<> ' '``), and refused a ``;`` in a nested
+    comment as a second statement."""
+    query = _NESTED_NOTE + "WHERE tag <> ';'"
+    assert statement_text(query, nested_comments=True) == query.strip()
+    disabled = "SELECT id FROM dbo.items\n/* off:\n  /* by region */ AND region = 1;\n*/"
+    assert not separates_statements(disabled, nested_comments=True)
+    for source in (query, disabled):
+        SourceSpec.model_validate(
+            {"type": SourceType.MSSQL, "connection": "src", "table": "dbo.items", "query": source}
+        )
+
+
+def test_text_whose_literal_or_comment_never_closes_is_left_to_the_engine() -> None:
+    """Where the lexer cannot tell where anything ends, it changes nothing but trailing ``;`` and refuses
+    nothing: the engine judges the text (an unclosed comment is its syntax error, not a rewritten filter)."""
+    unclosed = "SELECT id FROM t WHERE tag <> ';' /* no end;"
+    assert statement_text(unclosed) == unclosed.rstrip(";")
+    assert not separates_statements("SELECT 1; SELECT 'open")
+    assert statement_text("SELECT 1 -- no newline at the end;") == "SELECT 1 -- no newline at the end;"

@@ -137,7 +137,7 @@ def source_sql(table: TableRef, query: str | None) -> str:
     """What a read selects from: the table, or the configured query as a derived table."""
     if query is None:
         return table.sql()
-    return f"(\n{statement_text(query)}\n) AS {quote_ident(QUERY_ALIAS)}"
+    return f"(\n{statement_text(query, nested_comments=True)}\n) AS {quote_ident(QUERY_ALIAS)}"
 
 
 # -- predicates ------------------------------------------------------------------------------------------
