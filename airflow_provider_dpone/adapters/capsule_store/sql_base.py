@@ -36,7 +36,8 @@ class CapsuleSqlStore(SqlStoreBase):
             try:
                 with self._engine.begin() as conn:
                     for table in (self._tables.capsules, self._tables.reader_guards):
-                        conn.execute(CreateTable(table, if_not_exists=True))
+                        if not self._table_found(conn, table.name)[0]:  # a role owning no table writes rows
+                            conn.execute(CreateTable(table, if_not_exists=True))
                 return
             except self._db_errors as exc:
                 if attempt < _SCHEMA_ATTEMPTS and "already exists" in str(getattr(exc, "orig", exc)):

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
-from sqlalchemy import Connection, Row, bindparam, func, inspect, select
+from sqlalchemy import Connection, Row, bindparam, func, inspect, select, text
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL
 from sqlalchemy.schema import CreateIndex, CreateTable
@@ -149,25 +149,62 @@ class SqlCheckpointStore(SqlStoreBase):
             )
 
     def _create_if_missing(self, conn: Connection) -> list[str]:
-        """Create what is missing; the columns a pre-existing table lacks stop before its indexes."""
+        """Create what is missing, and only that; the columns a pre-existing table lacks stop before its
+        indexes. PostgreSQL checks a ``CREATE ... IF NOT EXISTS``'s privileges before it looks, so a role
+        that may write rows but does not own the tables (made by an admin, a store restored with
+        ``--no-owner``, another team's role) failed every run. A table is looked for where the
+        connection's statements find it (PostgreSQL's search_path): a schema put before it later (a
+        per-user schema) made a second, empty store there."""
         tables = (self._tables.checkpoints, self._tables.source_state)
+        schemas: dict[str, str | None] = {}
         for table in tables:
-            conn.execute(CreateTable(table, if_not_exists=True))
-        missing = self._missing_columns(conn)
-        if not missing:
-            for table in tables:
-                for index in sorted(table.indexes, key=lambda ix: str(ix.name)):
-                    conn.execute(CreateIndex(index, if_not_exists=True))
-        return missing
-
-    def _missing_columns(self, conn: Connection) -> list[str]:
-        """Columns an older or foreign table of the same name lacks (checked once, not per row)."""
+            found, schema = self._table_found(conn, table.name)
+            if not found:
+                conn.execute(CreateTable(table, if_not_exists=True))
+            schemas[table.name] = schema
         inspector = inspect(conn)
         missing: list[str] = []
-        for table in (self._tables.checkpoints, self._tables.source_state):
-            present = {column["name"] for column in inspector.get_columns(table.name)}
+        for table in tables:
+            present = {
+                column["name"] for column in inspector.get_columns(table.name, schema=schemas[table.name])
+            }
             missing.extend(f"{table.name}.{col.name}" for col in table.columns if col.name not in present)
+        if not missing:
+            for table in tables:
+                indexed = {ix["name"] for ix in inspector.get_indexes(table.name, schema=schemas[table.name])}
+                for index in sorted(table.indexes, key=lambda ix: str(ix.name)):
+                    if index.name not in indexed:
+                        conn.execute(CreateIndex(index, if_not_exists=True))
+        if self._backend == "postgresql" and not missing:
+            self._require_ids_ahead(conn)
         return missing
+
+    def _require_ids_ahead(self, conn: Connection) -> None:
+        """The latest checkpoint is the one of the highest id: a store copied without its id sequence (a
+        logical copy, ``pg_restore -t``) handed out ids below the rows it holds, so an operator's resolution
+        reported success under a lower id and the route stayed blocked. Stop before any write instead."""
+        name = self._tables.checkpoints.name
+        last, highest = conn.execute(
+            text(
+                "SELECT pg_sequence_last_value(pg_get_serial_sequence(:name, 'id')::regclass), "
+                f"(SELECT max(id) FROM {name})"
+            ),
+            {"name": name},
+        ).one()
+        if highest is not None and (last is None or last < highest):
+            raise DponeError(
+                ErrorCode.CHECKPOINT_STORE_FAILED,
+                "the checkpoint table's id sequence is behind its rows (a store copied without its sequence): "
+                "new checkpoints would not be the latest; nothing was written",
+                details={
+                    "operation": "ensure_schema",
+                    "backend": self._backend,
+                    "problem": "id_sequence_behind",
+                },
+                hint_lines=(
+                    "runbook:  dpone runbook guard (section 'A checkpoint store copied without its id sequence')",
+                ),
+            )
 
     def write_batch(self, checkpoints: Sequence[PartitionCheckpoint]) -> None:
         """Append each checkpoint in order, each in its own transaction (a failure leaves a prefix)."""

@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Any, ClassVar
 
+from sqlalchemy import Connection, inspect, text
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -82,7 +83,7 @@ class SqlStoreBase:
         cause = getattr(exc, "orig", None) or exc
         return DponeError(
             self.error_code,
-            f"{self.store_name} operation {operation} failed on {self._backend}",
+            f"{self.store_name} operation {operation} failed on {self._backend} ({type(cause).__name__})",
             details={
                 "operation": operation,
                 "backend": self._backend,
@@ -90,3 +91,18 @@ class SqlStoreBase:
                 **details,
             },
         )
+
+    def _table_found(self, conn: Connection, name: str) -> tuple[bool, str | None]:
+        """Whether the table exists where unqualified statements find it (PostgreSQL's search_path), and its
+        schema (None: the default). A store creates only what is missing: PostgreSQL checks a ``CREATE ...
+        IF NOT EXISTS``'s privileges before it looks, which a role that writes rows but owns no table lacks."""
+        if self._backend != "postgresql":
+            return inspect(conn).has_table(name), None
+        schema = conn.execute(
+            text(
+                "SELECT n.nspname FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n "
+                "ON n.oid = c.relnamespace WHERE c.oid = to_regclass(:name)"
+            ),
+            {"name": name},
+        ).scalar()
+        return schema is not None, schema

@@ -1,0 +1,122 @@
+"""A PostgreSQL store run by a role that writes rows but owns no table, or whose search_path changed.
+
+Real PostgreSQL, real roles. Red before: ``ensure_schema`` issued ``CREATE TABLE/INDEX IF NOT EXISTS`` on
+every open, whose privileges PostgreSQL checks before it looks, so a role with only row grants (tables made
+by an admin, a store restored with ``--no-owner``, another team's or on-call's role) failed every run and
+every ``guard resolve`` (``checkpoint_store_failed``); a per-user schema put before ``public`` got a second,
+empty store; and a store copied without its id sequence took ids below its rows, so a resolution
+"succeeded" under an id that was not the latest.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+import sqlalchemy as sa
+
+from airflow_provider_dpone.adapters.capsule_store.capsule_store import SqlCapsuleStore
+from airflow_provider_dpone.adapters.checkpoint_sql import SqlCheckpointStore
+from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
+from tests.integration.test_checkpoint_store import ROUTE, checkpoint
+
+pytestmark = pytest.mark.usefixtures("postgres_url")
+
+
+@pytest.fixture
+def owned_store(postgres_url: str) -> Iterator[tuple[sa.engine.URL, str]]:
+    """A fresh database whose store tables the admin made, and a role that may only write their rows."""
+    base = sa.engine.make_url(postgres_url)
+    name, role = "roles_" + uuid.uuid4().hex[:10], "dml_" + uuid.uuid4().hex[:10]
+    admin = sa.create_engine(base, isolation_level="AUTOCOMMIT")
+    url = base.set(database=name)
+    try:
+        with admin.connect() as conn:
+            conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+            conn.execute(sa.text(f"CREATE ROLE {role} LOGIN PASSWORD 'pw-{role}'"))
+        for store in (SqlCheckpointStore(url), SqlCapsuleStore(url)):
+            try:
+                store.ensure_schema()
+            finally:
+                store.close()
+        owner = sa.create_engine(url, isolation_level="AUTOCOMMIT")
+        with owner.connect() as conn:
+            for grant in (
+                f'GRANT CONNECT ON DATABASE "{name}" TO {role}',
+                f"GRANT USAGE ON SCHEMA public TO {role}",
+                f"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO {role}",
+                f"GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO {role}",
+            ):
+                conn.execute(sa.text(grant))
+        owner.dispose()
+        yield url, role
+    finally:
+        with admin.connect() as conn:
+            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+            conn.execute(sa.text(f"DROP ROLE IF EXISTS {role}"))
+        admin.dispose()
+
+
+def _as(url: sa.engine.URL, role: str) -> str:
+    return url.set(username=role, password=f"pw-{role}").render_as_string(hide_password=False)
+
+
+def test_a_role_that_owns_no_table_writes_and_reads_checkpoints_and_capsules(
+    owned_store: tuple[sa.engine.URL, str],
+) -> None:
+    url, role = owned_store
+    with SqlCheckpointStore(_as(url, role)) as store:
+        store.ensure_schema()
+        store.write_batch([checkpoint("a"), checkpoint("b")])
+        assert sorted(c.bounds.label for c in store.list_latest(ROUTE)) == ["a", "b"]
+    capsules = SqlCapsuleStore(_as(url, role))
+    try:
+        capsules.ensure_schema()
+    finally:
+        capsules.close()
+
+
+def test_a_schema_put_before_public_later_finds_the_store_there_not_a_new_empty_one(
+    owned_store: tuple[sa.engine.URL, str],
+) -> None:
+    """PostgreSQL's secure schema pattern (``CREATE SCHEMA <role> AUTHORIZATION <role>``) puts the role's
+    own schema first on the default search_path."""
+    url, role = owned_store
+    with SqlCheckpointStore(url) as admin_store:
+        admin_store.write_batch([checkpoint("committed-before")])
+    owner = sa.create_engine(url, isolation_level="AUTOCOMMIT")
+    with owner.connect() as conn:
+        conn.execute(sa.text(f"CREATE SCHEMA {role} AUTHORIZATION {role}"))
+    owner.dispose()
+
+    with SqlCheckpointStore(_as(url, role)) as store:
+        store.ensure_schema()
+        assert [c.bounds.label for c in store.list_latest(ROUTE)] == ["committed-before"]
+        store.write_batch([checkpoint("after")])
+    engine = sa.create_engine(url)
+    with engine.connect() as conn:
+        in_own = conn.execute(
+            sa.text("SELECT count(*) FROM pg_tables WHERE schemaname = :s"), {"s": role}
+        ).scalar()
+        in_public = conn.execute(sa.text("SELECT count(*) FROM public.dpone_partition_checkpoints")).scalar()
+    engine.dispose()
+    assert (in_own, in_public) == (0, 2)
+
+
+def test_a_store_whose_id_sequence_is_behind_its_rows_stops_before_writing(
+    owned_store: tuple[sa.engine.URL, str],
+) -> None:
+    url, _ = owned_store
+    with SqlCheckpointStore(url) as store:
+        store.write_batch([checkpoint("a"), checkpoint("b"), checkpoint("c")])
+    owner = sa.create_engine(url, isolation_level="AUTOCOMMIT")
+    with owner.connect() as conn:  # a logical copy of the rows: the sequence starts over
+        conn.execute(sa.text("SELECT setval(pg_get_serial_sequence('dpone_partition_checkpoints', 'id'), 1)"))
+    owner.dispose()
+
+    with SqlCheckpointStore(url) as store, pytest.raises(DponeError) as stopped:
+        store.ensure_schema()
+    assert stopped.value.code is ErrorCode.CHECKPOINT_STORE_FAILED
+    assert stopped.value.details["problem"] == "id_sequence_behind"
+    assert "copied without its id sequence" in stopped.value.hint_lines[-1]
