@@ -426,6 +426,25 @@ def test_a_query_over_a_missing_table_is_a_missing_table(demo: Path) -> None:
         source.close()
 
 
+@pytest.mark.parametrize("query", [None, 'SELECT id, customer AS "" FROM named'])
+def test_a_column_without_a_name_is_refused_as_input_naming_its_position(
+    tmp_path: Path, query: str | None
+) -> None:
+    """Red before: SQLite admits a column named ``""``; describing it failed the column model's own rule
+    (``unexpected_error: ValidationError``)."""
+    path = tmp_path / "unnamed.sqlite"
+    with sqlite3.connect(path) as conn:
+        conn.execute('CREATE TABLE named (id INTEGER PRIMARY KEY, "" TEXT, customer TEXT)')
+    source = _source(path, table="named", query=query)
+    try:
+        with pytest.raises(DponeError) as caught:
+            source.describe()
+        assert caught.value.code is ErrorCode.MANIFEST_INVALID
+        assert caught.value.details["position"] == 2
+    finally:
+        source.close()
+
+
 def test_a_missing_file_is_unreachable_and_never_created(tmp_path: Path) -> None:
     path = tmp_path / "secret-dir" / "absent.sqlite"
     source = _source(path)

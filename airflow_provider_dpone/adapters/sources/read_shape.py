@@ -31,6 +31,13 @@ class DescribedColumns:
         self.unsupported: dict[str, DponeError] = {}
 
     def add(self, name: str, describe: Callable[[], ColumnSpec]) -> None:
+        if not name:  # SQLite admits a column named "" (an internal error before, at the model's rule)
+            position = len(self.columns) + len(self.unsupported) + 1
+            raise DponeError(
+                ErrorCode.MANIFEST_INVALID,
+                f"the source returns a column without a name (column #{position}); alias it in source.query",
+                details={"field": "source.query", "position": position},
+            )
         try:
             self.columns.append(describe())
         except DponeError as err:
