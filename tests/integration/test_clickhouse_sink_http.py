@@ -173,6 +173,40 @@ def test_a_target_column_the_route_does_not_write_without_a_default_is_refused_o
     assert client.query(f"SELECT region, noted FROM {table}").result_rows == [("unknown", None)]
 
 
+def _with_column(name: str) -> TableSchema:
+    return TableSchema(columns=(*SCHEMA.columns, ColumnSpec(name=name, clickhouse_type="String")))
+
+
+def test_a_column_whose_file_names_the_server_cannot_open_is_refused_before_anything_is_created(
+    sink: ClickHouseSink, table: str
+) -> None:
+    """Red before: 18.16 names a column's files after it (each non-word byte as %XX) and cannot open one past
+    255 bytes: CREATE TABLE succeeded, every insert failed after arming, and the route stayed blocked."""
+    longest = "\u4e2d" * 27  # Nullable: <9 x 27 = 243 chars>.null.mrk fits 255 bytes
+    too_long = "\u4e2d" * 28
+    with pytest.raises(DponeError) as refused:
+        sink.check_target(table, _with_column(too_long), ("id",))
+    with pytest.raises(DponeError) as refused_again:
+        sink.prepare_target(table, _with_column(too_long), ("id",))
+    for error in (refused.value, refused_again.value):
+        assert error.code is ErrorCode.TARGET_INCOMPATIBLE
+        assert error.details["problem"] == "column_file_name_too_long"
+    assert not sink._client().query(f"EXISTS TABLE {table}").result_rows[0][0]
+
+    schema = _with_column(longest)
+    sink.prepare_target(table, schema, ("id",))
+    chunk = rows_chunk([1, 2], D1)
+    chunk = ColumnChunk(
+        partition_id="p",
+        names=schema.names,
+        columns=(*chunk.columns, ["\u00e9t\u00e9", None]),
+        row_count=2,
+    )
+    assert sink.load(permit_for(table, Strategy.INCREMENTAL_APPEND), table, schema, [chunk]) == 2
+    got = sink._client().query(f"SELECT id, `{longest}` FROM {table} ORDER BY id").result_rows
+    assert got == [(1, "\u00e9t\u00e9"), (2, None)]
+
+
 # -- strategies on the server ---------------------------------------------------------------------------
 
 

@@ -31,6 +31,7 @@ from airflow_provider_dpone.adapters.clickhouse.column_encoders import (
     value_limits,
 )
 from airflow_provider_dpone.adapters.clickhouse.comparable_bounds import bound_limits, require_comparable
+from airflow_provider_dpone.adapters.clickhouse.file_names import require_storable_column_names
 from airflow_provider_dpone.adapters.clickhouse.insert_context import insert_context, release_block
 from airflow_provider_dpone.adapters.clickhouse.insert_settings import (
     plain_insert_settings,
@@ -281,6 +282,7 @@ class ClickHouseSink:
         with self._failures("read the target table", name, step="prepare"):
             client = self._client()
             require_plain_inserts(client, self._endpoint, str(name))
+            require_storable_column_names(client, str(name), schema.names)
             target = self._describe(client, name) if self._exists(client, name) else None
             if target is not None:
                 self._require_rows_kept(client, name)
@@ -330,6 +332,7 @@ class ClickHouseSink:
         with self._failures("prepare the target table", name, step="prepare"):
             client = self._client()
             require_plain_inserts(client, self._endpoint, str(name))
+            require_storable_column_names(client, str(name), schema.names)
             client.command(f"CREATE DATABASE IF NOT EXISTS {quote_identifier(name.database)}")
             if not self._exists(client, name):
                 client.command(
