@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import signal
 import sys
 import threading
@@ -134,7 +135,7 @@ def blocked_after_interrupt(manifest_path: str, signal_name: str = "SIGINT") -> 
     loaded = load_manifest(manifest_path)
     latest = read_latest(loaded, manifest_path)
     try:
-        require_clear_route(loaded.route, latest, manifest_path)
+        require_clear_route(loaded.route, latest, shlex.quote(manifest_path))  # printed to be pasted
     except DponeError as blocked:
         hints = list(blocked.hint_lines)
         line = INTERRUPTED_LINE.replace("(SIGINT)", f"({signal_name})")
@@ -176,6 +177,9 @@ def _say_the_route_is_blocked(failed: DponeError, manifest: str) -> None:
         "still be running its statement (guard resolve waits for it)"
     )
     failed.hint_lines = (*failed.hint_lines, why, *lines)
+    # --json prints details, not hints: a script learns the blocked state there (the code stays the failure's)
+    failed.details["route_blocked"] = True
+    failed.details["blocked_partitions"] = blocked.details.get("partitions", [])
 
 
 def _report_interrupt(manifest: str, as_json: bool, signal_name: str = "SIGINT") -> None:
@@ -184,7 +188,10 @@ def _report_interrupt(manifest: str, as_json: bool, signal_name: str = "SIGINT")
     try:
         blocked = blocked_after_interrupt(manifest, signal_name)
     except Exception:  # the store cannot be read now: say where to look instead
-        click.echo("Aborted!\n  the route may be blocked; inspect: dpone checkpoints " + manifest, err=True)
+        click.echo(
+            "Aborted!\n  the route may be blocked; inspect: dpone checkpoints " + shlex.quote(manifest),
+            err=True,
+        )
         sys.exit(1)
     if blocked is None:
         if signal_name == "SIGTERM":

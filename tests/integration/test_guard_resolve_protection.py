@@ -274,3 +274,43 @@ def test_a_commit_the_store_failed_to_write_says_the_route_is_blocked_and_what_t
     assert "dpone guard" in failed.stderr  # the blocked route's own next steps
     again = dpone("run", str(manifest))
     assert again.exit_code == 3, again.output
+
+
+@pytest.mark.parametrize("as_json", [False, True], ids=["text", "json"])
+def test_the_blocked_routes_next_steps_quote_the_manifest_path_and_json_says_it_is_blocked(
+    base: Path, store_url: str, monkeypatch: pytest.MonkeyPatch, as_json: bool
+) -> None:
+    """Red before: after a failure that left the route blocked, the next steps printed the manifest path
+    as given (a folder with a space split the pasted command; a ``$(...)`` in it would have run), and
+    ``--json`` held nothing saying the route was blocked (the text's lines are hints, not details)."""
+    import shlex
+
+    from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
+
+    manifest = write_manifest(base, "orders", store_url)
+    spaced = base.parent / f"{base.name} a dir $(echo x)"
+    spaced.symlink_to(base, target_is_directory=True)
+    given = str(spaced / manifest.name)
+    write_batch = SqlCheckpointStore.write_batch
+
+    def refuse_commits(self: SqlCheckpointStore, checkpoints: Any) -> None:
+        if any(c.status is CheckpointStatus.COMMITTED for c in checkpoints):
+            raise DponeError(
+                ErrorCode.CHECKPOINT_STORE_FAILED, "checkpoint store operation write_batch failed"
+            )
+        write_batch(self, checkpoints)
+
+    monkeypatch.setattr(SqlCheckpointStore, "write_batch", refuse_commits)
+    failed = CliRunner().invoke(cli, ["run", given, *(["--json"] if as_json else [])])
+    monkeypatch.setattr(SqlCheckpointStore, "write_batch", write_batch)
+
+    assert failed.exit_code == 1
+    if as_json:
+        details = json.loads(failed.stdout)["details"]
+        assert details["route_blocked"] is True
+        assert len(details["blocked_partitions"]) == 4  # every day of the attempt, not the failing call's
+        return
+    steps = [
+        line for line in failed.stderr.splitlines() if "dpone guard" in line or "dpone checkpoints" in line
+    ]
+    assert steps and all(shlex.quote(given) in line for line in steps), steps
