@@ -176,6 +176,34 @@ def test_small_chunks_merge_but_no_insert_grows_past_the_block_bound(
     assert _read(endpoint, staged) == _expected()
 
 
+def test_a_block_of_many_small_chunks_holds_at_most_the_chunk_bound(
+    chdb_sink: tuple[ClickHouseSink, EndpointDescriptor], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Red before: one-row partitions merged toward 50,000 rows, each chunk keeping its driver batch's
+    buffers alive (~115 KB), so peak memory grew with the partition count (1.4-1.7 GB at 30 years of days).
+    A block now closes at ``INSERT_BLOCK_MAX_CHUNKS`` chunks; every row still arrives once, in order."""
+    sink, endpoint = chdb_sink
+    monkeypatch.setattr(sink_module, "INSERT_BLOCK_MAX_CHUNKS", 4)
+    sent: list[int] = []
+    real = sink_module.arrow_table
+
+    def spy(*args: Any) -> Any:
+        table = real(*args)
+        sent.append(table.num_rows)
+        return table
+
+    monkeypatch.setattr(sink_module, "arrow_table", spy)
+    builder = ChunkBuilder("p", SCHEMA, lambda name: name in ("name", "flag", "ratio"), columnar=True)
+    sizes = [1] * 10 + [len(ROWS) - 10]
+    starts = [sum(sizes[:i]) for i in range(len(sizes))]
+    chunks = [builder.build(ROWS[s : s + n]) for s, n in zip(starts, sizes, strict=True)]
+    staged = _stage(sink, chunks, "few_chunks")
+    sink.close()
+    # the first chunk at once, then four at a time, the last small one with the large rest
+    assert sent == [1, 4, 4, 1 + len(ROWS) - 10], sent
+    assert _read(endpoint, staged) == _expected()
+
+
 def test_http_native_from_arrow_writes_what_native_from_python_writes(
     clickhouse_http: EndpointDescriptor, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -105,6 +105,11 @@ INSERT_BLOCK_CELLS = 1_000_000
 #: (a partition tail of 33k rows beside the next partition's 50k chunk was one insert of 83k). The slack
 #: over ``INSERT_BLOCK_ROWS`` lets near-equal small chunks (three days of 16,667 rows) still fill a block.
 INSERT_BLOCK_MAX_ROWS = 60_000
+#: ...and never holds more chunks than this. A chunk of the Arrow read keeps its driver batch's buffers,
+#: sized for a whole batch whatever it holds (~115 KB for a one-row day), so a block of one-row partitions
+#: merged toward 50,000 rows held every one of them: peak memory grew by ~115 KB a partition (1.4-1.7 GB
+#: for 30 years of days).
+INSERT_BLOCK_MAX_CHUNKS = 128
 
 
 @dataclass(frozen=True, slots=True)
@@ -636,7 +641,7 @@ class ClickHouseSink:
                 pending, pending_rows = [], 0
             pending.append((index, chunk))
             pending_rows += chunk.row_count
-            if not inserted or pending_rows >= INSERT_BLOCK_ROWS:
+            if not inserted or pending_rows >= INSERT_BLOCK_ROWS or len(pending) >= INSERT_BLOCK_MAX_CHUNKS:
                 rows += self._insert_block(client, name, types, encoders, pending, rows)
                 pending, pending_rows, inserted = [], 0, True
         if pending:
