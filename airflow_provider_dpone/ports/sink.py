@@ -53,6 +53,15 @@ class InFlightCheckingSink(Sink, Protocol):
         an operator's decision on its row counts would count part of them (read-only)."""
 
 
+@runtime_checkable
+class SettledCountingSink(Sink, Protocol):
+    """A sink that can tell whether a table's row counts are final: no mutation of it is pending."""
+
+    def require_no_pending_mutation(self, table: str) -> None:
+        """Raise ``route_busy`` while any mutation of ``table`` is unfinished (an owner's ``ALTER ... DELETE``
+        still deleting): counts taken now would count rows about to go (read-only)."""
+
+
 class ViewListingSink(Sink, Protocol):
     """A sink that can say, read-only, which views an insert into a table feeds."""
 

@@ -49,7 +49,7 @@ from airflow_provider_dpone.ports.checkpoint_store import CheckpointStore, Sourc
 from airflow_provider_dpone.ports.clock import Clock
 from airflow_provider_dpone.ports.route_lease import LeaseHold
 from airflow_provider_dpone.ports.route_naming import RawRouteNaming, RouteNaming
-from airflow_provider_dpone.ports.sink import Sink, StagedSink
+from airflow_provider_dpone.ports.sink import SettledCountingSink, Sink, StagedSink
 from airflow_provider_dpone.ports.source import Source, ValuesUnproven
 from airflow_provider_dpone.runtime import cursor_mark, empty_source
 from airflow_provider_dpone.runtime.cancellation import CancellationToken
@@ -381,6 +381,10 @@ class TransferEngine:
         others = self._other_sources_of(family)
         sink = self._ports.open_sink()
         try:
+            if isinstance(sink, SettledCountingSink):
+                # seen: a day an owner's delete was still removing was adopted at its old count; once the
+                # delete ended the run skipped it, 20 of 50 rows missing, exit 0
+                sink.require_no_pending_mutation(self._manifest.sink.table)
             counts = []
             for d in decisions:
                 bounds = d.partition.bounds

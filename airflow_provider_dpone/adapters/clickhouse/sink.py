@@ -365,6 +365,22 @@ class ClickHouseSink:
         if self._deletes_rows:
             self._require_no_pending_mutation(client, name)
 
+    def require_no_pending_mutation(self, table: str) -> None:
+        """``SettledCountingSink``: before counts an operator's decision rests on (``--adopt-target``)."""
+        name = self._name(table)
+        with self._failures("look for mutations pending on the target table", name, step="count"):
+            pending = pending_mutations(self._client(), name)
+        if pending:
+            raise DponeError(
+                ErrorCode.ROUTE_BUSY,
+                f"target table {name} has {pending} mutation(s) pending: its row counts are not final (rows a "
+                "delete is still removing would be counted), so nothing was recorded",
+                details={"table": str(name), "mutations_pending": pending},
+                hint_lines=(
+                    "wait for them to finish (system.mutations, is_done = 0) and run the command again",
+                ),
+            )
+
     def _require_no_pending_mutation(self, client: Client, name: TableName) -> None:
         """Before arming, for a route that deletes: mutations run in order, so a pending one (a slow or a
         failing ``ALTER ... DELETE/UPDATE`` someone sent) holds the run's delete behind it. Seen: a
