@@ -182,7 +182,7 @@ def test_a_column_whose_file_names_the_server_cannot_open_is_refused_before_anyt
 ) -> None:
     """Red before: 18.16 names a column's files after it (each non-word byte as %XX) and cannot open one past
     255 bytes: CREATE TABLE succeeded, every insert failed after arming, and the route stayed blocked."""
-    longest = "\u4e2d" * 27  # Nullable: <9 x 27 = 243 chars>.null.mrk fits 255 bytes
+    longest = "\u0434" * 41  # Nullable: <6 x 41 = 246 chars>.null.mrk is 255 bytes: it fits
     too_long = "\u4e2d" * 28
     with pytest.raises(DponeError) as refused:
         sink.check_target(table, _with_column(too_long), ("id",))
@@ -205,6 +205,41 @@ def test_a_column_whose_file_names_the_server_cannot_open_is_refused_before_anyt
     assert sink.load(permit_for(table, Strategy.INCREMENTAL_APPEND), table, schema, [chunk]) == 2
     got = sink._client().query(f"SELECT id, `{longest}` FROM {table} ORDER BY id").result_rows
     assert got == [(1, "\u00e9t\u00e9"), (2, None)]
+
+
+@pytest.mark.parametrize(
+    ("extra", "key"),
+    [
+        ("`{long}` String DEFAULT ''", ""),  # a column of the target's own the route never writes
+        ("", "PARTITION BY toYYYYMM(`{long}`)"),  # a partition key's minmax_<name>.idx
+    ],
+    ids=["own-column", "partition-key"],
+)
+def test_a_hand_made_targets_own_long_names_are_refused_before_arming(
+    sink: ClickHouseSink, table: str, extra: str, key: str
+) -> None:
+    """Red with the first form of the check, which looked at the route's columns only, each with the
+    longest mark suffix: both tables took the route's rows into a failing insert after arming."""
+    database = table.split(".")[0]
+    long = "\u0434" * 40 + "abcde"  # 245 escaped: <long>.mrk fits, minmax_<long>.idx does not
+    as_date = "\u0434" * 42  # 252 escaped: <long>.bin fits, <long>.mrk does not
+    client = sink._client()
+    client.command(f"CREATE DATABASE {database}")
+    columns = (
+        "id Int64, order_date Nullable(Date), customer Nullable(String), amount Nullable(Decimal(12, 2)), "
+    )
+    columns += "updated_at Nullable(DateTime)"
+    if extra:
+        columns += ", " + extra.format(long=as_date)
+    else:
+        columns += f", `{long}` Date DEFAULT toDate('2026-01-01')"
+    client.command(f"CREATE TABLE {table} ({columns}) ENGINE = MergeTree {key.format(long=long)} ORDER BY id")
+
+    with pytest.raises(DponeError) as refused:
+        sink.prepare_target(table, SCHEMA, ("id",))
+
+    assert refused.value.details["problem"] == "column_file_name_too_long"
+    assert ids_in(sink, table) == []
 
 
 # -- strategies on the server ---------------------------------------------------------------------------

@@ -120,3 +120,30 @@ def test_a_store_whose_id_sequence_is_behind_its_rows_stops_before_writing(
     assert stopped.value.code is ErrorCode.CHECKPOINT_STORE_FAILED
     assert stopped.value.details["problem"] == "id_sequence_behind"
     assert "copied without its id sequence" in stopped.value.hint_lines[-1]
+
+
+@pytest.mark.parametrize(
+    "moved_on",
+    [
+        "SELECT setval(pg_get_serial_sequence('dpone_partition_checkpoints', 'id'), 4, false)",
+        "ALTER SEQUENCE dpone_partition_checkpoints_id_seq RESTART WITH 10",
+    ],
+    ids=["setval-next", "restart-past"],
+)
+def test_a_sequence_set_to_hand_out_the_next_id_is_healthy(
+    owned_store: tuple[sa.engine.URL, str], moved_on: str
+) -> None:
+    """Red with the first form of the check: a sequence whose next value is past the rows but not called
+    yet (``setval(seq, max + 1, false)``, ``RESTART WITH``) was refused as behind."""
+    url, _ = owned_store
+    with SqlCheckpointStore(url) as store:
+        store.write_batch([checkpoint("a"), checkpoint("b"), checkpoint("c")])
+    owner = sa.create_engine(url, isolation_level="AUTOCOMMIT")
+    with owner.connect() as conn:
+        conn.execute(sa.text(moved_on))
+    owner.dispose()
+
+    with SqlCheckpointStore(url) as store:
+        store.ensure_schema()
+        store.write_batch([checkpoint("d")])
+        assert sorted(c.bounds.label for c in store.list_latest(ROUTE)) == ["a", "b", "c", "d"]

@@ -5,7 +5,11 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from airflow_provider_dpone.adapters.clickhouse.file_names import escaped_length
+from airflow_provider_dpone.adapters.clickhouse.file_names import (
+    StoredColumn,
+    escaped_length,
+    longest_file_name,
+)
 
 
 def _escape_for_file_name(name: str) -> str:
@@ -26,3 +30,16 @@ def test_examples_of_the_escape() -> None:
     assert escaped_length("a b") == 5
     assert escaped_length("\u0434") == 6  # a Cyrillic letter: two bytes
     assert escaped_length("\u4e2d") == 9  # a CJK character: three bytes
+
+
+def test_the_longest_file_name_follows_marks_nullability_and_the_partition_key() -> None:
+    name = "\u0434" * 41  # 246 escaped
+    assert longest_file_name(StoredColumn(name, nullable=False), adaptive_marks=False) == 246 + len(".mrk")
+    assert longest_file_name(StoredColumn(name, nullable=True), adaptive_marks=False) == 246 + len(
+        ".null.mrk"
+    )
+    assert longest_file_name(StoredColumn(name, nullable=True), adaptive_marks=True) == 246 + len(
+        ".null.mrk2"
+    )
+    keyed = StoredColumn(name, nullable=False, in_partition_key=True)
+    assert longest_file_name(keyed, adaptive_marks=False) == 246 + len("minmax_.idx")

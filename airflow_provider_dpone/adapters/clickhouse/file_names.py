@@ -1,25 +1,38 @@
 """Column names a server without long-name hashing cannot store.
 
 A MergeTree part keeps each column in files named after it: every byte other than ``[A-Za-z0-9_]`` escaped
-as ``%XX``, then a suffix (``.bin``, ``.mrk``, ``.null.bin``, ``.null.mrk``...). A server before
-``replace_long_file_name_to_hash`` (the 18.16 server) cannot open a file whose name passes the file
+as ``%XX``, then a suffix (``.bin``; marks ``.mrk``, or ``.mrk2`` with adaptive granularity; a Nullable
+column's ``.null.bin`` and ``.null.mrk``); a partition-key column also has ``minmax_<name>.idx``. A server
+before ``replace_long_file_name_to_hash`` (the 18.16 server) cannot open a file whose name passes the file
 system's 255 bytes: its ``CREATE TABLE`` writes metadata only and succeeds, and every insert fails, after
-arming (seen: a 49-letter Cyrillic column name, each letter two bytes escaped to six characters, blocked
-its route, and resolving it let the next run block it again). Such a name is refused before arming.
+arming (seen: a 49-letter Cyrillic column name blocked its route, and resolving it let the next run block it
+again). Such a column, the route's or one of a hand-made target's own, is refused before arming.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from clickhouse_connect.driver.client import Client
 
+from airflow_provider_dpone.adapters.clickhouse.quoting import TableName, quote_string
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 
 #: a file name's limit on the file systems servers run on (ext4, xfs: NAME_MAX)
 MAX_FILE_NAME_BYTES = 255
-#: the longest suffix a column's files take (``.null.mrk2``: a Nullable column's marks)
-LONGEST_SUFFIX = len(".null.mrk2")
+#: what a partition-key column's min/max index file adds: ``minmax_`` + ``.idx``
+_MINMAX = len("minmax_") + len(".idx")
+
+
+@dataclass(frozen=True, slots=True)
+class StoredColumn:
+    """A column the table keeps files of: its name, whether it is Nullable, whether it is in the partition
+    key (a min/max index file of its own)."""
+
+    name: str
+    nullable: bool
+    in_partition_key: bool = False
 
 
 def escaped_length(name: str) -> int:
@@ -29,11 +42,30 @@ def escaped_length(name: str) -> int:
     )
 
 
-def require_storable_column_names(client: Client, table: str, names: Iterable[str]) -> None:
+def longest_file_name(column: StoredColumn, *, adaptive_marks: bool) -> int:
+    """The length of the longest file name the server gives the column."""
+    marks = ".mrk2" if adaptive_marks else ".mrk"
+    suffix = len(".null" + marks) if column.nullable else len(marks)
+    return escaped_length(column.name) + max(suffix, _MINMAX if column.in_partition_key else 0)
+
+
+def require_storable_column_names(client: Client, table: TableName, columns: Sequence[StoredColumn]) -> None:
     """Before arming: refuse a column whose files the server could not name. Asks the server only when a
     name is that long; a server that hashes long names (``replace_long_file_name_to_hash``) stores any."""
-    too_long = [name for name in names if escaped_length(name) + LONGEST_SUFFIX > MAX_FILE_NAME_BYTES]
-    if not too_long or _hashes_long_names(client):
+    if all(longest_file_name(c, adaptive_marks=True) <= MAX_FILE_NAME_BYTES for c in columns):
+        return
+    rows = client.query(
+        "SELECT name, value FROM system.merge_tree_settings "
+        "WHERE name IN ('replace_long_file_name_to_hash', 'index_granularity_bytes')"
+    ).result_rows
+    settings = {str(row[0]): str(row[1]) for row in rows}
+    if settings.get("replace_long_file_name_to_hash", "0").lower() in ("1", "true"):
+        return
+    adaptive = settings.get("index_granularity_bytes", "0") not in ("", "0")
+    too_long = [
+        c.name for c in columns if longest_file_name(c, adaptive_marks=adaptive) > MAX_FILE_NAME_BYTES
+    ]
+    if not too_long:
         return
     raise DponeError(
         ErrorCode.TARGET_INCOMPATIBLE,
@@ -41,17 +73,22 @@ def require_storable_column_names(client: Client, table: str, names: Iterable[st
         f"{MAX_FILE_NAME_BYTES} bytes (each byte other than a letter, digit or _ takes three), and the server "
         "does not shorten them; nothing was written",
         details={
-            "table": table,
+            "table": str(table),
             "column": too_long[0],
             "columns": too_long,
             "problem": "column_file_name_too_long",
         },
-        hint_lines=("give the column a shorter name in source.query (SELECT ... AS short_name)",),
+        hint_lines=(
+            "give the column a shorter name (SELECT ... AS short_name in source.query; a column of the target's "
+            "own: rename it, ALTER TABLE ... RENAME COLUMN on newer servers, or re-create the table)",
+        ),
     )
 
 
-def _hashes_long_names(client: Client) -> bool:
+def partition_key(client: Client, table: TableName) -> str:
+    """The table's partition key expression as the server prints it ('' without one)."""
     rows = client.query(
-        "SELECT value FROM system.merge_tree_settings WHERE name = 'replace_long_file_name_to_hash'"
+        f"SELECT partition_key FROM system.tables WHERE database = {quote_string(table.database)} "
+        f"AND name = {quote_string(table.table)}"
     ).result_rows
-    return bool(rows) and str(rows[0][0]).lower() in ("1", "true")
+    return str(rows[0][0] or "") if rows else ""

@@ -31,7 +31,12 @@ from airflow_provider_dpone.adapters.clickhouse.column_encoders import (
     value_limits,
 )
 from airflow_provider_dpone.adapters.clickhouse.comparable_bounds import bound_limits, require_comparable
-from airflow_provider_dpone.adapters.clickhouse.file_names import require_storable_column_names
+from airflow_provider_dpone.adapters.clickhouse.file_names import (
+    StoredColumn,
+    escaped_length,
+    partition_key,
+    require_storable_column_names,
+)
 from airflow_provider_dpone.adapters.clickhouse.insert_context import insert_context, release_block
 from airflow_provider_dpone.adapters.clickhouse.insert_settings import (
     plain_insert_settings,
@@ -287,8 +292,8 @@ class ClickHouseSink:
         with self._failures("read the target table", name, step="prepare"):
             client = self._client()
             require_plain_inserts(client, self._endpoint, str(name))
-            require_storable_column_names(client, str(name), schema.names)
             target = self._describe(client, name) if self._exists(client, name) else None
+            self._require_storable_names(client, name, schema, target)
             if target is not None:
                 self._require_rows_kept(client, name)
         if target is not None:
@@ -337,9 +342,9 @@ class ClickHouseSink:
         with self._failures("prepare the target table", name, step="prepare"):
             client = self._client()
             require_plain_inserts(client, self._endpoint, str(name))
-            require_storable_column_names(client, str(name), schema.names)
             client.command(f"CREATE DATABASE IF NOT EXISTS {quote_identifier(name.database)}")
             if not self._exists(client, name):
+                self._require_storable_names(client, name, schema, None)
                 client.command(
                     create_table_sql(
                         name,
@@ -350,9 +355,27 @@ class ClickHouseSink:
                 )
                 log.info("created target table %s", name)
             target = self._describe(client, name)
+            self._require_storable_names(client, name, schema, target)
             self._require_rows_kept(client, name)
         # compared even right after creation: another writer may have created it first
         self._require_compatible(name, schema, target)
+
+    @staticmethod
+    def _require_storable_names(
+        client: Client, name: TableName, schema: TableSchema, target: Mapping[str, TargetColumn] | None
+    ) -> None:
+        """The route's columns as dpone creates them (no partition key), or every column the existing table
+        keeps files of (a hand-made table's own columns and partition key too)."""
+        if target is None:
+            columns = [StoredColumn(c.name, c.nullable) for c in schema.columns]
+        else:
+            key = partition_key(client, name) if any(escaped_length(n) > 200 for n in target) else ""
+            columns = [
+                StoredColumn(c.name, holds_null(c.type_name), bool(key) and c.name in key)
+                for c in target.values()
+                if c.default_kind not in ("ALIAS", "EPHEMERAL")
+            ]
+        require_storable_column_names(client, name, columns)
 
     def _require_rows_kept(self, client: Client, name: TableName) -> None:
         """Read-only, before arming, from one read of the table's ``system.tables`` row: its engine and TTL
