@@ -147,3 +147,40 @@ def test_a_sequence_set_to_hand_out_the_next_id_is_healthy(
         store.ensure_schema()
         store.write_batch([checkpoint("d")])
         assert sorted(c.bounds.label for c in store.list_latest(ROUTE)) == ["a", "b", "c", "d"]
+
+
+def test_a_missing_table_of_the_store_is_made_beside_the_checkpoint_table_not_in_a_schema_put_first(
+    postgres_url: str,
+) -> None:
+    """The capsule tables are made when durable replay is first used: under a per-user schema they went
+    there, where another role (on-call's) does not look."""
+    base = sa.engine.make_url(postgres_url)
+    name, role = "roles_" + uuid.uuid4().hex[:10], "late_" + uuid.uuid4().hex[:10]
+    admin = sa.create_engine(base, isolation_level="AUTOCOMMIT")
+    url = base.set(database=name)
+    try:
+        with admin.connect() as conn:
+            conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+            conn.execute(sa.text(f"CREATE ROLE {role} LOGIN PASSWORD 'pw-{role}'"))
+        with SqlCheckpointStore(url) as store:
+            store.ensure_schema()
+        owner = sa.create_engine(url, isolation_level="AUTOCOMMIT")
+        with owner.connect() as conn:
+            conn.execute(sa.text(f"GRANT USAGE, CREATE ON SCHEMA public TO {role}"))
+            conn.execute(sa.text(f"CREATE SCHEMA {role} AUTHORIZATION {role}"))
+        capsules = SqlCapsuleStore(_as(url, role))
+        try:
+            capsules.ensure_schema()
+        finally:
+            capsules.close()
+        with owner.connect() as conn:
+            where = conn.execute(
+                sa.text("SELECT DISTINCT schemaname FROM pg_tables WHERE tablename LIKE 'dpone_%'")
+            ).scalars()
+            assert sorted(where) == ["public"]
+        owner.dispose()
+    finally:
+        with admin.connect() as conn:
+            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+            conn.execute(sa.text(f"DROP ROLE IF EXISTS {role}"))
+        admin.dispose()

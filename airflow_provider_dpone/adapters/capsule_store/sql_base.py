@@ -9,7 +9,6 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from sqlalchemy.engine import URL
-from sqlalchemy.schema import CreateTable
 
 from airflow_provider_dpone.adapters.capsule_store.tables import build_tables
 from airflow_provider_dpone.adapters.checkpoint_sql.store_base import SqlStoreBase
@@ -37,7 +36,7 @@ class CapsuleSqlStore(SqlStoreBase):
                 with self._engine.begin() as conn:
                     for table in (self._tables.capsules, self._tables.reader_guards):
                         if not self._table_found(conn, table.name)[0]:  # a role owning no table writes rows
-                            conn.execute(CreateTable(table, if_not_exists=True))
+                            self._create_table(conn, table)
                 return
             except self._db_errors as exc:
                 if attempt < _SCHEMA_ATTEMPTS and "already exists" in str(getattr(exc, "orig", exc)):

@@ -30,7 +30,7 @@ from pydantic import ValidationError
 from sqlalchemy import Connection, Row, bindparam, func, inspect, select, text
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL
-from sqlalchemy.schema import CreateIndex, CreateTable
+from sqlalchemy.schema import CreateIndex
 from sqlalchemy.sql import Executable
 
 from airflow_provider_dpone.adapters.checkpoint_sql.batch_sync import one_sync_per_batch
@@ -160,7 +160,8 @@ class SqlCheckpointStore(SqlStoreBase):
         for table in tables:
             found, schema = self._table_found(conn, table.name)
             if not found:
-                conn.execute(CreateTable(table, if_not_exists=True))
+                self._create_table(conn, table)
+                schema = self._table_found(conn, table.name)[1]
             schemas[table.name] = schema
         inspector = inspect(conn)
         missing: list[str] = []

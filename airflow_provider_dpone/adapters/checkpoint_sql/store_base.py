@@ -12,15 +12,17 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Any, ClassVar
 
-from sqlalchemy import Connection, inspect, text
+from sqlalchemy import Connection, MetaData, Table, inspect, text
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.schema import CreateTable
 
 from airflow_provider_dpone.adapters.checkpoint_sql.engine import (
     acquire_store_engine,
     parse_url,
     release_store_engine,
 )
+from airflow_provider_dpone.adapters.checkpoint_sql.tables import CHECKPOINT_TABLE
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.ports.clock import Clock
 
@@ -106,3 +108,11 @@ class SqlStoreBase:
             {"name": name},
         ).scalar()
         return schema is not None, schema
+
+    def _create_table(self, conn: Connection, table: Table) -> None:
+        """Create a missing table of the store beside the checkpoint table when that exists (PostgreSQL): a
+        schema put before it on a role's search_path later (a per-user schema) would otherwise take the new
+        table, where another role does not look."""
+        home = self._table_found(conn, CHECKPOINT_TABLE)[1] if self._backend == "postgresql" else None
+        created = table if home is None else table.to_metadata(MetaData(), schema=home)
+        conn.execute(CreateTable(created, if_not_exists=True))
