@@ -32,14 +32,17 @@ def test_examples_of_the_escape() -> None:
     assert escaped_length("\u4e2d") == 9  # a CJK character: three bytes
 
 
-def test_the_longest_file_name_follows_marks_nullability_and_the_partition_key() -> None:
+def test_the_longest_file_name_follows_marks_substreams_and_the_partition_key() -> None:
     name = "\u0434" * 41  # 246 escaped
-    assert longest_file_name(StoredColumn(name, nullable=False), adaptive_marks=False) == 246 + len(".mrk")
-    assert longest_file_name(StoredColumn(name, nullable=True), adaptive_marks=False) == 246 + len(
-        ".null.mrk"
-    )
-    assert longest_file_name(StoredColumn(name, nullable=True), adaptive_marks=True) == 246 + len(
-        ".null.mrk2"
-    )
-    keyed = StoredColumn(name, nullable=False, in_partition_key=True)
-    assert longest_file_name(keyed, adaptive_marks=False) == 246 + len("minmax_.idx")
+
+    def longest(type_name: str, *, adaptive: bool = False, key: bool = False) -> int:
+        return longest_file_name(StoredColumn(name, type_name, key), adaptive_marks=adaptive) - 246
+
+    assert longest("String") == len(".mrk")
+    assert longest("Nullable(String)") == len(".null.mrk")
+    assert longest("Nullable(String)", adaptive=True) == len(".null.mrk2")
+    assert longest("LowCardinality(String)") == len(".dict.mrk")
+    assert longest("Array(String)") == len(".size0.mrk")
+    assert longest("Array(Array(Nullable(String)))") == len(".size1.mrk")
+    assert longest("Date", key=True) == len("minmax_.idx")
+    assert longest("Tuple(a String)") >= len(".a.mrk")

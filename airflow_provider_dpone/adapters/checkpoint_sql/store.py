@@ -183,19 +183,19 @@ class SqlCheckpointStore(SqlStoreBase):
     def _require_ids_ahead(self, conn: Connection) -> None:
         """The latest checkpoint is the one of the highest id: a store copied without its id sequence (a
         logical copy, ``pg_restore -t``) handed out ids below the rows it holds, so an operator's resolution
-        reported success under a lower id and the route stayed blocked. Stop before any write instead. A
-        role that may not read the sequence cannot tell, and is not stopped."""
+        reported success under a lower id and the route stayed blocked. Stop before any write instead."""
         name = self._tables.checkpoints.name
         sequence = conn.execute(text("SELECT pg_get_serial_sequence(:name, 'id')"), {"name": name}).scalar()
         highest = conn.execute(text(f"SELECT max(id) FROM {name}")).scalar()
         if sequence is None or highest is None:
             return
-        try:
-            with conn.begin_nested():  # the catalog's quoted name of the table's own sequence
-                last, called = conn.execute(text(f"SELECT last_value, is_called FROM {sequence}")).one()
-        except self._db_errors:
-            return
-        next_id = last + 1 if called else last  # setval(seq, n, false) hands out n next
+        # USAGE on the sequence is enough for both (the store's documented grants)
+        seq = {"seq": sequence}
+        last = conn.execute(text("SELECT pg_sequence_last_value(CAST(:seq AS regclass))"), seq).scalar()
+        if last is None:  # set and not used since (a fresh copy, setval(..., false)): take one id to see
+            next_id = conn.execute(text("SELECT nextval(CAST(:seq AS regclass))"), seq).scalar()
+        else:
+            next_id = last + 1
         if next_id <= highest:
             raise DponeError(
                 ErrorCode.CHECKPOINT_STORE_FAILED,

@@ -27,11 +27,11 @@ _MINMAX = len("minmax_") + len(".idx")
 
 @dataclass(frozen=True, slots=True)
 class StoredColumn:
-    """A column the table keeps files of: its name, whether it is Nullable, whether it is in the partition
-    key (a min/max index file of its own)."""
+    """A column the table keeps files of: its name, its type as the server prints it, whether it is in the
+    partition key (a min/max index file of its own)."""
 
     name: str
-    nullable: bool
+    type_name: str
     in_partition_key: bool = False
 
 
@@ -42,11 +42,28 @@ def escaped_length(name: str) -> int:
     )
 
 
+def _substream(type_name: str) -> int:
+    """The longest part a column's type adds between its name and the file's suffix: ``.null`` (a null
+    map), ``.dict`` (a LowCardinality dictionary), ``.sizeN`` (array sizes, one per level), or a field's name
+    in a Tuple, Map or Nested column (not known here: counted as 32 characters)."""
+    parts = [0]
+    if "Nullable(" in type_name:
+        parts.append(len(".null"))
+    if "LowCardinality(" in type_name:
+        parts.append(len(".dict"))
+    depth = type_name.count("Array(")
+    if depth:
+        parts.append(len(f".size{depth - 1}"))
+    if any(kind in type_name for kind in ("Tuple(", "Map(", "Nested(")):
+        parts.append(32)
+    return max(parts)
+
+
 def longest_file_name(column: StoredColumn, *, adaptive_marks: bool) -> int:
     """The length of the longest file name the server gives the column."""
-    marks = ".mrk2" if adaptive_marks else ".mrk"
-    suffix = len(".null" + marks) if column.nullable else len(marks)
-    return escaped_length(column.name) + max(suffix, _MINMAX if column.in_partition_key else 0)
+    marks = len(".mrk2" if adaptive_marks else ".mrk")
+    longest = _substream(column.type_name) + marks
+    return escaped_length(column.name) + max(longest, _MINMAX if column.in_partition_key else 0)
 
 
 def require_storable_column_names(client: Client, table: TableName, columns: Sequence[StoredColumn]) -> None:

@@ -367,11 +367,14 @@ class ClickHouseSink:
         """The route's columns as dpone creates them (no partition key), or every column the existing table
         keeps files of (a hand-made table's own columns and partition key too)."""
         if target is None:
-            columns = [StoredColumn(c.name, c.nullable) for c in schema.columns]
+            columns = [
+                StoredColumn(c.name, f"Nullable({c.clickhouse_type})" if c.nullable else c.clickhouse_type)
+                for c in schema.columns
+            ]
         else:
             key = partition_key(client, name) if any(escaped_length(n) > 200 for n in target) else ""
             columns = [
-                StoredColumn(c.name, holds_null(c.type_name), bool(key) and c.name in key)
+                StoredColumn(c.name, c.type_name, bool(key) and c.name in key)
                 for c in target.values()
                 if c.default_kind not in ("ALIAS", "EPHEMERAL")
             ]
@@ -397,11 +400,9 @@ class ClickHouseSink:
             raise DponeError(
                 ErrorCode.ROUTE_BUSY,
                 f"target table {name} has {pending} mutation(s) pending: its row counts are not final (rows a "
-                "delete is still removing would be counted), so nothing was recorded",
+                "mutation is still deleting or changing would be counted), so nothing was recorded",
                 details={"table": str(name), "mutations_pending": pending},
-                hint_lines=(
-                    "wait for them to finish (system.mutations, is_done = 0) and run the command again",
-                ),
+                hint_lines=(*_pending_mutation_hints(name), "runbook:  dpone runbook guard"),
             )
 
     def _require_no_pending_mutation(self, client: Client, name: TableName) -> None:
@@ -417,14 +418,7 @@ class ClickHouseSink:
             f"target table {name} has {pending} mutation(s) pending: this route's delete would wait behind "
             "them, so nothing was written",
             details={"table": str(name), "mutations_pending": pending},
-            hint_lines=(
-                "see them: SELECT mutation_id, command, create_time, parts_to_do FROM system.mutations "
-                f"WHERE database = '{name.database}' AND table = '{name.table}' AND is_done = 0 (newer "
-                "servers also have latest_fail_reason: why one fails)",
-                "wait for them to finish and run again (an Airflow retry does); a failing one, once you know "
-                "whose it is: KILL MUTATION WHERE mutation_id = '<id>' (servers without KILL MUTATION, such "
-                "as 18.x, need their administrator to remove it)",
-            ),
+            hint_lines=_pending_mutation_hints(name),
         )
 
     def _refusals_before_statements(
@@ -903,6 +897,18 @@ def _staging_of(target: TableName, operation_id: str, *, attempt: str | None = N
     would then publish (seen: every row twice, exit 0); without ``attempt``, the stem all of them share."""
     digest = hashlib.sha256(f"{target}|{operation_id}".encode()).hexdigest()[:16]
     return TableName(target.database, STAGING_PREFIX + digest + (f"_{attempt}" if attempt else ""))
+
+
+def _pending_mutation_hints(name: TableName) -> tuple[str, ...]:
+    """How on-call sees the mutations pending on ``name`` and gets past a failing one."""
+    return (
+        "see them: SELECT mutation_id, command, create_time, parts_to_do FROM system.mutations "
+        f"WHERE database = '{name.database}' AND table = '{name.table}' AND is_done = 0 (newer "
+        "servers also have latest_fail_reason: why one fails)",
+        "wait for them to finish and run again (an Airflow retry does); a failing one, once you know "
+        "whose it is: KILL MUTATION WHERE mutation_id = '<id>' (servers without KILL MUTATION, such "
+        "as 18.x, need their administrator to remove it)",
+    )
 
 
 def _refuse_driver_misquoted(schema: TableSchema) -> None:
