@@ -147,15 +147,8 @@ def test_chdb_arrow_insert_writes_what_native_writes(
     assert _read(endpoint, python_staged) == native
 
 
-def test_small_chunks_merge_but_no_insert_grows_past_the_block_bound(
-    chdb_sink: tuple[ClickHouseSink, EndpointDescriptor], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A partition tail beside the next partition's full chunk goes in two inserts, not one larger than
-    either (the rows an insert holds stay bounded by ``chunk_rows``); small chunks still fill a block;
-    every row arrives once, in order. Bounds scaled down 100x (50,000 / 60,000 -> 500 / 600)."""
-    sink, endpoint = chdb_sink
-    monkeypatch.setattr(sink_module, "INSERT_BLOCK_ROWS", 500)
-    monkeypatch.setattr(sink_module, "INSERT_BLOCK_MAX_ROWS", 600)
+def _insert_sizes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The rows of each Arrow insert the sink makes from now on, in order."""
     sent: list[int] = []
     real = sink_module.arrow_table
 
@@ -165,11 +158,29 @@ def test_small_chunks_merge_but_no_insert_grows_past_the_block_bound(
         return table
 
     monkeypatch.setattr(sink_module, "arrow_table", spy)
+    return sent
+
+
+def _chunks_of(sizes: list[int]) -> list[Any]:
+    """``ROWS`` as columnar chunks of these sizes, in order."""
     builder = ChunkBuilder("p", SCHEMA, lambda name: name in ("name", "flag", "ratio"), columnar=True)
+    starts = [sum(sizes[:i]) for i in range(len(sizes))]
+    return [builder.build(ROWS[s : s + n]) for s, n in zip(starts, sizes, strict=True)]
+
+
+def test_small_chunks_merge_but_no_insert_grows_past_the_block_bound(
+    chdb_sink: tuple[ClickHouseSink, EndpointDescriptor], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A partition tail beside the next partition's full chunk goes in two inserts, not one larger than
+    either (the rows an insert holds stay bounded by ``chunk_rows``); small chunks still fill a block;
+    every row arrives once, in order. Bounds scaled down 100x (50,000 / 60,000 -> 500 / 600)."""
+    sink, endpoint = chdb_sink
+    monkeypatch.setattr(sink_module, "INSERT_BLOCK_ROWS", 500)
+    monkeypatch.setattr(sink_module, "INSERT_BLOCK_MAX_ROWS", 600)
+    sent = _insert_sizes(monkeypatch)
     sizes = [500, 333, 500, 333, 167, 166, 500]  # day 1 whole, day 2 (500 + tail 333), ...
     assert sum(sizes) == len(ROWS)
-    starts = [sum(sizes[:i]) for i in range(len(sizes))]
-    chunks = [builder.build(ROWS[s : s + n]) for s, n in zip(starts, sizes, strict=True)]
+    chunks = _chunks_of(sizes)
     staged = _stage(sink, chunks, "bounded")
     sink.close()
     assert sent == [500, 333, 500, 333 + 167, 166, 500]
@@ -184,19 +195,9 @@ def test_a_block_of_many_small_chunks_holds_at_most_the_chunk_bound(
     A block now closes at ``INSERT_BLOCK_MAX_CHUNKS`` chunks; every row still arrives once, in order."""
     sink, endpoint = chdb_sink
     monkeypatch.setattr(sink_module, "INSERT_BLOCK_MAX_CHUNKS", 4)
-    sent: list[int] = []
-    real = sink_module.arrow_table
-
-    def spy(*args: Any) -> Any:
-        table = real(*args)
-        sent.append(table.num_rows)
-        return table
-
-    monkeypatch.setattr(sink_module, "arrow_table", spy)
-    builder = ChunkBuilder("p", SCHEMA, lambda name: name in ("name", "flag", "ratio"), columnar=True)
+    sent = _insert_sizes(monkeypatch)
     sizes = [1] * 10 + [len(ROWS) - 10]
-    starts = [sum(sizes[:i]) for i in range(len(sizes))]
-    chunks = [builder.build(ROWS[s : s + n]) for s, n in zip(starts, sizes, strict=True)]
+    chunks = _chunks_of(sizes)
     staged = _stage(sink, chunks, "few_chunks")
     sink.close()
     # the first chunk at once, then four at a time, the last small one with the large rest

@@ -247,15 +247,9 @@ def test_a_resolution_counting_another_target_than_the_attempt_wrote_is_refused(
     assert target_rows(base) == source_rows(base)
 
 
-def test_a_commit_the_store_failed_to_write_says_the_route_is_blocked_and_what_to_run(
-    base: Path, store_url: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The target call succeeded, then the store refused the COMMITTED records: the run used to end on one
-    bare ``checkpoint_store_failed`` line, not saying the route was now blocked or what to run next."""
+def _refusing_commits(write_batch: Any) -> Any:
+    """A store's ``write_batch`` that refuses the COMMITTED records (the target call had succeeded)."""
     from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
-
-    manifest = write_manifest(base, "orders", store_url)
-    write_batch = SqlCheckpointStore.write_batch
 
     def refuse_commits(self: SqlCheckpointStore, checkpoints: Any) -> None:
         if any(c.status is CheckpointStatus.COMMITTED for c in checkpoints):
@@ -263,6 +257,18 @@ def test_a_commit_the_store_failed_to_write_says_the_route_is_blocked_and_what_t
                 ErrorCode.CHECKPOINT_STORE_FAILED, "checkpoint store operation write_batch failed"
             )
         write_batch(self, checkpoints)
+
+    return refuse_commits
+
+
+def test_a_commit_the_store_failed_to_write_says_the_route_is_blocked_and_what_to_run(
+    base: Path, store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The target call succeeded, then the store refused the COMMITTED records: the run used to end on one
+    bare ``checkpoint_store_failed`` line, not saying the route was now blocked or what to run next."""
+    manifest = write_manifest(base, "orders", store_url)
+    write_batch = SqlCheckpointStore.write_batch
+    refuse_commits = _refusing_commits(write_batch)
 
     monkeypatch.setattr(SqlCheckpointStore, "write_batch", refuse_commits)
     failed = CliRunner().invoke(cli, ["run", str(manifest)])
@@ -285,20 +291,12 @@ def test_the_blocked_routes_next_steps_quote_the_manifest_path_and_json_says_it_
     ``--json`` held nothing saying the route was blocked (the text's lines are hints, not details)."""
     import shlex
 
-    from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
-
     manifest = write_manifest(base, "orders", store_url)
     spaced = base.parent / f"{base.name} a dir $(echo x)"
     spaced.symlink_to(base, target_is_directory=True)
     given = str(spaced / manifest.name)
     write_batch = SqlCheckpointStore.write_batch
-
-    def refuse_commits(self: SqlCheckpointStore, checkpoints: Any) -> None:
-        if any(c.status is CheckpointStatus.COMMITTED for c in checkpoints):
-            raise DponeError(
-                ErrorCode.CHECKPOINT_STORE_FAILED, "checkpoint store operation write_batch failed"
-            )
-        write_batch(self, checkpoints)
+    refuse_commits = _refusing_commits(write_batch)
 
     monkeypatch.setattr(SqlCheckpointStore, "write_batch", refuse_commits)
     failed = CliRunner().invoke(cli, ["run", given, *(["--json"] if as_json else [])])

@@ -250,14 +250,19 @@ def _source_rows(base: Path) -> list[tuple[Any, ...]]:
         return sorted(db.execute("SELECT id, order_date, customer, amount FROM orders").fetchall())
 
 
-def _target_rows(base: Path) -> list[tuple[Any, ...]]:
-    endpoint = EndpointDescriptor(
-        name="t",
-        kind=EndpointKind.CLICKHOUSE,
-        interface=ClickHouseInterface.CHDB,
-        path=str(base / "clickhouse"),
+def _target_client(base: Path) -> Any:
+    return open_client(
+        EndpointDescriptor(
+            name="t",
+            kind=EndpointKind.CLICKHOUSE,
+            interface=ClickHouseInterface.CHDB,
+            path=str(base / "clickhouse"),
+        )
     )
-    client = open_client(endpoint)
+
+
+def _target_rows(base: Path) -> list[tuple[Any, ...]]:
+    client = _target_client(base)
     try:
         result = client.query("SELECT id, toString(order_date), customer, amount FROM demo.orders")
         return sorted(tuple(r) for r in result.result_rows)
@@ -599,13 +604,7 @@ def test_a_kept_oldest_day_the_lookback_still_reaches_is_named_with_what_to_do(
 
 
 def _delete_target_day(base: Path, day: str) -> None:
-    endpoint = EndpointDescriptor(
-        name="t",
-        kind=EndpointKind.CLICKHOUSE,
-        interface=ClickHouseInterface.CHDB,
-        path=str(base / "clickhouse"),
-    )
-    client = open_client(endpoint)
+    client = _target_client(base)
     try:
         client.command(
             f"ALTER TABLE demo.orders DELETE WHERE order_date = '{day}' SETTINGS mutations_sync = 2"

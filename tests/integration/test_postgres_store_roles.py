@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 import sqlalchemy as sa
@@ -24,38 +25,51 @@ from tests.integration.test_checkpoint_store import ROUTE, checkpoint
 pytestmark = pytest.mark.usefixtures("postgres_url")
 
 
-@pytest.fixture
-def owned_store(postgres_url: str) -> Iterator[tuple[sa.engine.URL, str]]:
-    """A fresh database whose store tables the admin made, and a role that may only write their rows."""
+@contextmanager
+def _database_and_role(postgres_url: str, prefix: str) -> Iterator[tuple[sa.engine.URL, str]]:
+    """A fresh database and a login role, both dropped afterwards."""
     base = sa.engine.make_url(postgres_url)
-    name, role = "roles_" + uuid.uuid4().hex[:10], "dml_" + uuid.uuid4().hex[:10]
+    name, role = "roles_" + uuid.uuid4().hex[:10], prefix + uuid.uuid4().hex[:10]
     admin = sa.create_engine(base, isolation_level="AUTOCOMMIT")
-    url = base.set(database=name)
     try:
         with admin.connect() as conn:
             conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
             conn.execute(sa.text(f"CREATE ROLE {role} LOGIN PASSWORD 'pw-{role}'"))
-        for store in (SqlCheckpointStore(url), SqlCapsuleStore(url)):
-            try:
-                store.ensure_schema()
-            finally:
-                store.close()
-        owner = sa.create_engine(url, isolation_level="AUTOCOMMIT")
-        with owner.connect() as conn:
-            for grant in (
-                f'GRANT CONNECT ON DATABASE "{name}" TO {role}',
-                f"GRANT USAGE ON SCHEMA public TO {role}",
-                f"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO {role}",
-                f"GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO {role}",  # the guide's grants, no more
-            ):
-                conn.execute(sa.text(grant))
-        owner.dispose()
-        yield url, role
+        yield base.set(database=name), role
     finally:
         with admin.connect() as conn:
             conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
             conn.execute(sa.text(f"DROP ROLE IF EXISTS {role}"))
         admin.dispose()
+
+
+def _as_owner(url: sa.engine.URL, *statements: str) -> None:
+    owner = sa.create_engine(url, isolation_level="AUTOCOMMIT")
+    try:
+        with owner.connect() as conn:
+            for statement in statements:
+                conn.execute(sa.text(statement))
+    finally:
+        owner.dispose()
+
+
+@pytest.fixture
+def owned_store(postgres_url: str) -> Iterator[tuple[sa.engine.URL, str]]:
+    """A fresh database whose store tables the admin made, and a role that may only write their rows."""
+    with _database_and_role(postgres_url, "dml_") as (url, role):
+        for store in (SqlCheckpointStore(url), SqlCapsuleStore(url)):
+            try:
+                store.ensure_schema()
+            finally:
+                store.close()
+        _as_owner(
+            url,
+            f'GRANT CONNECT ON DATABASE "{url.database}" TO {role}',
+            f"GRANT USAGE ON SCHEMA public TO {role}",
+            f"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO {role}",
+            f"GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO {role}",  # the guide's grants, no more
+        )
+        yield url, role
 
 
 def _as(url: sa.engine.URL, role: str) -> str:
@@ -85,10 +99,7 @@ def test_a_schema_put_before_public_later_finds_the_store_there_not_a_new_empty_
     url, role = owned_store
     with SqlCheckpointStore(url) as admin_store:
         admin_store.write_batch([checkpoint("committed-before")])
-    owner = sa.create_engine(url, isolation_level="AUTOCOMMIT")
-    with owner.connect() as conn:
-        conn.execute(sa.text(f"CREATE SCHEMA {role} AUTHORIZATION {role}"))
-    owner.dispose()
+    _as_owner(url, f"CREATE SCHEMA {role} AUTHORIZATION {role}")
 
     with SqlCheckpointStore(_as(url, role)) as store:
         store.ensure_schema()
@@ -113,10 +124,8 @@ def test_a_store_whose_id_sequence_is_behind_its_rows_stops_before_writing(
     url, role = owned_store
     with SqlCheckpointStore(url) as store:
         store.write_batch([checkpoint("a"), checkpoint("b"), checkpoint("c")])
-    owner = sa.create_engine(url, isolation_level="AUTOCOMMIT")
-    with owner.connect() as conn:  # a logical copy of the rows: the sequence starts over
-        conn.execute(sa.text("SELECT setval(pg_get_serial_sequence('dpone_partition_checkpoints', 'id'), 1)"))
-    owner.dispose()
+    # a logical copy of the rows: the sequence starts over
+    _as_owner(url, "SELECT setval(pg_get_serial_sequence('dpone_partition_checkpoints', 'id'), 1)")
 
     with (
         SqlCheckpointStore(_as(url, role) if as_role else url) as store,
@@ -144,10 +153,7 @@ def test_a_sequence_set_to_hand_out_the_next_id_is_healthy(
     url, _ = owned_store
     with SqlCheckpointStore(url) as store:
         store.write_batch([checkpoint("a"), checkpoint("b"), checkpoint("c")])
-    owner = sa.create_engine(url, isolation_level="AUTOCOMMIT")
-    with owner.connect() as conn:
-        conn.execute(sa.text(moved_on))
-    owner.dispose()
+    _as_owner(url, moved_on)
 
     with SqlCheckpointStore(url) as store:
         store.ensure_schema()
@@ -160,33 +166,23 @@ def test_a_missing_table_of_the_store_is_made_beside_the_checkpoint_table_not_in
 ) -> None:
     """The capsule tables are made when durable replay is first used: under a per-user schema they went
     there, where another role (on-call's) does not look."""
-    base = sa.engine.make_url(postgres_url)
-    name, role = "roles_" + uuid.uuid4().hex[:10], "late_" + uuid.uuid4().hex[:10]
-    admin = sa.create_engine(base, isolation_level="AUTOCOMMIT")
-    url = base.set(database=name)
-    try:
-        with admin.connect() as conn:
-            conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-            conn.execute(sa.text(f"CREATE ROLE {role} LOGIN PASSWORD 'pw-{role}'"))
+    with _database_and_role(postgres_url, "late_") as (url, role):
         with SqlCheckpointStore(url) as store:
             store.ensure_schema()
-        owner = sa.create_engine(url, isolation_level="AUTOCOMMIT")
-        with owner.connect() as conn:
-            conn.execute(sa.text(f"GRANT USAGE, CREATE ON SCHEMA public TO {role}"))
-            conn.execute(sa.text(f"CREATE SCHEMA {role} AUTHORIZATION {role}"))
+        _as_owner(
+            url,
+            f"GRANT USAGE, CREATE ON SCHEMA public TO {role}",
+            f"CREATE SCHEMA {role} AUTHORIZATION {role}",
+        )
         capsules = SqlCapsuleStore(_as(url, role))
         try:
             capsules.ensure_schema()
         finally:
             capsules.close()
-        with owner.connect() as conn:
+        engine = sa.create_engine(url)
+        with engine.connect() as conn:
             where = conn.execute(
                 sa.text("SELECT DISTINCT schemaname FROM pg_tables WHERE tablename LIKE 'dpone_%'")
             ).scalars()
             assert sorted(where) == ["public"]
-        owner.dispose()
-    finally:
-        with admin.connect() as conn:
-            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-            conn.execute(sa.text(f"DROP ROLE IF EXISTS {role}"))
-        admin.dispose()
+        engine.dispose()
