@@ -45,4 +45,6 @@ def test_the_longest_file_name_follows_marks_substreams_and_the_partition_key() 
     assert longest("Array(String)") == len(".size0.mrk")
     assert longest("Array(Array(Nullable(String)))") == len(".size1.mrk")
     assert longest("Date", key=True) == len("minmax_.idx")
-    assert longest("Tuple(a String)") >= len(".a.mrk")
+    assert longest("Tuple(UInt8, UInt8)") == len("%2E1.mrk")
+    assert longest("Tuple(UInt8, Nullable(String), UInt8)") == len("%2E3.null.mrk")
+    assert longest("Array(Tuple(UInt8, UInt8))") == len(".size0.mrk")  # two files: sizes, then elements

@@ -44,8 +44,8 @@ def escaped_length(name: str) -> int:
 
 def _substream(type_name: str) -> int:
     """The longest part a column's type adds between its name and the file's suffix: ``.null`` (a null
-    map), ``.dict`` (a LowCardinality dictionary), ``.sizeN`` (array sizes, one per level), or a field's name
-    in a Tuple, Map or Nested column (not known here: counted as 32 characters)."""
+    map), ``.dict`` (a LowCardinality dictionary), ``.sizeN`` (array sizes, one per level), ``%2E<n>`` (the
+    n-th element of a Tuple, plus what its type adds), or, for a Map, as much as 32 characters."""
     parts = [0]
     if "Nullable(" in type_name:
         parts.append(len(".null"))
@@ -54,9 +54,32 @@ def _substream(type_name: str) -> int:
     depth = type_name.count("Array(")
     if depth:
         parts.append(len(f".size{depth - 1}"))
-    if any(kind in type_name for kind in ("Tuple(", "Map(", "Nested(")):
+    elements = _tuple_elements(type_name)
+    if elements:
+        parts.append(len("%2E") + len(str(len(elements))) + max(_substream(e) for e in elements))
+    if "Map(" in type_name:
         parts.append(32)
     return max(parts)
+
+
+def _tuple_elements(type_name: str) -> list[str]:
+    """The element types of the first ``Tuple(...)`` in ``type_name``, split at its top-level commas."""
+    start = type_name.find("Tuple(")
+    if start < 0:
+        return []
+    depth, begin, elements = 0, start + len("Tuple("), []
+    for position in range(begin, len(type_name)):
+        char = type_name[position]
+        if char == "(":
+            depth += 1
+        elif char == ")" and depth:
+            depth -= 1
+        elif char in ",)" and depth == 0:
+            elements.append(type_name[begin:position].strip())
+            begin = position + 1
+            if char == ")":
+                break
+    return elements
 
 
 def longest_file_name(column: StoredColumn, *, adaptive_marks: bool) -> int:
@@ -102,10 +125,10 @@ def require_storable_column_names(client: Client, table: TableName, columns: Seq
     )
 
 
-def partition_key(client: Client, table: TableName) -> str:
-    """The table's partition key expression as the server prints it ('' without one)."""
+def partition_key_columns(client: Client, table: TableName) -> set[str]:
+    """The table's columns its partition key reads (each has a min/max index file)."""
     rows = client.query(
-        f"SELECT partition_key FROM system.tables WHERE database = {quote_string(table.database)} "
-        f"AND name = {quote_string(table.table)}"
+        f"SELECT name FROM system.columns WHERE database = {quote_string(table.database)} "
+        f"AND table = {quote_string(table.table)} AND is_in_partition_key"
     ).result_rows
-    return str(rows[0][0] or "") if rows else ""
+    return {str(row[0]) for row in rows}

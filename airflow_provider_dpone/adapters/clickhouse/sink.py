@@ -34,7 +34,7 @@ from airflow_provider_dpone.adapters.clickhouse.comparable_bounds import bound_l
 from airflow_provider_dpone.adapters.clickhouse.file_names import (
     StoredColumn,
     escaped_length,
-    partition_key,
+    partition_key_columns,
     require_storable_column_names,
 )
 from airflow_provider_dpone.adapters.clickhouse.insert_context import insert_context, release_block
@@ -372,9 +372,11 @@ class ClickHouseSink:
                 for c in schema.columns
             ]
         else:
-            key = partition_key(client, name) if any(escaped_length(n) > 200 for n in target) else ""
+            keyed = (
+                partition_key_columns(client, name) if any(escaped_length(n) > 200 for n in target) else set()
+            )
             columns = [
-                StoredColumn(c.name, c.type_name, bool(key) and c.name in key)
+                StoredColumn(c.name, c.type_name, c.name in keyed)
                 for c in target.values()
                 if c.default_kind not in ("ALIAS", "EPHEMERAL")
             ]
