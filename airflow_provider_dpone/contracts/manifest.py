@@ -21,7 +21,7 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from airflow_provider_dpone.contracts.query_text import separates_statements, statement_text
+from airflow_provider_dpone.contracts.query_text import opens_with_a_cte, separates_statements, statement_text
 from airflow_provider_dpone.contracts.route import RouteIdentity, Strategy
 
 _STRICT = ConfigDict(strict=True, frozen=True, extra="forbid")
@@ -172,6 +172,12 @@ class SourceSpec(BaseModel):
         nested = info.data.get("type") is SourceType.MSSQL  # SQL Server nests /* */ comments
         if query is not None and not statement_text(query, nested_comments=nested):
             raise ValueError("the query is empty; write a SELECT, or leave `query` out to read the table")
+        if query is not None and nested and opens_with_a_cte(query, nested_comments=True):
+            raise ValueError(
+                "the query starts with WITH: SQL Server allows a CTE only at the start of a statement, and every "
+                "read wraps the query as a derived table; write the CTE as a derived table "
+                "(SELECT ... FROM (SELECT ...) AS b)"
+            )
         if query is not None and separates_statements(query, nested_comments=nested):
             raise ValueError(
                 "the query holds more than one statement (a ';' outside quotes and comments before its end); "

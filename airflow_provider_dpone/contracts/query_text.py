@@ -102,3 +102,10 @@ def separates_statements(query: str, *, nested_comments: bool = False) -> bool:
         elif char == ";" and depth == 0:
             return True
     return False
+
+
+def opens_with_a_cte(query: str, *, nested_comments: bool = False) -> bool:
+    """Whether the query's first word of code is ``WITH``: SQL Server allows a CTE only at the start of a
+    statement, never inside the derived table every read wraps the query in."""
+    code = code_mask(query, nested_comments=nested_comments).lstrip(" \t\r\n;")
+    return code[:4].upper() == "WITH" and (len(code) == 4 or not (code[4].isalnum() or code[4] == "_"))

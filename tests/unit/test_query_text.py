@@ -7,7 +7,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from airflow_provider_dpone.contracts.manifest import SourceSpec, SourceType
-from airflow_provider_dpone.contracts.query_text import code_mask, separates_statements, statement_text
+from airflow_provider_dpone.contracts.query_text import (
+    code_mask,
+    opens_with_a_cte,
+    separates_statements,
+    statement_text,
+)
 
 _ENDINGS = st.lists(st.sampled_from([";", " ", "\n", "-- done\n", "/* c; */", "-- a; b"]), max_size=6)
 
@@ -83,3 +88,29 @@ def test_text_whose_literal_or_comment_never_closes_is_left_to_the_engine() -> N
     assert statement_text(unclosed) == unclosed.rstrip(";")
     assert not separates_statements("SELECT 1; SELECT 'open")
     assert statement_text("SELECT 1 -- no newline at the end;") == "SELECT 1 -- no newline at the end;"
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "WITH b AS (SELECT * FROM dbo.orders) SELECT * FROM b",
+        "/* big ones */ with b AS (SELECT 1 AS x) SELECT x FROM b",
+        "-- note\n  WITH\nb AS (SELECT 1 AS x) SELECT x FROM b",
+    ],
+)
+def test_a_sql_server_query_that_starts_with_a_cte_is_refused_saying_how_to_write_it(query: str) -> None:
+    """T-SQL allows WITH only at the start of a statement, and every read wraps the query as a derived
+    table: validation passed and every read would fail. SQLite reads such a query wrapped, so it passes."""
+    with pytest.raises(ValueError, match="derived table"):
+        SourceSpec.model_validate(
+            {"type": SourceType.MSSQL, "connection": "src", "table": "dbo.orders", "query": query}
+        )
+    SourceSpec.model_validate(
+        {"type": SourceType.SQLITE, "connection": "src", "table": "orders", "query": query}
+    )
+
+
+def test_a_word_that_only_begins_with_with_is_no_cte() -> None:
+    assert not opens_with_a_cte("WITHDRAWN")
+    assert not opens_with_a_cte("SELECT 'WITH' AS w")
+    assert opens_with_a_cte(";WITH b AS (SELECT 1) SELECT * FROM b")
