@@ -4,7 +4,8 @@ Parsing this file opens no connection, reads no manifest and starts no process: 
 stores its arguments. Connections used by the manifest: ``orders_mssql``, ``analytics_clickhouse``,
 ``dpone_state``.
 
-Two read-only SQL checks run after the transfer, through the same ClickHouse connection.
+Two read-only SQL checks run after the transfer, through the same ClickHouse connection: give it dpone's
+type (``dpone-clickhouse://...``), which common-sql needs to find dpone's read-only hook for the checks.
 
 Retries are safe: if an attempt fails after the target was touched, the commit guard blocks every
 retry before any target I/O until an operator resolves it (see docs/guide/airflow.md).

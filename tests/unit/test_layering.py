@@ -8,11 +8,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-if sys.version_info >= (3, 11):
-    pass
-else:  # Python 3.10: import-linter depends on tomli there
-    pass
-
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
