@@ -125,10 +125,17 @@ def require_storable_column_names(client: Client, table: TableName, columns: Seq
     )
 
 
-def partition_key_columns(client: Client, table: TableName) -> set[str]:
-    """The table's columns its partition key reads (each has a min/max index file)."""
-    rows = client.query(
-        f"SELECT name FROM system.columns WHERE database = {quote_string(table.database)} "
-        f"AND table = {quote_string(table.table)} AND is_in_partition_key"
-    ).result_rows
-    return {str(row[0]) for row in rows}
+def stored_columns(
+    client: Client, table: TableName, columns: Sequence[tuple[str, str]]
+) -> list[StoredColumn]:
+    """An existing table's ``(name, type)`` columns that keep files, with their partition-key membership
+    (read from ``system.columns``, only when a name is long enough for it to matter: the server prints a
+    key's names escaped, so its text cannot be searched)."""
+    keyed: set[str] = set()
+    if any(escaped_length(name) + _MINMAX > MAX_FILE_NAME_BYTES for name, _ in columns):
+        rows = client.query(
+            f"SELECT name FROM system.columns WHERE database = {quote_string(table.database)} "
+            f"AND table = {quote_string(table.table)} AND is_in_partition_key"
+        ).result_rows
+        keyed = {str(row[0]) for row in rows}
+    return [StoredColumn(name, type_name, name in keyed) for name, type_name in columns]

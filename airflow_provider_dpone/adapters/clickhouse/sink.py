@@ -33,9 +33,8 @@ from airflow_provider_dpone.adapters.clickhouse.column_encoders import (
 from airflow_provider_dpone.adapters.clickhouse.comparable_bounds import bound_limits, require_comparable
 from airflow_provider_dpone.adapters.clickhouse.file_names import (
     StoredColumn,
-    escaped_length,
-    partition_key_columns,
     require_storable_column_names,
+    stored_columns,
 )
 from airflow_provider_dpone.adapters.clickhouse.insert_context import insert_context, release_block
 from airflow_provider_dpone.adapters.clickhouse.insert_settings import (
@@ -372,14 +371,10 @@ class ClickHouseSink:
                 for c in schema.columns
             ]
         else:
-            keyed = (
-                partition_key_columns(client, name) if any(escaped_length(n) > 200 for n in target) else set()
-            )
-            columns = [
-                StoredColumn(c.name, c.type_name, c.name in keyed)
-                for c in target.values()
-                if c.default_kind not in ("ALIAS", "EPHEMERAL")
+            kept = [
+                (c.name, c.type_name) for c in target.values() if c.default_kind not in ("ALIAS", "EPHEMERAL")
             ]
+            columns = stored_columns(client, name, kept)
         require_storable_column_names(client, name, columns)
 
     def _require_rows_kept(self, client: Client, name: TableName) -> None:
