@@ -318,13 +318,15 @@ def _template_problems(
             message = (
                 "holds a Jinja template ('{{' or '{%'), which dpone never renders: Airflow renders a manifest "
                 "given to NativeTransferOperator as a dict, not a manifest file; pass the manifest as a dict or "
-                "write the file already rendered (a literal brace pair in SQL: join two strings, '{' || '{' in SQLite, '{' + '{' in SQL Server)"
+                "write the file already rendered (a literal brace pair in SQL: join two strings, '{' || '{' in "
+                "SQLite, '{' + '{' in SQL Server)"
             )
         elif _SHELL_VARIABLE.search(value):
             message = (
                 "holds a shell variable ('${NAME}'), which dpone never substitutes: expand it before the run "
                 "(for example with envsubst), or pass the manifest to NativeTransferOperator as a dict with a "
-                "Jinja template (a literal '${' in SQL: join two strings, '$' || '{' in SQLite, '$' + '{' in SQL Server)"
+                "Jinja template (a literal '${' in SQL: join two strings, '$' || '{' in SQLite, '$' + '{' in SQL "
+                "Server)"
             )
         else:
             continue
