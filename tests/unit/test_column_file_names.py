@@ -42,6 +42,8 @@ def test_the_longest_file_name_follows_marks_substreams_and_the_partition_key() 
     assert longest("Nullable(String)") == len(".null.mrk")
     assert longest("Nullable(String)", adaptive=True) == len(".null.mrk2")
     assert longest("LowCardinality(String)") == len(".dict.mrk")
+    assert longest("LowCardinality(Nullable(String))") == len(".dict.null.mrk")  # seen on 18.16's disk
+    assert longest("Array(LowCardinality(Nullable(String)))") == len(".dict.null.mrk")
     assert longest("Array(String)") == len(".size0.mrk")
     assert longest("Array(Array(Nullable(String)))") == len(".size1.mrk")
     assert longest("Date", key=True) == len("minmax_.idx")

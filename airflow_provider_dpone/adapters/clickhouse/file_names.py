@@ -44,13 +44,14 @@ def escaped_length(name: str) -> int:
 
 def _substream(type_name: str) -> int:
     """The longest part a column's type adds between its name and the file's suffix: ``.null`` (a null
-    map), ``.dict`` (a LowCardinality dictionary), ``.sizeN`` (array sizes, one per level), ``%2E<n>`` (the
+    map), ``.dict`` or ``.dict.null`` (a LowCardinality dictionary), ``.sizeN`` (array sizes, one per level), ``%2E<n>`` (the
     n-th element of a Tuple, plus what its type adds), or, for a Map, as much as 32 characters."""
     parts = [0]
     if "Nullable(" in type_name:
         parts.append(len(".null"))
     if "LowCardinality(" in type_name:
-        parts.append(len(".dict"))
+        # a LowCardinality(Nullable(...)) dictionary keeps its own null map: <name>.dict.null.mrk
+        parts.append(len(".dict.null" if "LowCardinality(Nullable(" in type_name else ".dict"))
     depth = type_name.count("Array(")
     if depth:
         parts.append(len(f".size{depth - 1}"))
