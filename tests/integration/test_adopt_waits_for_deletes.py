@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import sqlite3
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,26 +17,17 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from airflow_provider_dpone.adapters.clickhouse.client import open_client
 from airflow_provider_dpone.cli.main import cli
 from airflow_provider_dpone.contracts.endpoints import EndpointDescriptor
+from tests.integration.server_rig import server_database
 
 DAYS = [f"2026-01-0{day}" for day in range(1, 6)]
 
 
 @pytest.fixture
 def server(clickhouse_http: EndpointDescriptor, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, str]]:
-    monkeypatch.setenv(
-        "AIRFLOW_CONN_ADOPT_SERVER",
-        f"clickhouse://default@{clickhouse_http.host}:{clickhouse_http.port}/default",
-    )
-    database = "adopt_" + uuid.uuid4().hex[:8]
-    client = open_client(clickhouse_http)
-    try:
-        yield client, database
-    finally:
-        client.command(f"DROP DATABASE IF EXISTS {database}")
-        client.close()
+    with server_database(clickhouse_http, monkeypatch, "adopt_server", "adopt_") as made:
+        yield made
 
 
 def _manifest(base: Path, database: str, store: str) -> Path:

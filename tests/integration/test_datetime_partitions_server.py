@@ -14,7 +14,6 @@ from __future__ import annotations
 import calendar
 import json
 import sqlite3
-import uuid
 from collections import Counter
 from collections.abc import Iterator
 from datetime import datetime, timezone
@@ -25,11 +24,11 @@ from typing import Any
 import pytest
 
 from airflow_provider_dpone.adapters.checkpoint_sql.store import SqlCheckpointStore
-from airflow_provider_dpone.adapters.clickhouse.client import open_client
 from airflow_provider_dpone.adapters.local_host import SystemClock
 from airflow_provider_dpone.contracts.endpoints import EndpointDescriptor
 from airflow_provider_dpone.manifests.loader import load_manifest
 from tests.integration.route_rig import append_armed, dpone
+from tests.integration.server_rig import server_database
 
 pytestmark = pytest.mark.service
 
@@ -93,17 +92,8 @@ def source_counts(base: Path, kind: str) -> Counter[str]:
 
 @pytest.fixture
 def server(clickhouse_http: EndpointDescriptor, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, str]]:
-    monkeypatch.setenv(
-        "AIRFLOW_CONN_DT_SERVER",
-        f"clickhouse://default@{clickhouse_http.host}:{clickhouse_http.port}/default",
-    )
-    database = "dtp_" + uuid.uuid4().hex[:8]
-    client = open_client(clickhouse_http)
-    try:
-        yield client, database
-    finally:
-        client.command(f"DROP DATABASE IF EXISTS {database}")
-        client.close()
+    with server_database(clickhouse_http, monkeypatch, "dt_server", "dtp_") as made:
+        yield made
 
 
 def write_manifest(base: Path, table: str, kind: str, strategy: str, export: str, load: str) -> Path:

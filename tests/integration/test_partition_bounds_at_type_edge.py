@@ -20,10 +20,10 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_dpone.adapters.clickhouse.client import open_client
 from airflow_provider_dpone.adapters.local_host import SystemClock
 from airflow_provider_dpone.contracts.endpoints import EndpointDescriptor
 from tests.integration.route_rig import chdb_query, checkpoint_rows, dpone
+from tests.integration.server_rig import server_database
 
 pytestmark = pytest.mark.service
 
@@ -104,16 +104,8 @@ def base(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def server(
     clickhouse_http: EndpointDescriptor, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[tuple[Query, str]]:
-    monkeypatch.setenv(
-        "AIRFLOW_CONN_EDGE_CH", f"clickhouse://default@{clickhouse_http.host}:{clickhouse_http.port}/default"
-    )
-    database = "edge_" + uuid.uuid4().hex[:8]
-    client = open_client(clickhouse_http)
-    try:
+    with server_database(clickhouse_http, monkeypatch, "edge_ch", "edge_") as (client, database):
         yield (lambda sql: [tuple(r) for r in client.query(sql).result_rows]), database
-    finally:
-        client.command(f"DROP DATABASE IF EXISTS {database}")
-        client.close()
 
 
 DATETIME_EPOCH = "strftime('%s', at)"

@@ -9,38 +9,28 @@ table for retention. Seen on the 18.16 server. Now the table is counted again ri
 from __future__ import annotations
 
 import sqlite3
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from airflow_provider_dpone.adapters.clickhouse.client import open_client
 from airflow_provider_dpone.adapters.sources.demo_data import create_demo_source
 from airflow_provider_dpone.compose import open_runtime
 from airflow_provider_dpone.contracts.endpoints import EndpointDescriptor
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.manifests.loader import load_manifest
 from tests.integration.route_rig import add_a_new_day
+from tests.integration.server_rig import server_database
 
 pytestmark = pytest.mark.service
 
 
 @pytest.fixture
 def server(clickhouse_http: EndpointDescriptor, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, str]]:
-    monkeypatch.setenv(
-        "AIRFLOW_CONN_EMPTIED_SERVER",
-        f"clickhouse://default@{clickhouse_http.host}:{clickhouse_http.port}/default",
-    )
-    database = "emptied_" + uuid.uuid4().hex[:8]
-    client = open_client(clickhouse_http)
-    try:
+    with server_database(clickhouse_http, monkeypatch, "emptied_server", "emptied_") as (client, database):
         client.command(f"CREATE DATABASE {database}")
         yield client, f"{database}.orders"
-    finally:
-        client.command(f"DROP DATABASE IF EXISTS {database}")
-        client.close()
 
 
 class EmptyTheTableWhenReading:

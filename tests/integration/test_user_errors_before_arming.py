@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_dpone.adapters.clickhouse.client import open_client
 from airflow_provider_dpone.contracts.endpoints import EndpointDescriptor
 from tests.integration.route_rig import (
     ROWS,
@@ -26,6 +25,7 @@ from tests.integration.route_rig import (
     source_rows,
     target_rows,
 )
+from tests.integration.server_rig import server_database
 
 GOOD_COLUMNS = "[id, order_date, customer, amount, updated_at]"
 
@@ -227,19 +227,10 @@ def test_a_column_name_the_client_would_misquote_is_refused_before_arming_on_chd
 def test_a_column_name_the_client_would_misquote_is_refused_before_arming_on_the_18_16_server(
     odd_base: Path, clickhouse_http: EndpointDescriptor, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv(
-        "AIRFLOW_CONN_ODD_CLICKHOUSE",
-        f"clickhouse://default@{clickhouse_http.host}:{clickhouse_http.port}/default",
-    )
-    database = "odd_" + uuid.uuid4().hex[:8]
-    client = open_client(clickhouse_http)
-    try:
+    with server_database(clickhouse_http, monkeypatch, "odd_clickhouse", "odd_") as (client, database):
         exercise_odd_names(
             odd_base, "odd_clickhouse", f"{database}.odd", lambda sql: list(client.query(sql).result_rows)
         )
-    finally:
-        client.command(f"DROP DATABASE IF EXISTS {database}")
-        client.close()
 
 
 # -- queries: empty, and one name twice -----------------------------------------------------------------------

@@ -20,10 +20,10 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_dpone.adapters.clickhouse.client import open_client
 from airflow_provider_dpone.contracts.endpoints import EndpointDescriptor
 from tests.builders import sqlite_day_manifest
 from tests.integration.route_rig import chdb_query, checkpoint_rows, dpone
+from tests.integration.server_rig import server_database
 
 DDL = (
     "CREATE TABLE vals (id INTEGER PRIMARY KEY, day DATE NOT NULL, ts DATETIME, amount NUMERIC(12,2),"
@@ -110,17 +110,8 @@ def server(
     clickhouse_http: EndpointDescriptor, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[tuple[Query, str]]:
     """The 18.16 server as connection ``value_audit_ch`` and a fresh database on it."""
-    monkeypatch.setenv(
-        "AIRFLOW_CONN_VALUE_AUDIT_CH",
-        f"clickhouse://default@{clickhouse_http.host}:{clickhouse_http.port}/default",
-    )
-    database = "audit_" + uuid.uuid4().hex[:8]
-    client = open_client(clickhouse_http)
-    try:
+    with server_database(clickhouse_http, monkeypatch, "value_audit_ch", "audit_") as (client, database):
         yield (lambda sql: [tuple(r) for r in client.query(sql).result_rows]), database
-    finally:
-        client.command(f"DROP DATABASE IF EXISTS {database}")
-        client.close()
 
 
 def refused_before_arming(base: Path, path: Path, column: str, *fragments: str, hidden: str = "") -> None:
