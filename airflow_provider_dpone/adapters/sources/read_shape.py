@@ -31,13 +31,8 @@ class DescribedColumns:
         self.unsupported: dict[str, DponeError] = {}
 
     def add(self, name: str, describe: Callable[[], ColumnSpec]) -> None:
-        if not name:  # SQLite admits a column named "" (an internal error before, at the model's rule)
-            position = len(self.columns) + len(self.unsupported) + 1
-            raise DponeError(
-                ErrorCode.MANIFEST_INVALID,
-                f"the source returns a column without a name (column #{position}); alias it in source.query",
-                details={"field": "source.query", "position": position},
-            )
+        if not name:  # SQLite admits a column named "" in a table too (an internal error before)
+            raise unnamed_column(len(self.columns) + len(self.unsupported) + 1)
         try:
             self.columns.append(describe())
         except DponeError as err:
@@ -126,8 +121,8 @@ def read_schema(
 def unnamed_column(position: int) -> DponeError:
     return DponeError(
         ErrorCode.MANIFEST_INVALID,
-        f"column #{position} of the source query has no name; give it an alias",
-        details={"position": position},
+        f"column #{position} the source returns has no name; give it an alias in source.query",
+        details={"field": "source.query", "position": position},
     )
 
 

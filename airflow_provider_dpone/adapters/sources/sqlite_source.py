@@ -42,7 +42,6 @@ from airflow_provider_dpone.adapters.sources.read_shape import (
     order_columns,
     read_schema,
     refuse_sqlite_renamed_duplicates,
-    unnamed_column,
 )
 from airflow_provider_dpone.contracts.chunk import ColumnChunk
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
@@ -333,11 +332,10 @@ class SqliteSource:
             raise self._classified(exc, "the query description") from exc
         refuse_sqlite_renamed_duplicates([str(name) for name, _ in rows])  # SELECT id, id -> id, id:1
         described = DescribedColumns()
-        for position, (name, declared) in enumerate(rows, start=1):
-            if not name:
-                raise unnamed_column(position)
+        for name, declared in rows:
+            column = str(name or "")  # a column without a name is refused by add()
             described.add(
-                str(name), functools.partial(sqlite_types.column_spec, str(name), str(declared or ""), False)
+                column, functools.partial(sqlite_types.column_spec, column, str(declared or ""), False)
             )
         self._unsupported = described.unsupported
         return described.schema()
