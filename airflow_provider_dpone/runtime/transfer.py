@@ -718,12 +718,20 @@ class TransferEngine:
                 held.append(candidate)
         return held
 
+    def _held_in_target(
+        self, family: RouteFamily, partitions: Sequence[PlannedPartition]
+    ) -> list[PlannedPartition]:
+        """Those of ``partitions`` the target holds rows of this source table within (one count each)."""
+        if not partitions:
+            return []
+        others = self._other_sources_of(family)
+        return [p for p in partitions if self._checks.own_rows(self._target(), p.bounds, others)]
+
     def _say_rolled_out_kept(self, family: RouteFamily, rolled_out: Sequence[PlannedPartition]) -> None:
         """Committed partitions older than everything the source plans are kept as rolled out of a windowed
         source (``vanished.rolled_out_within_reach``); where the lookback would still reach them and the
         target holds their rows, the run says they may be there twice."""
-        others = self._other_sources_of(family)
-        held = [p for p in rolled_out if self._checks.own_rows(self._target(), p.bounds, others)]
+        held = self._held_in_target(family, rolled_out)
         if held:
             column = self._manifest.source.partitioning.column
             self._notice(
@@ -742,10 +750,7 @@ class TransferEngine:
         kept, not emptied (``vanished.units_of_other_definitions``); where the target holds rows of them, the
         run says so: after an edit they may be days the source deleted since, while a query templated per
         run (``{{ ds }}``) just selects other days."""
-        others = self._other_sources_of(family)
-        held = [
-            p for p in above[:_MAX_UNITS_COUNTED] if self._checks.own_rows(self._target(), p.bounds, others)
-        ]
+        held = self._held_in_target(family, above[:_MAX_UNITS_COUNTED])
         if held:
             self._notice(
                 f"route {self._route.describe()}: {len(held)} partition(s) newer than every partition the source "
