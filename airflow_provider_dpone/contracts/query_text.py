@@ -8,6 +8,8 @@ parentheses is a syntax error. A trailing ``;`` was stripped, but one before a t
 
 from __future__ import annotations
 
+import re
+
 #: what ends each quoted or commented stretch that opens with the key (an unclosed one runs to the end)
 _CLOSERS = {"'": "'", '"': '"', "`": "`", "[": "]", "--": "\n", "/*": "*/"}
 
@@ -104,8 +106,13 @@ def separates_statements(query: str, *, nested_comments: bool = False) -> bool:
     return False
 
 
+# What may come before a query's first word: any Unicode space (form feed and no-break space included),
+# a byte order mark, and empty statements.
+_LEADING_FILLER = re.compile(r"\A[\s\ufeff;]+")
+
+
 def opens_with_a_cte(query: str, *, nested_comments: bool = False) -> bool:
     """Whether the query's first word of code is ``WITH``: SQL Server allows a CTE only at the start of a
     statement, never inside the derived table every read wraps the query in."""
-    code = code_mask(query, nested_comments=nested_comments).lstrip(" \t\r\n;")
+    code = _LEADING_FILLER.sub("", code_mask(query, nested_comments=nested_comments), count=1)
     return code[:4].upper() == "WITH" and (len(code) == 4 or not (code[4].isalnum() or code[4] == "_"))

@@ -114,3 +114,11 @@ def test_a_word_that_only_begins_with_with_is_no_cte() -> None:
     assert not opens_with_a_cte("WITHDRAWN")
     assert not opens_with_a_cte("SELECT 'WITH' AS w")
     assert opens_with_a_cte(";WITH b AS (SELECT 1) SELECT * FROM b")
+
+
+@pytest.mark.parametrize("filler", ["\f", "\v", "\u00a0", "\ufeff", "\u2003", "\ufeff\n;\f"])
+def test_a_cte_behind_any_unicode_space_or_byte_order_mark_is_still_found(filler: str) -> None:
+    """A query pasted from an editor may start with a form feed, a no-break space or a byte order mark:
+    the first word of code is still WITH, and every wrapped read of it would fail."""
+    assert opens_with_a_cte(filler + "WITH b AS (SELECT 1 AS x) SELECT x FROM b")
+    assert not opens_with_a_cte(filler + "SELECT 1 AS x")
