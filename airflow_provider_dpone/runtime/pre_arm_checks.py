@@ -228,7 +228,7 @@ class PreArmChecks:
         template = planned[0].bounds
         commits = [
             c.bounds
-            for c in [*same_source, *filter(_forced_not_applied, canonical)]
+            for c in [*same_source, *(c for c in canonical if _committed_or_forced(c))]
             if unrecorded.comparable(c.bounds, template)
         ]
         if units is None or floor.lower is None:
@@ -1238,6 +1238,12 @@ def _held(target_rows: int, replaced: int) -> str:
         f"{target_rows - replaced:,} rows outside the partitions this run moves again ({target_rows:,} in "
         "all)"
     )
+
+
+def _committed_or_forced(checkpoint: PartitionCheckpoint) -> bool:
+    """A commit (one a later attempt that never reached the target stands over included:
+    ``route_family.with_standing_commits``), or rows an operator declared another writer's."""
+    return checkpoint.status is CheckpointStatus.COMMITTED or _forced_not_applied(checkpoint)
 
 
 def _forced_not_applied(checkpoint: PartitionCheckpoint | None) -> bool:

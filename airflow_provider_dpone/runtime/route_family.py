@@ -231,3 +231,60 @@ def sibling_committed(family: RouteFamily, naming: RouteNaming) -> list[Partitio
     """
     same, _ = committed_by_source(family.target_wide, family.route.source_table, naming)
     return [c for c in same if c.route.strategy is not family.route.strategy]
+
+
+def with_standing_commits(
+    store: CheckpointStore,
+    checkpoints: Sequence[PartitionCheckpoint],
+    planned: Sequence[PlannedPartition],
+) -> tuple[PartitionCheckpoint, ...]:
+    """``checkpoints`` with each unplanned partition's record of an attempt that never reached the target
+    replaced by the commit it stands over: what the target still holds there.
+
+    An attempt that failed (or was killed) before the target changed nothing in it, but its record becomes
+    the partition's latest. Seen: a ``replace_partition`` route with ``lookback`` ran a day the source had
+    emptied, beside the lookback; the run failed before the target (a failed quality check), and its retry
+    stopped with ``unrecorded_rows_in_lookback`` ("the store may have been restored from an older backup")
+    over rows the same store had committed, every Airflow retry failing the same way. One history read per
+    such partition: planned ones are run again anyway, so they are left as they are."""
+    planned_ids = {p.partition_id for p in planned}
+    standing: list[PartitionCheckpoint] = []
+    for checkpoint in checkpoints:
+        if checkpoint.partition_id not in planned_ids and _never_reached_target(checkpoint):
+            below = _commit_below(store.history(checkpoint.route, checkpoint.partition_id))
+            if below is not None:
+                checkpoint = below
+        standing.append(checkpoint)
+    return tuple(standing)
+
+
+#: Statuses an attempt records before arming, without a guard (its progress).
+_BEFORE_ARMING = frozenset({CheckpointStatus.PLANNED, CheckpointStatus.EXPORTED, CheckpointStatus.LOADED})
+
+
+def _never_reached_target(checkpoint: PartitionCheckpoint) -> bool:
+    """A record an attempt wrote before arming: its progress, or its own ``failed_before_target`` (not an
+    operator's resolution, which speaks of an attempt that did reach the target)."""
+    try:
+        guard = read_guard(checkpoint)
+    except GuardInvalid:
+        return False
+    if guard is None:
+        return checkpoint.status in _BEFORE_ARMING
+    return guard.phase is GuardPhase.FAILED_BEFORE_TARGET and "resolution" not in checkpoint.diagnostics
+
+
+def _commit_below(history: Sequence[PartitionCheckpoint]) -> PartitionCheckpoint | None:
+    """The newest COMMITTED record under nothing but attempts that never reached the target (None: anything
+    else lies between, and the latest record is left to decide)."""
+    for checkpoint in reversed(history):
+        if _never_reached_target(checkpoint):
+            continue
+        if checkpoint.status is not CheckpointStatus.COMMITTED:
+            return None
+        try:
+            guard = read_guard(checkpoint)
+        except GuardInvalid:
+            return None
+        return checkpoint if guard is None or guard.phase is GuardPhase.CHECKPOINT_COMMITTED else None
+    return None

@@ -97,6 +97,7 @@ from airflow_provider_dpone.runtime.route_family import (
     load_family,
     other_identity_replacing,
     sibling_committed,
+    with_standing_commits,
 )
 from airflow_provider_dpone.runtime.route_identity import (
     AdoptionCount,
@@ -603,7 +604,8 @@ class TransferEngine:
         if self._route.strategy is Strategy.REPLACE_PARTITION and partitioning.kind is PartitionKind.LIST:
             self._say_unlisted_values_stay(family, planned)
         if self._route.strategy is Strategy.REPLACE_PARTITION and partitioning.lookback is not None:
-            canonical = family.canonical_checkpoints()
+            # a partition's commit stays what the target holds under a later attempt that never reached it
+            canonical = with_standing_commits(self._ports.store, family.canonical_checkpoints(), planned)
             gone = vanished_committed(self._route, canonical, planned, query_hash, schema_hash, partitioning)
             vanished = self._still_held(family, canonical, planned, gone, query_hash, schema_hash)
             self._say_rolled_out_kept(

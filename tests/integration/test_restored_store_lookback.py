@@ -189,3 +189,39 @@ def test_a_take_over_with_allow_nonempty_target_empties_the_days_the_source_no_l
     assert target_rows(base) == source_rows(base)
     assert dpone("run", str(_lookback_route(base))).exit_code == 0
     assert target_rows(base) == source_rows(base)
+
+
+def test_a_retry_after_a_run_that_failed_before_the_target_still_empties_the_day_the_source_deleted(
+    base: Path, store_url: str
+) -> None:
+    """The run that was to empty a deleted day (beside the lookback) failed before the target: a required
+    quality check failed on the source. Its records became the day's latest over the day's commit, and red
+    before, the retry stopped with ``unrecorded_rows_in_lookback`` ("the store may have been restored from an
+    older backup"), exit 3 on every retry, over rows this very store had committed (150 source rows, 180 in
+    the target). The commit still stands under an attempt that never reached the target."""
+    manifest = _lookback_route(base)
+    assert dpone("run", str(manifest)).exit_code == 0
+    add_a_new_day(base)
+    assert dpone("run", str(manifest)).exit_code == 0
+    _deleted(base, _newest_day(base))
+    checked = manifest.with_name("checked.yaml")
+    checked.write_text(
+        manifest.read_text(encoding="utf-8")
+        + "quality:\n  checks:\n    - {type: unique, columns: [customer]}\n",
+        encoding="utf-8",
+    )
+    held = target_rows(base)
+
+    failed = dpone("run", "--json", str(checked))
+
+    assert failed.exit_code == 1, failed.output
+    assert json.loads(failed.output)["error"] == "quality_check_failed"
+    assert target_rows(base) == held  # failed before the target
+
+    retried = dpone("run", "--json", str(manifest))
+
+    assert retried.exit_code == 0, retried.output
+    assert target_rows(base) == source_rows(base)
+    again = dpone("run", "--json", str(manifest))
+    assert again.exit_code == 0, again.output
+    assert target_rows(base) == source_rows(base)
