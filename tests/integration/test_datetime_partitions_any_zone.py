@@ -35,6 +35,10 @@ def _write(base: Path, strategy: str) -> Path:
     with sqlite3.connect(base / "source.sqlite") as db:
         db.execute("CREATE TABLE events (id INTEGER PRIMARY KEY, at DATETIME NOT NULL)")
         db.executemany("INSERT INTO events VALUES (?, ?)", list(enumerate(STAMPS, start=1)))
+    return _write_manifest(base, strategy)
+
+
+def _write_manifest(base: Path, strategy: str) -> Path:
     manifest = base / "events.yaml"
     manifest.write_text(
         f"""
@@ -105,3 +109,70 @@ def test_datetime_day_partitions_arrive_as_utc_wall_times_whatever_the_worker_zo
     again = _run(manifest, "Asia/Kathmandu", "--run-id", "second")
     assert again.returncode == 0, again.stdout + again.stderr
     assert _target(tmp_path) == _source_epochs()
+
+
+def _dpone(base: Path, zone: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "airflow_provider_dpone.cli.main", *args],
+        cwd=base,
+        env={**os.environ, "TZ": zone},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_a_target_partitioned_by_a_calendar_of_its_datetime_is_counted_alike_from_every_zone(
+    tmp_path: Path,
+) -> None:
+    """chDB took its zone from the process's ``TZ``: a part's ``toYYYYMMDD(at)`` was computed in the zone
+    that inserted it, and a count pruned parts in the zone that counted. Red before: loaded in Kolkata, the
+    store lost, ``guard rebaseline --adopt-target`` in New York found none of 2026-11-01's rows (23:00 UTC is
+    the next day in Kolkata), left the day to run, and the run appended it again: 4 rows for 3, exit 0."""
+    with sqlite3.connect(tmp_path / "source.sqlite") as db:
+        db.execute("CREATE TABLE events (id INTEGER PRIMARY KEY, at DATETIME NOT NULL)")
+        db.executemany(
+            "INSERT INTO events VALUES (?, ?)",
+            [(1, "2026-10-31 12:00:00"), (2, "2026-11-01 23:00:00"), (3, "2026-11-02 12:00:00")],
+        )
+    manifest = _write_manifest(tmp_path, "incremental_append")
+    client = open_client(
+        EndpointDescriptor(
+            name="t",
+            kind=EndpointKind.CLICKHOUSE,
+            interface=ClickHouseInterface.CHDB,
+            path=str(tmp_path / "clickhouse"),
+        )
+    )
+    try:
+        client.command("CREATE DATABASE demo")
+        client.command(
+            "CREATE TABLE demo.events (id Int64, at DateTime) ENGINE = MergeTree "
+            "PARTITION BY toYYYYMMDD(at) ORDER BY id"
+        )
+    finally:
+        client.close()
+    loaded = _dpone(tmp_path, "Asia/Kolkata", "run", str(manifest))
+    assert loaded.returncode == 0, loaded.stdout + loaded.stderr
+    for state in tmp_path.glob("state.sqlite*"):
+        state.unlink()  # the checkpoint store is lost; the runbook: a new store, then adopt the target
+
+    adopted = _dpone(
+        tmp_path,
+        "America/New_York",
+        "guard",
+        "rebaseline",
+        str(manifest),
+        "--adopt-target",
+        "--reason",
+        "lost",
+    )
+    assert adopted.returncode == 0, adopted.stdout + adopted.stderr
+    again = _dpone(tmp_path, "America/New_York", "run", str(manifest))
+
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert _target(tmp_path) == [
+        (1, calendar.timegm(datetime(2026, 10, 31, 12).timetuple())),
+        (2, calendar.timegm(datetime(2026, 11, 1, 23).timetuple())),
+        (3, calendar.timegm(datetime(2026, 11, 2, 12).timetuple())),
+    ]

@@ -28,7 +28,10 @@ import importlib
 import logging
 import os
 import ssl
+import sys
+import time
 from collections.abc import Mapping
+from datetime import datetime, timedelta, tzinfo
 from typing import Any
 
 import clickhouse_connect
@@ -195,9 +198,55 @@ def _readonly_http_kwargs(endpoint: EndpointDescriptor) -> dict[str, Any]:
     return kwargs
 
 
-def _open_chdb(endpoint: EndpointDescriptor, *, readonly: bool = False) -> Client:
+def _load_chdb_in_utc() -> None:
+    """Import chDB with ``TZ=UTC``, then give the process its own ``TZ`` back.
+
+    The embedded engine takes its default time zone from ``TZ`` once, when it loads, and a part's partition
+    value (``toYYYYMMDD(at)`` of a zoneless ``DateTime``) is computed in the zone of the process that
+    inserted it, while a count prunes parts in the zone of the process that counts. Seen: a day loaded under
+    ``TZ=Asia/Kolkata`` counted 0 rows under ``TZ=America/New_York``; adoption left it to run and it was
+    appended twice (4 target rows for 3), exit 0. Pinned, every process counts what every other inserted."""
+    if "chdb" in sys.modules:
+        return
+    own = os.environ.get("TZ")
+    os.environ["TZ"] = "UTC"
     try:
         importlib.import_module("chdb")
+    finally:
+        if own is None:
+            del os.environ["TZ"]
+        else:
+            os.environ["TZ"] = own
+        time.tzset()
+
+
+def _in_utc(zone: tzinfo) -> bool:
+    """Whether ``zone`` is UTC all year (a winter and a summer instant)."""
+    return all(
+        zone.utcoffset(datetime(2026, month, 1)) == timedelta(0)
+        for month in (1, 7)
+    )
+
+
+def _require_utc_engine(endpoint: EndpointDescriptor, client: Client) -> None:
+    """The embedded engine counts in UTC, or nothing is read: chDB loaded in this process before dpone, in
+    another zone, prunes parts by another calendar than the processes that inserted them."""
+    if _in_utc(client.server_tz):
+        return
+    close_client(client)
+    raise DponeError(
+        ErrorCode.CONNECTION_INVALID,
+        f"{endpoint.describe()}: the embedded ClickHouse in this process runs in a time zone other than UTC "
+        "(chDB was loaded before dpone, under the process's TZ); its counts would not agree with the runs of "
+        "other processes",
+        details={"connection": endpoint.name, "cause": "embedded_zone_not_utc"},
+        hint_lines=("run dpone in a process that does not import chdb first, or set TZ=UTC for it",),
+    )
+
+
+def _open_chdb(endpoint: EndpointDescriptor, *, readonly: bool = False) -> Client:
+    try:
+        _load_chdb_in_utc()
     except ImportError as exc:
         raise DponeError(
             ErrorCode.EMBEDDED_EXTRA_MISSING,
@@ -214,13 +263,14 @@ def _open_chdb(endpoint: EndpointDescriptor, *, readonly: bool = False) -> Clien
     settings: dict[str, Any] = {**CHDB_MEMORY_SETTINGS, **endpoint.session_settings}
     try:
         if readonly:
-            return clickhouse_connect.get_client(
+            client = clickhouse_connect.get_client(
                 interface="chdb",
                 path=endpoint.path,
                 database=endpoint.database,
                 settings={**settings, "readonly": 1},
             )
-        return clickhouse_connect.get_client(interface="chdb", path=endpoint.path, settings=settings)
+        else:
+            client = clickhouse_connect.get_client(interface="chdb", path=endpoint.path, settings=settings)
     except Exception as exc:
         if isinstance(exc, ProgrammingError) and endpoint.session_settings:
             raise _unknown_setting(endpoint, exc) from exc
@@ -238,6 +288,8 @@ def _open_chdb(endpoint: EndpointDescriptor, *, readonly: bool = False) -> Clien
             details=failure_details(endpoint, exc),
             hint_lines=hints,
         ) from exc
+    _require_utc_engine(endpoint, client)
+    return client
 
 
 def _unknown_setting(endpoint: EndpointDescriptor, exc: BaseException) -> DponeError:
