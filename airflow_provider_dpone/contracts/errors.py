@@ -148,12 +148,21 @@ class DponeError(Exception):
         *,
         details: Mapping[str, Any] | None = None,
         hint_lines: tuple[str, ...] = (),
+        final: bool = False,
     ) -> None:
         super().__init__(f"{code.value}: {message}")
         self.code = code
         self.safe_message = message
         self.details: dict[str, Any] = dict(details or {})
         self.hint_lines = hint_lines
+        #: the next try cannot tell what this one found, whatever the code's row says (``retry_can_help``)
+        self.final = final
+
+    @property
+    def retry_can_help(self) -> bool:
+        """Whether an automatic retry may end otherwise: the code's row, unless this failure is ``final``
+        (a check failed after its batch was committed: the retry finds nothing to move and ends green)."""
+        return spec_of(self.code).retry_can_help and not self.final
 
     def to_json(self) -> dict[str, Any]:
         return {"error": self.code.value, "message": self.safe_message, "details": self.details}

@@ -117,7 +117,7 @@ class NativeTransferOperator(BaseOperator):
             # and a driver error under a DponeError (a failed checkpoint INSERT) would print its SQL
             # and bound values there.
             failure = DponeTaskFailed(err.code, str(err))
-            if err.code in NON_RETRYABLE_CODES:
+            if not err.retry_can_help:
                 raise AirflowFailException(str(err)) from None
             raise failure from None
         except TransferInterrupted as stop:

@@ -60,3 +60,23 @@ def test_a_dict_manifest_tells_the_operator_to_save_its_rendered_form(
 
     assert ref.startswith("<manifest of task orders_dict.transfer")
     assert caplog.text.count(DICT_MANIFEST_HINT) == (2 if touched else 1)
+
+
+@pytest.mark.parametrize("final", [True, False], ids=["after-its-commit", "before-publication"])
+def test_a_quality_check_that_failed_after_its_commit_fails_the_task_without_a_retry(
+    monkeypatch: pytest.MonkeyPatch, final: bool
+) -> None:
+    """Red before: the retry found every partition committed, measured nothing and turned the task green."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
+    from airflow_provider_dpone.operators.native_transfer import DponeTaskFailed
+
+    def failing(self: NativeTransferOperator, context: object, run_id: str) -> None:
+        raise DponeError(ErrorCode.QUALITY_CHECK_FAILED, "1 required quality check(s) failed", final=final)
+
+    monkeypatch.setattr(NativeTransferOperator, "_run", failing)
+    operator = NativeTransferOperator(task_id="transfer", manifest="orders.yaml")
+
+    with pytest.raises(AirflowFailException if final else DponeTaskFailed):
+        operator.execute({"run_id": "manual__1"})

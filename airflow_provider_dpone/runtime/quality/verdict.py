@@ -95,8 +95,11 @@ class Verdict:
     def outcomes(self) -> tuple[QualityCheckOutcome, ...]:
         return tuple(r.outcome() for r in self.results)
 
-    def require_passed(self, route: str, *, published: bool, hints: tuple[str, ...] = ()) -> None:
-        """Raise ``quality_check_failed`` naming each failed required check (codes and counts only)."""
+    def require_passed(
+        self, route: str, *, published: bool, hints: tuple[str, ...] = (), final: bool = False
+    ) -> None:
+        """Raise ``quality_check_failed`` naming each failed required check (codes and counts only);
+        ``final`` when no retry can measure it again (``DponeError.retry_can_help``)."""
         if self.passed:
             return
         failed = self.failed_required
@@ -116,6 +119,7 @@ class Verdict:
                 "checks": [r.outcome().model_dump() for r in failed],
             },
             hint_lines=(*lines, *hints),
+            final=final,
         )
 
 
