@@ -43,6 +43,7 @@ from airflow_provider_dpone.ports.source import Source
 from airflow_provider_dpone.ports.target_reader import TargetMetricsReader
 from airflow_provider_dpone.runtime.cancellation import CancellationToken
 from airflow_provider_dpone.runtime.causal_clock import CausalClock
+from airflow_provider_dpone.runtime.connection_binding import ConnectionBinding
 from airflow_provider_dpone.runtime.guard.inspection import InspectionRow, inspect_blocked
 from airflow_provider_dpone.runtime.guard.resolution import ResolutionRequest, resolve
 from airflow_provider_dpone.runtime.progress import ProgressListener
@@ -334,6 +335,18 @@ class Runtime:
             progress=self.progress,
             identity=self.loaded.identity,
             allow_nonempty_target=allow_nonempty_target,
+        )
+
+    def connection_binding(self) -> ConnectionBinding:
+        """What this manifest's runs record of their connections (resolved, nothing opened): what
+        ``route_status`` checks the route's newest commit against, as a run does."""
+        source = self._source_connection()
+        target = self._target_connection(self.sink_endpoint())
+        return ConnectionBinding(
+            source=source["source_connection"],
+            source_as_written=source["source_connection_as_written"],
+            target=target["target_connection"],
+            target_place=target["target_place"],
         )
 
     def _source_connection(self) -> dict[str, str | None]:

@@ -16,17 +16,21 @@ guard, which on-call must release, or a missing or invalid capsule keeps it bloc
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_dpone.contracts.checkpoint import PartitionCheckpoint
 from airflow_provider_dpone.contracts.endpoints import EndpointDescriptor
+from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.manifests.loader import LoadedManifest
+from airflow_provider_dpone.ports.route_naming import RouteNaming
+from airflow_provider_dpone.runtime.connection_binding import ConnectionBinding, require_bound_connections
 from airflow_provider_dpone.runtime.guard.route_guard import BlockedPartition, scan_route
 from airflow_provider_dpone.runtime.replay.ref import operation_id_for
 from airflow_provider_dpone.runtime.replay.scan import CapsuleStores, OperationRecord, scan_capsules
-from airflow_provider_dpone.runtime.route_family import load_family
+from airflow_provider_dpone.runtime.route_family import RouteFamily, load_family, sibling_committed
 
 if TYPE_CHECKING:
     from airflow_provider_dpone.adapters.checkpoint_sql.lease_holder import LeaseHolder
@@ -48,11 +52,13 @@ class RouteStatus:
     operations: tuple[OperationRecord, ...] = ()
     #: partitions whose capsule reference is malformed (they block every run too)
     invalid_references: tuple[BlockedPartition, ...] = ()
+    #: the run's stop when a connection no longer leads where the newest commit went (ADR 0079, 0088)
+    moved: DponeError | None = None
 
     @property
     def clear(self) -> bool:
         """Nothing blocks (a busy route is clear of blocks; see :attr:`busy`)."""
-        return not (self.blocked or self.invalid or self.operations or self.invalid_references)
+        return not (self.blocked or self.invalid or self.operations or self.invalid_references or self.moved)
 
     @property
     def busy(self) -> bool:
@@ -74,6 +80,7 @@ class RouteStatus:
             "operations": [r.as_json() for r in self.operations],
             "invalid_capsule_references": [b.as_json() for b in self.invalid_references],
             "holder": self.holder.as_json() if self.holder else None,
+            "connection_changed": None if self.moved is None else self.moved.details.get("changed"),
         }
 
     def describe(self) -> str:
@@ -87,8 +94,12 @@ class RouteStatus:
             counts.append(
                 f"{len(self.operations) + len(self.invalid_references)} durable quality operation(s)"
             )
+        if self.moved is not None:
+            counts.append(f"its {' and '.join(self.moved.details.get('changed', []))} connection changed")
         lines = [f"route {self.route} is blocked: {', '.join(counts)}"]
         lines += [f"  {held}"] if held else []
+        if self.moved is not None:
+            lines += [f"  {line}" for line in self.moved.render().splitlines()]
         lines += [
             f"  partition {b.label}  phase={b.phase}  batch={b.checkpoint_batch_id}" for b in self.blocked
         ]
@@ -103,14 +114,19 @@ class RouteStatus:
     @property
     def runbook(self) -> str:
         """The runbook for what blocks: the commit guard's, else durable quality replay's."""
-        return "dpone runbook guard" if self.blocked or self.invalid else "dpone runbook replay"
+        return "dpone runbook guard" if self.blocked or self.invalid or self.moved else "dpone runbook replay"
 
 
 def route_status(
-    loaded: LoadedManifest, store_endpoint: EndpointDescriptor, run_id: str | None = None
+    loaded: LoadedManifest,
+    store_endpoint: EndpointDescriptor,
+    run_id: str | None = None,
+    binding: ConnectionBinding | None = None,
 ) -> RouteStatus:
     """The status of ``loaded``'s route in the checkpoint store at ``store_endpoint``; for the run
-    ``run_id`` when given (its own operation, see the module)."""
+    ``run_id`` when given (its own operation, see the module); with ``binding`` (what the run's
+    connections resolve to), blocked as the run would be where a connection leads elsewhere than the
+    route's newest commit went."""
     from airflow_provider_dpone.adapters.checkpoint_sql import store_from_endpoint, store_url_for
     from airflow_provider_dpone.adapters.checkpoint_sql.lease_holder import lease_holder
     from airflow_provider_dpone.adapters.sources.route_naming import SourceRouteNaming
@@ -134,7 +150,22 @@ def route_status(
         holder=holder,
         operations=operations,
         invalid_references=references,
+        moved=None if binding is None else _moved(family, binding, loaded.origin, naming),
     )
+
+
+def _moved(
+    family: RouteFamily, binding: ConnectionBinding, manifest_ref: str, naming: RouteNaming
+) -> DponeError | None:
+    """The run's own stop for a connection that leads elsewhere than the newest commit went, or None."""
+    siblings = [] if len(family.target_wide) == len(family.own) else sibling_committed(family, naming)
+    try:
+        require_bound_connections(family, binding, shlex.quote(manifest_ref), siblings)
+    except DponeError as err:
+        if err.code is not ErrorCode.ROUTE_IDENTITY_CHANGED:
+            raise
+        return err
+    return None
 
 
 def _capsule_blocks(

@@ -57,6 +57,7 @@ from airflow_provider_dpone.runtime.causal_clock import CausalClock
 from airflow_provider_dpone.runtime.chunk_stream import StreamTally
 from airflow_provider_dpone.runtime.cleanup import cleanup
 from airflow_provider_dpone.runtime.collector import collector_paused
+from airflow_provider_dpone.runtime.connection_binding import ConnectionBinding, require_bound_connections
 from airflow_provider_dpone.runtime.guard.batch_id import checkpoint_batch_id
 from airflow_provider_dpone.runtime.guard.commit_lifecycle import ActivePartition, TargetCommitLifecycle
 from airflow_provider_dpone.runtime.guard.route_guard import require_clear_route
@@ -113,11 +114,10 @@ from airflow_provider_dpone.runtime.source_binding import (
     connection_reference,
     record_move,
     record_source_move,
-    require_same_source,
     source_reference,
 )
 from airflow_provider_dpone.runtime.superseded import rerun_superseded
-from airflow_provider_dpone.runtime.target_binding import require_same_target, same_target
+from airflow_provider_dpone.runtime.target_binding import same_target
 from airflow_provider_dpone.runtime.vanished import (
     bounds_order,
     rolled_out_within_reach,
@@ -407,30 +407,15 @@ class TransferEngine:
     def _scan_route(self) -> RouteFamily:
         """The guard scan over every route writing the target table, before anything else of the run."""
         family = self._guard_scan()
-        connection = self._ports.source_connection
-        target = self._ports.target_connection
-        if connection is None and target is None:
+        binding = ConnectionBinding(
+            source=self._ports.source_connection,
+            source_as_written=self._ports.source_connection_as_written,
+            target=self._ports.target_connection,
+            target_place=self._ports.target_place,
+        )
+        if binding.source is None and binding.target is None:
             return family
-        siblings = self._siblings(family)
-        if connection is not None:
-            written = self._ports.source_connection_as_written
-            require_same_source(
-                self._route,
-                family.canonical_checkpoints(),
-                source_reference(connection),
-                self._manifest_ref,
-                siblings=siblings,
-                earlier_forms=() if written is None else (source_reference(written),),
-            )
-        if target is not None:
-            require_same_target(
-                self._route,
-                family.canonical_checkpoints(),
-                connection_reference(target),
-                self._manifest_ref,
-                siblings,
-                self._ports.target_place,
-            )
+        require_bound_connections(family, binding, self._manifest_ref, self._siblings(family))
         return family
 
     def _guard_scan(self) -> RouteFamily:

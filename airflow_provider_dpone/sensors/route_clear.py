@@ -30,18 +30,23 @@ class RouteClearSensor(BaseSensorOperator):
     run's, while a retry of that run decides it) — and no other run holds the target's lease (busy).
 
     :param manifest: path (relative to the DAG file's folder) or dict, as for ``NativeTransferOperator``.
+    :param source_conn_id: replaces ``source.connection``, as the transfer's own argument does: a route
+        whose source or target connection leads elsewhere than its newest commit went is blocked too.
+    :param sink_conn_id: replaces ``sink.connection``.
     :param checkpoints_conn_id: replaces the manifest's ``checkpoints.connection``.
 
     Defaults: ``mode="reschedule"``, ``poke_interval`` 5 minutes.
     """
 
-    template_fields: Sequence[str] = ("manifest", "checkpoints_conn_id")
+    template_fields: Sequence[str] = ("manifest", "source_conn_id", "sink_conn_id", "checkpoints_conn_id")
     ui_color = "#f7e9c5"
 
     def __init__(
         self,
         *,
         manifest: str | os.PathLike[str] | Mapping[str, Any],
+        source_conn_id: str | None = None,
+        sink_conn_id: str | None = None,
         checkpoints_conn_id: str | None = None,
         **kwargs: Any,
     ) -> None:
@@ -51,19 +56,30 @@ class RouteClearSensor(BaseSensorOperator):
         self.manifest: str | dict[str, Any] = (
             dict(manifest) if isinstance(manifest, Mapping) else os.fspath(manifest)
         )
+        self.source_conn_id = source_conn_id
+        self.sink_conn_id = sink_conn_id
         self.checkpoints_conn_id = checkpoints_conn_id
 
     def poke(self, context: Any) -> bool:
+        from airflow_provider_dpone.compose import open_runtime
         from airflow_provider_dpone.hooks.endpoint_resolver import AirflowEndpointResolver
         from airflow_provider_dpone.hooks.route_status import route_status
         from airflow_provider_dpone.operators.native_transfer import _dag_folder
 
         loaded = self._load(_dag_folder(context, self))
         resolver = AirflowEndpointResolver(
-            loaded.manifest_dir, overrides={"checkpoints": self.checkpoints_conn_id}
+            loaded.manifest_dir,
+            overrides={
+                "source": self.source_conn_id,
+                "sink": self.sink_conn_id,
+                "checkpoints": self.checkpoints_conn_id,
+            },
         )
         run_id = context.get("run_id") if isinstance(context, Mapping) else None
-        status = route_status(loaded, resolver(loaded.manifest.checkpoints.connection, "checkpoints"), run_id)
+        with open_runtime(loaded, resolve=resolver) as runtime:  # resolves connections, opens nothing
+            binding = runtime.connection_binding()
+        store = resolver(loaded.manifest.checkpoints.connection, "checkpoints")
+        status = route_status(loaded, store, run_id, binding)
         if status.state == "clear":
             self.log.info("%s", status.describe())
             return True

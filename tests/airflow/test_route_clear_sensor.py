@@ -196,3 +196,32 @@ def test_the_sensor_waits_on_an_operation_that_owes_its_target_evidence_but_not_
     assert hook.route_status(manifest).state == "clear"
     assert sensor.poke({"run_id": "day_2"}) is True
     assert dpone_run(manifest, "day_2").returncode == 0
+
+
+@pytest.mark.parametrize("role", ["source", "sink"])
+def test_a_connection_leading_elsewhere_than_the_newest_commit_blocks_the_sensor_as_it_stops_the_run(
+    route: dict[str, object], monkeypatch: pytest.MonkeyPatch, role: str
+) -> None:
+    """Red before: the sensor said "clear" while every transfer behind it stopped with
+    ``native_transfer_route_identity_changed`` (a renamed source connection, a target reached elsewhere)."""
+    manifest, base = Path(str(route["manifest"])), Path(str(route["dir"]))
+    if role == "source":  # another connection name for the route's source: the run stops (ADR 0079)
+        monkeypatch.setenv("AIRFLOW_CONN_RENAMED", f"sqlite:///{base / 'source.sqlite'}")
+    else:  # another chDB folder behind the target connection: the run stops (ADR 0088)
+        other = {"conn_type": "dpone_clickhouse", "extra": {"interface": "chdb", "path": str(base / "other")}}
+        monkeypatch.setenv("AIRFLOW_CONN_RENAMED", json.dumps(other))
+    sensor = RouteClearSensor(
+        task_id="wait_for_route", manifest=str(manifest), **{f"{role}_conn_id": "renamed"}
+    )
+    unchanged = RouteClearSensor(task_id="wait_for_route", manifest=str(manifest))
+
+    assert sensor.poke({}) is False
+    assert unchanged.poke({}) is True
+    rewritten = manifest.with_name("renamed.yaml")
+    spelled = "connection: sqlite:///source.sqlite" if role == "source" else "connection: chdb:///clickhouse"
+    rewritten.write_text(manifest.read_text().replace(spelled, "connection: renamed"))
+    ran = subprocess.run(
+        [str(DPONE), "run", "--json", str(rewritten)], env=dict(os.environ), capture_output=True, text=True
+    )
+    assert ran.returncode == 3, ran.stdout + ran.stderr
+    assert json.loads(ran.stdout)["error"] == "native_transfer_route_identity_changed"

@@ -222,10 +222,7 @@ def _load_chdb_in_utc() -> None:
 
 def _in_utc(zone: tzinfo) -> bool:
     """Whether ``zone`` is UTC all year (a winter and a summer instant)."""
-    return all(
-        zone.utcoffset(datetime(2026, month, 1)) == timedelta(0)
-        for month in (1, 7)
-    )
+    return all(zone.utcoffset(datetime(2026, month, 1)) == timedelta(0) for month in (1, 7))
 
 
 def _require_utc_engine(endpoint: EndpointDescriptor, client: Client) -> None:

@@ -1,0 +1,63 @@
+"""Whether a route's connections still lead where its newest commit went (ADR 0079 and 0088), as one check.
+
+A run makes it before anything is read, and ``route_status`` (the ``RouteClearSensor``) makes the same one
+from the store alone: the sensor said "clear" while every transfer behind it stopped with
+``native_transfer_route_identity_changed``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from airflow_provider_dpone.contracts.checkpoint import PartitionCheckpoint
+from airflow_provider_dpone.runtime.route_family import RouteFamily
+from airflow_provider_dpone.runtime.source_binding import (
+    connection_reference,
+    require_same_source,
+    source_reference,
+)
+from airflow_provider_dpone.runtime.target_binding import require_same_target
+
+
+@dataclass(frozen=True)
+class ConnectionBinding:
+    """What a run's checkpoints record of its connections (the composition root computes it; None: not
+    known, not checked)."""
+
+    source: str | None = None
+    #: an inline source URI as written, which earlier releases recorded of the same connection
+    source_as_written: str | None = None
+    target: str | None = None
+    #: where the target connection leads (a digest of server and database, or of the chDB folder)
+    target_place: str | None = None
+
+
+def require_bound_connections(
+    family: RouteFamily,
+    binding: ConnectionBinding,
+    manifest_ref: str,
+    siblings: Sequence[PartitionCheckpoint],
+) -> None:
+    """Stop (``native_transfer_route_identity_changed``) when the newest commit of the route, or of a
+    sibling route, came from another source connection or went to another target place."""
+    canonical = family.canonical_checkpoints()
+    if binding.source is not None:
+        written = binding.source_as_written
+        require_same_source(
+            family.route,
+            canonical,
+            source_reference(binding.source),
+            manifest_ref,
+            siblings=siblings,
+            earlier_forms=() if written is None else (source_reference(written),),
+        )
+    if binding.target is not None:
+        require_same_target(
+            family.route,
+            canonical,
+            connection_reference(binding.target),
+            manifest_ref,
+            siblings,
+            binding.target_place,
+        )
