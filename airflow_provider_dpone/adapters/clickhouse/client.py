@@ -29,6 +29,7 @@ import logging
 import os
 import ssl
 import sys
+import threading
 import time
 from collections.abc import Mapping
 from datetime import datetime, timedelta, tzinfo
@@ -198,6 +199,9 @@ def _readonly_http_kwargs(endpoint: EndpointDescriptor) -> dict[str, Any]:
     return kwargs
 
 
+_CHDB_LOADING = threading.Lock()
+
+
 def _load_chdb_in_utc() -> None:
     """Import chDB with ``TZ=UTC``, then give the process its own ``TZ`` back.
 
@@ -206,18 +210,19 @@ def _load_chdb_in_utc() -> None:
     inserted it, while a count prunes parts in the zone of the process that counts. Seen: a day loaded under
     ``TZ=Asia/Kolkata`` counted 0 rows under ``TZ=America/New_York``; adoption left it to run and it was
     appended twice (4 target rows for 3), exit 0. Pinned, every process counts what every other inserted."""
-    if "chdb" in sys.modules:
-        return
-    own = os.environ.get("TZ")
-    os.environ["TZ"] = "UTC"
-    try:
-        importlib.import_module("chdb")
-    finally:
-        if own is None:
-            del os.environ["TZ"]
-        else:
-            os.environ["TZ"] = own
-        time.tzset()
+    with _CHDB_LOADING:  # a second thread would take the first one's UTC for the process's own zone
+        if "chdb" in sys.modules:
+            return
+        own = os.environ.get("TZ")
+        os.environ["TZ"] = "UTC"
+        try:
+            importlib.import_module("chdb")
+        finally:
+            if own is None:
+                del os.environ["TZ"]
+            else:
+                os.environ["TZ"] = own
+            time.tzset()
 
 
 def _in_utc(zone: tzinfo) -> bool:
