@@ -809,11 +809,12 @@ class TransferEngine:
             seconds=tally.seconds(),
         )
         if verdict is not None:
-            # final: a retry finds every partition committed, measures nothing and would end green
+            # final without durable replay: a retry finds every partition committed, measures nothing and
+            # would end green (with it, the retry replays the kept verdict and fails the same way)
             verdict.require_passed(
                 self._route.describe(),
                 published=True,
-                final=True,
+                final=self._replay is None,
                 hints=("the batch is committed; see the run report and the runbook before re-running",),
             )
         return report

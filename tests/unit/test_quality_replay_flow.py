@@ -111,6 +111,7 @@ def test_target_altered_after_publication_is_a_mismatch_that_blocks_the_route(ri
     rig.reader.before_observe = lambda: rig.target_rows().append((999, dt.date(2026, 11, 29), 5))
     err = expect_code(ErrorCode.QUALITY_CHECK_FAILED, lambda: rig.engine(MANIFEST).run("run-1"))
     assert err.details["published"] is True
+    assert err.retry_can_help  # its retries replay the kept verdict and fail the same way
     chain = chain_of(rig, "run-1")
     assert isinstance(chain.terminal, TargetComplete)  # the observation itself is final evidence
     assert guard_state(rig, "run-1") is ReaderGuardState.RELEASED
