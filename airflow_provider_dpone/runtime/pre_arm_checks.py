@@ -258,6 +258,14 @@ class PreArmChecks:
         rows = sum(n for _, n in found)
         labels = ", ".join(b.label for b, _ in found[:5]) + (", ..." if len(found) > 5 else "")
         where = f"{rows} row(s) in {len(found)} partition(s) ({labels})"
+        # a fan-in: another source's commit this store lost (a restore; a route moved to a store of its own)
+        # looks the same, and emptying would delete that route's rows for good (its runs skip them)
+        whose = (
+            f" of route {self._route.describe()}, or of another source table's route writing it (a fan-in) "
+            "whose commits this store does not hold,"
+            if others
+            else f" of route {self._route.describe()}"
+        )
         if self._allow_nonempty_target:
             self._notice(
                 f"route {self._route.describe()}: the target table {table} held {where} that the source no longer "
@@ -266,7 +274,7 @@ class PreArmChecks:
             return [b for b, _ in found]
         raise DponeError(
             ErrorCode.TARGET_NOT_EMPTY,
-            f"the target table {table} holds {where} of route {self._route.describe()} that the source no longer "
+            f"the target table {table} holds {where}{whose} that the source no longer "
             "holds and no checkpoint of this store records in this partitioning: the store may have been restored "
             "from an older backup or copied from another worker (its newest commits are lost), an earlier "
             "definition by the whole table or another column loaded them, or another writer did; the lookback "
@@ -281,6 +289,16 @@ class PreArmChecks:
             hint_lines=(
                 "nothing was written to the target or the checkpoint store",
                 "if a newer copy of the checkpoint store exists, point checkpoints.connection at it",
+                *(
+                    (
+                        "other source tables write this table: if those rows are another route's (its commit lost "
+                        "with a restored store, or kept in a store of its own), do not empty them; delete them by "
+                        "that source's key and run that route through this store (point it back here first), "
+                        "which appends them once and records them where this route sees them",
+                    )
+                    if others
+                    else ()
+                ),
                 f"if they are rows this route loaded (a restored or copied store): dpone run {self._manifest_ref} "
                 "--allow-nonempty-target empties them in this run",
                 f"if another writer loaded them: move them out of {table} (this route replaces its partitions)",
@@ -463,8 +481,21 @@ class PreArmChecks:
                 ),
                 "was the checkpoint store restored from an older backup, or replaced by a copy? point the "
                 "manifest at the store that holds the route's newest checkpoints",
-                "if they are gone for good: point checkpoints.connection at a new, empty store, then "
-                f"dpone guard rebaseline {self._manifest_ref} --adopt-target --reason '<what you checked>'",
+                *(
+                    (
+                        "if they are gone for good: other source tables' routes write this table through this "
+                        "store (a fan-in), and a new store would hide this route from them (they would take its "
+                        f"rows for theirs); instead delete this source's rows of those partitions from {table} "
+                        "(by this source's own key, never by the bounds alone) and run again: they are appended "
+                        "once",
+                    )
+                    if others
+                    else (
+                        "if they are gone for good: point checkpoints.connection at a new, empty store, then "
+                        f"dpone guard rebaseline {self._manifest_ref} --adopt-target --reason '<what you "
+                        "checked>'",
+                    )
+                ),
                 "if the rows are another writer's and appending beside them is right: "
                 f"dpone run {self._manifest_ref} --allow-nonempty-target",
                 "see `dpone runbook guard`, 'An empty checkpoint store in front of a non-empty target'",

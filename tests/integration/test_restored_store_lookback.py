@@ -225,3 +225,53 @@ def test_a_retry_after_a_run_that_failed_before_the_target_still_empties_the_day
     again = dpone("run", "--json", str(manifest))
     assert again.exit_code == 0, again.output
     assert target_rows(base) == source_rows(base)
+
+
+def _a_second_source_table_beside(base: Path) -> None:
+    """``orders_us``: a second source table of the same shape, its days after ``orders``' (a fan-in)."""
+    with sqlite3.connect(base / "source.sqlite") as db:
+        (declared,) = db.execute("SELECT sql FROM sqlite_master WHERE name = 'orders'").fetchone()
+        db.execute(declared.replace("orders", "orders_us", 1))
+        db.execute(
+            "INSERT INTO orders_us SELECT id + 100000, date(order_date, '+30 days'), customer, amount, "
+            "updated_at FROM orders"
+        )
+
+
+def _a_new_us_day(base: Path) -> None:
+    with sqlite3.connect(base / "source.sqlite") as db:
+        db.execute(
+            "INSERT INTO orders_us SELECT id + 1000, date(order_date, '+1 day'), customer, amount, updated_at "
+            "FROM orders_us WHERE order_date = (SELECT max(order_date) FROM orders_us)"
+        )
+
+
+def test_in_a_fan_in_a_restored_store_never_leads_one_route_to_empty_or_hide_the_others_rows(
+    base: Path, store_url: str
+) -> None:
+    """Two source tables into one table through one store; the store restored to before the second route's
+    newest day. Red before: the append route's stop advised a new, empty store (its rows then hidden from
+    the other route, which named them as its own), and the lookback route's stop named the other route's
+    rows as its own and offered ``--allow-nonempty-target``, which deleted them for good, exit 0."""
+    _a_second_source_table_beside(base)
+    eu = _lookback_route(base)
+    us = manifest_at(base, table="orders_us", file="us.yaml")
+    assert dpone("run", str(eu)).exit_code == 0
+    first_us = dpone("run", "--allow-nonempty-target", str(us))  # its first run, as printed
+    assert first_us.exit_code == 0, first_us.output
+    restore_point = _restore_point(store_url)
+    _a_new_us_day(base)
+    assert dpone("run", str(us)).exit_code == 0
+    _store_restored_to(store_url, restore_point)
+    held = target_rows(base)
+
+    appending = dpone("run", str(us))  # the text: its hint lines
+    replacing = dpone("run", "--json", str(eu))
+
+    assert appending.exit_code == 3, appending.output
+    assert "fan-in" in appending.output and "new, empty store" not in appending.output
+    assert replacing.exit_code == 3, replacing.output
+    stop = json.loads(replacing.output)
+    assert stop["details"]["problem"] == "unrecorded_rows_in_lookback"
+    assert "another source table's route" in stop["message"]
+    assert target_rows(base) == held
