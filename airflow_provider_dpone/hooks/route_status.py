@@ -30,7 +30,7 @@ from airflow_provider_dpone.runtime.connection_binding import ConnectionBinding,
 from airflow_provider_dpone.runtime.guard.route_guard import BlockedPartition, scan_route
 from airflow_provider_dpone.runtime.replay.ref import operation_id_for
 from airflow_provider_dpone.runtime.replay.scan import CapsuleStores, OperationRecord, scan_capsules
-from airflow_provider_dpone.runtime.route_family import RouteFamily, load_family, sibling_committed
+from airflow_provider_dpone.runtime.route_family import RouteFamily, load_family
 
 if TYPE_CHECKING:
     from airflow_provider_dpone.adapters.checkpoint_sql.lease_holder import LeaseHolder
@@ -158,9 +158,8 @@ def _moved(
     family: RouteFamily, binding: ConnectionBinding, manifest_ref: str, naming: RouteNaming
 ) -> DponeError | None:
     """The run's own stop for a connection that leads elsewhere than the newest commit went, or None."""
-    siblings = [] if len(family.target_wide) == len(family.own) else sibling_committed(family, naming)
     try:
-        require_bound_connections(family, binding, shlex.quote(manifest_ref), siblings)
+        require_bound_connections(family, binding, shlex.quote(manifest_ref), naming)
     except DponeError as err:
         if err.code is not ErrorCode.ROUTE_IDENTITY_CHANGED:
             raise

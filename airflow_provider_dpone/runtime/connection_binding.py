@@ -7,11 +7,11 @@ from the store alone: the sensor said "clear" while every transfer behind it sto
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from airflow_provider_dpone.contracts.checkpoint import PartitionCheckpoint
-from airflow_provider_dpone.runtime.route_family import RouteFamily
+from airflow_provider_dpone.ports.route_naming import RouteNaming
+from airflow_provider_dpone.runtime.route_family import RouteFamily, sibling_committed
 from airflow_provider_dpone.runtime.source_binding import (
     connection_reference,
     require_same_source,
@@ -33,15 +33,21 @@ class ConnectionBinding:
     target_place: str | None = None
 
 
+def siblings_of(family: RouteFamily, naming: RouteNaming) -> list[PartitionCheckpoint]:
+    """The same source table's commits under another strategy (none to look for when every checkpoint of
+    the target is the route's own: the common case costs one comparison)."""
+    if len(family.target_wide) == len(family.own):
+        return []
+    return sibling_committed(family, naming)
+
+
 def require_bound_connections(
-    family: RouteFamily,
-    binding: ConnectionBinding,
-    manifest_ref: str,
-    siblings: Sequence[PartitionCheckpoint],
+    family: RouteFamily, binding: ConnectionBinding, manifest_ref: str, naming: RouteNaming
 ) -> None:
     """Stop (``native_transfer_route_identity_changed``) when the newest commit of the route, or of a
     sibling route, came from another source connection or went to another target place."""
     canonical = family.canonical_checkpoints()
+    siblings = siblings_of(family, naming)
     if binding.source is not None:
         written = binding.source_as_written
         require_same_source(

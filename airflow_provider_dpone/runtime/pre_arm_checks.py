@@ -260,11 +260,12 @@ class PreArmChecks:
         where = f"{rows} row(s) in {len(found)} partition(s) ({labels})"
         # a fan-in: another source's commit this store lost (a restore; a route moved to a store of its own)
         # looks the same, and emptying would delete that route's rows for good (its runs skip them)
+        # whose they are this store cannot say: a route with a store of its own leaves no trace here
         whose = (
-            f" of route {self._route.describe()}, or of another source table's route writing it (a fan-in) "
-            "whose commits this store does not hold,"
+            f" within the lookback of route {self._route.describe()}, which other source tables' routes write "
+            "too (a fan-in: they may be theirs, a commit this store does not hold),"
             if others
-            else f" of route {self._route.describe()}"
+            else f" within the lookback of route {self._route.describe()}"
         )
         if self._allow_nonempty_target:
             self._notice(
@@ -289,16 +290,8 @@ class PreArmChecks:
             hint_lines=(
                 "nothing was written to the target or the checkpoint store",
                 "if a newer copy of the checkpoint store exists, point checkpoints.connection at it",
-                *(
-                    (
-                        "other source tables write this table: if those rows are another route's (its commit lost "
-                        "with a restored store, or kept in a store of its own), do not empty them; delete them by "
-                        "that source's key and run that route through this store (point it back here first), "
-                        "which appends them once and records them where this route sees them",
-                    )
-                    if others
-                    else ()
-                ),
+                "if another loader writes this table (another source table's route, through this store or one of "
+                "its own; a backfill), they may be its rows: never empty them then, see the runbook below",
                 f"if they are rows this route loaded (a restored or copied store): dpone run {self._manifest_ref} "
                 "--allow-nonempty-target empties them in this run",
                 f"if another writer loaded them: move them out of {table} (this route replaces its partitions)",

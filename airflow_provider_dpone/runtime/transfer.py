@@ -57,7 +57,11 @@ from airflow_provider_dpone.runtime.causal_clock import CausalClock
 from airflow_provider_dpone.runtime.chunk_stream import StreamTally
 from airflow_provider_dpone.runtime.cleanup import cleanup
 from airflow_provider_dpone.runtime.collector import collector_paused
-from airflow_provider_dpone.runtime.connection_binding import ConnectionBinding, require_bound_connections
+from airflow_provider_dpone.runtime.connection_binding import (
+    ConnectionBinding,
+    require_bound_connections,
+    siblings_of,
+)
 from airflow_provider_dpone.runtime.guard.batch_id import checkpoint_batch_id
 from airflow_provider_dpone.runtime.guard.commit_lifecycle import ActivePartition, TargetCommitLifecycle
 from airflow_provider_dpone.runtime.guard.route_guard import require_clear_route
@@ -415,7 +419,7 @@ class TransferEngine:
         )
         if binding.source is None and binding.target is None:
             return family
-        require_bound_connections(family, binding, self._manifest_ref, self._siblings(family))
+        require_bound_connections(family, binding, self._manifest_ref, self._ports.naming)
         return family
 
     def _guard_scan(self) -> RouteFamily:
@@ -449,11 +453,7 @@ class TransferEngine:
             sink.close()
 
     def _siblings(self, family: RouteFamily) -> list[PartitionCheckpoint]:
-        """The same source table's commits under another strategy (none to look for when every
-        checkpoint of the target is the route's own: the common case costs one comparison)."""
-        if len(family.target_wide) == len(family.own):
-            return []
-        return sibling_committed(family, self._ports.naming)
+        return siblings_of(family, self._ports.naming)
 
     def filling_notice(self, records: Sequence[PartitionCheckpoint]) -> str | None:
         """For ``dpone guard rebaseline``: the notice a run gives when it commits partitions that may still

@@ -273,5 +273,5 @@ def test_in_a_fan_in_a_restored_store_never_leads_one_route_to_empty_or_hide_the
     assert replacing.exit_code == 3, replacing.output
     stop = json.loads(replacing.output)
     assert stop["details"]["problem"] == "unrecorded_rows_in_lookback"
-    assert "another source table's route" in stop["message"]
+    assert "other source tables' routes write too" in stop["message"]
     assert target_rows(base) == held
