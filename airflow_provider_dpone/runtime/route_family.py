@@ -238,19 +238,23 @@ def with_standing_commits(
     checkpoints: Sequence[PartitionCheckpoint],
     planned: Sequence[PlannedPartition],
 ) -> tuple[PartitionCheckpoint, ...]:
-    """``checkpoints`` with each unplanned partition's record of an attempt that never reached the target
-    replaced by the commit it stands over: what the target still holds there.
+    """``checkpoints`` with each unplanned partition's latest record of an attempt that left the target
+    holding this route's rows there replaced by the commit it stands over.
 
     An attempt that failed (or was killed) before the target changed nothing in it, but its record becomes
     the partition's latest. Seen: a ``replace_partition`` route with ``lookback`` ran a day the source had
     emptied, beside the lookback; the run failed before the target (a failed quality check), and its retry
     stopped with ``unrecorded_rows_in_lookback`` ("the store may have been restored from an older backup")
-    over rows the same store had committed, every Airflow retry failing the same way. One history read per
-    such partition: planned ones are run again anyway, so they are left as they are."""
+    over rows the same store had committed, every Airflow retry failing the same way. The same after an
+    attempt killed in the target and resolved ``not-applied`` by an operator: whatever it left there is this
+    route's too (its commit's rows or its own). One history read per such partition: planned ones are run
+    again anyway, so they are left as they are."""
     planned_ids = {p.partition_id for p in planned}
     standing: list[PartitionCheckpoint] = []
     for checkpoint in checkpoints:
-        if checkpoint.partition_id not in planned_ids and _never_reached_target(checkpoint):
+        if checkpoint.partition_id not in planned_ids and (
+            _never_reached_target(checkpoint) or _resolved_not_applied(checkpoint)
+        ):
             below = _commit_below(store.history(checkpoint.route, checkpoint.partition_id))
             if below is not None:
                 checkpoint = below
@@ -260,6 +264,11 @@ def with_standing_commits(
 
 #: Statuses an attempt records before arming, without a guard (its progress).
 _BEFORE_ARMING = frozenset({CheckpointStatus.PLANNED, CheckpointStatus.EXPORTED, CheckpointStatus.LOADED})
+
+#: Guard phases of an attempt that reached the target (its call began, or its commit was not recorded whole).
+_IN_THE_TARGET = frozenset(
+    {GuardPhase.ARMED, GuardPhase.TARGET_OUTCOME_UNKNOWN, GuardPhase.CHECKPOINT_INCOMPLETE}
+)
 
 
 def _never_reached_target(checkpoint: PartitionCheckpoint) -> bool:
@@ -274,17 +283,35 @@ def _never_reached_target(checkpoint: PartitionCheckpoint) -> bool:
     return guard.phase is GuardPhase.FAILED_BEFORE_TARGET and "resolution" not in checkpoint.diagnostics
 
 
+def _resolved_not_applied(checkpoint: PartitionCheckpoint) -> bool:
+    """An operator's ``guard resolve --as not-applied`` without ``--force`` (with it, they declared the rows
+    there another writer's, which this route must never take for its own)."""
+    resolution = checkpoint.diagnostics.get("resolution")
+    return (
+        isinstance(resolution, dict)
+        and resolution.get("as") == "not-applied"
+        and resolution.get("forced") is not True
+        and checkpoint.status is CheckpointStatus.FAILED
+    )
+
+
 def _commit_below(history: Sequence[PartitionCheckpoint]) -> PartitionCheckpoint | None:
-    """The newest COMMITTED record under nothing but attempts that never reached the target (None: anything
-    else lies between, and the latest record is left to decide)."""
+    """The newest COMMITTED record under nothing but attempts that never reached the target and attempts an
+    operator resolved ``not-applied`` (None: anything else lies between, and the latest record decides)."""
+    resolved = False
     for checkpoint in reversed(history):
         if _never_reached_target(checkpoint):
             continue
-        if checkpoint.status is not CheckpointStatus.COMMITTED:
-            return None
+        if _resolved_not_applied(checkpoint):
+            resolved = True  # the attempt it speaks of lies below
+            continue
         try:
             guard = read_guard(checkpoint)
         except GuardInvalid:
+            return None
+        if resolved and guard is not None and guard.phase in _IN_THE_TARGET:
+            continue
+        if checkpoint.status is not CheckpointStatus.COMMITTED:
             return None
         return checkpoint if guard is None or guard.phase is GuardPhase.CHECKPOINT_COMMITTED else None
     return None

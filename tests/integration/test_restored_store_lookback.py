@@ -19,7 +19,16 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from tests.integration.route_rig import add_a_new_day, dpone, manifest_at, source_rows, target_rows
+from airflow_provider_dpone.manifests.loader import load_manifest
+from tests.integration.route_rig import (
+    add_a_new_day,
+    append_armed,
+    dpone,
+    latest_of,
+    manifest_at,
+    source_rows,
+    target_rows,
+)
 
 
 def _lookback_route(base: Path) -> Path:
@@ -275,3 +284,26 @@ def test_in_a_fan_in_a_restored_store_never_leads_one_route_to_empty_or_hide_the
     assert stop["details"]["problem"] == "unrecorded_rows_in_lookback"
     assert "other source tables' routes write too" in stop["message"]
     assert target_rows(base) == held
+
+
+def test_a_day_resolved_not_applied_after_a_crash_and_then_deleted_in_the_source_is_emptied(
+    base: Path, store_url: str
+) -> None:
+    """The newest day's attempt crashed in the target; on-call resolved it ``not-applied`` as the runbook
+    says for a replacing route; then the source deleted the day. Red before: every run stopped with
+    ``unrecorded_rows_in_lookback`` ("the store may have been restored"), though the same store committed the
+    day; whatever rows the attempt left there are this route's."""
+    manifest = _lookback_route(base)
+    assert dpone("run", str(manifest)).exit_code == 0
+    newest = max(latest_of(store_url, load_manifest(manifest).route), key=lambda c: c.bounds.lower or "")
+    append_armed(store_url, [newest])  # a crash inside the target call
+    resolved = dpone(
+        "guard", "resolve", str(manifest), "--all-blocked", "--as", "not-applied", "--reason", "crashed"
+    )
+    assert resolved.exit_code == 0, resolved.output
+    _deleted(base, _newest_day(base))
+
+    emptied = dpone("run", "--json", str(manifest))
+
+    assert emptied.exit_code == 0, emptied.output
+    assert target_rows(base) == source_rows(base)

@@ -1,8 +1,9 @@
 """A commit still stands under later attempts that never reached the target (``with_standing_commits``).
 
 Pure over an in-memory store: only an attempt's own progress and ``failed_before_target`` records are looked
-through; an armed attempt or an operator's resolution between them and the commit leaves the latest record
-to decide, and a planned partition (run again anyway) is never looked up. The black-box proof is in
+through, and an attempt an operator resolved ``not-applied`` (whatever it left in the target is this route's);
+an unresolved armed attempt or a forced resolution (another writer's rows) between them and the commit
+leaves the latest record to decide, and a planned partition (run again anyway) is never looked up. The black-box proof is in
 ``tests/integration/test_restored_store_lookback.py``.
 """
 
@@ -48,6 +49,21 @@ def test_a_commit_under_an_attempts_progress_and_its_failure_before_the_target_s
 
     assert _standing([commit, loaded, failed]) == commit
     assert _standing([commit, loaded]) == commit  # killed before its failure was written
+
+
+def test_a_commit_under_an_attempt_resolved_not_applied_still_stands() -> None:
+    """Seen: a day's attempt killed in the target, resolved ``not-applied`` as the runbook says, then the
+    source emptied the day; every later run stopped with ``unrecorded_rows_in_lookback``."""
+    commit = committed_checkpoint(planned_days()[0])
+    armed = _attempt(commit, GuardPhase.ARMED)
+    unknown = _attempt(commit, GuardPhase.TARGET_OUTCOME_UNKNOWN)
+    resolved = _attempt(
+        commit, GuardPhase.FAILED_BEFORE_TARGET, resolution={"as": "not-applied", "forced": False}
+    )
+    failed = _attempt(commit, GuardPhase.FAILED_BEFORE_TARGET)
+
+    assert _standing([commit, armed, resolved]) == commit
+    assert _standing([commit, armed, unknown, resolved, failed]) == commit
 
 
 def test_an_armed_attempt_or_an_operators_resolution_between_leaves_the_latest_record_to_decide() -> None:
