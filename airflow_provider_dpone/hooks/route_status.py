@@ -54,6 +54,8 @@ class RouteStatus:
     invalid_references: tuple[BlockedPartition, ...] = ()
     #: the run's stop when a connection no longer leads where the newest commit went (ADR 0079, 0088)
     moved: DponeError | None = None
+    #: the store does not exist yet: nothing has run against it, and the route's first run creates it
+    store_missing: bool = False
 
     @property
     def clear(self) -> bool:
@@ -81,11 +83,14 @@ class RouteStatus:
             "invalid_capsule_references": [b.as_json() for b in self.invalid_references],
             "holder": self.holder.as_json() if self.holder else None,
             "connection_changed": None if self.moved is None else self.moved.details.get("changed"),
+            "store_missing": self.store_missing,
         }
 
     def describe(self) -> str:
         held = f"another run holds the target's lease ({self.holder.describe()})" if self.holder else ""
         if self.clear:
+            if self.store_missing:
+                return f"route {self.route} is clear: its checkpoint store does not exist yet (its first run creates it)"
             return f"route {self.route} is busy: {held}" if held else f"route {self.route} is clear"
         counts = (
             [f"{len(self.blocked) + len(self.invalid)} partition(s)"] if self.blocked or self.invalid else []
@@ -133,6 +138,10 @@ def route_status(
 
     naming = SourceRouteNaming(loaded.manifest.source)
     route = naming.canonical(loaded.manifest.route())
+    if not _store_exists(store_endpoint, loaded):
+        # nothing to read, and opening the store would create it (a sensor upstream of a new route's first
+        # run failed every poke, and that run never came)
+        return RouteStatus(route=route.describe(), blocked=(), invalid=(), store_missing=True)
     store_url = store_url_for(store_endpoint, loaded.manifest_dir)
     store = store_from_endpoint(store_endpoint, loaded.manifest_dir)
     try:
@@ -152,6 +161,19 @@ def route_status(
         invalid_references=references,
         moved=None if binding is None else _moved(family, binding, loaded.origin, naming),
     )
+
+
+def _store_exists(store_endpoint: EndpointDescriptor, loaded: LoadedManifest) -> bool:
+    """Whether the store holds its checkpoint table, looked at without creating anything."""
+    from airflow_provider_dpone.adapters.checkpoint_sql.presence import require_checkpoint_store
+
+    try:
+        require_checkpoint_store(store_endpoint, loaded.manifest_dir)
+    except DponeError as missing:
+        if missing.details.get("reason") != "checkpoint_store_missing":
+            raise
+        return False
+    return True
 
 
 def _moved(

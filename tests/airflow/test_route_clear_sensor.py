@@ -225,3 +225,30 @@ def test_a_connection_leading_elsewhere_than_the_newest_commit_blocks_the_sensor
     )
     assert ran.returncode == 3, ran.stdout + ran.stderr
     assert json.loads(ran.stdout)["error"] == "native_transfer_route_identity_changed"
+
+
+def test_a_new_routes_store_that_does_not_exist_yet_is_clear_and_is_not_created(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Red before: every poke failed with checkpoint_store_failed (no table yet), the transfer behind it
+    was upstream_failed, and the run that creates the store never came; the poke left an empty file."""
+    create_demo_source(tmp_path / "source.sqlite", 30, days=1)
+    manifest = tmp_path / "orders.yaml"
+    manifest.write_text(MANIFEST)
+    state = tmp_path / "state.sqlite"
+    conn = json.dumps({"conn_type": "dpone_checkpoints", "extra": {"backend": "sqlite", "path": str(state)}})
+    monkeypatch.setenv("AIRFLOW_CONN_SENSOR_STATE", conn)
+    sensor = RouteClearSensor(task_id="wait_for_route", manifest=str(manifest))
+
+    assert sensor.poke({}) is True
+    status = DponeCheckpointStoreHook(checkpoints_conn_id="sensor_state").route_status(manifest)
+    assert status.state == "clear" and status.store_missing
+    assert not state.exists()
+    ran = subprocess.run(
+        [str(DPONE), "run", str(manifest)], env=dict(os.environ), capture_output=True, text=True
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert sensor.poke({}) is True
+    assert (
+        not DponeCheckpointStoreHook(checkpoints_conn_id="sensor_state").route_status(manifest).store_missing
+    )
