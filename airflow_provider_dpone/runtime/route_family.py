@@ -252,8 +252,10 @@ def with_standing_commits(
     planned_ids = {p.partition_id for p in planned}
     standing: list[PartitionCheckpoint] = []
     for checkpoint in checkpoints:
-        if checkpoint.partition_id not in planned_ids and (
-            _never_reached_target(checkpoint) or _resolved_not_applied(checkpoint)
+        if (
+            checkpoint.status is not CheckpointStatus.COMMITTED  # the most of a long history: no guard read
+            and checkpoint.partition_id not in planned_ids
+            and (_never_reached_target(checkpoint) or _resolved_not_applied(checkpoint))
         ):
             below = _commit_below(store.history(checkpoint.route, checkpoint.partition_id))
             if below is not None:
