@@ -320,9 +320,8 @@ class PreArmChecks:
         rows = sum(n for _, n in found)
         labels = ", ".join(b.label for b, _ in found[:5]) + (", ..." if len(found) > 5 else "")
         where = f"{rows} row(s) in {len(found)} partition(s) ({labels})"
-        # a fan-in: another source's commit this store lost (a restore; a route moved to a store of its own)
-        # looks the same, and emptying would delete that route's rows for good (its runs skip them)
-        # whose they are this store cannot say: a route with a store of its own leaves no trace here
+        # whose they are this store cannot say: another source's commit it lost (a restore), or one kept in a
+        # store of its own, looks the same, and emptying would delete that route's rows for good
         whose = (
             f" within the lookback of route {self._route.describe()}, which other source tables' routes write "
             "too (a fan-in: they may be theirs, a commit this store does not hold),"
