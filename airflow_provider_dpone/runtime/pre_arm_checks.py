@@ -95,17 +95,19 @@ class PreArmChecks:
         self, family: RouteFamily, overlaps: Sequence[IdentityOverlap]
     ) -> None:
         """A replacing partition that overlaps rows committed under another definition stops before arming
-        when its query selects fewer rows within its bounds than the target holds there of this source while
-        the source table still holds more there: rows the source keeps would be deleted, and no later run of
-        this definition selects them again.
+        when the rows the target holds there (an earlier query's) and the rows this query selects there fit
+        together into what the source table holds there: the two queries select (nearly) apart, and replacing
+        deletes rows the source keeps, which no later run of this query selects again.
 
         Seen: a DAG whose ``source.query`` selects its data interval, in a zone other than UTC (or hourly),
         on day partitions: each run's window covers parts of two days, and each run replaced a whole day
         with its part, deleting what the previous run loaded there: 9 of 23 rows after three green runs,
-        with a note each time. Rows the source deleted meanwhile go, as on any replacing run (the table
-        holds no more than the query selects there). A query edit meant to drop rows (a narrowed filter)
-        stops the same way once: ``allow_nonempty_target`` lets it replace them. Where the table cannot be
-        counted by the partition column (the query computes it), the target's count alone decides."""
+        with a note each time. Queries that select mostly the same rows pass: a whole-day window re-run by
+        the lookback after a row left its filter (a soft delete), a cumulative filter, a narrowed filter
+        (its dropped rows go, with the note), rows the source deleted. Queries selecting apart stop, a filter
+        switched to other rows of the same days too: ``allow_nonempty_target`` replaces them. Where the table
+        cannot be counted by the partition column (the query computes it), the counts alone decide: fewer
+        rows selected than held."""
         if self._allow_nonempty_target or self._source is None or self._manifest.source.query is None:
             return  # without a query a read selects every row of the table within the bounds
         sink = self._target()
@@ -119,11 +121,9 @@ class PreArmChecks:
             if held == 0:
                 continue
             selected = source.count(bounds)
-            if selected >= held:
-                continue
             kept = count_table(bounds) if callable(count_table) else None
-            if kept is None or kept > selected:
-                lost.append((overlap.partition, held - selected))
+            if selected + held <= kept if kept is not None else selected < held:
+                lost.append((overlap.partition, held))
         if not lost:
             return
         table = self._manifest.sink.table
@@ -131,10 +131,10 @@ class PreArmChecks:
         labels = some_labels([p for p, _ in lost])
         raise DponeError(
             ErrorCode.TARGET_NOT_EMPTY,
-            f"route {self._route.describe()} would delete {rows} row(s) of {table} in {len(lost)} partition(s) "
-            f"({labels}) that an earlier definition of its source.query loaded and this one does not select "
-            "again: replace_partition replaces whole partitions, so a query selecting part of one (a window "
-            "that does not line up with the partitioning) deletes the rest",
+            f"route {self._route.describe()} would replace {rows} row(s) of {table} in {len(lost)} partition(s) "
+            f"({labels}) that an earlier definition of its source.query loaded, and this one selects other rows "
+            "there while the source table keeps those: replace_partition replaces whole partitions, so a query "
+            "selecting part of one (a window that does not line up with the partitioning) deletes the rest",
             details={
                 "route": self._route.describe(),
                 "target_table": table,
@@ -147,8 +147,8 @@ class PreArmChecks:
                 "a query templated per run (an Airflow data interval) must select whole partitions: line its "
                 "window up with the partitioning in UTC (whole UTC days for kind: day), or select a window of "
                 "days and let the lookback re-run them",
-                "if the query was narrowed on purpose and those rows should go: dpone run "
-                f"{self._manifest_ref} --allow-nonempty-target replaces them in this run",
+                "if the query was changed on purpose and those rows should go (a filter switched to other rows): "
+                f"dpone run {self._manifest_ref} --allow-nonempty-target replaces them in this run",
                 "see `dpone runbook guard`, 'A query that selects part of a partition'",
             ),
         )

@@ -93,13 +93,81 @@ def test_windows_of_whole_utc_days_replace_nothing_another_window_loaded(tmp_pat
     assert _target(tmp_path) == _expected("2026-03-06", "2026-03-09")
 
 
-def test_a_window_narrowed_on_purpose_replaces_the_rows_it_drops_once_allowed(tmp_path: Path) -> None:
+def test_a_later_window_selecting_more_rows_of_the_shared_day_stops_too(tmp_path: Path) -> None:
+    """Red before (counts alone): the second window selected more rows of 03-06 than the first had loaded,
+    so it passed and deleted the first window's rows of that day, exit 0."""
     _source(tmp_path)
-    assert dpone("run", str(_window(tmp_path, "2026-03-06 00:00:00", "2026-03-07 00:00:00"))).exit_code == 0
-    narrowed = _window(tmp_path, "2026-03-06 12:00:00", "2026-03-07 00:00:00")
-    assert dpone("run", str(narrowed)).exit_code == 3
+    with sqlite3.connect(tmp_path / "source.sqlite") as db:  # 03-06: two rows before 18:30, more after
+        db.executemany(
+            "INSERT INTO ev VALUES (?, ?, ?)", [(100 + i, "2026-03-06 20:00:00", i) for i in range(5)]
+        )
+    assert dpone("run", str(_window(tmp_path, "2026-03-05 18:30:00", "2026-03-06 18:30:00"))).exit_code == 0
+    loaded = _target(tmp_path)
 
-    allowed = dpone("run", "--allow-nonempty-target", str(narrowed))
+    second = dpone("run", "--json", str(_window(tmp_path, "2026-03-06 18:30:00", "2026-03-07 18:30:00")))
+
+    assert second.exit_code == 3, second.output
+    assert _target(tmp_path) == loaded
+
+
+def test_a_computed_partition_column_is_checked_by_the_counts(tmp_path: Path) -> None:
+    """Red before: SQLite read the table's missing "day" column as a text literal, counted 0 rows in the
+    table, and the check passed: three windows left 9 of 23 rows, exit 0."""
+    _source(tmp_path)
+    first = _window(tmp_path, "2026-03-05 18:30:00", "2026-03-06 18:30:00")
+    computed = [
+        (path, path.read_text(encoding="utf-8").replace("SELECT *", "SELECT id, date(ts) AS day, ts, v"))
+        for path in [first, _window(tmp_path, "2026-03-06 18:30:00", "2026-03-07 18:30:00")]
+    ]
+    for path, text in computed:
+        path.write_text(
+            text.replace("column: ts", "column: day").replace("[ts, id]", "[day, id]"), encoding="utf-8"
+        )
+    assert dpone("run", str(computed[0][0])).exit_code == 0
+
+    second = dpone("run", "--json", str(computed[1][0]))
+
+    assert second.exit_code == 3, second.output
+    assert json.loads(second.output)["details"]["problem"] == "replaced_rows_not_selected_again"
+
+
+def test_a_row_leaving_another_filter_of_whole_day_windows_just_leaves(tmp_path: Path) -> None:
+    """A whole-day window re-run by the lookback, with a filter on another column (a soft delete): the two
+    queries select the same rows but one, which goes, as with a query that never changes."""
+    _source(tmp_path)
+    with sqlite3.connect(tmp_path / "source.sqlite") as db:
+        db.execute("ALTER TABLE ev ADD COLUMN deleted INTEGER NOT NULL DEFAULT 0")
+    first = _window(tmp_path, "2026-03-06", "2026-03-08")
+    first.write_text(
+        first.read_text(encoding="utf-8").replace("SELECT *", "SELECT id, ts, v"), encoding="utf-8"
+    )
+    first.write_text(
+        first.read_text(encoding="utf-8").replace("'2026-03-08'", "'2026-03-08' AND deleted = 0")
+    )
+    assert dpone("run", str(first)).exit_code == 0
+    with sqlite3.connect(tmp_path / "source.sqlite") as db:
+        db.execute("UPDATE ev SET deleted = 1 WHERE id = 12")  # 2026-03-07 12:00
+    second = _window(tmp_path, "2026-03-07", "2026-03-09")
+    second.write_text(
+        first.read_text(encoding="utf-8")
+        .replace("'2026-03-06'", "'2026-03-07'")
+        .replace("'2026-03-08'", "'2026-03-09'"),
+        encoding="utf-8",
+    )
+
+    result = dpone("run", str(second))
+
+    assert result.exit_code == 0, result.output
+    assert _target(tmp_path) == [r for r in _expected("2026-03-06", "2026-03-09") if r[0] != 12]
+
+
+def test_a_filter_switched_to_other_rows_of_the_same_days_replaces_them_once_allowed(tmp_path: Path) -> None:
+    _source(tmp_path)
+    assert dpone("run", str(_window(tmp_path, "2026-03-06 00:00:00", "2026-03-06 12:00:00"))).exit_code == 0
+    switched = _window(tmp_path, "2026-03-06 12:00:00", "2026-03-07 00:00:00")
+    assert dpone("run", str(switched)).exit_code == 3
+
+    allowed = dpone("run", "--allow-nonempty-target", str(switched))
 
     assert allowed.exit_code == 0, allowed.output
     assert _target(tmp_path) == _expected("2026-03-06 12:00:00", "2026-03-07 00:00:00")

@@ -565,13 +565,21 @@ class SqliteSource:
 
     def count_table(self, bounds: PartitionBounds) -> int | None:
         """Rows of ``source.table`` itself within ``bounds`` (``TableCountingSource``)."""
-        if self._spec.query is None:
+        column = self._spec.partitioning.column
+        if self._spec.query is None or column is None:
             return None
         try:
+            names = {
+                str(row[0]).casefold()
+                for row in self._fetch_all(lite.table_info(self._table), what="the column list")
+            }
+            if column.casefold() not in names:
+                # the query computes or renames it; counted anyway, SQLite would read "column" as a text literal
+                return None
             statement = lite.count_rows(self._table.sql(), bounds)
             return int(self._fetch_all(statement, what=f"the table's row count of {bounds.label}")[0][0])
         except (lite.SqlBuildError, DponeError):
-            return None  # the query computes or renames the partition column: unknown
+            return None  # the table cannot be counted by the partition column: unknown
 
     def count_partitions(self, bounds: Sequence[PartitionBounds]) -> list[int]:
         """Rows now within each of ``bounds``, in order: one grouped query (see ``partition_counts``)."""
