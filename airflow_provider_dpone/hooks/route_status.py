@@ -164,16 +164,11 @@ def route_status(
 
 
 def _store_exists(store_endpoint: EndpointDescriptor, loaded: LoadedManifest) -> bool:
-    """Whether the store holds its checkpoint table, looked at without creating anything."""
-    from airflow_provider_dpone.adapters.checkpoint_sql.presence import require_checkpoint_store
+    """Whether anything is there to read, looked at without creating anything (a store this role cannot
+    see is there: reading it fails and says so)."""
+    from airflow_provider_dpone.adapters.checkpoint_sql.presence import checkpoint_store_absent
 
-    try:
-        require_checkpoint_store(store_endpoint, loaded.manifest_dir)
-    except DponeError as missing:
-        if missing.details.get("reason") != "checkpoint_store_missing":
-            raise
-        return False
-    return True
+    return not checkpoint_store_absent(store_endpoint, loaded.manifest_dir)
 
 
 def _moved(

@@ -286,15 +286,15 @@ def _never_reached_target(checkpoint: PartitionCheckpoint) -> bool:
 
 
 def _resolved_not_applied(checkpoint: PartitionCheckpoint) -> bool:
-    """An operator's ``guard resolve --as not-applied`` without ``--force`` (with it, they declared the rows
-    there another writer's, which this route must never take for its own)."""
+    """An operator's ``guard resolve --as not-applied``, forced or not, where no other route's rows were
+    counted within the bounds: a replacing route owns the bounds it plans, and the runbook forces it over the
+    route's own earlier commit too (seen: a day kept for good after the source deleted it, exit 0, no word).
+    Rows of another route's commit there (a fan-in) are never taken for this route's."""
     resolution = checkpoint.diagnostics.get("resolution")
-    return (
-        isinstance(resolution, dict)
-        and resolution.get("as") == "not-applied"
-        and resolution.get("forced") is not True
-        and checkpoint.status is CheckpointStatus.FAILED
-    )
+    if not isinstance(resolution, dict) or checkpoint.status is not CheckpointStatus.FAILED:
+        return False
+    theirs = resolution.get("other_routes_rows")
+    return resolution.get("as") == "not-applied" and not (isinstance(theirs, int) and theirs > 0)
 
 
 def _commit_below(history: Sequence[PartitionCheckpoint]) -> PartitionCheckpoint | None:

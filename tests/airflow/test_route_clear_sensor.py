@@ -252,3 +252,26 @@ def test_a_new_routes_store_that_does_not_exist_yet_is_clear_and_is_not_created(
     assert (
         not DponeCheckpointStoreHook(checkpoints_conn_id="sensor_state").route_status(manifest).store_missing
     )
+
+
+def test_a_store_path_holding_something_unreadable_is_not_taken_for_a_new_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only nothing at all (or an empty file an earlier poke left) is a store that does not exist yet: a
+    folder at the path was "clear" while every run behind the sensor failed."""
+    from airflow_provider_dpone.contracts.errors import DponeError
+
+    create_demo_source(tmp_path / "source.sqlite", 30, days=1)
+    manifest = tmp_path / "orders.yaml"
+    manifest.write_text(MANIFEST)
+    state = tmp_path / "state.sqlite"
+    conn = json.dumps({"conn_type": "dpone_checkpoints", "extra": {"backend": "sqlite", "path": str(state)}})
+    monkeypatch.setenv("AIRFLOW_CONN_SENSOR_STATE", conn)
+    hook = DponeCheckpointStoreHook(checkpoints_conn_id="sensor_state")
+
+    state.write_bytes(b"")  # an empty file: nothing has run against it
+    assert hook.route_status(manifest).store_missing
+    state.unlink()
+    state.mkdir()  # a folder where the store's file belongs
+    with pytest.raises(DponeError):
+        hook.route_status(manifest)

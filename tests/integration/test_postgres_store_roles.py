@@ -186,3 +186,41 @@ def test_a_missing_table_of_the_store_is_made_beside_the_checkpoint_table_not_in
             ).scalars()
             assert sorted(where) == ["public"]
         engine.dispose()
+
+
+def test_a_store_this_role_cannot_see_is_not_absent(postgres_url: str) -> None:
+    """The sensor's "does the store exist yet" look: a role without USAGE on the store's schema sees no
+    table on its search_path; red before, that was "nothing has run yet", and a blocked route was "clear"."""
+    from pydantic import SecretStr
+
+    from airflow_provider_dpone.adapters.checkpoint_sql.presence import checkpoint_store_absent
+    from airflow_provider_dpone.contracts.endpoints import EndpointDescriptor, EndpointKind
+
+    with _database_and_role(postgres_url, "blind_") as (url, role):
+
+        def endpoint(as_url: str) -> EndpointDescriptor:
+            parsed = sa.engine.make_url(as_url)
+            return EndpointDescriptor(
+                name="state",
+                kind=EndpointKind.POSTGRES,
+                host=parsed.host,
+                port=parsed.port,
+                database=parsed.database,
+                user=parsed.username,
+                password=SecretStr(parsed.password) if parsed.password else None,
+            )
+
+        assert checkpoint_store_absent(endpoint(url.render_as_string(hide_password=False)))
+        store = SqlCheckpointStore(url)
+        try:
+            store.ensure_schema()
+        finally:
+            store.close()
+        _as_owner(
+            url,
+            f'GRANT CONNECT ON DATABASE "{url.database}" TO {role}',
+            "REVOKE ALL ON SCHEMA public FROM PUBLIC",
+            f"REVOKE ALL ON SCHEMA public FROM {role}",
+        )
+        assert not checkpoint_store_absent(endpoint(_as(url, role)))
+        assert not checkpoint_store_absent(endpoint(url.render_as_string(hide_password=False)))

@@ -286,19 +286,28 @@ def test_in_a_fan_in_a_restored_store_never_leads_one_route_to_empty_or_hide_the
     assert target_rows(base) == held
 
 
+@pytest.mark.parametrize("forced", [(), ("--force",)], ids=["plain", "forced"])
 def test_a_day_resolved_not_applied_after_a_crash_and_then_deleted_in_the_source_is_emptied(
-    base: Path, store_url: str
+    base: Path, store_url: str, forced: tuple[str, ...]
 ) -> None:
     """The newest day's attempt crashed in the target; on-call resolved it ``not-applied`` as the runbook
-    says for a replacing route; then the source deleted the day. Red before: every run stopped with
-    ``unrecorded_rows_in_lookback`` ("the store may have been restored"), though the same store committed the
-    day; whatever rows the attempt left there are this route's."""
+    says for a replacing route (``--force`` too, over the route's own earlier commit); then the source
+    deleted the day. Red before: every run stopped with ``unrecorded_rows_in_lookback`` ("the store may have
+    been restored"), or, forced, kept the day for good with exit 0; whatever rows are there are this route's."""
     manifest = _lookback_route(base)
     assert dpone("run", str(manifest)).exit_code == 0
     newest = max(latest_of(store_url, load_manifest(manifest).route), key=lambda c: c.bounds.lower or "")
     append_armed(store_url, [newest])  # a crash inside the target call
     resolved = dpone(
-        "guard", "resolve", str(manifest), "--all-blocked", "--as", "not-applied", "--reason", "crashed"
+        "guard",
+        "resolve",
+        str(manifest),
+        "--all-blocked",
+        "--as",
+        "not-applied",
+        *forced,
+        "--reason",
+        "crashed",
     )
     assert resolved.exit_code == 0, resolved.output
     _deleted(base, _newest_day(base))

@@ -2,8 +2,8 @@
 
 Pure over an in-memory store: only an attempt's own progress and ``failed_before_target`` records are looked
 through, and an attempt an operator resolved ``not-applied`` (whatever it left in the target is this route's);
-an unresolved armed attempt or a forced resolution (another writer's rows) between them and the commit
-leaves the latest record to decide, and a planned partition (run again anyway) is never looked up. The black-box proof is in
+an unresolved armed attempt or a resolution that counted another route's rows there (a fan-in) between them
+and the commit leaves the latest record to decide, and a planned partition (run again anyway) is never looked up. The black-box proof is in
 ``tests/integration/test_restored_store_lookback.py``.
 """
 
@@ -64,13 +64,23 @@ def test_a_commit_under_an_attempt_resolved_not_applied_still_stands() -> None:
 
     assert _standing([commit, armed, resolved]) == commit
     assert _standing([commit, armed, unknown, resolved, failed]) == commit
+    forced = _attempt(
+        commit,
+        GuardPhase.FAILED_BEFORE_TARGET,
+        resolution={"as": "not-applied", "forced": True, "other_routes_rows": None},
+    )
+    assert (
+        _standing([commit, armed, forced]) == commit
+    )  # forced over its own earlier commit, as the runbook says
 
 
 def test_an_armed_attempt_or_an_operators_resolution_between_leaves_the_latest_record_to_decide() -> None:
     commit = committed_checkpoint(planned_days()[0])
     failed = _attempt(commit, GuardPhase.FAILED_BEFORE_TARGET)
     resolved = _attempt(
-        commit, GuardPhase.FAILED_BEFORE_TARGET, resolution={"as": "not-applied", "forced": True}
+        commit,
+        GuardPhase.FAILED_BEFORE_TARGET,
+        resolution={"as": "not-applied", "forced": True, "other_routes_rows": 40},
     )
     armed = _attempt(commit, GuardPhase.ARMED)
     unknown = _attempt(commit, GuardPhase.TARGET_OUTCOME_UNKNOWN)

@@ -8,10 +8,11 @@ its catalog. A missing store is ``usage_error`` (exit 2) "no checkpoint store at
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from pathlib import Path
 
-from sqlalchemy import inspect
+from sqlalchemy import inspect, text
 from sqlalchemy.engine import URL
 
 from airflow_provider_dpone.adapters.checkpoint_sql.engine import create_store_engine
@@ -85,3 +86,34 @@ def _require_server(endpoint: EndpointDescriptor, url: URL) -> None:
     if not present:
         where = f"{endpoint.describe()} (no table {CHECKPOINT_TABLE})"
         raise _missing(endpoint, where)
+
+
+def checkpoint_store_absent(endpoint: EndpointDescriptor, base_dir: Path | None = None) -> bool:
+    """Whether nothing at all is there yet: no SQLite file (nor anything else) at the path, no checkpoint
+    table in any schema of the PostgreSQL database. A store this role cannot see (a schema without
+    ``USAGE``, off its ``search_path``) or a folder at the path is not absent: reading it fails and says so,
+    where calling it "nothing has run yet" let a blocked route through (``RouteClearSensor``)."""
+    url = store_url_for(endpoint, base_dir)
+    if url.get_backend_name() == "sqlite":
+        database = url.database or ""
+        if database == ":memory:" or not os.path.lexists(database):
+            return database != ":memory:"
+        if not Path(database).is_file():
+            return False  # a folder, or a link to nothing: opening it fails and says so
+        try:
+            _require_sqlite(endpoint, url)
+        except DponeError as missing:  # an empty file (an earlier release's sensor left one): no table yet
+            return missing.details.get("reason") == "checkpoint_store_missing"
+        return False
+    engine = create_store_engine(url)
+    try:
+        with engine.connect() as conn:
+            found = conn.execute(
+                text("SELECT 1 FROM pg_catalog.pg_class WHERE relname = :name LIMIT 1"),
+                {"name": CHECKPOINT_TABLE},
+            ).first()
+    except Exception as exc:  # the driver's class name only: its message may carry the URL
+        raise _unreadable(endpoint, exc) from exc
+    finally:
+        engine.dispose()
+    return found is None
