@@ -45,14 +45,20 @@ checkpoints:
 """
 
 
-@pytest.fixture
-def route(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, object]:
-    create_demo_source(tmp_path / "source.sqlite", 90, days=3)
-    manifest = tmp_path / "orders.yaml"
+def _new_route(base: Path, monkeypatch: pytest.MonkeyPatch, rows: int, days: int) -> tuple[Path, Path]:
+    """The demo route's manifest and its SQLite store's path (connection ``sensor_state``), nothing run."""
+    create_demo_source(base / "source.sqlite", rows, days=days)
+    manifest = base / "orders.yaml"
     manifest.write_text(MANIFEST)
-    state = tmp_path / "state.sqlite"
+    state = base / "state.sqlite"
     conn = json.dumps({"conn_type": "dpone_checkpoints", "extra": {"backend": "sqlite", "path": str(state)}})
     monkeypatch.setenv("AIRFLOW_CONN_SENSOR_STATE", conn)
+    return manifest, state
+
+
+@pytest.fixture
+def route(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, object]:
+    manifest, state = _new_route(tmp_path, monkeypatch, 90, 3)
     ran = subprocess.run(
         [str(DPONE), "run", str(manifest)], env=dict(os.environ), capture_output=True, text=True
     )
@@ -232,12 +238,7 @@ def test_a_new_routes_store_that_does_not_exist_yet_is_clear_and_is_not_created(
 ) -> None:
     """Red before: every poke failed with checkpoint_store_failed (no table yet), the transfer behind it
     was upstream_failed, and the run that creates the store never came; the poke left an empty file."""
-    create_demo_source(tmp_path / "source.sqlite", 30, days=1)
-    manifest = tmp_path / "orders.yaml"
-    manifest.write_text(MANIFEST)
-    state = tmp_path / "state.sqlite"
-    conn = json.dumps({"conn_type": "dpone_checkpoints", "extra": {"backend": "sqlite", "path": str(state)}})
-    monkeypatch.setenv("AIRFLOW_CONN_SENSOR_STATE", conn)
+    manifest, state = _new_route(tmp_path, monkeypatch, 30, 1)
     sensor = RouteClearSensor(task_id="wait_for_route", manifest=str(manifest))
 
     assert sensor.poke({}) is True
@@ -261,12 +262,7 @@ def test_a_store_path_holding_something_unreadable_is_not_taken_for_a_new_store(
     folder at the path was "clear" while every run behind the sensor failed."""
     from airflow_provider_dpone.contracts.errors import DponeError
 
-    create_demo_source(tmp_path / "source.sqlite", 30, days=1)
-    manifest = tmp_path / "orders.yaml"
-    manifest.write_text(MANIFEST)
-    state = tmp_path / "state.sqlite"
-    conn = json.dumps({"conn_type": "dpone_checkpoints", "extra": {"backend": "sqlite", "path": str(state)}})
-    monkeypatch.setenv("AIRFLOW_CONN_SENSOR_STATE", conn)
+    manifest, state = _new_route(tmp_path, monkeypatch, 30, 1)
     hook = DponeCheckpointStoreHook(checkpoints_conn_id="sensor_state")
 
     state.write_bytes(b"")  # an empty file: nothing has run against it

@@ -17,6 +17,7 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
+from clickhouse_connect.driver.client import Client
 
 from airflow_provider_dpone.adapters.clickhouse.client import open_client
 from airflow_provider_dpone.contracts.endpoints import ClickHouseInterface, EndpointDescriptor, EndpointKind
@@ -75,8 +76,8 @@ def _run(manifest: Path, zone: str, *extra: str) -> subprocess.CompletedProcess[
     )
 
 
-def _target(base: Path) -> list[tuple[int, int]]:
-    client = open_client(
+def _client(base: Path) -> Client:
+    return open_client(
         EndpointDescriptor(
             name="t",
             kind=EndpointKind.CLICKHOUSE,
@@ -84,6 +85,10 @@ def _target(base: Path) -> list[tuple[int, int]]:
             path=str(base / "clickhouse"),
         )
     )
+
+
+def _target(base: Path) -> list[tuple[int, int]]:
+    client = _client(base)
     try:
         return sorted(client.query("SELECT id, toUnixTimestamp(at) FROM demo.events").result_rows)
     finally:
@@ -136,14 +141,7 @@ def test_a_target_partitioned_by_a_calendar_of_its_datetime_is_counted_alike_fro
             [(1, "2026-10-31 12:00:00"), (2, "2026-11-01 23:00:00"), (3, "2026-11-02 12:00:00")],
         )
     manifest = _write_manifest(tmp_path, "incremental_append")
-    client = open_client(
-        EndpointDescriptor(
-            name="t",
-            kind=EndpointKind.CLICKHOUSE,
-            interface=ClickHouseInterface.CHDB,
-            path=str(tmp_path / "clickhouse"),
-        )
-    )
+    client = _client(tmp_path)
     try:
         client.command("CREATE DATABASE demo")
         client.command(
