@@ -95,19 +95,20 @@ class PreArmChecks:
         self, family: RouteFamily, overlaps: Sequence[IdentityOverlap]
     ) -> None:
         """A replacing partition that overlaps rows committed under another definition stops before arming
-        when the rows the target holds there (an earlier query's) and the rows this query selects there fit
-        together into what the source table holds there: the two queries select (nearly) apart, and replacing
-        deletes rows the source keeps, which no later run of this query selects again.
+        where the rows the target holds there (an earlier query's) and the rows this query selects there, in
+        different numbers, add up to exactly the rows the source table holds there: the two queries split the
+        partition between them, and replacing it deletes the earlier part, which the source keeps and no later
+        run of this query selects again.
 
-        Seen: a DAG whose ``source.query`` selects its data interval, in a zone other than UTC (or hourly),
-        on day partitions: each run's window covers parts of two days, and each run replaced a whole day
-        with its part, deleting what the previous run loaded there: 9 of 23 rows after three green runs,
-        with a note each time. Queries that select mostly the same rows pass: a whole-day window re-run by
-        the lookback after a row left its filter (a soft delete), a cumulative filter, a narrowed filter
-        (its dropped rows go, with the note), rows the source deleted. Queries selecting apart stop, a filter
-        switched to other rows of the same days too: ``allow_nonempty_target`` replaces them. Where the table
-        cannot be counted by the partition column (the query computes it), the counts alone decide: fewer
-        rows selected than held."""
+        Seen: a DAG whose ``source.query`` selects its data interval, in a zone other than UTC, on day
+        partitions: each run's window covers parts of two days, and each run replaced a whole day with its
+        part, deleting what the previous run loaded there: 9 of 23 rows after three green runs, with a note
+        each time. A count check, and deliberately a narrow one: counts cannot tell a row a window leaves out
+        from a row another filter leaves out (a soft delete, a region), so it stops only on the exact split,
+        never on queries that select the same rows (held and selected equal), and says nothing where the
+        source changed within the earlier part meanwhile or the windows overlap: those runs replace the
+        partition as before, with the note. Where the table cannot be counted by the partition column (the
+        query computes it), nothing is decided here."""
         if self._allow_nonempty_target or self._source is None or self._manifest.source.query is None:
             return  # without a query a read selects every row of the table within the bounds
         sink = self._target()
@@ -121,8 +122,10 @@ class PreArmChecks:
             if held == 0:
                 continue
             selected = source.count(bounds)
+            if selected == held:
+                continue  # the same rows, as far as counts can tell
             kept = count_table(bounds) if callable(count_table) else None
-            if selected + held <= kept if kept is not None else selected < held:
+            if kept is not None and selected + held == kept:
                 lost.append((overlap.partition, held))
         if not lost:
             return

@@ -14,6 +14,9 @@ import json
 import sqlite3
 from pathlib import Path
 
+from airflow_provider_dpone.adapters.sources.partition_planning import day_partitions
+from airflow_provider_dpone.adapters.sources.sqlite_source import SqliteSource
+from airflow_provider_dpone.contracts.manifest import SourceSpec
 from tests.integration.route_rig import chdb_query, dpone
 
 START = dt.datetime(2026, 3, 6)
@@ -110,25 +113,26 @@ def test_a_later_window_selecting_more_rows_of_the_shared_day_stops_too(tmp_path
     assert _target(tmp_path) == loaded
 
 
-def test_a_computed_partition_column_is_checked_by_the_counts(tmp_path: Path) -> None:
-    """Red before: SQLite read the table's missing "day" column as a text literal, counted 0 rows in the
-    table, and the check passed: three windows left 9 of 23 rows, exit 0."""
+def test_a_computed_partition_column_is_not_counted_in_the_table(tmp_path: Path) -> None:
+    """SQLite reads a double-quoted name its table lacks as a text literal: counted, the table's "day" (the
+    query's ``date(ts) AS day``) held 0 rows. It is unknown instead, and the run decides nothing from it."""
+
     _source(tmp_path)
-    first = _window(tmp_path, "2026-03-05 18:30:00", "2026-03-06 18:30:00")
-    computed = [
-        (path, path.read_text(encoding="utf-8").replace("SELECT *", "SELECT id, date(ts) AS day, ts, v"))
-        for path in [first, _window(tmp_path, "2026-03-06 18:30:00", "2026-03-07 18:30:00")]
-    ]
-    for path, text in computed:
-        path.write_text(
-            text.replace("column: ts", "column: day").replace("[ts, id]", "[day, id]"), encoding="utf-8"
+    spec = SourceSpec.model_validate_json(
+        json.dumps(
+            {
+                "type": "sqlite",
+                "connection": "src",
+                "table": "ev",
+                "query": "SELECT id, date(ts) AS day, ts, v FROM ev",
+                "partitioning": {"kind": "day", "column": "day"},
+            }
         )
-    assert dpone("run", str(computed[0][0])).exit_code == 0
-
-    second = dpone("run", "--json", str(computed[1][0]))
-
-    assert second.exit_code == 3, second.output
-    assert json.loads(second.output)["details"]["problem"] == "replaced_rows_not_selected_again"
+    )
+    source = SqliteSource(str(tmp_path / "source.sqlite"), spec)
+    (day,) = day_partitions("day", [dt.date(2026, 3, 6)])
+    assert source.count(day) == 8
+    assert source.count_table(day) is None
 
 
 def test_a_row_leaving_another_filter_of_whole_day_windows_just_leaves(tmp_path: Path) -> None:
@@ -163,11 +167,32 @@ def test_a_row_leaving_another_filter_of_whole_day_windows_just_leaves(tmp_path:
 
 def test_a_filter_switched_to_other_rows_of_the_same_days_replaces_them_once_allowed(tmp_path: Path) -> None:
     _source(tmp_path)
-    assert dpone("run", str(_window(tmp_path, "2026-03-06 00:00:00", "2026-03-06 12:00:00"))).exit_code == 0
-    switched = _window(tmp_path, "2026-03-06 12:00:00", "2026-03-07 00:00:00")
+    assert dpone("run", str(_window(tmp_path, "2026-03-06 00:00:00", "2026-03-06 09:00:00"))).exit_code == 0
+    switched = _window(tmp_path, "2026-03-06 09:00:00", "2026-03-07 00:00:00")
     assert dpone("run", str(switched)).exit_code == 3
 
     allowed = dpone("run", "--allow-nonempty-target", str(switched))
 
     assert allowed.exit_code == 0, allowed.output
-    assert _target(tmp_path) == _expected("2026-03-06 12:00:00", "2026-03-07 00:00:00")
+    assert _target(tmp_path) == _expected("2026-03-06 09:00:00", "2026-03-07 00:00:00")
+
+
+def test_whole_day_windows_with_a_selective_filter_replace_the_same_rows_without_a_stop(
+    tmp_path: Path,
+) -> None:
+    """Both queries select the same third of each shared day (a region): held and selected are equal, and
+    the lookback re-runs the day, every run, exit 0 (before the narrow rule, each run after the first
+    stopped)."""
+    _source(tmp_path)
+    for low, high in [
+        ("2026-03-06", "2026-03-08"),
+        ("2026-03-07", "2026-03-09"),
+        ("2026-03-08", "2026-03-10"),
+    ]:
+        manifest = _window(tmp_path, low, high)
+        manifest.write_text(
+            manifest.read_text(encoding="utf-8").replace(f"'{high}'", f"'{high}' AND v % 3 = 0")
+        )
+        result = dpone("run", str(manifest))
+        assert result.exit_code == 0, result.output
+    assert _target(tmp_path) == [r for r in _expected("2026-03-06", "2026-03-10") if r[2] % 3 == 0]

@@ -64,14 +64,18 @@ def test_a_commit_under_an_attempt_resolved_not_applied_still_stands() -> None:
 
     assert _standing([commit, armed, resolved]) == commit
     assert _standing([commit, armed, unknown, resolved, failed]) == commit
-    forced = _attempt(
+    unknown_share = _attempt(
         commit,
         GuardPhase.FAILED_BEFORE_TARGET,
         resolution={"as": "not-applied", "forced": True, "other_routes_rows": None},
     )
-    assert (
-        _standing([commit, armed, forced]) == commit
-    )  # forced over its own earlier commit, as the runbook says
+    own_rows = _attempt(
+        commit,
+        GuardPhase.FAILED_BEFORE_TARGET,
+        resolution={"as": "not-applied", "forced": True, "other_routes_rows": 0},
+    )
+    assert _standing([commit, armed, own_rows]) == commit  # forced over its own commit, as the runbook says
+    assert _standing([commit, armed, unknown_share]) == unknown_share  # other routes' share unknown
 
 
 def test_an_armed_attempt_or_an_operators_resolution_between_leaves_the_latest_record_to_decide() -> None:
