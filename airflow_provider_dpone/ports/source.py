@@ -80,16 +80,6 @@ class NullCountingSource(Source, Protocol):
         of ``columns`` (refused by name when one is not a column of the read)."""
 
 
-class TableCountingSource(Source, Protocol):
-    """A source that can count, read-only, the rows of ``source.table`` itself, whatever ``source.query``
-    selects of it."""
-
-    def count_table(self, bounds: PartitionBounds) -> int | None:
-        """Rows of the table within ``bounds`` by the partition column (None: no ``source.query``, so
-        ``count`` is the same; or the table cannot be counted so, the query computing or renaming the
-        column)."""
-
-
 class ListSpellingSource(Source, Protocol):
     """A source that can tell, read-only, whether a listed text value selects rows stored otherwise."""
 

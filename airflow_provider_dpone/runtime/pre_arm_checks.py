@@ -91,71 +91,6 @@ class PreArmChecks:
         self._notice = notice
         self._source = source
 
-    def _require_replaced_rows_selected_again(
-        self, family: RouteFamily, overlaps: Sequence[IdentityOverlap]
-    ) -> None:
-        """A replacing partition that overlaps rows committed under another definition stops before arming
-        where the rows the target holds there (an earlier query's) and the rows this query selects there, in
-        different numbers, add up to exactly the rows the source table holds there: the two queries split the
-        partition between them, and replacing it deletes the earlier part, which the source keeps and no later
-        run of this query selects again.
-
-        Seen: a DAG whose ``source.query`` selects its data interval, in a zone other than UTC, on day
-        partitions: each run's window covers parts of two days, and each run replaced a whole day with its
-        part, deleting what the previous run loaded there: 9 of 23 rows after three green runs, with a note
-        each time. A count check, and deliberately a narrow one: counts cannot tell a row a window leaves out
-        from a row another filter leaves out (a soft delete, a region), so it stops only on the exact split,
-        never on queries that select the same rows (held and selected equal), and says nothing where the
-        source changed within the earlier part meanwhile or the windows overlap: those runs replace the
-        partition as before, with the note. Where the table cannot be counted by the partition column (the
-        query computes it), nothing is decided here."""
-        if self._allow_nonempty_target or self._source is None or self._manifest.source.query is None:
-            return  # without a query a read selects every row of the table within the bounds
-        sink = self._target()
-        others = self._other_sources(family)
-        source = self._source()
-        count_table = getattr(source, "count_table", None)
-        lost: list[tuple[PlannedPartition, int]] = []
-        for overlap in overlaps:
-            bounds = overlap.partition.bounds
-            held = self.own_rows(sink, bounds, others)
-            if held == 0:
-                continue
-            selected = source.count(bounds)
-            if selected == held:
-                continue  # the same rows, as far as counts can tell
-            kept = count_table(bounds) if callable(count_table) else None
-            if kept is not None and selected + held == kept:
-                lost.append((overlap.partition, held))
-        if not lost:
-            return
-        table = self._manifest.sink.table
-        rows = sum(n for _, n in lost)
-        labels = some_labels([p for p, _ in lost])
-        raise DponeError(
-            ErrorCode.TARGET_NOT_EMPTY,
-            f"route {self._route.describe()} would replace {rows} row(s) of {table} in {len(lost)} partition(s) "
-            f"({labels}) that an earlier definition of its source.query loaded, and this one selects other rows "
-            "there while the source table keeps those: replace_partition replaces whole partitions, so a query "
-            "selecting part of one (a window that does not line up with the partitioning) deletes the rest",
-            details={
-                "route": self._route.describe(),
-                "target_table": table,
-                "problem": "replaced_rows_not_selected_again",
-                "partitions": [p.bounds.label for p, _ in lost[:20]],
-                "rows": rows,
-            },
-            hint_lines=(
-                "nothing was written to the target or the checkpoint store",
-                "a query templated per run (an Airflow data interval) must select whole partitions: line its "
-                "window up with the partitioning in UTC (whole UTC days for kind: day), or select a window of "
-                "days and let the lookback re-run them",
-                "if the query was changed on purpose and those rows should go (a filter switched to other rows): "
-                f"dpone run {self._manifest_ref} --allow-nonempty-target replaces them in this run",
-                "see `dpone runbook guard`, 'A query that selects part of a partition'",
-            ),
-        )
-
     def append_overlaps(
         self, family: RouteFamily, decisions: Sequence[ResumeDecision]
     ) -> list[IdentityOverlap]:
@@ -381,8 +316,6 @@ class PreArmChecks:
         overlaps = find_overlaps(active, other_identity_committed(family, planned, self._naming))
         if not overlaps:
             return
-        if self._route.strategy is Strategy.REPLACE_PARTITION:
-            self._require_replaced_rows_selected_again(family, overlaps)
         self._notice(
             f"the {changed_summary(overlaps)} of route {self._route.describe()} changed: {len(overlaps)} "
             f"partition(s) overlap partitions committed under the old definition; "

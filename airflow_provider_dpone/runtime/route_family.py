@@ -286,22 +286,15 @@ def _never_reached_target(checkpoint: PartitionCheckpoint) -> bool:
 
 
 def _resolved_not_applied(checkpoint: PartitionCheckpoint) -> bool:
-    """An operator's ``guard resolve --as not-applied`` where no other route's rows were counted within the
-    bounds, or ``--force``d where none were there for certain: a replacing route owns the bounds it plans, and
-    the runbook forces it over the route's own earlier commit too (seen: a day kept for good after the source
-    deleted it, exit 0, no word). Rows of another route's commit there (a fan-in) are never taken for this
-    route's."""
+    """An operator's ``guard resolve --as not-applied``, ``--force``d or not, where the resolution counted no
+    other route's rows within the bounds for certain: a replacing route owns the bounds it plans, and the
+    runbook forces it over the route's own earlier commit too (seen: a day kept for good after the source
+    deleted it, exit 0, no word). Rows of another route's commit there (a fan-in), or a share that could not
+    be told (another partitioning), are never taken for this route's."""
     resolution = checkpoint.diagnostics.get("resolution")
     if not isinstance(resolution, dict) or checkpoint.status is not CheckpointStatus.FAILED:
         return False
-    if resolution.get("as") != "not-applied":
-        return False
-    theirs = resolution.get("other_routes_rows")
-    if resolution.get("forced") is True:
-        return (
-            theirs == 0
-        )  # forced where other routes' share was unknown (another partitioning): theirs, maybe
-    return not (isinstance(theirs, int) and theirs > 0)
+    return resolution.get("as") == "not-applied" and resolution.get("other_routes_rows") == 0
 
 
 def _commit_below(history: Sequence[PartitionCheckpoint]) -> PartitionCheckpoint | None:

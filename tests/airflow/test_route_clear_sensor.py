@@ -265,6 +265,10 @@ def test_a_store_path_holding_something_unreadable_is_not_taken_for_a_new_store(
     manifest, state = _new_route(tmp_path, monkeypatch, 30, 1)
     hook = DponeCheckpointStoreHook(checkpoints_conn_id="sensor_state")
 
+    state.symlink_to(tmp_path / "elsewhere.sqlite")  # a link to nothing: nothing there, and nothing made
+    assert hook.route_status(manifest).store_missing
+    assert not (tmp_path / "elsewhere.sqlite").exists()
+    state.unlink()
     state.write_bytes(b"")  # an empty file: nothing has run against it
     assert hook.route_status(manifest).store_missing
     state.unlink()

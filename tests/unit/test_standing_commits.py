@@ -58,7 +58,9 @@ def test_a_commit_under_an_attempt_resolved_not_applied_still_stands() -> None:
     armed = _attempt(commit, GuardPhase.ARMED)
     unknown = _attempt(commit, GuardPhase.TARGET_OUTCOME_UNKNOWN)
     resolved = _attempt(
-        commit, GuardPhase.FAILED_BEFORE_TARGET, resolution={"as": "not-applied", "forced": False}
+        commit,
+        GuardPhase.FAILED_BEFORE_TARGET,
+        resolution={"as": "not-applied", "forced": False, "other_routes_rows": 0},
     )
     failed = _attempt(commit, GuardPhase.FAILED_BEFORE_TARGET)
 

@@ -90,16 +90,16 @@ def _require_server(endpoint: EndpointDescriptor, url: URL) -> None:
 
 def checkpoint_store_absent(endpoint: EndpointDescriptor, base_dir: Path | None = None) -> bool:
     """Whether nothing at all is there yet: no SQLite file (nor anything else) at the path, no checkpoint
-    table in any schema of the PostgreSQL database. A store this role cannot see (a schema without
-    ``USAGE``, off its ``search_path``) or a folder at the path is not absent: reading it fails and says so,
+    table in any schema of the PostgreSQL database (a link to nothing is nothing). A store this role cannot see
+    (a schema without ``USAGE``, off its ``search_path``) or a folder at the path is not absent: reading it fails and says so,
     where calling it "nothing has run yet" let a blocked route through (``RouteClearSensor``)."""
     url = store_url_for(endpoint, base_dir)
     if url.get_backend_name() == "sqlite":
         database = url.database or ""
-        if database == ":memory:" or not os.path.lexists(database):
+        if database == ":memory:" or not os.path.exists(database):  # a link to nothing: the run creates it
             return database != ":memory:"
         if not Path(database).is_file():
-            return False  # a folder, or a link to nothing: opening it fails and says so
+            return False  # a folder: opening it fails and says so
         try:
             _require_sqlite(endpoint, url)
         except DponeError as missing:  # an empty file (an earlier release's sensor left one): no table yet

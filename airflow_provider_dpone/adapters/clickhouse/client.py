@@ -32,7 +32,7 @@ import sys
 import threading
 import time
 from collections.abc import Mapping
-from datetime import datetime, timedelta, tzinfo
+from datetime import timezone, tzinfo
 from typing import Any
 
 import clickhouse_connect
@@ -209,7 +209,9 @@ def _load_chdb_in_utc() -> None:
     value (``toYYYYMMDD(at)`` of a zoneless ``DateTime``) is computed in the zone of the process that
     inserted it, while a count prunes parts in the zone of the process that counts. Seen: a day loaded under
     ``TZ=Asia/Kolkata`` counted 0 rows under ``TZ=America/New_York``; adoption left it to run and it was
-    appended twice (4 target rows for 3), exit 0. Pinned, every process counts what every other inserted."""
+    appended twice (4 target rows for 3), exit 0. Pinned, every process counts what every other inserted.
+    The process's ``TZ`` reads UTC while chDB imports (once per process, under a lock against other loaders):
+    another thread reading the environment in that moment sees UTC."""
     with _CHDB_LOADING:  # a second thread would take the first one's UTC for the process's own zone
         if "chdb" in sys.modules:
             return
@@ -225,9 +227,15 @@ def _load_chdb_in_utc() -> None:
             time.tzset()
 
 
+#: zone names that are UTC at every instant (an offset of zero today is not enough: a zone's past differs)
+_UTC_NAMES = frozenset({"UTC", "Etc/UTC", "UCT", "Etc/UCT", "Universal", "Etc/Universal", "Zulu", "Etc/Zulu"})
+
+
 def _in_utc(zone: tzinfo) -> bool:
-    """Whether ``zone`` is UTC all year (a winter and a summer instant)."""
-    return all(zone.utcoffset(datetime(2026, month, 1)) == timedelta(0) for month in (1, 7))
+    """Whether ``zone`` is UTC at every instant: the fixed zero offset, or a zone named so."""
+    if zone is timezone.utc:
+        return True
+    return str(getattr(zone, "key", zone)) in _UTC_NAMES
 
 
 def _require_utc_engine(endpoint: EndpointDescriptor, client: Client) -> None:

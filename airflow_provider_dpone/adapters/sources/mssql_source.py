@@ -349,16 +349,6 @@ class MssqlSource:
         rows = self._fetch_all(statement, what=f"the row count of partition {bounds.label}")
         return int(rows[0][0])
 
-    def count_table(self, bounds: PartitionBounds) -> int | None:
-        """Rows of ``source.table`` itself within ``bounds`` (``TableCountingSource``)."""
-        if self._spec.query is None:
-            return None
-        try:
-            statement = tsql.count_rows(tsql.source_sql(self._table, None), bounds)
-            return int(self._fetch_all(statement, what=f"the table's row count of {bounds.label}")[0][0])
-        except (tsql.SqlBuildError, DponeError):
-            return None  # the query computes or renames the partition column: unknown
-
     def count_partitions(self, bounds: Sequence[PartitionBounds]) -> list[int]:
         """Rows now within each of ``bounds``, in order: one grouped query (see ``partition_counts``)."""
         self.describe()

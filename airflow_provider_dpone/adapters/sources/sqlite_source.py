@@ -563,24 +563,6 @@ class SqliteSource:
         statement = self._statement(lambda: lite.count_rows(self._source_sql, bounds), bounds)
         return int(self._fetch_all(statement, what=f"the row count of partition {bounds.label}")[0][0])
 
-    def count_table(self, bounds: PartitionBounds) -> int | None:
-        """Rows of ``source.table`` itself within ``bounds`` (``TableCountingSource``)."""
-        column = self._spec.partitioning.column
-        if self._spec.query is None or column is None:
-            return None
-        try:
-            names = {
-                str(row[0]).casefold()
-                for row in self._fetch_all(lite.table_info(self._table), what="the column list")
-            }
-            if column.casefold() not in names:
-                # the query computes or renames it; counted anyway, SQLite would read "column" as a text literal
-                return None
-            statement = lite.count_rows(self._table.sql(), bounds)
-            return int(self._fetch_all(statement, what=f"the table's row count of {bounds.label}")[0][0])
-        except (lite.SqlBuildError, DponeError):
-            return None  # the table cannot be counted by the partition column: unknown
-
     def count_partitions(self, bounds: Sequence[PartitionBounds]) -> list[int]:
         """Rows now within each of ``bounds``, in order: one grouped query (see ``partition_counts``)."""
         self.describe()
