@@ -67,10 +67,11 @@ def test_a_quality_check_that_failed_after_its_commit_fails_the_task_without_a_r
     monkeypatch: pytest.MonkeyPatch, final: bool
 ) -> None:
     """Red before: the retry found every partition committed, measured nothing and turned the task green."""
-    from airflow.sdk.exceptions import AirflowFailException
-
     from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
-    from airflow_provider_dpone.operators.native_transfer import DponeTaskFailed
+    from airflow_provider_dpone.operators.native_transfer import (  # the Airflow version's own class
+        AirflowFailException,
+        DponeTaskFailed,
+    )
 
     def failing(self: NativeTransferOperator, context: object, run_id: str) -> None:
         raise DponeError(ErrorCode.QUALITY_CHECK_FAILED, "1 required quality check(s) failed", final=final)

@@ -213,7 +213,7 @@ def _load_chdb_in_utc() -> None:
     The process's ``TZ`` reads UTC while chDB imports (once per process, under a lock against other loaders):
     another thread reading the environment in that moment sees UTC."""
     with _CHDB_LOADING:  # a second thread would take the first one's UTC for the process's own zone
-        if "chdb" in sys.modules:
+        if sys.modules.get("chdb") is not None:  # loaded (None: an import that failed, or was blocked)
             return
         own = os.environ.get("TZ")
         os.environ["TZ"] = "UTC"
