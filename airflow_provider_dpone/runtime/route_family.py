@@ -299,21 +299,29 @@ def _resolved_not_applied(checkpoint: PartitionCheckpoint) -> bool:
 
 def _commit_below(history: Sequence[PartitionCheckpoint]) -> PartitionCheckpoint | None:
     """The newest COMMITTED record under nothing but attempts that never reached the target and attempts an
-    operator resolved ``not-applied`` (None: anything else lies between, and the latest record decides)."""
-    resolved = False
+    operator resolved ``not-applied`` while the target held exactly the commit's rows there (None: anything
+    else lies between, and the latest record decides).
+
+    A resolution over a partly rewritten partition (a worker killed mid-insert: 260,000 of a committed
+    300,000 rows) does not let the commit stand: taken for it, the day was kept as a whole commit "rolled
+    out of a windowed source" once the source dropped it, 40,000 rows short for good."""
+    held: list[object] = []  # what the target held within the bounds at each resolution passed
     for checkpoint in reversed(history):
         if _never_reached_target(checkpoint):
             continue
         if _resolved_not_applied(checkpoint):
-            resolved = True  # the attempt it speaks of lies below
-            continue
+            resolution = checkpoint.diagnostics["resolution"]
+            held.append(resolution.get("target_rows") if isinstance(resolution, dict) else None)
+            continue  # the attempt it speaks of lies below
         try:
             guard = read_guard(checkpoint)
         except GuardInvalid:
             return None
-        if resolved and guard is not None and guard.phase in _IN_THE_TARGET:
+        if held and guard is not None and guard.phase in _IN_THE_TARGET:
             continue
         if checkpoint.status is not CheckpointStatus.COMMITTED:
             return None
-        return checkpoint if guard is None or guard.phase is GuardPhase.CHECKPOINT_COMMITTED else None
+        if guard is not None and guard.phase is not GuardPhase.CHECKPOINT_COMMITTED:
+            return None
+        return checkpoint if all(rows == checkpoint.rows for rows in held) else None
     return None

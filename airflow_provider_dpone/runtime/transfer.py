@@ -599,6 +599,7 @@ class TransferEngine:
                     self._route, canonical, planned, query_hash, schema_hash, partitioning
                 ),
             )
+            self._say_partly_rewritten_kept(family, canonical, planned, query_hash, schema_hash)
         matched = latest_by_partition(family, [*planned, *gone, *vanished], self._ports.naming)
         decisions = plan_resume(
             planned,
@@ -728,6 +729,42 @@ class TransferEngine:
                 f"if their rows moved to a newer partition instead (an UPDATE of {column}), the target holds "
                 "those rows twice: delete these partitions in the target by hand "
                 "(`dpone checkpoints MANIFEST --verify` shows them drifted)"
+            )
+
+    def _say_partly_rewritten_kept(
+        self,
+        family: RouteFamily,
+        canonical: Sequence[PartitionCheckpoint],
+        planned: Sequence[PlannedPartition],
+        query_hash: str,
+        schema_hash: str,
+    ) -> None:
+        """Partitions the source no longer plans whose last attempt an operator resolved ``not-applied`` over
+        rows it had partly rewritten (no commit stands there: ``route_family.with_standing_commits``): the
+        re-run that answer relies on never comes, so where the target holds rows of them the run says so.
+        Seen: a worker killed mid-insert left 260,000 of a day's 300,000 rows, resolved not-applied; the
+        source's retention then dropped the day, and it stayed 40,000 rows short, exit 0, no word."""
+        planned_ids = {p.partition_id for p in planned}
+        left = [
+            PlannedPartition(
+                partition_id=c.partition_id, bounds=c.bounds, query_hash=query_hash, schema_hash=schema_hash
+            )
+            for c in canonical
+            if c.partition_id not in planned_ids
+            and c.status is CheckpointStatus.FAILED
+            and c.query_hash == query_hash
+            and c.schema_hash == schema_hash
+            and isinstance(resolution := c.diagnostics.get("resolution"), dict)
+            and resolution.get("as") == "not-applied"
+        ]
+        held = self._held_in_target(family, left[:_MAX_UNITS_COUNTED])
+        if held:
+            self._notice(
+                f"route {self._route.describe()}: {len(held)} partition(s) the source no longer holds "
+                f"({some_labels(held)}) were resolved not-applied after an attempt that reached the target, and "
+                f"{self._manifest.sink.table} still holds rows there that no commit recorded (a partly rewritten "
+                "partition): no run replaces them any more; compare them with a backup and restore or delete "
+                "them by hand (`dpone guard inspect` and the runbook's 'Resolve')"
             )
 
     def _say_newer_days_of_other_queries_kept(

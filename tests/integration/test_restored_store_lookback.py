@@ -21,8 +21,10 @@ import sqlalchemy as sa
 
 from airflow_provider_dpone.manifests.loader import load_manifest
 from tests.integration.route_rig import (
+    TARGET,
     add_a_new_day,
     append_armed,
+    chdb_command,
     dpone,
     latest_of,
     manifest_at,
@@ -316,3 +318,32 @@ def test_a_day_resolved_not_applied_after_a_crash_and_then_deleted_in_the_source
 
     assert emptied.exit_code == 0, emptied.output
     assert target_rows(base) == source_rows(base)
+
+
+def test_a_partly_rewritten_day_the_source_then_dropped_is_named_not_kept_as_a_whole_commit(
+    base: Path, store_url: str
+) -> None:
+    """A worker killed mid-insert left part of the oldest day's rows; on-call resolved it not-applied (a re-run
+    replaces it); then the source's retention dropped that day. Red before: the run kept it as a whole commit
+    "rolled out of a windowed source", rows short for good; now no commit stands there, and the run says the
+    day is partly rewritten and no run will replace it."""
+    manifest = _lookback_route(base)
+    assert dpone("run", str(manifest)).exit_code == 0
+    oldest = min(latest_of(store_url, load_manifest(manifest).route), key=lambda c: c.bounds.lower or "")
+    append_armed(store_url, [oldest])  # killed inside the target call ...
+    chdb_command(  # ... after the delete of the day and part of its insert
+        base,
+        f"ALTER TABLE {TARGET} DELETE WHERE order_date = '{oldest.bounds.lower}' AND id % 2 = 0 "
+        "SETTINGS mutations_sync = 2",
+    )
+    resolved = dpone(
+        "guard", "resolve", str(manifest), "--all-blocked", "--as", "not-applied", "--reason", "killed"
+    )
+    assert resolved.exit_code == 0, resolved.output
+    _deleted(base, str(oldest.bounds.lower))
+
+    kept = dpone("run", str(manifest))
+
+    assert kept.exit_code == 0, kept.output
+    assert "partly rewritten" in kept.output and str(oldest.bounds.label) in kept.output
+    assert "rolled out" not in kept.output

@@ -60,11 +60,17 @@ def test_a_commit_under_an_attempt_resolved_not_applied_still_stands() -> None:
     resolved = _attempt(
         commit,
         GuardPhase.FAILED_BEFORE_TARGET,
-        resolution={"as": "not-applied", "forced": False, "other_routes_rows": 0},
+        resolution={"as": "not-applied", "forced": False, "other_routes_rows": 0, "target_rows": 3},
     )
     failed = _attempt(commit, GuardPhase.FAILED_BEFORE_TARGET)
 
     assert _standing([commit, armed, resolved]) == commit
+    partly = _attempt(
+        commit,
+        GuardPhase.FAILED_BEFORE_TARGET,
+        resolution={"as": "not-applied", "forced": False, "other_routes_rows": 0, "target_rows": 2},
+    )
+    assert _standing([commit, armed, partly]) == partly  # the target held 2 of the commit's 3 rows: rewritten
     assert _standing([commit, armed, unknown, resolved, failed]) == commit
     unknown_share = _attempt(
         commit,
@@ -74,7 +80,7 @@ def test_a_commit_under_an_attempt_resolved_not_applied_still_stands() -> None:
     own_rows = _attempt(
         commit,
         GuardPhase.FAILED_BEFORE_TARGET,
-        resolution={"as": "not-applied", "forced": True, "other_routes_rows": 0},
+        resolution={"as": "not-applied", "forced": True, "other_routes_rows": 0, "target_rows": 3},
     )
     assert _standing([commit, armed, own_rows]) == commit  # forced over its own commit, as the runbook says
     assert _standing([commit, armed, unknown_share]) == unknown_share  # other routes' share unknown
