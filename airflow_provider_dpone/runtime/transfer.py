@@ -123,6 +123,7 @@ from airflow_provider_dpone.runtime.source_binding import (
 from airflow_provider_dpone.runtime.superseded import rerun_superseded
 from airflow_provider_dpone.runtime.target_binding import same_target
 from airflow_provider_dpone.runtime.vanished import (
+    as_planned,
     bounds_order,
     rolled_out_within_reach,
     units_of_other_definitions,
@@ -746,9 +747,7 @@ class TransferEngine:
         source's retention then dropped the day, and it stayed 40,000 rows short, exit 0, no word."""
         planned_ids = {p.partition_id for p in planned}
         left = [
-            PlannedPartition(
-                partition_id=c.partition_id, bounds=c.bounds, query_hash=query_hash, schema_hash=schema_hash
-            )
+            as_planned(c)
             for c in canonical
             if c.partition_id not in planned_ids
             and c.status is CheckpointStatus.FAILED

@@ -51,7 +51,7 @@ def vanished_committed(
         return []
     oldest = min(bounds_order(p.bounds) for p in planned)
     return [
-        _as_planned(checkpoint)
+        as_planned(checkpoint)
         for checkpoint in _unplanned_commits(
             route, checkpoints, planned, query_hash, schema_hash, partitioning
         )
@@ -90,10 +90,10 @@ def rolled_out_within_reach(
         key=lambda checkpoint: bounds_order(checkpoint.bounds),
         reverse=True,
     )
-    return [_as_planned(checkpoint) for checkpoint in older[:room] if checkpoint.rows]
+    return [as_planned(checkpoint) for checkpoint in older[:room] if checkpoint.rows]
 
 
-def _as_planned(checkpoint: PartitionCheckpoint) -> PlannedPartition:
+def as_planned(checkpoint: PartitionCheckpoint) -> PlannedPartition:
     """A committed partition of the current definition as one to plan again (its hashes are the route's)."""
     return PlannedPartition(
         partition_id=checkpoint.partition_id,

@@ -20,7 +20,7 @@ import pytest
 from clickhouse_connect.driver.client import Client
 
 from airflow_provider_dpone.adapters.clickhouse.client import open_client
-from airflow_provider_dpone.contracts.endpoints import ClickHouseInterface, EndpointDescriptor, EndpointKind
+from tests.builders import chdb_endpoint
 
 STAMPS = [
     "2026-03-08 02:30:00",  # does not exist in New York (DST gap)
@@ -77,14 +77,7 @@ def _run(manifest: Path, zone: str, *extra: str) -> subprocess.CompletedProcess[
 
 
 def _client(base: Path) -> Client:
-    return open_client(
-        EndpointDescriptor(
-            name="t",
-            kind=EndpointKind.CLICKHOUSE,
-            interface=ClickHouseInterface.CHDB,
-            path=str(base / "clickhouse"),
-        )
-    )
+    return open_client(chdb_endpoint(base / "clickhouse"))
 
 
 def _target(base: Path) -> list[tuple[int, int]]:
