@@ -16,8 +16,9 @@ from airflow_provider_dpone.contracts.checkpoint import PartitionCheckpoint
 from airflow_provider_dpone.contracts.chunk import ColumnChunk
 from airflow_provider_dpone.contracts.guard import GUARD_KEY
 from airflow_provider_dpone.contracts.manifest import Manifest
-from airflow_provider_dpone.contracts.partition import BoundsKind, PartitionBounds, canonical_json, sha256_tag
+from airflow_provider_dpone.contracts.partition import BoundsKind, PartitionBounds, sha256_tag
 from airflow_provider_dpone.contracts.permit import TargetPermit
+from airflow_provider_dpone.contracts.read_definition import ReadDefinition
 from airflow_provider_dpone.contracts.route import RouteIdentity
 from airflow_provider_dpone.contracts.schema import ColumnSpec, TableSchema
 from airflow_provider_dpone.ports.artifacts import ArtifactStore
@@ -47,9 +48,20 @@ class InMemoryCheckpointStore:
 
     def __init__(self) -> None:
         self.rows: list[PartitionCheckpoint] = []
+        #: (route key, query hash) -> the definition kept (``record_definition``)
+        self.definitions: dict[tuple[str, str], ReadDefinition] = {}
 
     def ensure_schema(self) -> None:
         return None
+
+    def record_definition(self, route: RouteIdentity, definition: ReadDefinition) -> None:
+        self.definitions.setdefault((route.key(), definition.query_hash()), definition)
+
+    def read_definitions(
+        self, route: RouteIdentity, query_hashes: Sequence[str]
+    ) -> dict[str, ReadDefinition]:
+        kept = ((h, self.definitions.get((route.key(), h))) for h in query_hashes)
+        return {h: d for h, d in kept if d is not None}
 
     def write_batch(self, checkpoints: Sequence[PartitionCheckpoint]) -> None:
         for checkpoint in checkpoints:
@@ -137,6 +149,14 @@ class FaultyStore:
     def history(self, route: RouteIdentity, partition_id: str) -> list[PartitionCheckpoint]:
         return self.inner.history(route, partition_id)
 
+    def record_definition(self, route: RouteIdentity, definition: ReadDefinition) -> None:
+        self.inner.record_definition(route, definition)
+
+    def read_definitions(
+        self, route: RouteIdentity, query_hashes: Sequence[str]
+    ) -> dict[str, ReadDefinition]:
+        return self.inner.read_definitions(route, query_hashes)
+
     def close(self) -> None:
         self.inner.close()
 
@@ -195,7 +215,14 @@ class MemorySource:
         )
 
     def query_hash(self) -> str:
-        return sha256_tag(canonical_json({"table": "dbo.orders", "version": self.query_version}))
+        return self.read_definition().query_hash()
+
+    def read_definition(self) -> ReadDefinition:
+        return ReadDefinition(
+            source_type="memory",
+            table="dbo.orders",
+            query=f"SELECT * FROM dbo.orders -- {self.query_version}",
+        )
 
     def plan_partitions(self) -> list[PartitionBounds]:
         days = sorted({r[1] for r in self.rows})
@@ -381,6 +408,7 @@ def transfer_engine(
     manifest: dict[str, object] | None = None,
     manifest_ref: str = "m.yaml",
     lease: LeaseHold | None = None,
+    allow_nonempty_target: bool = False,
     **manifest_kwargs: Any,
 ) -> TransferEngine:
     """The one way unit tests build a ``TransferEngine`` over these doubles, so a change to the engine's
@@ -404,7 +432,12 @@ def transfer_engine(
         artifacts=artifacts,
         lease=lease,
     )
-    return TransferEngine(Manifest.model_validate_json(json.dumps(data)), ports, manifest_ref=manifest_ref)
+    return TransferEngine(
+        Manifest.model_validate_json(json.dumps(data)),
+        ports,
+        manifest_ref=manifest_ref,
+        allow_nonempty_target=allow_nonempty_target,
+    )
 
 
 def _returning(sink: Sink | None) -> Callable[[], Sink]:

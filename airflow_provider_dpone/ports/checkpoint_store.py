@@ -6,12 +6,13 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from airflow_provider_dpone.contracts.checkpoint import PartitionCheckpoint
+from airflow_provider_dpone.contracts.read_definition import ReadDefinition
 from airflow_provider_dpone.contracts.route import RouteIdentity
 
 
 class CheckpointStore(Protocol):
     def ensure_schema(self) -> None:
-        """Create the checkpoint table and indexes if missing (idempotent)."""
+        """Create the store's tables and indexes if missing (idempotent)."""
 
     def write_batch(self, checkpoints: Sequence[PartitionCheckpoint]) -> None:
         """Append each checkpoint in order, one row at a time. A failure may leave a prefix written."""
@@ -31,6 +32,16 @@ class CheckpointStore(Protocol):
 
     def history(self, route: RouteIdentity, partition_id: str) -> list[PartitionCheckpoint]:
         """Every checkpoint ever written for one partition, oldest first (audit)."""
+
+    def record_definition(self, route: RouteIdentity, definition: ReadDefinition) -> None:
+        """Keep ``definition`` under (route, its query hash) unless one is kept there already: one insert
+        that does nothing when the key is taken. A failure raises ``checkpoint_store_failed``."""
+
+    def read_definitions(
+        self, route: RouteIdentity, query_hashes: Sequence[str]
+    ) -> dict[str, ReadDefinition]:
+        """The definitions kept for ``route`` among ``query_hashes``, by hash; a stored row that is no valid
+        definition, or that does not hash to its key, is left out (as if never kept)."""
 
     def close(self) -> None: ...
 

@@ -8,6 +8,7 @@ from typing import Protocol, TypedDict
 
 from airflow_provider_dpone.contracts.chunk import ColumnChunk
 from airflow_provider_dpone.contracts.partition import PartitionBounds
+from airflow_provider_dpone.contracts.read_definition import NotCompared, ReadDefinition
 from airflow_provider_dpone.contracts.schema import TableSchema
 
 
@@ -18,6 +19,9 @@ class Source(Protocol):
 
     def query_hash(self) -> str:
         """``sha256:`` over the normalized read definition (table, query, columns) — not the bounds."""
+
+    def read_definition(self) -> ReadDefinition:
+        """The read definition :meth:`query_hash` is the digest of (``ReadDefinition.query_hash``)."""
 
     def plan_partitions(self) -> list[PartitionBounds]:
         """Bounds of every partition the configured partitioning yields, in a stable order."""
@@ -121,3 +125,27 @@ class ProvingSource(AuditingSource, Protocol):
         :class:`ValuesUnproven` from the first chunk they cannot prove (``False``: the audit must run
         first). For a path that reads every partition before arming (``file_artifact``'s export,
         ``staged``'s staging insert): those reads are then the audit, and the source is read once."""
+
+
+class DefinitionsNotComparable(Exception):
+    """A comparison of two definitions' reads (``DefinitionComparingSource``) cannot be made: ``reason`` is
+    a fixed phrase; the driver's error, if any, is chained but never shown."""
+
+    def __init__(self, reason: NotCompared) -> None:
+        super().__init__(reason.value)
+        self.reason = reason
+
+
+class DefinitionComparingSource(Source, Protocol):
+    """A source that can tell, read-only, which rows an earlier read definition of its route returns that its
+    own read does not (a ``replace_partition`` run would delete them and not load them again)."""
+
+    def rows_left_out(
+        self, earlier: ReadDefinition, regions: Sequence[Sequence[PartitionBounds]]
+    ) -> list[int]:
+        """Per region (the rows within every bounds it lists), in order: how many distinct rows ``earlier``'s
+        read returns there that this source's read does not, over the columns both read (``EXCEPT``: NULLs
+        compare equal). Regions are counted together, many per statement; a statement that finds rows is
+        counted again region by region. Raises :class:`DefinitionsNotComparable` when ``earlier`` cannot be
+        read or compared now (a dropped table or column, a type the engine cannot compare), and
+        ``source_read_failed`` on any other failure."""

@@ -32,6 +32,12 @@ from airflow_provider_dpone.ports.source import Source
 from airflow_provider_dpone.runtime import unrecorded
 from airflow_provider_dpone.runtime.bounds_coverage import fully_covered, may_overlap
 from airflow_provider_dpone.runtime.guard.resolution import committed_rows_within, other_sources_rows
+from airflow_provider_dpone.runtime.left_out_rows import (
+    DefinitionComparison,
+    DefinitionLookup,
+    compare_with_earlier,
+)
+from airflow_provider_dpone.runtime.lost_rows import deleting_ttl, lost_rows_hints
 from airflow_provider_dpone.runtime.respelled_values import listed_text, new_values, vanished_values
 from airflow_provider_dpone.runtime.resume_planner import (
     Action,
@@ -66,7 +72,8 @@ class PreArmChecks:
     """The pre-arm checks of one run of ``route`` (its canonical identity) as ``manifest`` defines it.
 
     ``target`` returns the run's one sink (the engine opens it at the first call and closes it when the run
-    ends); ``notice`` records a fact about a run that goes on."""
+    ends); ``notice`` records a fact about a run that goes on; ``definitions`` reads the route's kept read
+    definitions by query hash (``left_out_rows``; None: none are kept)."""
 
     def __init__(
         self,
@@ -80,6 +87,7 @@ class PreArmChecks:
         target: Callable[[], Sink],
         notice: Callable[[str], None],
         source: Callable[[], Source] | None = None,
+        definitions: DefinitionLookup | None = None,
     ) -> None:
         self._manifest = manifest
         self._route = route
@@ -90,6 +98,7 @@ class PreArmChecks:
         self._target = target
         self._notice = notice
         self._source = source
+        self._definitions = definitions
 
     def append_overlaps(
         self, family: RouteFamily, decisions: Sequence[ResumeDecision]
@@ -301,8 +310,10 @@ class PreArmChecks:
     def require_unchanged_identity(self, family: RouteFamily, decisions: Sequence[ResumeDecision]) -> None:
         """An append route stops when a partition to move overlaps rows committed under another identity.
 
-        ``replace_partition`` and ``full_refresh`` replace what they write, so they go on and say so. Any but
-        ``full_refresh`` stops where listed values were respelled (``respelled_values``)."""
+        ``replace_partition`` and ``full_refresh`` replace what they write, so they go on and say so; but a
+        ``replace_partition`` run stops where an earlier definition's commit it replaces holds rows its own
+        read leaves out, compared on the source (``left_out_rows``). Any but ``full_refresh`` stops where
+        listed values were respelled (``respelled_values``)."""
         self._require_no_respelled_values(family, decisions)
         if self._route.strategy is Strategy.INCREMENTAL_APPEND:
             require_unchanged_identity(
@@ -316,14 +327,15 @@ class PreArmChecks:
         overlaps = find_overlaps(active, other_identity_committed(family, planned, self._naming))
         if not overlaps:
             return
-        self._notice(
-            f"the {changed_summary(overlaps)} of route {self._route.describe()} changed: {len(overlaps)} "
-            f"partition(s) overlap partitions committed under the old definition; "
-            f"{self._route.strategy.value} replaces what it writes, so they are moved again: the rows the other "
-            "definition loaded within their bounds are deleted (two manifests of one table with different "
-            "filters cannot share a target: give each its own, or move all filters with one manifest "
-            "partitioned by the filter column)"
-        )
+        if self._route.strategy is Strategy.REPLACE_PARTITION:
+            latest = {c.partition_id: c for c in family.canonical_checkpoints()}
+            source = self._source() if self._source is not None else None
+            comparison = compare_with_earlier(overlaps, latest, self._definitions, source)
+            if comparison.left_out and not self._allow_nonempty_target:
+                raise self._left_out(overlaps, comparison)
+            self._notice(self._replaced_again(overlaps, comparison))
+        else:
+            self._notice(self._replaced_again(overlaps, None))
         column = self._manifest.source.partitioning.column
         unsplit = {
             c.bounds.column or c.bounds.kind.value
@@ -341,6 +353,80 @@ class PreArmChecks:
                 "the lookback no checkpoint records'); older ones stay in the target: compare the source's and "
                 f"{self._manifest.sink.table}'s counts by the old partitioning and delete those by hand"
             )
+
+    def _replaced_again(
+        self, overlaps: Sequence[IdentityOverlap], comparison: DefinitionComparison | None
+    ) -> str:
+        """The notice of a replacing run over partitions an earlier definition committed: what becomes of the
+        rows it loaded there, as far as the source could be compared (None: not compared, ``full_refresh``)."""
+        head = (
+            f"the {changed_summary(overlaps)} of route {self._route.describe()} changed: {len(overlaps)} "
+            f"partition(s) overlap partitions committed under the old definition; "
+            f"{self._route.strategy.value} replaces what it writes, so they are moved again"
+        )
+        advice = (
+            " (two manifests of one table with different filters cannot share a target: give each its own, or "
+            "move all filters with one manifest partitioned by the filter column)"
+        )
+        if comparison is None:
+            return f"{head}: the rows the other definition loaded within their bounds are deleted{advice}"
+        if comparison.left_out:
+            parts = [p for p, _ in comparison.left_out]
+            return (
+                f"{head}: the rows the other definition loaded within their bounds are deleted, "
+                f"{comparison.rows:,} of them in {len(parts)} partition(s) ({some_labels(parts)}) not returned "
+                f"by this definition's read, so not loaded again (allow_nonempty_target){advice}"
+            )
+        if comparison.not_compared:
+            parts = [p for p, _ in comparison.not_compared]
+            reasons = "; ".join(reason.phrase for reason in comparison.reasons())
+            return (
+                f"{head}: the rows the other definition loaded within their bounds are deleted, and whether this "
+                f"definition's read returns them all could not be compared on the source for {len(parts)} "
+                f"partition(s) ({some_labels(parts)}): {reasons}{advice}"
+            )
+        return (
+            f"{head}: compared on the source, this definition's read returns every row the other one loaded "
+            "within their bounds"
+        )
+
+    def _left_out(self, overlaps: Sequence[IdentityOverlap], comparison: DefinitionComparison) -> DponeError:
+        """``target_not_empty``: rows an earlier definition committed within partitions this run replaces that
+        its own read leaves out would be deleted and never loaded again (``left_out_rows``)."""
+        table = self._manifest.sink.table
+        parts = [p for p, _ in comparison.left_out]
+        partitioning = self._manifest.source.partitioning
+        window = "render its window in whole partitions of source.partitioning"
+        if partitioning.kind is PartitionKind.DAY:
+            day = '.in_timezone("UTC").strftime("%Y-%m-%d") }}'
+            window = (
+                f"render its window in whole UTC days (in Airflow: {partitioning.column} >= "
+                f"'{{{{ data_interval_start{day}' AND {partitioning.column} < '{{{{ data_interval_end{day}', "
+                "with a schedule of whole days in UTC)"
+            )
+        return DponeError(
+            ErrorCode.TARGET_NOT_EMPTY,
+            f"the {changed_summary(overlaps)} of route {self._route.describe()} changed, and "
+            f"{comparison.rows:,} row(s) the old definition loaded into {table} within {len(parts)} partition(s) "
+            f"({some_labels(parts)}) are not returned by this definition's read (compared on the source, "
+            f"read-only): {self._route.strategy.value} would delete them and never load them again",
+            details={
+                "route": self._route.describe(),
+                "target_table": table,
+                "problem": "rows_left_out_by_new_definition",
+                "changed": changed_summary(overlaps).split(", "),
+                "partitions": [p.bounds.label for p in parts[:20]],
+                "rows": comparison.rows,
+            },
+            hint_lines=(
+                "nothing was written to the target or the checkpoint store; the route is not blocked",
+                f"a source.query templated per run must select whole partitions: {window}",
+                "if this definition is meant to drop those rows from the target (a narrower filter, an expression "
+                f"changed on purpose): dpone run {self._manifest_ref} --allow-nonempty-target (the operator's "
+                "allow_nonempty_target=True) replaces them with what it reads",
+                "see `dpone runbook guard`, 'Rows a new definition leaves out'",
+            ),
+        )
 
     def _require_no_respelled_values(self, family: RouteFamily, decisions: Sequence[ResumeDecision]) -> None:
         """Stop before arming where this run moves listed values no definition committed while the target
@@ -972,9 +1058,10 @@ class PreArmChecks:
         moving: bool,
         family: RouteFamily | None = None,
         count_source: Callable[[Sequence[PartitionBounds]], list[int]] | None = None,
+        replayed: str | None = None,
     ) -> int | None:
         """Before any target I/O: the target must still hold the rows the skipped committed partitions
-        loaded.
+        loaded (``replayed``: the run ID a retry reports from its quality capsule, ``lost_rows``).
 
         A dropped target (or a manifest pointed at a new chDB directory or server) would otherwise be
         reported as "nothing to do" with no table at all, or, when partitions are due, be created anew and
@@ -1047,6 +1134,8 @@ class PreArmChecks:
         if theirs and target_rows > 0 and sink.count_rows(table, newest.bounds) > 0:
             # rows are there, but no more than other source tables committed: counts cannot tell whose
             raise self._fan_in_undecidable(which, target_rows, theirs, committed_rows, newest, moving)
+        # named when it may have expired them: read-only, and a failure to read it never masks the stop
+        ttl = deleting_ttl(sink, table)
         raise DponeError(
             ErrorCode.TARGET_LOST_COMMITTED_ROWS,
             f"{which} of route {self._route.describe()} {'are' if moving else 'is'} committed, but the "
@@ -1059,7 +1148,8 @@ class PreArmChecks:
                 else f"{newest.bounds.label}, one of the latest commits, while older partitions still hold "
                 "rows: restored from a backup taken before that commit, "
             )
-            + "a new target, or that partition was committed into another target through this checkpoint store",
+            + "a new target, or that partition was committed into another target through this checkpoint store"
+            + ("; the table has a TTL that deletes rows, which may have expired them" if ttl else ""),
             details={
                 "route": self._route.describe(),
                 "target_table": table,
@@ -1071,14 +1161,10 @@ class PreArmChecks:
                     "rows": newest.rows,
                     "run_id": newest.run_id,
                 },
+                **({"deleting_ttl": True} if ttl else {}),
+                **({"replayed_run_id": replayed} if replayed is not None else {}),
             },
-            hint_lines=(
-                "nothing was read or written; the guard never reloads committed partitions on a guess",
-                "a checkpoint store serves one environment: another one (a staging copy) writing through it "
-                "commits partitions this target never received",
-                "restore the target table, or reload deliberately: see `dpone runbook guard`, "
-                "'The target lost committed rows'",
-            ),
+            hint_lines=lost_rows_hints(table, ttl=ttl, replayed=replayed),
         )
 
     def _emptied_late_commit(

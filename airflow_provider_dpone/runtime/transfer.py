@@ -40,6 +40,7 @@ from airflow_provider_dpone.contracts.partition import (
     partition_id_for,
 )
 from airflow_provider_dpone.contracts.permit import TargetPermit
+from airflow_provider_dpone.contracts.read_definition import ReadDefinition
 from airflow_provider_dpone.contracts.report import NOTICE_LOGGER, QualitySummary, RunReport
 from airflow_provider_dpone.contracts.route import RouteIdentity, Strategy
 from airflow_provider_dpone.contracts.schema import TableSchema
@@ -65,6 +66,7 @@ from airflow_provider_dpone.runtime.connection_binding import (
 from airflow_provider_dpone.runtime.guard.batch_id import checkpoint_batch_id
 from airflow_provider_dpone.runtime.guard.commit_lifecycle import ActivePartition, TargetCommitLifecycle
 from airflow_provider_dpone.runtime.guard.route_guard import require_clear_route
+from airflow_provider_dpone.runtime.lost_rows import replayed_as_skipped
 from airflow_provider_dpone.runtime.null_free import schema_for_target
 from airflow_provider_dpone.runtime.partition_column import require_partition_column_written
 from airflow_provider_dpone.runtime.pre_arm_checks import PreArmChecks, some_labels
@@ -244,6 +246,8 @@ class TransferEngine:
         #: other source tables' commits into the target (a fan-in), read once for ``count_target``
         self._other_sources: list[PartitionCheckpoint] | None = None
         self._notices: list[str] = []
+        #: whether the store keeps this run's read definition (None: not asked yet; ``_kept_definitions``)
+        self._definition_kept: bool | None = None
         #: record times after every record the run read (``_guard_scan``), whatever this worker's clock says
         self._clock = CausalClock.over(ports.clock)
         ports = dataclasses.replace(ports, clock=self._clock)
@@ -270,6 +274,7 @@ class TransferEngine:
             target=self._target,
             notice=self._notice,
             source=lambda: self._ports.source,
+            definitions=self._kept_definitions,
         )
         self._same_columns: frozenset[str] = frozenset()
         self._durable = manifest.sink.options.durable_quality_replay
@@ -830,6 +835,7 @@ class TransferEngine:
 
         self._checks.require_no_rows_where_appending(family, decisions, target_rows, matched)
         self._checks.say_what_may_still_fill(decisions)
+        self._record_definition()
         quality = self._prepare_quality(run_id, schema, active, stored_core=resumed)
         lifecycle, tally = self._publish(run_id, family, schema, active, quality, held=target_rows)
         self._advance_source_state(run_id, lifecycle, tally)
@@ -857,6 +863,29 @@ class TransferEngine:
 
     # -- the phases of one run ---------------------------------------------------------------------
 
+    def _kept_definitions(self, query_hashes: Sequence[str]) -> Mapping[str, ReadDefinition]:
+        """The route's kept read definitions among ``query_hashes`` (``left_out_rows``), read with this run's
+        own in the same statement: :meth:`_record_definition` then knows whether it is kept."""
+        current = self._ports.source.query_hash()
+        found = self._ports.store.read_definitions(self._route, [*query_hashes, current])
+        self._definition_kept = current in found
+        return found
+
+    def _record_definition(self) -> None:
+        """Before arming a ``replace_partition`` run: keep its read definition in the store unless it is kept
+        already (ADR 0090), so a later definition's run can compare the two reads before it replaces what
+        this one commits. One read of one key per run (none when the comparison read it), one insert the
+        first time; a failure stops the run before the target, like any store failure."""
+        if self._route.strategy is not Strategy.REPLACE_PARTITION or self._definition_kept:
+            return
+        source, store = self._ports.source, self._ports.store
+        if self._definition_kept is None:
+            current = source.query_hash()
+            self._definition_kept = current in store.read_definitions(self._route, [current])
+        if not self._definition_kept:
+            store.record_definition(self._route, source.read_definition())
+            self._definition_kept = True
+
     def _resume_from_capsules(
         self, run_id: str, family: RouteFamily, started: float
     ) -> RunReport | SealedCore | None:
@@ -877,6 +906,7 @@ class TransferEngine:
             return None
         match self._replay.resume(run_id, latest, family.target_wide):
             case Replayed(record=record):
+                self._require_target_holds_replayed(run_id, family, record)
                 self._notice(
                     f"run {run_id!r} of this route completed before: this run replayed its durable evidence "
                     "and read nothing from the source, and rows that reached the source since that run are "
@@ -889,11 +919,24 @@ class TransferEngine:
                 result = self._replay.observe(run_id)
                 record.verdict = result.verdict
                 result.verdict.require_passed(self._route.describe(), published=True)
+                self._require_target_holds_replayed(run_id, family, record)
                 return self._capsule_report(run_id, record, started, replayed=False)
             case Fresh(stored_core=stored_core):
                 return stored_core
             case unreachable:
                 assert_never(unreachable)
+
+    def _require_target_holds_replayed(
+        self, run_id: str, family: RouteFamily, record: OperationRecord
+    ) -> None:
+        """A run reported from its capsule moves nothing and skips every committed partition, like a retry
+        without replay: the same lost-rows stop, from the checkpoints and read-only counts of the target,
+        nothing of the source (``lost_rows``). Seen: a TRUNCATE between a run and its retry, exit 0 and
+        ``quality: passed`` on an empty table."""
+        decisions, matched = replayed_as_skipped(family, record.partitions)
+        self._checks.require_target_holds_committed(
+            decisions, matched, moving=False, family=family, replayed=run_id
+        )
 
     def _prepare_quality(
         self,

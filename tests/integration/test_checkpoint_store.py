@@ -21,6 +21,7 @@ from pydantic import SecretStr
 
 from airflow_provider_dpone.adapters.checkpoint_sql import (
     CHECKPOINT_TABLE,
+    DEFINITIONS_TABLE,
     SOURCE_STATE_TABLE,
     SqlCheckpointStore,
     store_from_endpoint,
@@ -36,6 +37,7 @@ from airflow_provider_dpone.contracts.guard import (
     read_guard,
 )
 from airflow_provider_dpone.contracts.partition import BoundsKind, PartitionBounds, sha256_tag
+from airflow_provider_dpone.contracts.read_definition import ReadDefinition
 from airflow_provider_dpone.contracts.route import RouteIdentity, Strategy
 
 pytestmark = pytest.mark.service
@@ -381,6 +383,69 @@ class TestBothBackends:
             store.advance_state(ROUTE, {"cursor": dt.date(2026, 1, 1)})
         assert caught.value.code is ErrorCode.CHECKPOINT_STORE_FAILED
         assert store.read_state(ROUTE) == {"cursor": "2026-12-01T00:00:00", "nested": {"ünï": [1, 2]}}
+
+    def test_a_definition_is_kept_once_per_route_and_query_hash_and_read_back_exactly(
+        self, store: SqlCheckpointStore, store_url: str
+    ) -> None:
+        first = ReadDefinition(
+            source_type="sqlite", table="main.ev", query="SELECT *\n  FROM ev -- 'ü'", columns=("id", "ts")
+        )
+        other = first.model_copy(update={"query": "SELECT * FROM ev WHERE id > 1"})
+        store.record_definition(ROUTE, first)
+        store.record_definition(ROUTE, first)  # kept already: one insert that does nothing
+
+        assert store.read_definitions(ROUTE, [first.query_hash(), other.query_hash()]) == {
+            first.query_hash(): first
+        }
+        assert store.read_definitions(OTHER_ROUTE, [first.query_hash()]) == {}
+        assert store.read_definitions(ROUTE, []) == {}
+        rows = raw_rows(store_url, f"SELECT route_key, query_hash, definition FROM {DEFINITIONS_TABLE}")
+        assert [tuple(r) for r in rows] == [(ROUTE.key(), first.query_hash(), first.canonical_text())]
+
+    def test_a_kept_definition_that_is_not_the_one_its_key_names_is_left_out(
+        self, store: SqlCheckpointStore, store_url: str
+    ) -> None:
+        """A hand-edited row would otherwise be compared as the definition that committed the rows."""
+        first = ReadDefinition(source_type="sqlite", table="main.ev", query="SELECT * FROM ev")
+        second = first.model_copy(update={"query": "SELECT * FROM ev WHERE id > 1"})
+        store.record_definition(ROUTE, first)
+        store.record_definition(ROUTE, second)
+        engine = sa.create_engine(store_url)
+        try:
+            with engine.begin() as conn:
+                conn.execute(
+                    sa.text(f"UPDATE {DEFINITIONS_TABLE} SET definition = :text WHERE query_hash = :hash"),
+                    [
+                        {"text": second.canonical_text(), "hash": first.query_hash()},
+                        {"text": "not json", "hash": second.query_hash()},
+                    ],
+                )
+        finally:
+            engine.dispose()
+
+        assert store.read_definitions(ROUTE, [first.query_hash(), second.query_hash()]) == {}
+
+    def test_a_store_made_before_the_definitions_table_gets_it_and_keeps_its_checkpoints(
+        self, store_url: str
+    ) -> None:
+        with SqlCheckpointStore(store_url) as store:
+            store.ensure_schema()
+            store.write_batch([checkpoint("2026-11-30")])
+        engine = sa.create_engine(store_url)
+        try:
+            with engine.begin() as conn:  # the store as an earlier release left it
+                conn.execute(sa.text(f"DROP TABLE {DEFINITIONS_TABLE}"))
+        finally:
+            engine.dispose()
+        definition = ReadDefinition(source_type="sqlite", table="main.ev", query="SELECT 1")
+
+        with SqlCheckpointStore(store_url) as store:
+            store.ensure_schema()
+            store.record_definition(ROUTE, definition)
+            assert store.read_definitions(ROUTE, [definition.query_hash()]) == {
+                definition.query_hash(): definition
+            }
+            assert [c.bounds.label for c in store.list_latest(ROUTE)] == ["2026-11-30"]
 
     def test_a_closed_store_refuses_work_with_the_store_error_code(self, store: SqlCheckpointStore) -> None:
         store.close()

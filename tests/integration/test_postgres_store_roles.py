@@ -18,8 +18,9 @@ import pytest
 import sqlalchemy as sa
 
 from airflow_provider_dpone.adapters.capsule_store.capsule_store import SqlCapsuleStore
-from airflow_provider_dpone.adapters.checkpoint_sql import SqlCheckpointStore
+from airflow_provider_dpone.adapters.checkpoint_sql import DEFINITIONS_TABLE, SqlCheckpointStore
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
+from airflow_provider_dpone.contracts.read_definition import ReadDefinition
 from tests.integration.test_checkpoint_store import ROUTE, checkpoint
 
 pytestmark = pytest.mark.usefixtures("postgres_url")
@@ -89,6 +90,34 @@ def test_a_role_that_owns_no_table_writes_and_reads_checkpoints_and_capsules(
         capsules.ensure_schema()
     finally:
         capsules.close()
+
+
+def test_a_role_that_owns_no_table_is_told_the_definitions_table_of_this_release_is_missing(
+    owned_store: tuple[sa.engine.URL, str],
+) -> None:
+    """A store an earlier release made lacks ``dpone_route_definitions``; a role with row grants only cannot
+    create it. The failure names the table and what to do, nothing is written; once the owner made it (any
+    dpone command through the owner's role) and granted it, the role keeps and reads definitions."""
+    url, role = owned_store
+    _as_owner(url, f"DROP TABLE {DEFINITIONS_TABLE}")
+
+    with SqlCheckpointStore(_as(url, role)) as store, pytest.raises(DponeError) as stopped:
+        store.ensure_schema()
+
+    error = stopped.value
+    assert error.code is ErrorCode.CHECKPOINT_STORE_FAILED
+    assert error.details["table"] == DEFINITIONS_TABLE and error.details["cause"] == "InsufficientPrivilege"
+    assert DEFINITIONS_TABLE in error.safe_message and any("owner" in line for line in error.hint_lines)
+    with SqlCheckpointStore(url) as owner:
+        owner.ensure_schema()
+    _as_owner(url, f"GRANT SELECT, INSERT ON {DEFINITIONS_TABLE} TO {role}")
+    definition = ReadDefinition(source_type="sqlite", table="main.ev", query="SELECT 1")
+    with SqlCheckpointStore(_as(url, role)) as store:
+        store.ensure_schema()
+        store.record_definition(ROUTE, definition)
+        assert store.read_definitions(ROUTE, [definition.query_hash()]) == {
+            definition.query_hash(): definition
+        }
 
 
 def test_a_schema_put_before_public_later_finds_the_store_there_not_a_new_empty_one(

@@ -131,7 +131,8 @@ def test_a_full_refresh_of_the_same_source_replaces_its_own_append_routes_rows(b
 def test_two_definitions_of_one_replace_route_never_leave_the_target_short(base: Path) -> None:
     """Two manifests of one route (``source.query`` filters differ), or one edited back: each run leaves the
     target holding what its own definition selects. Red before: the first definition's second run skipped
-    every day the other had replaced (exit 0), leaving the other's rows only."""
+    every day the other had replaced (exit 0), leaving the other's rows only. Each switch deletes rows the
+    other filter selected: it stops first (``left_out_rows``, target unchanged) and goes on when allowed."""
     even = sqlite_day_manifest(
         base,
         "shard_a",
@@ -150,9 +151,13 @@ def test_two_definitions_of_one_replace_route_never_leave_the_target_short(base:
     odds = [r for r in source(base, "shard_a") if r[0] % 2 == 1]
     run(even, "even-1")
     assert target(base) == evens
-    run(odd, "odd-1")
+    with pytest.raises(DponeError) as stopped:
+        run(odd, "odd-1")
+    assert stopped.value.details["problem"] == "rows_left_out_by_new_definition"
+    assert target(base) == evens
+    run(odd, "odd-1", allow_nonempty_target=True)
     assert target(base) == odds
-    again = run(even, "even-2")
+    again = run(even, "even-2", allow_nonempty_target=True)
     assert again.rows_committed == len(evens)
     assert target(base) == evens
     assert run(even, "even-3").rows_committed == 0  # nothing replaced it since: skipped as committed

@@ -36,10 +36,11 @@ from sqlalchemy.sql import Executable
 from airflow_provider_dpone.adapters.checkpoint_sql.batch_sync import one_sync_per_batch
 from airflow_provider_dpone.adapters.checkpoint_sql.route_lease import HeldFlock, postgres_lease, sqlite_lease
 from airflow_provider_dpone.adapters.checkpoint_sql.store_base import SqlStoreBase
-from airflow_provider_dpone.adapters.checkpoint_sql.tables import build_tables
+from airflow_provider_dpone.adapters.checkpoint_sql.tables import DEFINITIONS_TABLE, build_tables
 from airflow_provider_dpone.contracts.checkpoint import PartitionCheckpoint
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.partition import canonical_json
+from airflow_provider_dpone.contracts.read_definition import ReadDefinition
 from airflow_provider_dpone.contracts.route import RouteIdentity, Strategy
 from airflow_provider_dpone.contracts.unreadable import unreadable_checkpoint
 from airflow_provider_dpone.ports.clock import Clock
@@ -71,6 +72,8 @@ class SqlCheckpointStore(SqlStoreBase):
     def __init__(self, url: str | URL, *, clock: Clock | None = None) -> None:
         super().__init__(url, clock=clock)
         self._tables = build_tables(self._backend)
+        #: the table ``ensure_schema`` was creating when it failed (None: none)
+        self._creating: str | None = None
         self._build_statements()
 
     def __enter__(self) -> SqlCheckpointStore:
@@ -121,10 +124,19 @@ class SqlCheckpointStore(SqlStoreBase):
             .order_by(c.c.target_table, c.c.source_table, c.c.strategy)
         )
         self._select_state = select(s.c.payload).where(s.c.route_key == bindparam("route_key"))
-        upsert = (postgresql.insert if self._backend == "postgresql" else sqlite.insert)(s)
+        insert = postgresql.insert if self._backend == "postgresql" else sqlite.insert
+        upsert = insert(s)
         self._upsert_state = upsert.on_conflict_do_update(
             index_elements=[s.c.route_key],
             set_={"payload": upsert.excluded.payload, "updated_at": upsert.excluded.updated_at},
+        )
+        d = self._tables.definitions
+        self._insert_definition = insert(d).on_conflict_do_nothing(
+            index_elements=[d.c.route_key, d.c.query_hash]
+        )
+        self._select_definitions = select(d.c.query_hash, d.c.definition).where(
+            d.c.route_key == bindparam("route_key"),
+            d.c.query_hash.in_(bindparam("query_hashes", expanding=True)),
         )
 
     # -- CheckpointStore -------------------------------------------------------------------------------
@@ -133,6 +145,7 @@ class SqlCheckpointStore(SqlStoreBase):
         """Create the tables and indexes if missing; safe when several processes race to do it."""
         self._check_open("ensure_schema")
         for attempt in range(1, _SCHEMA_ATTEMPTS + 1):
+            self._creating = None
             try:
                 with self._engine.begin() as conn:
                     missing = self._create_if_missing(conn)
@@ -140,7 +153,7 @@ class SqlCheckpointStore(SqlStoreBase):
             except self._db_errors as exc:
                 if attempt < _SCHEMA_ATTEMPTS and _is_already_exists(exc):
                     continue  # another process created an object between our check and our CREATE
-                raise self._failure("ensure_schema", exc) from exc
+                raise self._schema_failure(exc) from exc
         if missing:
             raise DponeError(
                 ErrorCode.CHECKPOINT_STORE_FAILED,
@@ -155,12 +168,14 @@ class SqlCheckpointStore(SqlStoreBase):
         ``--no-owner``, another team's role) failed every run. A table is looked for where the
         connection's statements find it (PostgreSQL's search_path): a schema put before it later (a
         per-user schema) made a second, empty store there."""
-        tables = (self._tables.checkpoints, self._tables.source_state)
+        tables = (self._tables.checkpoints, self._tables.source_state, self._tables.definitions)
         schemas: dict[str, str | None] = {}
         for table in tables:
             found, schema = self._table_found(conn, table.name)
             if not found:
+                self._creating = table.name
                 self._create_table(conn, table)
+                self._creating = None
                 schema = self._table_found(conn, table.name)[1]
             schemas[table.name] = schema
         inspector = inspect(conn)
@@ -179,6 +194,26 @@ class SqlCheckpointStore(SqlStoreBase):
         if self._backend == "postgresql" and not missing:
             self._require_ids_ahead(conn)
         return missing
+
+    def _schema_failure(self, exc: BaseException) -> DponeError:
+        """``ensure_schema``'s failure; creating the definitions table a store made by an earlier release
+        lacks names that table, and what its role needs (``CREATE`` on the schema, once)."""
+        creating, self._creating = self._creating, None
+        if creating != DEFINITIONS_TABLE:
+            return self._failure("ensure_schema", exc)
+        failure = self._failure("ensure_schema", exc, table=creating)
+        return DponeError(
+            failure.code,
+            failure.safe_message + f": creating table {creating}, which this release adds to the store",
+            details=failure.details,
+            hint_lines=(
+                "nothing was read or written; the route is not blocked",
+                f"run dpone once with a role that may create tables in the store's schema (it creates {creating} "
+                "beside dpone_partition_checkpoints), or have the tables' owner create it; then grant this role "
+                "SELECT and INSERT on it",
+                "see the connections guide, 'The store's role and schema (PostgreSQL)'",
+            ),
+        )
 
     def _require_ids_ahead(self, conn: Connection) -> None:
         """The latest checkpoint is the one of the highest id: a store copied without its id sequence (a
@@ -288,6 +323,38 @@ class SqlCheckpointStore(SqlStoreBase):
         params = {"route_key": route.key(), "partition_id": partition_id}
         rows = self._fetch("history", route, self._select_history, params)
         return self._parse_all(rows, route)
+
+    def record_definition(self, route: RouteIdentity, definition: ReadDefinition) -> None:
+        """Keep ``definition`` under (route, its query hash): one insert that does nothing when the key is
+        taken (a row is never changed). The failure names the operation and route, never the definition."""
+        self._check_open("record_definition")
+        params = {
+            "route_key": route.key(),
+            "query_hash": definition.query_hash(),
+            "definition": definition.canonical_text(),
+            "written_at": self._now(),
+        }
+        with self._translated("record_definition", route=route.describe()), self._engine.connect() as conn:
+            conn.execute(self._insert_definition, params)
+            conn.commit()
+
+    def read_definitions(
+        self, route: RouteIdentity, query_hashes: Sequence[str]
+    ) -> dict[str, ReadDefinition]:
+        """The definitions kept for ``route`` among ``query_hashes`` (one query per 500 hashes); a row that
+        is no valid definition or does not hash to its key is left out, as if never kept."""
+        wanted = list(dict.fromkeys(query_hashes))
+        found: dict[str, ReadDefinition] = {}
+        for start in range(0, len(wanted), _IN_CHUNK):
+            params = {"route_key": route.key(), "query_hashes": wanted[start : start + _IN_CHUNK]}
+            for row in self._fetch("read_definitions", route, self._select_definitions, params):
+                try:
+                    definition = ReadDefinition.from_text(row.definition)
+                except ValidationError:
+                    continue
+                if definition.query_hash() == row.query_hash:
+                    found[row.query_hash] = definition
+        return found
 
     # -- RouteLease ------------------------------------------------------------------------------------
 

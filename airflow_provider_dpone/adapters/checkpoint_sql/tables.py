@@ -1,4 +1,4 @@
-"""The checkpoint store's two tables, built for one SQL dialect.
+"""The checkpoint store's tables, built for one SQL dialect.
 
 ``dpone_partition_checkpoints`` (a public contract: scripts and runbooks query it) is append-only. Its
 ``id`` is the append order: "latest" always means the highest ``id`` of a partition.
@@ -17,6 +17,11 @@ and drops whitespace, so it cannot be the source of reads. Hence:
 Being generated, ``payload`` can never disagree with ``payload_text`` and the insert sends the JSON once.
 PostgreSQL's JSONB cannot hold the character U+0000, so a diagnostics string containing it is rejected by
 PostgreSQL (the write fails with ``checkpoint_store_failed``); SQLite accepts it.
+
+``dpone_route_definitions`` keeps each read definition a ``replace_partition`` route ran under (its
+``source.query`` as written, its pinned ``source.columns``), one row per (route, query hash), written once
+and never changed: a later definition's run compares the two reads on the source before it replaces what
+the earlier one committed (ADR 0090). Its ``definition`` holds ``ReadDefinition.canonical_text()``.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 
 CHECKPOINT_TABLE = "dpone_partition_checkpoints"
 SOURCE_STATE_TABLE = "dpone_source_state"
+DEFINITIONS_TABLE = "dpone_route_definitions"
 CHECKPOINT_INDEX_ROUTE_PARTITION = "ix_dpone_partition_checkpoints_route_partition_id"
 CHECKPOINT_INDEX_ROUTE = "ix_dpone_partition_checkpoints_route_id"
 #: Covers ``list_routes`` (the stored routes writing one target, as stored): read from this index alone, and
@@ -54,6 +60,7 @@ class StoreTables:
     metadata: MetaData
     checkpoints: Table
     source_state: Table
+    definitions: Table
 
 
 def build_tables(dialect_name: str) -> StoreTables:
@@ -94,4 +101,14 @@ def build_tables(dialect_name: str) -> StoreTables:
         Column("payload", Text, nullable=False),
         Column("updated_at", DateTime(timezone=True), nullable=False),
     )
-    return StoreTables(metadata=metadata, checkpoints=checkpoints, source_state=source_state)
+    definitions = Table(
+        DEFINITIONS_TABLE,
+        metadata,
+        Column("route_key", Text, primary_key=True),
+        Column("query_hash", Text, primary_key=True),
+        Column("definition", Text, nullable=False),
+        Column("written_at", DateTime(timezone=True), nullable=False),
+    )
+    return StoreTables(
+        metadata=metadata, checkpoints=checkpoints, source_state=source_state, definitions=definitions
+    )

@@ -17,6 +17,7 @@ from typing import Any
 import pymssql
 
 from airflow_provider_dpone.adapters.sources import (
+    definition_compare,
     list_spelling,
     mssql_connect,
     mssql_types,
@@ -39,8 +40,9 @@ from airflow_provider_dpone.contracts.endpoints import EndpointDescriptor, Endpo
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.manifest import PartitionKind, SourceSpec
 from airflow_provider_dpone.contracts.partition import PartitionBounds
+from airflow_provider_dpone.contracts.read_definition import NotCompared, ReadDefinition
 from airflow_provider_dpone.contracts.schema import ColumnSpec, TableSchema
-from airflow_provider_dpone.ports.source import ColumnProfile, ValueLimits
+from airflow_provider_dpone.ports.source import ColumnProfile, DefinitionsNotComparable, ValueLimits
 
 log = logging.getLogger(__name__)
 
@@ -250,6 +252,57 @@ class MssqlSource:
 
     def query_hash(self) -> str:
         return planning.read_definition_hash(self._spec)
+
+    def read_definition(self) -> ReadDefinition:
+        return planning.read_definition(self._spec)
+
+    def rows_left_out(
+        self, earlier: ReadDefinition, regions: Sequence[Sequence[PartitionBounds]]
+    ) -> list[int]:
+        """``DefinitionComparingSource``: one ``EXCEPT`` count per batch of regions (``definition_compare``),
+        on the earlier definition's query (or the table) beside this one's. A column of a type ``EXCEPT``
+        refuses (text, ntext, image) is found from the description first, without a statement."""
+        current = self.read_definition()
+        if (earlier.source_type, earlier.table) != (current.source_type, current.table):
+            raise DefinitionsNotComparable(NotCompared.OTHER_SOURCE)
+        if not regions:
+            return []
+        schema = self.describe()
+        earlier_sql = tsql.source_sql(self._table, earlier.query)
+        names = [str(column[0]) for column in self._compared(tsql.first_zero_rows(earlier_sql), rows=False)]
+        columns = definition_compare.shared_columns(schema.names, names, earlier.columns)
+        if any(
+            (schema.column(new).source_type or "").lower() in definition_compare.TSQL_INCOMPARABLE_TYPES
+            for new, _ in columns
+        ):
+            raise DefinitionsNotComparable(NotCompared.TYPE_NOT_COMPARABLE)
+
+        def count(batch: Sequence[Sequence[PartitionBounds]]) -> int:
+            statement = self._statement(
+                functools.partial(tsql.rows_left_out, earlier_sql, self._source_sql, columns, batch),
+                batch[0][0],
+            )
+            return int(self._compared(statement, rows=True)[0][0])
+
+        return definition_compare.counts_per_region(regions, count)
+
+    def _compared(self, statement: tsql.Statement, *, rows: bool) -> list[Any]:
+        """``statement`` of a definitions' comparison: its rows, or (``rows=False``) its cursor's column
+        description. An error naming what the database no longer holds, or a column ``EXCEPT`` cannot
+        compare, means the comparison cannot be made (``DefinitionsNotComparable``); any other fails the
+        read."""
+        cursor = self._meta_connection().cursor()
+        try:
+            cursor.execute(statement.render())
+            fetched = list(cursor.fetchall())
+            return fetched if rows else list(cursor.description or ())
+        except pymssql.Error as exc:
+            reason = definition_compare.mssql_reason(error_number(exc))
+            if reason is not None:
+                raise DefinitionsNotComparable(reason) from exc
+            raise self._classified(exc, "the comparison of two read definitions") from exc
+        finally:
+            cursor.close()
 
     # -- planning --------------------------------------------------------------------------------------
 

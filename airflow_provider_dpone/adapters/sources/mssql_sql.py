@@ -323,3 +323,35 @@ def distinct_range_starts(source: str, column: ColumnSpec, size: int) -> Stateme
         f"SELECT DISTINCT {range_index(quoted, width)} AS dpone_start\nFROM {source}\n"
         f"WHERE {quoted} IS NOT NULL\nORDER BY dpone_start"
     )
+
+
+def regions_condition(regions: Sequence[Sequence[PartitionBounds]]) -> Statement:
+    """The rows within any of ``regions``, each the rows within every bounds it lists (``1 = 1``: one of
+    them is the whole table)."""
+    alternatives: list[Statement] = []
+    for region in regions:
+        parts = [p for p in (predicate(one) for one in region) if p is not None]
+        if not parts:
+            return sql("1 = 1")
+        alternatives.append(sql("(") + join([sql("(") + part + ")" for part in parts], " AND ") + ")")
+    return join(alternatives, " OR ")
+
+
+def rows_left_out(
+    earlier: str,
+    current: str,
+    columns: Sequence[tuple[str, str]],
+    regions: Sequence[Sequence[PartitionBounds]],
+) -> Statement:
+    """How many distinct rows ``earlier`` (a source, as ``source_sql`` writes it) returns within ``regions``
+    that ``current`` does not, over ``columns`` ((current, earlier) spellings): ``EXCEPT``, NULLs equal."""
+    condition = regions_condition(regions)
+    earlier_list = ", ".join(quote_ident(old) for _, old in columns)
+    current_list = ", ".join(quote_ident(new) for new, _ in columns)
+    return (
+        sql(f"SELECT COUNT_BIG(*) AS left_out\nFROM (\nSELECT {earlier_list}\nFROM {earlier}\nWHERE ")
+        + condition
+        + f"\nEXCEPT\nSELECT {current_list}\nFROM {current}\nWHERE "
+        + condition
+        + "\n) AS [dpone_left_out]"
+    )

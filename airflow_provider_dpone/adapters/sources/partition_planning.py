@@ -18,7 +18,8 @@ from airflow_provider_dpone.adapters.bounds_sql import FixedReason, finite_numbe
 from airflow_provider_dpone.adapters.sources.table_names import canonical_source_table
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.manifest import Partitioning, PartitionKind, SourceSpec
-from airflow_provider_dpone.contracts.partition import BoundsKind, PartitionBounds, canonical_json, sha256_tag
+from airflow_provider_dpone.contracts.partition import BoundsKind, PartitionBounds
+from airflow_provider_dpone.contracts.read_definition import ReadDefinition
 from airflow_provider_dpone.contracts.schema import ColumnSpec, TableSchema, require_column
 
 ALL_LABEL = "all"
@@ -50,26 +51,26 @@ class PartitionProbe(Protocol):
     def distinct_range_starts(self, column: ColumnSpec, size: int) -> list[int]: ...
 
 
+def read_definition(spec: SourceSpec) -> ReadDefinition:
+    """The read definition (canonical table, query, columns, source type): not bounds, not the connection,
+    so re-pointing a route at a replica or respelling its table keeps its partition IDs."""
+    return _definition(spec, canonical_source_table(spec.type, spec.table))
+
+
 def read_definition_hash(spec: SourceSpec) -> str:
-    """``sha256:`` over the read definition (canonical table, query, columns, source type): not bounds,
-    not the connection, so re-pointing a route at a replica or respelling its table keeps its partition IDs."""
-    return _definition_hash(spec, canonical_source_table(spec.type, spec.table))
+    """``sha256:`` over :func:`read_definition`: the route's ``query_hash``."""
+    return read_definition(spec).query_hash()
 
 
 def legacy_read_definition_hash(spec: SourceSpec, table: str) -> str:
     """The hash releases before canonical table names computed (over the table as written): checkpoints
     they wrote are still matched, so an upgrade neither re-runs committed partitions nor hides guards."""
-    return _definition_hash(spec, table)
+    return _definition(spec, table).query_hash()
 
 
-def _definition_hash(spec: SourceSpec, table: str) -> str:
-    material = {
-        "table": table,
-        "query": spec.query,
-        "columns": list(spec.columns) if spec.columns is not None else None,
-        "source_type": spec.type.value,
-    }
-    return sha256_tag(canonical_json(material))
+def _definition(spec: SourceSpec, table: str) -> ReadDefinition:
+    columns = tuple(spec.columns) if spec.columns is not None else None
+    return ReadDefinition(source_type=spec.type.value, table=table, query=spec.query, columns=columns)
 
 
 def partition_column(partitioning: Partitioning, schema: TableSchema) -> ColumnSpec | None:

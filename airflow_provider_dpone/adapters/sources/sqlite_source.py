@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow_provider_dpone.adapters.sources import (
+    definition_compare,
     list_spelling,
     profiling,
     sqlite_arrow,
@@ -48,8 +49,14 @@ from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.manifest import PartitionKind, SourceSpec
 from airflow_provider_dpone.contracts.partition import PartitionBounds
 from airflow_provider_dpone.contracts.query_text import statement_text
+from airflow_provider_dpone.contracts.read_definition import NotCompared, ReadDefinition
 from airflow_provider_dpone.contracts.schema import ColumnSpec, TableSchema
-from airflow_provider_dpone.ports.source import ColumnProfile, ValueLimits, ValuesUnproven
+from airflow_provider_dpone.ports.source import (
+    ColumnProfile,
+    DefinitionsNotComparable,
+    ValueLimits,
+    ValuesUnproven,
+)
 
 log = logging.getLogger(__name__)
 
@@ -348,6 +355,45 @@ class SqliteSource:
 
     def query_hash(self) -> str:
         return planning.read_definition_hash(self._spec)
+
+    def read_definition(self) -> ReadDefinition:
+        return planning.read_definition(self._spec)
+
+    def rows_left_out(
+        self, earlier: ReadDefinition, regions: Sequence[Sequence[PartitionBounds]]
+    ) -> list[int]:
+        """``DefinitionComparingSource``: one ``EXCEPT`` count per batch of regions (``definition_compare``),
+        on the earlier definition's query (or the table) beside this one's."""
+        current = self.read_definition()
+        if (earlier.source_type, earlier.table) != (current.source_type, current.table):
+            raise DefinitionsNotComparable(NotCompared.OTHER_SOURCE)
+        if not regions:
+            return []
+        earlier_sql = lite.source_sql(self._table, earlier.query)
+        cursor = self._compared(lite.first_zero_rows(earlier_sql))
+        names = [str(column[0]) for column in cursor.description or ()]
+        cursor.close()
+        columns = definition_compare.shared_columns(self.describe().names, names, earlier.columns)
+
+        def count(batch: Sequence[Sequence[PartitionBounds]]) -> int:
+            statement = self._statement(
+                functools.partial(lite.rows_left_out, earlier_sql, self._source_sql, columns, batch),
+                batch[0][0],
+            )
+            return int(self._compared(statement).fetchall()[0][0])
+
+        return definition_compare.counts_per_region(regions, count)
+
+    def _compared(self, statement: tuple[str, tuple[object, ...]]) -> sqlite3.Cursor:
+        """``statement`` of a definitions' comparison, executed: an error naming what the file no longer
+        holds means the earlier read cannot run (``DefinitionsNotComparable``); any other fails the read."""
+        try:
+            return self._db().execute(*statement)
+        except sqlite3.Error as exc:
+            reason = definition_compare.sqlite_reason(exc)
+            if reason is not None:
+                raise DefinitionsNotComparable(reason) from exc
+            raise self._classified(exc, "the comparison of two read definitions") from exc
 
     # -- planning --------------------------------------------------------------------------------------
 
@@ -707,30 +753,87 @@ class SqliteSource:
     ) -> bool:
         """Whether the audited columns, read into Arrow, prove the run clean (``sqlite_arrow_audit``): one
         statement per group of partitions, as the SQL audit's, each on a driver connection of its own and
-        all at once. ``False`` (the SQL audit decides) on anything it cannot prove, a driver error too."""
+        all at once. The partition column, where an index leads with it, is proven by its distinct values
+        first and left out of the read (:meth:`_values_provable`). ``False`` (the SQL audit decides) on
+        anything it cannot prove, a driver error too."""
         read = sqlite_arrow_audit.audit_read(schema, exempt, self._needs_coercion)
         if read is None:
             return False
-        statements = [
-            self._statement(functools.partial(read.statement, self._source_sql, run), run)
-            for run in value_audit.audit_runs(bounds, self._audit_connections)
-        ]
+        runs = value_audit.audit_runs(bounds, self._audit_connections)
+        by_values = self._values_provable(read)
         held = value_audit.held_limits(limits)
 
-        def proven(statement: tuple[str, tuple[object, ...]]) -> bool:
+        def proven(run: PartitionBounds) -> bool:
             connection = sqlite_arrow_driver.connect(self._path)
             try:
-                with sqlite_arrow_driver.batches(connection, statement, AUDIT_BATCH_ROWS) as batches:
-                    return read.proven(batches, held)
+                skip: frozenset[str] = frozenset()
+                if by_values is not None:
+                    statement = self._statement(
+                        functools.partial(read.values_statement, self._source_sql, run, by_values), run
+                    )
+                    with sqlite_arrow_driver.batches(connection, statement, AUDIT_BATCH_ROWS) as batches:
+                        verdict = read.values_proven(batches, held, by_values)
+                    if verdict is False:
+                        return False
+                    if verdict:
+                        skip = frozenset({by_values.column.name})
+                if not read.read(skip):
+                    return True  # the column proven by its values was the only one audited
+                rows = self._statement(functools.partial(read.statement, self._source_sql, run, skip), run)
+                with sqlite_arrow_driver.batches(connection, rows, AUDIT_BATCH_ROWS) as batches:
+                    return read.proven(batches, held, skip)
             finally:
                 connection.close()
 
         try:
-            with ThreadPoolExecutor(max_workers=min(self._audit_connections, len(statements))) as pool:
-                return all(list(pool.map(proven, statements)))
+            with ThreadPoolExecutor(max_workers=min(self._audit_connections, len(runs))) as pool:
+                return all(list(pool.map(proven, runs)))
         except sqlite_arrow_driver.READ_ERRORS:
             log.debug("the Arrow audit could not prove the run; the SQL audit decides")
             return False
+
+    def _values_provable(self, read: sqlite_arrow_audit.AuditRead) -> sqlite_arrow_audit.Audited | None:
+        """The audited partition column, when its distinct values are a cheap proof: a text column
+        (``AuditRead.values_column``) of a table (not a query or view) whose index, not partial, leads with
+        it in BINARY order, so the grouping is a walk of that index. Only the cost depends on this: the
+        values prove the column whichever way SQLite groups them."""
+        column = self._spec.partitioning.column
+        if column is None or self._spec.query:
+            return None
+        audited = next(
+            (a for a in read.audited if a.column.name.casefold() == column.casefold()),
+            None,
+        )
+        if audited is None or read.values_column(audited.column.name) is None:
+            return None
+        schema_name = self._table.schema or "main"
+        try:
+            indexes = (
+                self._db()
+                .execute(
+                    "SELECT name FROM pragma_index_list(?, ?) WHERE partial = 0",
+                    (self._table.name, schema_name),
+                )
+                .fetchall()
+            )
+            for (index,) in indexes:
+                lead = (
+                    self._db()
+                    .execute(
+                        "SELECT name, coll FROM pragma_index_xinfo(?, ?) WHERE seqno = 0",
+                        (index, schema_name),
+                    )
+                    .fetchall()
+                )
+                if (
+                    lead
+                    and str(lead[0][0]).casefold() == audited.column.name.casefold()
+                    and lead[0][1] == "BINARY"
+                ):
+                    return audited
+        except sqlite3.Error:
+            return None
+        return None
 
     def _rowid_alias(self, schema: TableSchema) -> frozenset[str]:
         """The ``INTEGER PRIMARY KEY`` of a rowid table: SQLite stores only integers there. Exempted only

@@ -229,3 +229,40 @@ def distinct_range_starts(source: str, column: ColumnSpec, size: int) -> tuple[s
         f"WHERE {quoted} IS NOT NULL\nORDER BY dpone_start",
         (),
     )
+
+
+def regions_condition(regions: Sequence[Sequence[PartitionBounds]]) -> tuple[str, Params]:
+    """The rows within any of ``regions``, each the rows within every bounds it lists (``1``: one of them
+    is the whole table)."""
+    texts: list[str] = []
+    params: list[object] = []
+    for region in regions:
+        parts = [p for p in (predicate(one) for one in region) if p is not None]
+        if not parts:
+            return "1", ()
+        texts.append("(" + " AND ".join(f"({text})" for text, _ in parts) + ")")
+        params.extend(value for _, values in parts for value in values)
+    return " OR ".join(texts), tuple(params)
+
+
+def rows_left_out(
+    earlier: str,
+    current: str,
+    columns: Sequence[tuple[str, str]],
+    regions: Sequence[Sequence[PartitionBounds]],
+) -> tuple[str, Params]:
+    """How many distinct rows ``earlier`` (a source, as ``source_sql`` writes it) returns within ``regions``
+    that ``current`` does not, over ``columns`` ((current, earlier) spellings): ``EXCEPT``, NULLs equal."""
+    condition, params = regions_condition(regions)
+    earlier_list = ", ".join(quote_ident(old) for _, old in columns)
+    current_list = ", ".join(quote_ident(new) for new, _ in columns)
+    text = (
+        f"SELECT COUNT(*) FROM (\nSELECT {earlier_list}\nFROM {earlier}\nWHERE {condition}\nEXCEPT\n"
+        f"SELECT {current_list}\nFROM {current}\nWHERE {condition}\n)"
+    )
+    return text, params + params
+
+
+def first_zero_rows(source: str) -> tuple[str, Params]:
+    """No row, only the names of the columns a read of ``source`` returns (the cursor's description)."""
+    return f"SELECT *\nFROM {source}\nLIMIT 0", ()

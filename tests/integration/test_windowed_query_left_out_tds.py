@@ -1,0 +1,76 @@
+"""A SQL Server route (pymssql over the TDS emulator) compares an earlier ``source.query`` with its own.
+
+The emulator runs ``EXCEPT`` (NULLs compare equal: ``customer`` is NULL in two rows), so the comparison is
+the one a real server makes. Black-box ``dpone`` into chDB, ``replace_partition`` by day: a query that leaves
+out rows an earlier one committed stops before arming with the target unchanged; allowed, it replaces them;
+a query that reads every earlier row again goes on. Target values compared with the served rows.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from tests.integration.test_route_identity_tds import TARGET, dpone, root, target_rows
+
+__all__ = ["root"]  # the SQL Server connection's fixture
+
+
+def manifest(root: Path, where: str) -> Path:
+    path = root / f"tds-{abs(hash(where))}.yaml"
+    path.write_text(
+        f"""
+kind: native_transfer
+name: tds_windows
+source:
+  type: mssql
+  connection: tds_source
+  table: dbo.orders
+  query: "SELECT id, order_date, customer, amount, updated_at FROM dbo.orders WHERE {where}"
+  partitioning: {{kind: day, column: order_date}}
+sink:
+  type: clickhouse
+  connection: chdb:///clickhouse
+  table: {TARGET}
+  strategy: replace_partition
+  order_by: [order_date, id]
+checkpoints:
+  connection: sqlite:///state.sqlite
+""",
+        encoding="utf-8",
+    )
+    return path
+
+
+def served(tds_orders: list[dict[str, Any]], low: int, high: int) -> list[tuple[Any, ...]]:
+    return sorted(
+        (r["id"], r["order_date"].isoformat(), r["customer"], r["amount"])
+        for r in tds_orders
+        if low <= r["id"] <= high
+    )
+
+
+def test_a_sql_server_query_leaving_out_earlier_rows_stops_and_one_reading_them_again_goes_on(
+    root: Path, tds_orders: list[dict[str, Any]]
+) -> None:
+    first = dpone("run", str(manifest(root, "id <= 20")))
+    assert first.exit_code == 0, first.output
+
+    stopped = dpone("run", "--json", str(manifest(root, "id > 10")))
+
+    assert stopped.exit_code == 3, stopped.output
+    error = json.loads(stopped.output)
+    assert error["error"] == "native_transfer_target_not_empty"
+    assert error["details"]["rows"] == 10  # ids 1-10, two per day, each day replaced by ids 11-50
+    assert len(error["details"]["partitions"]) == 5
+    assert target_rows(root) == served(tds_orders, 1, 20)
+    allowed = dpone("run", str(manifest(root, "id > 10")), "--allow-nonempty-target")
+    assert allowed.exit_code == 0, allowed.output
+    assert target_rows(root) == served(tds_orders, 11, 50)
+
+    wider = dpone("run", str(manifest(root, "id > 5")))  # every row of "id > 10" and more
+
+    assert wider.exit_code == 0, wider.output
+    assert "compared on the source" in wider.output
+    assert target_rows(root) == served(tds_orders, 6, 50)
