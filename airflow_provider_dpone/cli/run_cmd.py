@@ -86,7 +86,7 @@ def print_report(report: RunReport) -> None:
         if quality.durable_replay:
             line += f"  capsule: {quality.capsule_state or '-'}"
             if quality.replayed:
-                line += "  (replayed from durable evidence; source and target untouched)"
+                line += "  (replayed from durable evidence; source untouched, target only counted)"
         click.echo(line)
         for check in failed:
             columns = ",".join(check.columns) or "-"

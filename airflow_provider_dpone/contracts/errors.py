@@ -56,6 +56,9 @@ class ErrorCode(str, Enum):
     TARGET_NOT_EMPTY = "native_transfer_target_not_empty"
     #: another run holds the target's lease: nothing was read or written; retry later (exit code 4)
     ROUTE_BUSY = "native_transfer_route_busy"
+    #: the target table was replaced, emptied or had a written column's type changed while a direct load
+    #: wrote it: the load stopped inside its target call, so its partitions are blocked for on-call (exit 3)
+    TARGET_CHANGED_DURING_LOAD = "native_transfer_target_changed_during_load"
 
 
 #: CLI exit codes (ARCHITECTURE.md section 5): scripts and black-box tests rely on them.
@@ -93,6 +96,7 @@ ERROR_TABLE: Mapping[ErrorCode, ErrorSpec] = MappingProxyType(
         ErrorCode.TARGET_LOST_COMMITTED_ROWS: _BLOCKED,
         ErrorCode.ROUTE_IDENTITY_CHANGED: _BLOCKED,
         ErrorCode.TARGET_NOT_EMPTY: _BLOCKED,
+        ErrorCode.TARGET_CHANGED_DURING_LOAD: _BLOCKED,
         ErrorCode.MANIFEST_INVALID: _USER_INPUT,
         ErrorCode.CONNECTION_MISSING: _USER_INPUT,
         ErrorCode.CONNECTION_INVALID: _USER_INPUT,

@@ -62,6 +62,15 @@ class SettledCountingSink(Sink, Protocol):
         still deleting): counts taken now would count rows about to go (read-only)."""
 
 
+@runtime_checkable
+class TtlReportingSink(Sink, Protocol):
+    """A sink that can say, read-only, whether a target table has a TTL that deletes rows."""
+
+    def deleting_ttl(self, table: str) -> bool:
+        """Whether ``table`` has a table TTL that deletes rows (or changes values) once they expire, as
+        ``prepare_target`` refuses one; ``False`` when the table does not exist (read-only)."""
+
+
 class ViewListingSink(Sink, Protocol):
     """A sink that can say, read-only, which views an insert into a table feeds."""
 

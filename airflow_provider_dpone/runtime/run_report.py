@@ -2,7 +2,7 @@
 
 Pure functions over what the run holds when it ends (no port is called here), so the report a CLI prints,
 the operator logs and a script reads from ``--json`` is the same however the run ended: moved, skipped, or
-decided by a sealed capsule without touching the source or the target.
+decided by a sealed capsule without touching the source.
 """
 
 from __future__ import annotations

@@ -933,7 +933,7 @@ class TransferEngine:
         without replay: the same lost-rows stop, from the checkpoints and read-only counts of the target,
         nothing of the source (``lost_rows``). Seen: a TRUNCATE between a run and its retry, exit 0 and
         ``quality: passed`` on an empty table."""
-        decisions, matched = replayed_as_skipped(family, record.partitions)
+        decisions, matched = replayed_as_skipped(family, record.partitions, self._route.strategy)
         self._checks.require_target_holds_committed(
             decisions, matched, moving=False, family=family, replayed=run_id
         )

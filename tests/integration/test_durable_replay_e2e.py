@@ -197,7 +197,7 @@ def run_in_process(route: Route, run_id: str, reader: AlteringReader) -> DponeEr
     return caught.value
 
 
-def test_cli_run_completes_a_v2_capsule_and_its_retry_replays_without_source_or_target(route: Route) -> None:
+def test_cli_run_completes_a_v2_capsule_and_its_retry_replays_without_the_source(route: Route) -> None:
     first = route.dpone("run", str(route.manifest), "--run-id", "r1", "--json")
     assert first.returncode == 0, first.stderr
     report = json.loads(first.stdout)

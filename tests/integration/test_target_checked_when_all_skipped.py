@@ -157,6 +157,36 @@ def test_a_target_kept_short_by_a_ttl_runs_with_nothing_due_and_says_so(
     assert target_rows(base) == [r for r in source_rows(base) if r[1] >= kept_from]  # nothing reloaded
 
 
+def test_a_ttl_added_after_the_commits_that_expired_every_row_is_named_by_the_stop(
+    base: Path,
+    store_url: str,
+) -> None:
+    """A DBA adds a row-deleting TTL and it expires every committed row: the stop named a drop, a truncate
+    or a restore and sent on-call to restore or reload, which the TTL expires again (red before: no word of
+    the TTL; its own refusal, ``table_ttl``, comes later, in the target's preparation)."""
+    manifest = write_manifest(base, "orders", store_url)
+    assert dpone("run", str(manifest)).exit_code == 0
+    assert target_rows(base) == source_rows(base)
+    # expired whatever today's date is: every day of the demo lies after 1970-01-02
+    chdb_command(
+        base,
+        f"ALTER TABLE {TARGET} MODIFY TTL if(order_date > toDate('1970-01-02'), "
+        "toDate('2000-01-01'), toDate('2100-01-01'))",
+    )
+    chdb_command(base, f"OPTIMIZE TABLE {TARGET} FINAL")
+    assert target_rows(base) == []
+
+    error = _lost_rows_stop(manifest)
+
+    assert error["details"]["deleting_ttl"] is True
+    assert "the table has a TTL that deletes rows" in error["message"]
+    text = dpone("run", str(manifest))
+    assert text.exit_code == 3
+    assert f"target table {TARGET} has a TTL that deletes rows once they expire" in text.output
+    assert "runbook:  dpone runbook guard (section 'A TTL on the target')" in text.output
+    assert target_rows(base) == []  # nothing written
+
+
 @pytest.mark.parametrize("new_day", [False, True], ids=["nothing-due", "a-new-day-due"])
 def test_a_newest_committed_day_missing_from_the_target_stops_the_run_and_deleted_rows_do_not(
     base: Path,

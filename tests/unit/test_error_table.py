@@ -59,6 +59,7 @@ def test_the_public_exit_codes_stay_what_scripts_rely_on() -> None:
         ErrorCode.TARGET_LOST_COMMITTED_ROWS,
         ErrorCode.ROUTE_IDENTITY_CHANGED,
         ErrorCode.TARGET_NOT_EMPTY,
+        ErrorCode.TARGET_CHANGED_DURING_LOAD,
     } == BLOCKING_CODES
     assert ERROR_TABLE[ErrorCode.ROUTE_BUSY].exit_code == EXIT_BUSY
 

@@ -88,14 +88,18 @@ def test_run_seals_core_before_publication_and_completes_after_the_sink_is_close
     assert refs == {chain.operation_id}
 
 
-def test_retry_of_a_completed_run_succeeds_from_the_capsule_without_source_or_target(rig: Rig) -> None:
+def test_retry_of_a_completed_run_succeeds_from_the_capsule_reading_no_source_and_only_counting_the_target(
+    rig: Rig,
+) -> None:
     rig.engine(MANIFEST).run("run-1")
     rows_before = list(rig.target_rows())
     rig.events.clear()
 
     report = rig.engine(MANIFEST).run("run-1")
 
-    assert rig.events == []  # no describe, plan, profile, read; no sink; no reader
+    # no describe, plan, profile, read; the sink opened for its read-only counts only (no load, no
+    # summary); no reader
+    assert rig.events == ["sink.open", "sink.close"]
     assert rig.target_rows() == rows_before
     assert report.quality is not None and report.quality.replayed and report.quality.verdict == "passed"
     assert report.partitions_skipped == 3 and report.rows_committed == 0
@@ -103,6 +107,51 @@ def test_retry_of_a_completed_run_succeeds_from_the_capsule_without_source_or_ta
     # a run ID reused for a new run (a cron job's fixed --run-id) reads nothing: the report says so
     assert len(report.notices) == 1 and "'run-1' of this route completed before" in report.notices[0]
     assert "A new run ID moves them" in report.notices[0]
+
+
+def test_retry_of_a_completed_run_over_a_target_that_lost_its_rows_stops_and_reads_no_source(
+    rig: Rig,
+) -> None:
+    """Red before: the retry reported the run from its capsule, exit 0 and ``quality: passed``, over a table
+    a DBA had truncated since; without replay the same retry stops (``target_lost_committed_rows``)."""
+    rig.engine(MANIFEST).run("run-1")
+    committed = list(rig.target_rows())
+    assert sorted(committed) == sorted(orders_rows())
+    head = chain_of(rig, "run-1").head_sha256
+    rig.target_rows().clear()  # the DBA's TRUNCATE, between the run and its retry
+    rig.events.clear()
+
+    err = expect_code(ErrorCode.TARGET_LOST_COMMITTED_ROWS, lambda: rig.engine(MANIFEST).run("run-1"))
+
+    assert source_accesses(rig) == [] and "reader.observe" not in rig.events  # the source is never read
+    assert err.code in BLOCKING_CODES
+    assert (err.details["committed_rows"], err.details["target_rows"]) == (len(committed), 0)
+    assert err.details["replayed_run_id"] == "run-1"
+    assert any("this retry of run 'run-1'" in line for line in err.hint_lines)
+    assert chain_of(rig, "run-1").head_sha256 == head  # the capsule is left as it was
+    assert rig.target_rows() == []  # nothing written
+    # the table restored, the same retry replays again and moves nothing
+    rig.target_rows().extend(committed)
+    report = rig.engine(MANIFEST).run("run-1")
+    assert report.quality is not None and report.quality.replayed and report.quality.verdict == "passed"
+    assert sorted(rig.target_rows()) == sorted(orders_rows())
+
+
+def test_retry_observing_again_over_a_target_that_lost_its_rows_stops_after_its_observation(rig: Rig) -> None:
+    """A published run whose observation is still owed observes again; checks that hold on an empty table
+    (no row count) pass there, and the retry ended green over a table that lost every committed row."""
+    manifest = quality_manifest(checks=({"type": "not_null", "columns": ["amount"]},))
+    rig.reader.outcomes = [outcome(ReaderOutcomeKind.TIMEOUT, ReaderReason.BUDGET_EXHAUSTED, verified=True)]
+    expect_code(ErrorCode.QUALITY_REPLAY_UNRESOLVED, lambda: rig.engine(manifest).run("run-1"))
+    assert sorted(rig.target_rows()) == sorted(orders_rows())
+    rig.target_rows().clear()
+    rig.events.clear()
+
+    err = expect_code(ErrorCode.TARGET_LOST_COMMITTED_ROWS, lambda: rig.engine(manifest).run("run-1"))
+
+    assert source_accesses(rig) == [] and rig.events.count("reader.observe") == 1
+    assert err.details["target_rows"] == 0 and err.details["replayed_run_id"] == "run-1"
+    assert rig.target_rows() == []
 
 
 def test_target_altered_after_publication_is_a_mismatch_that_blocks_the_route(rig: Rig) -> None:

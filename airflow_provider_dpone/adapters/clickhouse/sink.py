@@ -12,7 +12,7 @@ import itertools
 import logging
 import re
 import secrets
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -78,7 +78,18 @@ from airflow_provider_dpone.adapters.clickhouse.table_schema import (
 from airflow_provider_dpone.adapters.clickhouse.target_engine import (
     TTL_ALREADY_EXPIRED,
     require_row_keeping_engine,
+    rows_dropping_ttl,
     table_facts,
+)
+from airflow_provider_dpone.adapters.clickhouse.target_pin import (
+    LoadScope,
+    TablePin,
+    changed_columns,
+    has_table_uuids,
+    read_pin,
+    table_changed_error,
+    types_changed_error,
+    what_changed,
 )
 from airflow_provider_dpone.adapters.clickhouse.target_views import fed_views, require_views_fed_once
 from airflow_provider_dpone.adapters.sources.arrow_column import join_columns
@@ -151,6 +162,8 @@ class ClickHouseSink:
         self._conn: Client | None = None
         #: the ``query_id`` prefix of the statements of the target change in progress (statements_in_flight)
         self._tag: str | None = None
+        #: whether the engine's ``system.tables`` has ``uuid`` (``target_pin``), read once
+        self._table_uuids: bool | None = None
 
     # -- connection --------------------------------------------------------------------------------
 
@@ -318,6 +331,15 @@ class ClickHouseSink:
             )
         )
 
+    def deleting_ttl(self, table: str) -> bool:
+        """``TtlReportingSink``: whether ``table``'s table TTL deletes rows or changes values
+        (``target_engine.rows_dropping_ttl``, whatever ``allow_target_ttl`` says), from one read of its
+        ``system.tables`` row; ``False`` when it does not exist."""
+        name = self._name(table)
+        with self._failures("read the target table", name, step="prepare"):
+            found = table_facts(self._client(), name)
+        return found is not None and rows_dropping_ttl(found.engine_full)
+
     def views_fed_by(self, table: str) -> list[str]:
         """``ViewListingSink``: the views an insert into ``table`` feeds (``target_views.fed_views``)."""
         name = TableName.parse(table)
@@ -433,31 +455,83 @@ class ClickHouseSink:
     def load(
         self, permit: TargetPermit, table: str, schema: TableSchema, chunks: Iterable[ColumnChunk]
     ) -> int:
-        """Strategy scope, then every chunk, column-oriented. Returns rows inserted."""
+        """Strategy scope, then every chunk, column-oriented; the table proven unchanged (``target_pin``).
+        Returns rows inserted."""
         permit.require_open(table)
         name = self._name(table)
         self._tag = target_tag(name)
         try:
-            return self._load(name, schema, self._scope(permit), chunks)
+            return self._load(name, schema, self._scope(permit), chunks, permit)
         finally:
             self._tag = None
 
     def _load(
-        self, name: TableName, schema: TableSchema, scope: _Scope, chunks: Iterable[ColumnChunk]
+        self,
+        name: TableName,
+        schema: TableSchema,
+        scope: _Scope,
+        chunks: Iterable[ColumnChunk],
+        permit: TargetPermit,
     ) -> int:
         stream = iter(chunks)
-        # The first chunk is pulled before the target is touched: a source or artifact that fails at once
-        # (unreachable, digest mismatch) then fails the call before any truncate or delete.
-        first = next(stream, None)
+        load = LoadScope(permit.route.describe(), permit.checkpoint_batch_id, len(permit.partitions))
+        # Right after arming, before the source's first read: the table's columns, identity and counts,
+        # what the load proves unchanged after its last insert (a table replaced or truncated meanwhile).
         with self._failures("read the target table's columns", name, step="describe", code=_LOAD):
             client = self._client()
             target = self._describe(client, name)
-        types = self._require_compatible(name, schema, target)
+            types = self._require_compatible(name, schema, target)
+            counted = self._counted_scope(scope, permit, target)
+            before = self._pin(client, name, counted)
+        # The first chunk is pulled before the target is written: a source or artifact that fails at once
+        # (unreachable, digest mismatch) then fails the call before any truncate or delete.
+        first = next(stream, None)
         self._apply_scope(client, name, scope, target)
         head: list[ColumnChunk] = [first] if first is not None else []
-        rows = self._insert_all(client, name, schema, types, itertools.chain(head, stream))
+
+        def before_insert(rows_before: int) -> None:
+            self._require_types_unchanged(client, name, load, types, rows_before)
+
+        # a server that reads a declared type's bytes as the column's (18.16) is asked before each insert
+        check = None if self._endpoint.interface is ClickHouseInterface.CHDB else before_insert
+        rows = self._insert_all(client, name, schema, types, itertools.chain(head, stream), check)
+        with self._failures("read the target table after the load", name, step="verify", code=_LOAD):
+            after = self._pin(client, name, counted)
+            found = self._describe(client, name) if after.identity is not None else None
+        changed = changed_columns(types, found) if found is not None else []
+        if changed:
+            raise types_changed_error(name, load, changed, inserted=rows, before_insert=False)
+        keeps_rows = not scope.truncate and not scope.bounds
+        problem = what_changed(before, after, inserted=rows, keeps_rows=keeps_rows)
+        if problem is not None:
+            raise table_changed_error(
+                name, load, problem, before, after, inserted=rows, keeps_rows=keeps_rows
+            )
         log.info("loaded %d rows into %s", rows, name)
         return rows
+
+    def _counted_scope(
+        self, scope: _Scope, permit: TargetPermit, target: Mapping[str, TargetColumn]
+    ) -> list[str] | None:
+        """The conditions of the rows a load's counts cover (``None``: the whole table): what the strategy
+        replaces, or the armed partitions an append adds to (the whole table for a permit without any)."""
+        if scope.truncate or not permit.bounds:
+            return None
+        return delete_conditions(scope.bounds or permit.bounds, _types_of(target))
+
+    def _pin(self, client: Client, name: TableName, counted: list[str] | None) -> TablePin:
+        if self._table_uuids is None:
+            self._table_uuids = has_table_uuids(client)
+        return read_pin(client, name, counted, count=not self._allow_ttl, uuids=self._table_uuids)
+
+    def _require_types_unchanged(
+        self, client: Client, name: TableName, load: LoadScope, types: Mapping[str, str], rows: int
+    ) -> None:
+        """Before an insert: the written columns still have the types it declares (``target_pin``). A
+        failure to read them is the insert's own (``_insert_block``)."""
+        changed = changed_columns(types, self._describe(client, name))
+        if changed:
+            raise types_changed_error(name, load, changed, inserted=rows, before_insert=True)
 
     # -- staged load -------------------------------------------------------------------------------
 
@@ -651,8 +725,10 @@ class ClickHouseSink:
         schema: TableSchema,
         types: Mapping[str, str],
         chunks: Iterable[ColumnChunk],
+        before_insert: Callable[[int], None] | None = None,
     ) -> int:
-        """Insert every chunk, merging small ones into blocks (see ``INSERT_BLOCK_ROWS``). Returns rows."""
+        """Insert every chunk, merging small ones into blocks (see ``INSERT_BLOCK_ROWS``). Returns rows.
+        ``before_insert`` is called with the rows inserted so far before each insert (it may raise)."""
         encoders: dict[tuple[str, ...], InsertContext] = {}
         pending: list[tuple[int, ColumnChunk]] = []
         pending_rows = 0
@@ -667,15 +743,15 @@ class ClickHouseSink:
                 or pending_rows + chunk.row_count > INSERT_BLOCK_MAX_ROWS
                 or (pending_rows + chunk.row_count) * len(chunk.names) > INSERT_BLOCK_CELLS
             ):
-                rows += self._insert_block(client, name, types, encoders, pending, rows)
+                rows += self._insert_block(client, name, types, encoders, pending, rows, before_insert)
                 pending, pending_rows = [], 0
             pending.append((index, chunk))
             pending_rows += chunk.row_count
             if not inserted or pending_rows >= INSERT_BLOCK_ROWS or len(pending) >= INSERT_BLOCK_MAX_CHUNKS:
-                rows += self._insert_block(client, name, types, encoders, pending, rows)
+                rows += self._insert_block(client, name, types, encoders, pending, rows, before_insert)
                 pending, pending_rows, inserted = [], 0, True
         if pending:
-            rows += self._insert_block(client, name, types, encoders, pending, rows)
+            rows += self._insert_block(client, name, types, encoders, pending, rows, before_insert)
         return rows
 
     @staticmethod
@@ -695,6 +771,7 @@ class ClickHouseSink:
         encoders: dict[tuple[str, ...], InsertContext],
         block: Sequence[tuple[int, ColumnChunk]],
         rows_before: int,
+        before_insert: Callable[[int], None] | None = None,
     ) -> int:
         """One insert of one or more chunks with the same column order (columns concatenated): as Arrow
         into chDB when every column has an exact Arrow form (``arrow_insert``); to a server, Native built
@@ -705,6 +782,8 @@ class ClickHouseSink:
         row_count = sum(chunk.row_count for _, chunk in block)
         self._require_within_limits(name, names, [types[n] for n in names], data)
         try:
+            if before_insert is not None:  # a server gone meanwhile fails here, as its insert would
+                before_insert(rows_before)
             type_names = [types[n] for n in names]
             # this request's own token (insert_settings.py) and, under a permit, query_id (statements_in_flight)
             settings = tagged(plain_insert_settings(client), self._tag)
@@ -731,6 +810,8 @@ class ClickHouseSink:
                 client.insert(data=insert_columns(type_names, data, context.column_types), context=context)
             finally:
                 release_block(context)
+        except DponeError:
+            raise
         except Exception as exc:
             details = failure_details(self._endpoint, exc)
             partitions = list(dict.fromkeys(chunk.partition_id for _, chunk in block))

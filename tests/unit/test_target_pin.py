@@ -1,0 +1,130 @@
+"""What a direct load decides from the target it pinned before its first write and read again after its
+last (``adapters/clickhouse/target_pin``): the decision alone, without a server."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from airflow_provider_dpone.adapters.clickhouse.quoting import TableName
+from airflow_provider_dpone.adapters.clickhouse.table_schema import TargetColumn
+from airflow_provider_dpone.adapters.clickhouse.target_pin import (
+    ChangedColumn,
+    LoadScope,
+    TablePin,
+    changed_columns,
+    table_changed_error,
+    types_changed_error,
+    what_changed,
+)
+from airflow_provider_dpone.contracts.errors import BLOCKING_CODES, ErrorCode
+
+NAME = TableName("analytics", "orders")
+LOAD = LoadScope("dbo.orders -> analytics.orders (incremental_append)", "sha256:" + "ab" * 32, 3)
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def pin(within: int | None, total: int | None = None, identity: str | None = "uuid:1") -> TablePin:
+    return TablePin(identity=identity, engine="MergeTree", rows_within=within, rows_total=total)
+
+
+def test_an_append_that_leaves_what_it_found_and_inserted_changed_nothing() -> None:
+    assert what_changed(pin(10, 100), pin(15, 105), inserted=5, keeps_rows=True) is None
+
+
+def test_rows_other_writers_added_meanwhile_are_no_change() -> None:
+    # a fan-in route appends into the same days: only ever more rows
+    assert what_changed(pin(10, 100), pin(40, 130), inserted=5, keeps_rows=True) is None
+
+
+def test_fewer_rows_in_the_armed_partitions_than_an_append_leaves_is_rows_missing() -> None:
+    # truncated after some inserts: what was there and part of the run's rows are gone
+    assert what_changed(pin(10, 100), pin(14, 104), inserted=5, keeps_rows=True) == "rows_missing"
+
+
+def test_a_replacing_load_needs_only_its_own_rows_in_its_scope() -> None:
+    assert what_changed(pin(10, 100), pin(5, 95), inserted=5, keeps_rows=False) is None
+    assert what_changed(pin(10, 100), pin(4, 94), inserted=5, keeps_rows=False) == "rows_missing"
+
+
+def test_rows_outside_the_armed_partitions_all_gone_is_the_table_emptied() -> None:
+    # truncated before the first insert: the armed days' count is whole, the history is not
+    assert what_changed(pin(0, 90), pin(5, 5), inserted=5, keeps_rows=True) == "rows_outside_emptied"
+
+
+def test_a_table_that_held_nothing_outside_the_armed_partitions_cannot_be_found_emptied() -> None:
+    assert what_changed(pin(0, 0), pin(5, 5), inserted=5, keeps_rows=True) is None
+
+
+def test_fewer_rows_outside_but_some_left_is_no_change() -> None:
+    # a retention job, another route replacing its own days: rows outside the scope may leave
+    assert what_changed(pin(0, 90), pin(5, 30), inserted=5, keeps_rows=True) is None
+
+
+def test_another_identity_is_a_replaced_table_whatever_its_counts() -> None:
+    assert what_changed(pin(0, 90), pin(5, 95, identity="uuid:2"), inserted=5, keeps_rows=True) == (
+        "table_replaced"
+    )
+
+
+def test_a_table_gone_is_dropped() -> None:
+    assert what_changed(pin(0, 90), TablePin(identity=None), inserted=5, keeps_rows=True) == "table_dropped"
+
+
+def test_a_table_not_counted_is_judged_by_its_identity_alone() -> None:
+    # replicated engines and allow_target_ttl: rows may lag or leave by design
+    assert what_changed(pin(None), pin(None), inserted=5, keeps_rows=True) is None
+    assert what_changed(pin(None), pin(None, identity="uuid:2"), inserted=5, keeps_rows=True) == (
+        "table_replaced"
+    )
+
+
+def test_a_type_spelled_otherwise_is_the_same_type() -> None:
+    found = {"amount": TargetColumn("amount", "Decimal(12,2)", ""), "id": TargetColumn("id", "Int64", "")}
+    assert changed_columns({"amount": "Decimal(12, 2)", "id": "Int64"}, found) == []
+
+
+def test_a_widened_or_missing_written_column_is_changed() -> None:
+    found = {
+        "amount": TargetColumn("amount", "Decimal(18, 4)", ""),
+        "note": TargetColumn("note", "String", ""),
+    }
+    assert changed_columns({"amount": "Decimal(12, 2)", "customer": "String"}, found) == [
+        ChangedColumn("amount", "Decimal(12, 2)", "Decimal(18, 4)"),
+        ChangedColumn("customer", "String", None),
+    ]
+
+
+def test_the_code_blocks_the_route_and_names_its_runbook_section_in_both_copies() -> None:
+    assert ErrorCode.TARGET_CHANGED_DURING_LOAD in BLOCKING_CODES  # exit 3: on-call must act
+    error = types_changed_error(
+        NAME,
+        LOAD,
+        [ChangedColumn("amount", "Decimal(12, 2)", "Decimal(18, 4)")],
+        inserted=300,
+        before_insert=True,
+    )
+    assert error.details["problem"] == "column_types_changed"
+    assert any("'The target changed during a load'" in line for line in error.hint_lines)
+    for runbook in (ROOT / "docs/runbook", ROOT / "airflow_provider_dpone/runbooks"):
+        text = (runbook / "manual-reconciliation.md").read_text(encoding="utf-8")
+        assert "## The target changed during a load" in text
+        assert ErrorCode.TARGET_CHANGED_DURING_LOAD.value in text
+
+
+@pytest.mark.parametrize(
+    "problem", ["table_dropped", "table_replaced", "rows_missing", "rows_outside_emptied"]
+)
+def test_each_table_change_is_said_with_counts_only(problem: str) -> None:
+    error = table_changed_error(NAME, LOAD, problem, pin(7, 90), pin(3, 3), inserted=5, keeps_rows=True)
+    assert error.code is ErrorCode.TARGET_CHANGED_DURING_LOAD
+    assert error.details["problem"] == problem
+    assert str(NAME) in error.safe_message and LOAD.route in error.safe_message
+    if problem == "rows_missing":
+        assert (
+            "holds 3 row(s) within the armed partitions where the run leaves at least 12"
+            in error.safe_message
+        )
+    for line in (error.safe_message, *error.hint_lines):
+        assert "SELECT" not in line and "ALTER" not in line  # no SQL to on-call
