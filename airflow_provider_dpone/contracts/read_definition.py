@@ -48,6 +48,31 @@ class ReadDefinition(BaseModel):
         return cls.model_validate_json(text)
 
 
+#: Partitions a stop over rows a new definition leaves out names (``details.partitions``): a comparison counts
+#: regions one by one only until regions of so many partitions are found holding rows.
+PARTITIONS_NAMED = 20
+
+
+class LeftOutCounts(BaseModel):
+    """What one comparison of an earlier definition's read with this one's counted over a list of regions.
+
+    ``total``: the distinct rows left out, from the statements that count many regions at once (exact
+    whatever was counted alone). ``regions``: per region, in order, the rows left out within it (0 where
+    its statement found none); ``None`` where its statement found rows but it was not counted on its own,
+    since regions of :data:`PARTITIONS_NAMED` partitions holding rows were found before it (a stop names no
+    more, and counting every partition one by one cost minutes on a large table without an index)."""
+
+    model_config = ConfigDict(strict=True, frozen=True, extra="forbid")
+
+    total: int = Field(ge=0)
+    regions: tuple[int | None, ...]
+
+    @property
+    def complete(self) -> bool:
+        """Whether every region was counted (none left ``None``)."""
+        return None not in self.regions
+
+
 class NotCompared(str, Enum):
     """Why a run could not compare an earlier definition's read with its own: each a fixed phrase (never a
     driver's message), said in the notice of a run that goes on."""
@@ -70,8 +95,8 @@ _PHRASES = {
         "the earlier definition's read fails on the source now (a table or column it reads is gone)"
     ),
     NotCompared.TYPE_NOT_COMPARABLE: (
-        "a column both definitions read cannot be compared on the source (text, ntext, image or xml, or "
-        "two types that do not convert)"
+        "the columns both definitions read cannot be compared on the source (two types that do not convert, "
+        "or nothing but SQL Server image columns)"
     ),
     NotCompared.NO_SHARED_COLUMNS: "the two definitions read no column in common",
     NotCompared.OTHER_SOURCE: "the earlier definition read another kind of source or another table",

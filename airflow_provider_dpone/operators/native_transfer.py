@@ -67,12 +67,22 @@ class NativeTransferOperator(BaseOperator):
         route remembers it: a task of the same route through another source connection stops (ADR 0079).
     :param sink_conn_id: replaces ``sink.connection``.
     :param checkpoints_conn_id: replaces ``checkpoints.connection``.
+    :param allow_nonempty_target: ``dpone run --allow-nonempty-target``. ``True`` or ``False``, or a template
+        that renders to ``true`` or ``false`` for one DAG run (``"{{ dag_run.conf.get('allow_nonempty_target',
+        false) }}"``); anything else fails the task before the run (a never-rendered template's text used to
+        count as ``True``).
 
     Returns (and pushes to XCom) a small summary: partitions committed and skipped, rows committed,
     the checkpoint batch ID and the quality verdict (counts and states only). Never data.
     """
 
-    template_fields: Sequence[str] = ("manifest", "source_conn_id", "sink_conn_id", "checkpoints_conn_id")
+    template_fields: Sequence[str] = (
+        "manifest",
+        "source_conn_id",
+        "sink_conn_id",
+        "checkpoints_conn_id",
+        "allow_nonempty_target",
+    )
     template_ext: Sequence[str] = ()
     ui_color = "#f7e9c5"
 
@@ -83,7 +93,7 @@ class NativeTransferOperator(BaseOperator):
         source_conn_id: str | None = None,
         sink_conn_id: str | None = None,
         checkpoints_conn_id: str | None = None,
-        allow_nonempty_target: bool = False,
+        allow_nonempty_target: bool | str = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -95,11 +105,17 @@ class NativeTransferOperator(BaseOperator):
         self.checkpoints_conn_id = checkpoints_conn_id
         #: write although the target holds rows this route did not load (``--allow-nonempty-target``): append
         #: with no checkpoint, or let full_refresh / replace_partition delete another source's committed rows
-        #: (or, on their first run, rows no route loaded)
-        self.allow_nonempty_target = allow_nonempty_target
+        #: (or, on their first run, rows no route loaded); a template is rendered per run (:func:`allow_flag`)
+        if not isinstance(allow_nonempty_target, bool) and not _templated(allow_nonempty_target):
+            raise ValueError(
+                _ALLOW_FLAG_REFUSED.format(kind=type(allow_nonempty_target).__name__, rendered="", then="")
+            )
+        self.allow_nonempty_target: bool | str = allow_nonempty_target
 
     def execute(self, context: Any) -> dict[str, Any]:
         run_id = str(context["run_id"])
+        # rendered by now: a value that is no boolean would delete rows on every run (a retry renders it alike)
+        self._allow_nonempty_target = allow_flag(self.allow_nonempty_target)
         # Created per try, never in __init__: operators are copied and serialized, a token is not.
         self._cancellation = CancellationToken()
         self._stages = StageRecorder()
@@ -205,7 +221,7 @@ class NativeTransferOperator(BaseOperator):
             if runtime.progress is None:
                 runtime.progress = self._stages
             try:
-                report = runtime.run(run_id=run_id, allow_nonempty_target=self.allow_nonempty_target)
+                report = runtime.run(run_id=run_id, allow_nonempty_target=self._allow_nonempty_target)
             except BaseException:
                 if self._stages.target_touched:
                     self._touched = touched_target(runtime, run_id)
@@ -372,6 +388,35 @@ def summarize_quality(quality: QualitySummary | None) -> dict[str, Any] | None:
         "operation_id": quality.operation_id,
         "unverified_partitions": quality.unverified_partitions,
     }
+
+
+_ALLOW_FLAG_REFUSED = (
+    "allow_nonempty_target must be True or False, or a template that renders to true or false (got a "
+    "{kind} that is neither{rendered}){then}; it lets a run delete rows this route did not load, so nothing "
+    "else is taken for True"
+)
+
+
+def _templated(value: object) -> bool:
+    """Whether ``value`` is Jinja text that Airflow renders before ``execute`` (a template field)."""
+    return isinstance(value, str) and ("{{" in value or "{%" in value)
+
+
+def allow_flag(value: object) -> bool:
+    """``allow_nonempty_target`` as rendered for this run: a boolean, or the text ``true`` / ``false`` (any
+    case, blanks around) a template renders. Anything else (text still holding ``{{``, which Airflow never
+    rendered; ``yes``; ``1``) fails the task, not retried: any text was taken for ``True``, and every hourly
+    run of a window then deleted the hour before it, with success. The value is never shown."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    rendered = ", a template left unrendered" if _templated(value) else ""
+    raise AirflowFailException(
+        _ALLOW_FLAG_REFUSED.format(
+            kind=type(value).__name__, rendered=rendered, then=": the run was not started"
+        )
+    )
 
 
 def _dag_folder(context: Any, task: Any) -> Path:

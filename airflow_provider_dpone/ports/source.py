@@ -8,7 +8,7 @@ from typing import Protocol, TypedDict
 
 from airflow_provider_dpone.contracts.chunk import ColumnChunk
 from airflow_provider_dpone.contracts.partition import PartitionBounds
-from airflow_provider_dpone.contracts.read_definition import NotCompared, ReadDefinition
+from airflow_provider_dpone.contracts.read_definition import LeftOutCounts, NotCompared, ReadDefinition
 from airflow_provider_dpone.contracts.schema import TableSchema
 
 
@@ -142,10 +142,11 @@ class DefinitionComparingSource(Source, Protocol):
 
     def rows_left_out(
         self, earlier: ReadDefinition, regions: Sequence[Sequence[PartitionBounds]]
-    ) -> list[int]:
-        """Per region (the rows within every bounds it lists), in order: how many distinct rows ``earlier``'s
-        read returns there that this source's read does not, over the columns both read (``EXCEPT``: NULLs
-        compare equal). Regions are counted together, many per statement; a statement that finds rows is
-        counted again region by region. Raises :class:`DefinitionsNotComparable` when ``earlier`` cannot be
+    ) -> LeftOutCounts:
+        """Per region (the rows within every bounds it lists; its first bounds are its partition's), in
+        order, and in all: how many distinct rows ``earlier``'s read returns there that this source's read
+        does not, over the columns both read (``EXCEPT``: NULLs compare equal). Regions are counted together,
+        many per statement; within a statement that finds rows, region by region until regions of
+        ``PARTITIONS_NAMED`` partitions hold rows (``LeftOutCounts``). Raises :class:`DefinitionsNotComparable` when ``earlier`` cannot be
         read or compared now (a dropped table or column, a type the engine cannot compare), and
         ``source_read_failed`` on any other failure."""

@@ -28,7 +28,7 @@ from airflow_provider_dpone.contracts.checkpoint import (
     checkpoint_moment,
 )
 from airflow_provider_dpone.contracts.partition import PartitionBounds, PlannedPartition
-from airflow_provider_dpone.contracts.read_definition import NotCompared, ReadDefinition
+from airflow_provider_dpone.contracts.read_definition import LeftOutCounts, NotCompared, ReadDefinition
 from airflow_provider_dpone.ports.source import DefinitionsNotComparable, Source
 from airflow_provider_dpone.runtime.bounds_coverage import fully_covered
 from airflow_provider_dpone.runtime.route_identity import IdentityOverlap
@@ -41,15 +41,15 @@ DefinitionLookup = Callable[[Sequence[str]], Mapping[str, ReadDefinition]]
 class DefinitionComparison:
     """What comparing the earlier definitions' reads with this one's found, partition by partition."""
 
-    #: partitions where an earlier read returns rows this one does not, with how many
+    #: partitions where an earlier read returns rows this one does not, with how many (counted one by one
+    #: only until ``PARTITIONS_NAMED`` are found: ``complete`` says whether others may hold such rows too)
     left_out: tuple[tuple[PlannedPartition, int], ...] = ()
     #: partitions (none of ``left_out``) some earlier definition of which could not be compared, and why
     not_compared: tuple[tuple[PlannedPartition, NotCompared], ...] = ()
-
-    @property
-    def rows(self) -> int:
-        """Rows left out in all (distinct rows per earlier definition and partition)."""
-        return sum(rows for _, rows in self.left_out)
+    #: the rows left out in all (distinct rows per earlier definition and batch of partitions)
+    rows: int = 0
+    #: whether ``left_out`` names every partition holding such rows
+    complete: bool = True
 
     def reasons(self) -> list[NotCompared]:
         """Why comparisons could not be made, each once, in the order met."""
@@ -91,6 +91,7 @@ def compare_with_earlier(
         return DefinitionComparison()
     kept = definitions(list(regions)) if definitions is not None else {}
     count = getattr(source, "rows_left_out", None)
+    total, complete = 0, True
     left: dict[str, int] = {}
     parts: dict[str, PlannedPartition] = {}
     failed: dict[str, NotCompared] = {}
@@ -105,12 +106,17 @@ def compare_with_earlier(
             reason = NotCompared.SOURCE_CANNOT_COMPARE
         else:
             try:
-                counts: list[int] = count(earlier, [region for _, region in asked])
+                counted: LeftOutCounts = count(earlier, [region for _, region in asked])
             except DefinitionsNotComparable as exc:
                 reason = exc.reason
             else:
-                for (part, _), rows in zip(asked, counts, strict=True):
-                    left[part.partition_id] = left.get(part.partition_id, 0) + rows
+                total += counted.total
+                # regions past those a stop names were not counted alone (nor any, where the source
+                # changed between the statements): other partitions may hold such rows
+                complete &= counted.complete and (counted.total == 0 or any(counted.regions))
+                for (part, _), rows in zip(asked, counted.regions, strict=True):
+                    if rows:
+                        left[part.partition_id] = left.get(part.partition_id, 0) + rows
         if reason is not None:
             for part, _ in asked:
                 failed.setdefault(part.partition_id, reason)
@@ -118,6 +124,8 @@ def compare_with_earlier(
     return DefinitionComparison(
         left_out=tuple((parts[i], left[i]) for i in order if left.get(i, 0) > 0),
         not_compared=tuple((parts[i], failed[i]) for i in order if i in failed and not left.get(i, 0)),
+        rows=total,
+        complete=complete,
     )
 
 

@@ -24,6 +24,7 @@ from airflow_provider_dpone.contracts.checkpoint import (
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.manifest import Manifest, PartitionKind
 from airflow_provider_dpone.contracts.partition import BoundsKind, PartitionBounds, PlannedPartition
+from airflow_provider_dpone.contracts.read_definition import PARTITIONS_NAMED
 from airflow_provider_dpone.contracts.route import RouteIdentity, Strategy
 from airflow_provider_dpone.ports.clock import Clock
 from airflow_provider_dpone.ports.route_naming import RouteNaming
@@ -47,9 +48,12 @@ from airflow_provider_dpone.runtime.resume_planner import (
     still_filling,
 )
 from airflow_provider_dpone.runtime.route_family import (
+    History,
     RouteFamily,
     committed_by_source,
+    newest_commit,
     other_identity_committed,
+    other_identity_standing,
     replaced_the_target,
     sibling_committed,
 )
@@ -73,7 +77,9 @@ class PreArmChecks:
 
     ``target`` returns the run's one sink (the engine opens it at the first call and closes it when the run
     ends); ``notice`` records a fact about a run that goes on; ``definitions`` reads the route's kept read
-    definitions by query hash (``left_out_rows``; None: none are kept)."""
+    definitions by query hash (``left_out_rows``; None: none are kept); ``history`` reads every record of one
+    partition (the commit under a later failed or resolved attempt; None: no record below the latest is
+    known, and only what the latest records say is taken)."""
 
     def __init__(
         self,
@@ -88,6 +94,7 @@ class PreArmChecks:
         notice: Callable[[str], None],
         source: Callable[[], Source] | None = None,
         definitions: DefinitionLookup | None = None,
+        history: History | None = None,
     ) -> None:
         self._manifest = manifest
         self._route = route
@@ -99,6 +106,7 @@ class PreArmChecks:
         self._notice = notice
         self._source = source
         self._definitions = definitions
+        self._history: History = history if history is not None else (lambda route, partition_id: ())
 
     def append_overlaps(
         self, family: RouteFamily, decisions: Sequence[ResumeDecision]
@@ -324,14 +332,20 @@ class PreArmChecks:
         active = [d.partition for d in decisions if d.action is Action.RUN]
         if not active:
             return
-        overlaps = find_overlaps(active, other_identity_committed(family, planned, self._naming))
+
+        def near(checkpoint: PartitionCheckpoint) -> bool:
+            return any(may_overlap(p.bounds, checkpoint.bounds) for p in active)
+
+        # the commits standing under a later failed or resolved attempt too: the latest record hid them
+        standing = other_identity_standing(family, planned, self._naming, self._history, near)
+        overlaps = find_overlaps(active, standing)
         if not overlaps:
             return
         if self._route.strategy is Strategy.REPLACE_PARTITION:
-            latest = {c.partition_id: c for c in family.canonical_checkpoints()}
+            latest = self._own_commits(family, overlaps)
             source = self._source() if self._source is not None else None
             comparison = compare_with_earlier(overlaps, latest, self._definitions, source)
-            if comparison.left_out and not self._allow_nonempty_target:
+            if comparison.rows and not self._allow_nonempty_target:
                 raise self._left_out(overlaps, comparison)
             self._notice(self._replaced_again(overlaps, comparison))
         else:
@@ -354,6 +368,21 @@ class PreArmChecks:
                 f"{self._manifest.sink.table}'s counts by the old partitioning and delete those by hand"
             )
 
+    def _own_commits(
+        self, family: RouteFamily, overlaps: Sequence[IdentityOverlap]
+    ) -> dict[str, PartitionCheckpoint]:
+        """The latest checkpoint of each partition of this definition, by ID, where an overlapping one's is not
+        COMMITTED its newest commit (``route_family.newest_commit``): that commit replaced the rows of other
+        definitions committed before it, whatever failed since (one history read each)."""
+        latest = {c.partition_id: c for c in family.canonical_checkpoints()}
+        for overlap in overlaps:
+            own = latest.get(overlap.partition.partition_id)
+            if own is not None and own.status is not CheckpointStatus.COMMITTED:
+                commit = newest_commit(own, self._history)
+                if commit is not None:
+                    latest[own.partition_id] = commit
+        return latest
+
     def _replaced_again(
         self, overlaps: Sequence[IdentityOverlap], comparison: DefinitionComparison | None
     ) -> str:
@@ -370,12 +399,12 @@ class PreArmChecks:
         )
         if comparison is None:
             return f"{head}: the rows the other definition loaded within their bounds are deleted{advice}"
-        if comparison.left_out:
-            parts = [p for p, _ in comparison.left_out]
+        if comparison.rows:
             return (
                 f"{head}: the rows the other definition loaded within their bounds are deleted, "
-                f"{comparison.rows:,} of them in {len(parts)} partition(s) ({some_labels(parts)}) not returned "
-                f"by this definition's read, so not loaded again (allow_nonempty_target){advice}"
+                f"{comparison.rows:,} of them in {_left_out_where(overlaps, comparison)} not returned by this "
+                f"definition's read, or returned with other values, so not loaded again as they were "
+                f"(allow_nonempty_target){advice}"
             )
         if comparison.not_compared:
             parts = [p for p, _ in comparison.not_compared]
@@ -406,24 +435,31 @@ class PreArmChecks:
             )
         return DponeError(
             ErrorCode.TARGET_NOT_EMPTY,
-            f"the {changed_summary(overlaps)} of route {self._route.describe()} changed, and "
-            f"{comparison.rows:,} row(s) the old definition loaded into {table} within {len(parts)} partition(s) "
-            f"({some_labels(parts)}) are not returned by this definition's read (compared on the source, "
-            f"read-only): {self._route.strategy.value} would delete them and never load them again",
+            f"the {changed_summary(overlaps)} of route {self._route.describe()} changed: within "
+            f"{_left_out_where(overlaps, comparison)} of {table}, the earlier definition's read returns "
+            f"{comparison.rows:,} row(s) that this definition's read does not return, or returns with other "
+            "values (compared on the source, read-only, over the columns both return): "
+            f"{self._route.strategy.value} would delete them and load only what this read returns",
             details={
                 "route": self._route.describe(),
                 "target_table": table,
                 "problem": "rows_left_out_by_new_definition",
                 "changed": changed_summary(overlaps).split(", "),
-                "partitions": [p.bounds.label for p in parts[:20]],
+                "partitions": [p.bounds.label for p in parts[:PARTITIONS_NAMED]],
                 "rows": comparison.rows,
+                **({} if comparison.complete else {"more_partitions": True}),
             },
             hint_lines=(
                 "nothing was written to the target or the checkpoint store; the route is not blocked",
                 f"a source.query templated per run must select whole partitions: {window}",
-                "if this definition is meant to drop those rows from the target (a narrower filter, an expression "
-                f"changed on purpose): dpone run {self._manifest_ref} --allow-nonempty-target (the operator's "
-                "allow_nonempty_target=True) replaces them with what it reads",
+                "a column whose value depends on the rows a read selects (ROW_NUMBER() OVER the window, "
+                "random(), NEWID()) returns every row with other values on every run, and every run stops: "
+                "compute it from the row alone, or in the target, or drop the window from source.query and let "
+                "source.partitioning.lookback choose the partitions (one definition, never compared)",
+                "if this definition is meant to drop or change those rows in the target (a narrower filter, an "
+                f"expression changed on purpose): dpone run {self._manifest_ref} --allow-nonempty-target, in "
+                "Airflow allow_nonempty_target=True or, for one DAG run only, a template rendered from its conf "
+                "(see the Airflow guide); it replaces them with what it reads",
                 "see `dpone runbook guard`, 'Rows a new definition leaves out'",
             ),
         )
@@ -1501,6 +1537,17 @@ class _RangeIndex:
             start = bisect_left(lows, low - widest)
             candidates.extend(checkpoints[start : bisect_left(lows, high)])
         return candidates
+
+
+def _left_out_where(overlaps: Sequence[IdentityOverlap], comparison: DefinitionComparison) -> str:
+    """Where a comparison found rows left out: the partitions it counted them in, and whether others may hold
+    such rows too (counted one by one only until ``PARTITIONS_NAMED`` are found)."""
+    parts = [p for p, _ in comparison.left_out]
+    if not parts:  # the source changed between the statements: none was found alone
+        every = [o.partition for o in overlaps]
+        return f"some of {len(every)} partition(s) ({some_labels(every)})"
+    where = f"{len(parts)} partition(s) ({some_labels(parts)})"
+    return where if comparison.complete else f"{where} and maybe more (not counted one by one)"
 
 
 def some_labels(partitions: Sequence[PlannedPartition]) -> str:

@@ -12,16 +12,23 @@ Two reads widen the route guard scan beyond one route key (issue: route safety, 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from airflow_provider_dpone.contracts.checkpoint import CheckpointStatus, PartitionCheckpoint
+from airflow_provider_dpone.contracts.checkpoint import (
+    CheckpointStatus,
+    PartitionCheckpoint,
+    checkpoint_moment,
+)
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.guard import GuardInvalid, GuardPhase, read_guard
 from airflow_provider_dpone.contracts.partition import PlannedPartition, partition_id_for
 from airflow_provider_dpone.contracts.route import RouteIdentity, Strategy
 from airflow_provider_dpone.ports.checkpoint_store import CheckpointStore
 from airflow_provider_dpone.ports.route_naming import RouteNaming
+
+#: Every record of one partition of a route, oldest first (``CheckpointStore.history``).
+History = Callable[[RouteIdentity, str], Sequence[PartitionCheckpoint]]
 
 
 @dataclass(frozen=True)
@@ -160,6 +167,54 @@ def other_identity_replacing(
     have replaced) rows in the target (:func:`replaced_the_target`): a commit of another definition, or
     its attempt that reached the target and was resolved ``not-applied`` (its delete ran)."""
     return [c for c in _other_identity(family, planned, naming) if replaced_the_target(c)]
+
+
+def other_identity_standing(
+    family: RouteFamily,
+    planned: Sequence[PlannedPartition],
+    naming: RouteNaming,
+    history: History,
+    near: Callable[[PartitionCheckpoint], bool],
+) -> list[PartitionCheckpoint]:
+    """The route's partitions of another identity (none of ``planned``) whose rows may stand in the target:
+    each COMMITTED latest checkpoint, and under a later record that is not, the commit it stands over.
+
+    The latest record alone hid a commit: an attempt of the earlier definition that failed before the
+    target, or that reached it and was resolved ``not-applied``, became the partition's latest, and a
+    replacing run of another definition deleted the commit's rows without comparing the two reads, exit 0.
+    So under such a record (only those ``near`` says matter: one history read each) the commit below it is
+    taken (:func:`_commit_below`). Where none stands there but an attempt of the partition reached the
+    target (a partly rewritten partition resolved ``not-applied``, a record that cannot be read), the target
+    may hold rows of that definition in any share: the latest record is taken as they are, so its
+    definition is compared too (it never counts as a later commit that replaced another's rows)."""
+    found: list[PartitionCheckpoint] = []
+    for checkpoint in _other_identity(family, planned, naming):
+        if checkpoint.status is CheckpointStatus.COMMITTED:
+            found.append(checkpoint)
+            continue
+        if not near(checkpoint):
+            continue
+        records = history(checkpoint.route, checkpoint.partition_id)
+        below = _commit_below(records)
+        if below is not None:
+            found.append(below)
+        elif any(replaced_the_target(record) for record in (*records, checkpoint)):
+            found.append(checkpoint)
+    return found
+
+
+def newest_commit(checkpoint: PartitionCheckpoint, history: History) -> PartitionCheckpoint | None:
+    """``checkpoint`` where it is COMMITTED, else the newest COMMITTED record of its partition (None: never
+    committed). Whatever was done there since, that commit deleted every row within the bounds it had, so
+    it tells when another definition's rows there were replaced."""
+    if checkpoint.status is CheckpointStatus.COMMITTED:
+        return checkpoint
+    committed = [
+        record
+        for record in history(checkpoint.route, checkpoint.partition_id)
+        if record.status is CheckpointStatus.COMMITTED
+    ]
+    return max(committed, key=checkpoint_moment) if committed else None
 
 
 def _other_identity(

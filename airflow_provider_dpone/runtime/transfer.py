@@ -275,6 +275,7 @@ class TransferEngine:
             notice=self._notice,
             source=lambda: self._ports.source,
             definitions=self._kept_definitions,
+            history=lambda route, partition_id: self._ports.store.history(route, partition_id),
         )
         self._same_columns: frozenset[str] = frozenset()
         self._durable = manifest.sink.options.durable_quality_replay

@@ -120,6 +120,44 @@ def test_a_role_that_owns_no_table_is_told_the_definitions_table_of_this_release
         }
 
 
+def test_a_role_granted_before_the_owner_made_the_definitions_table_is_told_what_to_grant(
+    owned_store: tuple[sa.engine.URL, str],
+) -> None:
+    """The upgrade half done: the owner's run created ``dpone_route_definitions`` after the role's grants on
+    ALL TABLES were given, which do not cover it. Red before: every ``replace_partition`` run of the role
+    stopped with "operation read_definitions failed on postgresql (InsufficientPrivilege)", no table, no
+    grant, no word that the route is not blocked. Now reading and keeping a definition name the table and
+    the grant, as ``ensure_schema``'s failure to create it does."""
+    url, role = owned_store
+    _as_owner(url, f"DROP TABLE {DEFINITIONS_TABLE}")
+    with SqlCheckpointStore(url) as owner:
+        owner.ensure_schema()  # the owner's one run after the upgrade
+    definition = ReadDefinition(source_type="sqlite", table="main.ev", query="SELECT 1")
+
+    with SqlCheckpointStore(_as(url, role)) as store:
+        store.ensure_schema()  # the table is there: nothing to create
+        with pytest.raises(DponeError) as reading:
+            store.read_definitions(ROUTE, [definition.query_hash()])
+        with pytest.raises(DponeError) as keeping:
+            store.record_definition(ROUTE, definition)
+
+    for error, needs in ((reading.value, "SELECT"), (keeping.value, "INSERT")):
+        assert error.code is ErrorCode.CHECKPOINT_STORE_FAILED
+        assert (
+            error.details["table"] == DEFINITIONS_TABLE and error.details["cause"] == "InsufficientPrivilege"
+        )
+        assert f"may not {needs} on table {DEFINITIONS_TABLE}" in error.safe_message
+        hints = " ".join(error.hint_lines)
+        assert f"SELECT and INSERT on {DEFINITIONS_TABLE}" in hints and "not blocked" in hints
+        assert "SELECT 1" not in error.render()  # never the definition
+    _as_owner(url, f"GRANT SELECT, INSERT ON {DEFINITIONS_TABLE} TO {role}")
+    with SqlCheckpointStore(_as(url, role)) as store:
+        store.record_definition(ROUTE, definition)
+        assert store.read_definitions(ROUTE, [definition.query_hash()]) == {
+            definition.query_hash(): definition
+        }
+
+
 def test_a_schema_put_before_public_later_finds_the_store_there_not_a_new_empty_one(
     owned_store: tuple[sa.engine.URL, str],
 ) -> None:

@@ -206,3 +206,57 @@ def test_an_earlier_query_whose_table_is_gone_falls_back_to_the_notice(root: Pat
 
     assert NotCompared.EARLIER_READ_FAILS.phrase in notes
     assert target(root) == source(root, window("2026-03-06 10:00", "2026-03-06 11:00"))
+
+
+def test_an_earlier_windows_commit_under_its_failed_retry_is_still_compared(root: Path) -> None:
+    """Red before: the first hour's retry (the lookback moves its day again) failed before the target, its
+    record became the day's latest and hid the commit: the next hour's run deleted the first hour's rows,
+    exit 0, without a comparison (``route_family.other_identity_standing``)."""
+    quality = "quality:\n  checks:\n    - type: unique\n      columns: [v]\n"
+    first = manifest(root, window("2026-03-06 09:00", "2026-03-06 10:00"), lookback=1, name="h9")
+    first.write_text(first.read_text(encoding="utf-8") + quality, encoding="utf-8")
+    ran(first)
+    with sqlite3.connect(root / "source.sqlite") as db:
+        db.execute("UPDATE ev SET v = 126 WHERE id = 19")  # a duplicate v: the retry's quality check fails
+    failed = dpone("run", str(first))
+    assert failed.exit_code != 0 and "quality_check_failed" in failed.output, failed.output
+    with sqlite3.connect(root / "source.sqlite") as db:
+        db.execute("UPDATE ev SET v = 133 WHERE id = 19")
+
+    second = manifest(root, window("2026-03-06 10:00", "2026-03-06 11:00"), lookback=1)
+    stopped = dpone("run", str(second), "--json")
+
+    assert stopped.exit_code == 3, stopped.output
+    error = json.loads(stopped.output[stopped.output.index("{") :])
+    assert error["details"]["problem"] == "rows_left_out_by_new_definition" and error["details"]["rows"] == 2
+    assert target(root) == source(root, window("2026-03-06 09:00", "2026-03-06 10:00"))
+
+
+def test_an_earlier_windows_commit_under_an_attempt_resolved_not_applied_is_still_compared(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Red before: the first hour's retry lost its connection in the target call, the operator resolved it
+    ``not-applied`` (the target unchanged), and the resolved record hid the commit: the next hour's run
+    deleted the first hour's rows, exit 0."""
+    from airflow_provider_dpone.adapters.clickhouse.sink import ClickHouseSink
+
+    first = manifest(root, window("2026-03-06 09:00", "2026-03-06 10:00"), lookback=1, name="h9")
+    ran(first)
+    with monkeypatch.context() as patch:
+
+        def dropped(*args: object, **kwargs: object) -> int:
+            raise ConnectionResetError("connection reset by peer")
+
+        patch.setattr(ClickHouseSink, "load", dropped)
+        assert dpone("run", str(first)).exit_code != 0
+    assert target(root) == source(root, window("2026-03-06 09:00", "2026-03-06 10:00"))
+    resolved = dpone(
+        "guard", "resolve", str(first), "--all-blocked", "--as", "not-applied", "--reason", "target unchanged"
+    )
+    assert resolved.exit_code == 0, resolved.output
+
+    stopped = dpone("run", str(manifest(root, window("2026-03-06 10:00", "2026-03-06 11:00"), lookback=1)))
+
+    assert stopped.exit_code == 3, stopped.output
+    assert "native_transfer_target_not_empty" in stopped.output
+    assert target(root) == source(root, window("2026-03-06 09:00", "2026-03-06 10:00"))

@@ -12,6 +12,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.integration.test_route_identity_tds import TARGET, dpone, root, target_rows
 
 __all__ = ["root"]  # the SQL Server connection's fixture
@@ -74,3 +76,39 @@ def test_a_sql_server_query_leaving_out_earlier_rows_stops_and_one_reading_them_
     assert wider.exit_code == 0, wider.output
     assert "compared on the source" in wider.output
     assert target_rows(root) == served(tds_orders, 6, 50)
+
+
+def test_an_ntext_column_is_compared_as_nvarchar_max_not_left_uncompared(
+    root: Path, tds_orders: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A legacy table's ``ntext`` column (the emulator serves ``customer`` as nvarchar: the description says
+    ntext here, as a real server's would). Red before: that one column turned the comparison off for the
+    whole route, and the second window deleted the first's rows, exit 0, only a note. Now it is compared as
+    ``nvarchar(max)`` on the emulator's ``EXCEPT``, and the run stops with the target unchanged."""
+    from airflow_provider_dpone.adapters.sources.mssql_source import MssqlSource
+    from airflow_provider_dpone.contracts.schema import TableSchema
+
+    described = MssqlSource.describe
+
+    def legacy_ntext(self: MssqlSource) -> TableSchema:
+        schema = described(self)
+        return TableSchema(
+            columns=tuple(
+                c.model_copy(update={"source_type": "ntext"}) if c.name == "customer" else c
+                for c in schema.columns
+            )
+        )
+
+    monkeypatch.setattr(MssqlSource, "describe", legacy_ntext)
+    first = dpone("run", str(manifest(root, "id <= 20")))
+    assert first.exit_code == 0, first.output
+
+    stopped = dpone("run", "--json", str(manifest(root, "id > 10")))
+
+    assert stopped.exit_code == 3, stopped.output
+    assert json.loads(stopped.output)["details"]["rows"] == 10
+    assert target_rows(root) == served(tds_orders, 1, 20)
+    changed = dpone("run", str(manifest(root, "id <= 20 AND customer IS NOT NULL OR id <= 20")))
+    assert changed.exit_code == 0, changed.output  # the same rows, NULLs equal: compared, and it goes on
+    assert "compared on the source" in changed.output
+    assert target_rows(root) == served(tds_orders, 1, 20)

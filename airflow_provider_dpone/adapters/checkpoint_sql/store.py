@@ -334,20 +334,29 @@ class SqlCheckpointStore(SqlStoreBase):
             "definition": definition.canonical_text(),
             "written_at": self._now(),
         }
-        with self._translated("record_definition", route=route.describe()), self._engine.connect() as conn:
-            conn.execute(self._insert_definition, params)
-            conn.commit()
+        try:
+            with self._engine.connect() as conn:
+                conn.execute(self._insert_definition, params)
+                conn.commit()
+        except self._db_errors as exc:
+            raise self._definitions_failure("record_definition", exc, route) from exc
 
     def read_definitions(
         self, route: RouteIdentity, query_hashes: Sequence[str]
     ) -> dict[str, ReadDefinition]:
         """The definitions kept for ``route`` among ``query_hashes`` (one query per 500 hashes); a row that
         is no valid definition or does not hash to its key is left out, as if never kept."""
+        self._check_open("read_definitions")
         wanted = list(dict.fromkeys(query_hashes))
         found: dict[str, ReadDefinition] = {}
         for start in range(0, len(wanted), _IN_CHUNK):
             params = {"route_key": route.key(), "query_hashes": wanted[start : start + _IN_CHUNK]}
-            for row in self._fetch("read_definitions", route, self._select_definitions, params):
+            try:
+                with self._engine.connect() as conn:
+                    rows = conn.execute(self._select_definitions, params).all()
+            except self._db_errors as exc:
+                raise self._definitions_failure("read_definitions", exc, route) from exc
+            for row in rows:
                 try:
                     definition = ReadDefinition.from_text(row.definition)
                 except ValidationError:
@@ -355,6 +364,28 @@ class SqlCheckpointStore(SqlStoreBase):
                 if definition.query_hash() == row.query_hash:
                     found[row.query_hash] = definition
         return found
+
+    def _definitions_failure(self, operation: str, exc: BaseException, route: RouteIdentity) -> DponeError:
+        """A failure to read or keep a definition names the table; where the role lacks a privilege on it (the
+        owner's run created it after the role's grants on the schema's tables were given), what to grant,
+        as ``ensure_schema``'s failure to create it does. Seen: every ``replace_partition`` run of such a
+        role stopped with only "operation read_definitions failed (InsufficientPrivilege)"."""
+        failure = self._failure(operation, exc, route=route.describe(), table=DEFINITIONS_TABLE)
+        if not _denied(exc):
+            return failure
+        needs = "SELECT" if operation == "read_definitions" else "INSERT"
+        return DponeError(
+            failure.code,
+            failure.safe_message + f": this role may not {needs} on table {DEFINITIONS_TABLE}, which this "
+            "release adds to the store (a replacing route keeps its read definitions there)",
+            details=failure.details,
+            hint_lines=(
+                "nothing was written to the target or the checkpoints; the route is not blocked",
+                f"have the tables' owner grant this role SELECT and INSERT on {DEFINITIONS_TABLE} (grants on "
+                "ALL TABLES IN SCHEMA given before the table was created do not cover it), then run again",
+                "see the connections guide, 'The store's role and schema (PostgreSQL)'",
+            ),
+        )
 
     # -- RouteLease ------------------------------------------------------------------------------------
 
@@ -450,6 +481,16 @@ class SqlCheckpointStore(SqlStoreBase):
             f"a stored record on {self._backend} is not a valid {'state' if row is None else 'checkpoint'}",
             details=details,
         )
+
+
+#: SQLSTATE of a statement the role may not run (PostgreSQL's ``insufficient_privilege``).
+_DENIED = "42501"
+
+
+def _denied(exc: BaseException) -> bool:
+    """Whether the driver says the role lacks a privilege (psycopg2's ``pgcode``, psycopg's ``sqlstate``)."""
+    cause = getattr(exc, "orig", None) or exc
+    return _DENIED in (getattr(cause, "pgcode", None), getattr(cause, "sqlstate", None))
 
 
 def _row_of(checkpoint: PartitionCheckpoint) -> dict[str, Any]:

@@ -40,7 +40,7 @@ from airflow_provider_dpone.contracts.endpoints import EndpointDescriptor, Endpo
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.manifest import PartitionKind, SourceSpec
 from airflow_provider_dpone.contracts.partition import PartitionBounds
-from airflow_provider_dpone.contracts.read_definition import NotCompared, ReadDefinition
+from airflow_provider_dpone.contracts.read_definition import LeftOutCounts, NotCompared, ReadDefinition
 from airflow_provider_dpone.contracts.schema import ColumnSpec, TableSchema
 from airflow_provider_dpone.ports.source import ColumnProfile, DefinitionsNotComparable, ValueLimits
 
@@ -258,28 +258,25 @@ class MssqlSource:
 
     def rows_left_out(
         self, earlier: ReadDefinition, regions: Sequence[Sequence[PartitionBounds]]
-    ) -> list[int]:
+    ) -> LeftOutCounts:
         """``DefinitionComparingSource``: one ``EXCEPT`` count per batch of regions (``definition_compare``),
         on the earlier definition's query (or the table) beside this one's. A column of a type ``EXCEPT``
-        refuses (text, ntext, image) is found from the description first, without a statement."""
+        refuses is found from this read's description first: text, ntext and xml are compared as
+        ``(n)varchar(max)``, an image column is left out (``definition_compare.tsql_comparable``)."""
         current = self.read_definition()
         if (earlier.source_type, earlier.table) != (current.source_type, current.table):
             raise DefinitionsNotComparable(NotCompared.OTHER_SOURCE)
         if not regions:
-            return []
+            return LeftOutCounts(total=0, regions=())
         schema = self.describe()
         earlier_sql = tsql.source_sql(self._table, earlier.query)
         names = [str(column[0]) for column in self._compared(tsql.first_zero_rows(earlier_sql), rows=False)]
-        columns = definition_compare.shared_columns(schema.names, names, earlier.columns)
-        if any(
-            (schema.column(new).source_type or "").lower() in definition_compare.TSQL_INCOMPARABLE_TYPES
-            for new, _ in columns
-        ):
-            raise DefinitionsNotComparable(NotCompared.TYPE_NOT_COMPARABLE)
+        shared = definition_compare.shared_columns(schema.names, names, earlier.columns)
+        columns, casts = definition_compare.tsql_comparable(shared, schema, self._spec.partitioning.column)
 
         def count(batch: Sequence[Sequence[PartitionBounds]]) -> int:
             statement = self._statement(
-                functools.partial(tsql.rows_left_out, earlier_sql, self._source_sql, columns, batch),
+                functools.partial(tsql.rows_left_out, earlier_sql, self._source_sql, columns, batch, casts),
                 batch[0][0],
             )
             return int(self._compared(statement, rows=True)[0][0])

@@ -13,10 +13,11 @@ the value side, so the column stays bare and an index on it can still be used.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from airflow_provider_dpone.adapters.bounds_sql import bounds_condition
+from airflow_provider_dpone.adapters.sources.definition_compare import merged_regions
 from airflow_provider_dpone.adapters.sources.sql_names import SqlBuildError as SqlBuildError
 from airflow_provider_dpone.adapters.sources.sql_names import split_qualified_name
 from airflow_provider_dpone.contracts.partition import PartitionBounds
@@ -342,12 +343,25 @@ def rows_left_out(
     current: str,
     columns: Sequence[tuple[str, str]],
     regions: Sequence[Sequence[PartitionBounds]],
+    casts: Mapping[str, str] | None = None,
 ) -> Statement:
     """How many distinct rows ``earlier`` (a source, as ``source_sql`` writes it) returns within ``regions``
-    that ``current`` does not, over ``columns`` ((current, earlier) spellings): ``EXCEPT``, NULLs equal."""
-    condition = regions_condition(regions)
-    earlier_list = ", ".join(quote_ident(old) for _, old in columns)
-    current_list = ", ".join(quote_ident(new) for new, _ in columns)
+    that ``current`` does not, over ``columns`` ((current, earlier) spellings): ``EXCEPT``, NULLs equal.
+    ``casts``: the type a column is compared as, by its current spelling (``text`` as ``varchar(max)``:
+    ``EXCEPT`` refuses text, ntext and xml); adjacent ranges are one (``merged_regions``)."""
+    condition = regions_condition(merged_regions(regions))
+    wanted = casts or {}
+
+    def selected(name: str, current_name: str) -> str:
+        target = wanted.get(current_name)
+        return (
+            quote_ident(name)
+            if target is None
+            else f"CAST({quote_ident(name)} AS {target}) AS {quote_ident(name)}"
+        )
+
+    earlier_list = ", ".join(selected(old, new) for new, old in columns)
+    current_list = ", ".join(selected(new, new) for new, _ in columns)
     return (
         sql(f"SELECT COUNT_BIG(*) AS left_out\nFROM (\nSELECT {earlier_list}\nFROM {earlier}\nWHERE ")
         + condition

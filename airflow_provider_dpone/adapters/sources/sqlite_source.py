@@ -49,7 +49,7 @@ from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.manifest import PartitionKind, SourceSpec
 from airflow_provider_dpone.contracts.partition import PartitionBounds
 from airflow_provider_dpone.contracts.query_text import statement_text
-from airflow_provider_dpone.contracts.read_definition import NotCompared, ReadDefinition
+from airflow_provider_dpone.contracts.read_definition import LeftOutCounts, NotCompared, ReadDefinition
 from airflow_provider_dpone.contracts.schema import ColumnSpec, TableSchema
 from airflow_provider_dpone.ports.source import (
     ColumnProfile,
@@ -361,14 +361,14 @@ class SqliteSource:
 
     def rows_left_out(
         self, earlier: ReadDefinition, regions: Sequence[Sequence[PartitionBounds]]
-    ) -> list[int]:
+    ) -> LeftOutCounts:
         """``DefinitionComparingSource``: one ``EXCEPT`` count per batch of regions (``definition_compare``),
         on the earlier definition's query (or the table) beside this one's."""
         current = self.read_definition()
         if (earlier.source_type, earlier.table) != (current.source_type, current.table):
             raise DefinitionsNotComparable(NotCompared.OTHER_SOURCE)
         if not regions:
-            return []
+            return LeftOutCounts(total=0, regions=())
         earlier_sql = lite.source_sql(self._table, earlier.query)
         cursor = self._compared(lite.first_zero_rows(earlier_sql))
         names = [str(column[0]) for column in cursor.description or ()]
