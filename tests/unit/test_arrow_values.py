@@ -10,10 +10,12 @@ the per-value result, refusals included (same code, same details naming the colu
 from __future__ import annotations
 
 import math
+import re
 from datetime import date, datetime, timedelta, timezone
 from decimal import Decimal
 from typing import Any
 
+import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
@@ -287,3 +289,58 @@ def test_integer_ranges_are_checked_alike_with_and_without_nulls(
             return "refused", (exc.code, exc.details)
 
     assert outcome(present) == outcome([*present, None])
+
+
+# -- the fixed-width shape check ---------------------------------------------------------------------------
+
+#: ``_DATE_TEXT`` and ``_DATETIME_TEXT`` in Python's dialect (``\Z`` is RE2's ``\z``)
+_PATTERNS = {
+    10: re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}\Z"),
+    19: re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}[T ]([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]\Z"),
+}
+_TEMPLATES = {10: arrow_values._DATE_TEMPLATE, 19: arrow_values._DATETIME_TEMPLATE}
+#: every character the shapes hold, their neighbours in ASCII, and some that are not ASCII
+_SHAPE_CHARACTERS = "0123456789-:T /;St\x00\x7fé€"
+
+
+def _shaped_like(width: int) -> st.SearchStrategy[str]:
+    """Texts near ``width`` characters, most of them near the shape (a canonical one with a few
+    characters swapped), the rest anything."""
+    canonical = "2026-10-02" if width == 10 else "2026-10-02 13:45:59"
+    swap = st.tuples(st.integers(0, width - 1), st.sampled_from(_SHAPE_CHARACTERS))
+    near = st.lists(swap, max_size=3).map(
+        lambda swaps: "".join(dict(swaps).get(index, character) for index, character in enumerate(canonical))
+    )
+    return st.one_of(near, st.text(_SHAPE_CHARACTERS, min_size=width - 1, max_size=width + 1))
+
+
+@PROFILE
+@given(
+    st.sampled_from([10, 19]).flatmap(lambda w: st.tuples(st.just(w), st.lists(_shaped_like(w), min_size=1)))
+)
+@example((19, ["2026-10-02 24:00:00"]))
+@example((19, ["2026-10-02 23:60:00"]))
+@example((19, ["2026-10-02U13:45:59"]))
+@example((19, ["2026-10-02 19:45:59", "2026-10-02T20:00:00"]))
+@example((10, ["2026-1-002"]))
+def test_the_fixed_width_check_says_only_what_the_pattern_says(case: tuple[int, list[str]]) -> None:
+    width, texts = case
+    matched = all(_PATTERNS[width].match(text) for text in texts)
+    array = pa.array(texts, pa.string())
+    for one in (array, pa.concat_arrays([pa.array(["x"], pa.string()), array]).slice(1)):  # an offset too
+        in_template = arrow_values._in_template(one, _TEMPLATES[width])
+        if all(len(text.encode()) == width for text in texts):
+            assert in_template == matched
+        else:
+            assert not in_template  # another width is left to the cast and the pattern
+
+
+def test_the_fixed_width_check_steps_aside_for_nulls_and_other_widths() -> None:
+    assert arrow_values._in_template(pa.array(["2026-10-02 13:45:59"]), arrow_values._DATETIME_TEMPLATE)
+    assert not arrow_values._in_template(pa.array(["2026-10-02", None]), arrow_values._DATE_TEMPLATE)
+    assert not arrow_values._in_template(pa.array([], pa.string()), arrow_values._DATE_TEMPLATE)
+    assert not arrow_values._in_template(
+        pa.array(["2026-10-02"], pa.large_string()), arrow_values._DATE_TEMPLATE
+    )
+    # a shape the template leaves to the other checks is still accepted (T-separated moments, as before)
+    assert _check(_spec("DateTime"), ["2026-01-01T10:11:12", "2026-01-01 00:00:00"]) is not None

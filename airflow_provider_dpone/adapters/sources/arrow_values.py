@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -75,11 +76,61 @@ def _texts(values: Sequence[object]) -> pa.Array | None:
     return array if isinstance(array, pa.Array) and array.type == pa.string() else None
 
 
-def _shaped(texts: pa.Array, parsed: pa.Array, pattern: str) -> bool:
-    """Every text in the shape ``pattern`` describes. Most columns are written exactly as Arrow writes the
-    parsed values back (``2026-10-02``, ``2026-10-02 02:51:47``), which is one comparison of the texts,
-    cheaper than the regular expression; a text Arrow writes differently (``...T02:51:47``, or a shape
-    the cast takes that the pattern refuses) is then judged by the pattern itself."""
+@dataclass(frozen=True)
+class _Template:
+    """A fixed-width ASCII shape: the lowest and highest byte allowed at each position, and a rule for
+    what a byte range cannot say (``None``: the ranges are the whole shape)."""
+
+    low: bytes
+    high: bytes
+    rest: Callable[[np.ndarray], bool] | None = None
+
+
+def _hour_and_separator(rows: np.ndarray) -> bool:
+    """Of ``YYYY-MM-DD?HH:MM:SS`` rows: the separator is ``T`` or a space, and the hour at most 23."""
+    separator, tens, units = rows[:, 10], rows[:, 11], rows[:, 12]
+    return bool(
+        ((separator == ord(" ")) | (separator == ord("T"))).all()
+        and ((tens < ord("2")) | (units <= ord("3"))).all()
+    )
+
+
+#: ``_DATE_TEXT`` as a template: digits, and a dash at 4 and 7
+_DATE_TEMPLATE = _Template(b"0000-00-00", b"9999-99-99")
+#: ``_DATETIME_TEXT``: the date, ``T`` or a space, hours 00-23, minutes and seconds 00-59
+_DATETIME_TEMPLATE = _Template(b"0000-00-00 00:00:00", b"9999-99-99T29:59:59", _hour_and_separator)
+
+
+def _in_template(texts: pa.Array, template: _Template) -> bool:
+    """Every text exactly in ``template``'s shape, checked on the bytes in one pass (~4x cheaper than
+    writing the parsed values back as text and comparing). ``False`` whenever it cannot say so cheaply
+    (NULLs, another length, another string type): the caller then judges the texts its own way, so this
+    only ever shortens a ``True``."""
+    count = len(texts)
+    width = len(template.low)
+    if count == 0 or texts.null_count or texts.type != pa.string():
+        return False
+    _, offsets_buffer, data = texts.buffers()
+    offsets = np.frombuffer(offsets_buffer, dtype=np.int32, count=count + 1, offset=texts.offset * 4)
+    start, end = int(offsets[0]), int(offsets[-1])
+    if data is None or end - start != width * count or not (np.diff(offsets) == width).all():
+        return False
+    rows = np.frombuffer(data, dtype=np.uint8, count=end - start, offset=start).reshape(count, width)
+    low = np.frombuffer(template.low, dtype=np.uint8)
+    high = np.frombuffer(template.high, dtype=np.uint8)
+    if not ((rows >= low).all() and (rows <= high).all()):
+        return False
+    return template.rest is None or template.rest(rows)
+
+
+def _shaped(texts: pa.Array, parsed: pa.Array, pattern: str, template: _Template) -> bool:
+    """Every text in the shape ``pattern`` describes. Most columns are written in one fixed width, which
+    ``template`` checks byte by byte; then most are written exactly as Arrow writes the parsed values back
+    (``2026-10-02``, ``2026-10-02 02:51:47``), which is one comparison of the texts, cheaper than the
+    regular expression; a text Arrow writes differently (``...T02:51:47``, or a shape the cast takes that
+    the pattern refuses) is then judged by the pattern itself."""
+    if _in_template(texts, template):
+        return True  # the template is the pattern, position by position
     if _all(pc.equal(parsed.cast(pa.string()), texts)):
         return True  # a parsed value written back is in the pattern's shape, so its equal text is too
     return _all(pc.match_substring_regex(texts, pattern))
@@ -107,7 +158,7 @@ def dates_of_texts(texts: pa.Array) -> ArrowColumn | None:
         days = texts.cast(pa.date32())
     except pa.ArrowException:  # not a calendar day (2023-02-30, year 0): the per-value path decides
         return None
-    if not _shaped(texts, days, _DATE_TEXT):
+    if not _shaped(texts, days, _DATE_TEXT, _DATE_TEMPLATE):
         return None
     return ArrowColumn(days) if within(days, _DATE_LOW, _DATE_HIGH) else None
 
@@ -125,7 +176,7 @@ def datetimes_of_texts(texts: pa.Array) -> ArrowColumn | None:
         moments = texts.cast(pa.timestamp("s"))
     except pa.ArrowException:  # not a moment Arrow reads: the per-value path decides
         return None
-    if not _shaped(texts, moments, _DATETIME_TEXT):
+    if not _shaped(texts, moments, _DATETIME_TEXT, _DATETIME_TEMPLATE):
         return None
     return ArrowColumn(moments) if within(moments, _DATETIME_LOW, _DATETIME_HIGH) else None
 

@@ -7,6 +7,7 @@ did before the Arrow read existed.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import importlib.util
@@ -79,27 +80,43 @@ def _loads() -> bool:
         return False
     failures: tuple[type[BaseException], ...] = (ImportError, OSError, *_driver_errors())
     try:
-        importlib.import_module(f"{_DRIVER}.dbapi")
         importlib.import_module(_DRIVER).connect().close()  # an in-memory database: the native library loads
     except failures:
         return False
     return True
 
 
-def connect(path: Path) -> Any:
-    """A read-only connection in autocommit: every statement its own snapshot, as on the row path. It waits
-    for a writer's lock as the row path's connection does (``BUSY_TIMEOUT_S``): the driver's own default is
-    not to wait at all."""
-    from adbc_driver_sqlite import dbapi
+class Connection:
+    """One read-only driver connection, through ADBC's low-level API (``adbc_driver_sqlite.connect`` and
+    ``adbc_driver_manager``'s handles). The DB-API layer on top of it imports ``pyarrow.dataset`` (~15 ms,
+    and ~30-40 ms of a run with its own checks and cursors) for nothing these reads use."""
 
-    connection = dbapi.connect(path.resolve().as_uri() + "?mode=ro", autocommit=True)
-    try:
-        cursor = connection.cursor()
+    def __init__(self, database: Any, connection: Any) -> None:
+        self._database = database
+        self.handle = connection
+
+    def close(self) -> None:
         try:
-            cursor.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
-            cursor.fetchall()
+            self.handle.close()
         finally:
-            cursor.close()
+            self._database.close()
+
+
+def connect(path: Path) -> Connection:
+    """A read-only connection in autocommit (the low-level API's default): every statement its own
+    snapshot, as on the row path. It waits for a writer's lock as the row path's connection does
+    (``BUSY_TIMEOUT_S``): the driver's own default is not to wait at all."""
+    import adbc_driver_manager
+    import adbc_driver_sqlite
+
+    database = adbc_driver_sqlite.connect(path.resolve().as_uri() + "?mode=ro")
+    try:
+        connection = Connection(database, adbc_driver_manager.AdbcConnection(database))
+    except BaseException:
+        database.close()
+        raise
+    try:
+        _execute(connection, f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
     except BaseException:
         connection.close()
         raise
@@ -108,15 +125,53 @@ def connect(path: Path) -> Any:
 
 @contextmanager
 def batches(
-    connection: Any, statement: tuple[str, tuple[object, ...]], rows: int | None = None
+    connection: Connection, statement: tuple[str, tuple[object, ...]], rows: int | None = None
 ) -> Iterator[Iterator[pa.RecordBatch]]:
-    """The statement's record batches of at most ``rows`` (default :data:`BATCH_ROWS`) rows; the cursor
-    closed after."""
-    cursor = connection.cursor()
+    """The statement's record batches of at most ``rows`` (default :data:`BATCH_ROWS`) rows; the stream and
+    the statement released after. Parameters are bound as one row of Arrow values, as the DB-API layer
+    binds them."""
+    import adbc_driver_manager
+
+    handle = adbc_driver_manager.AdbcStatement(connection.handle)
+    reader: pa.RecordBatchReader | None = None
     try:
         size = BATCH_ROWS if rows is None else rows
-        cursor.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": str(size)})
-        cursor.execute(statement[0], statement[1])
-        yield iter(cursor.fetch_record_batch())
+        handle.set_options(**{"adbc.sqlite.query.batch_rows": str(size)})
+        handle.set_sql_query(statement[0])
+        if statement[1]:
+            handle.bind(
+                pa.record_batch(
+                    [[value] for value in statement[1]], names=[str(i) for i in range(len(statement[1]))]
+                )
+            )
+        stream, _ = handle.execute_query()
+        reader = pa.RecordBatchReader._import_from_c(stream.address)
+        yield iter(reader)
     finally:
-        cursor.close()
+        try:
+            if reader is not None:
+                reader.close()
+        finally:
+            handle.close()
+
+
+@contextmanager
+def snapshot(connection: Connection) -> Iterator[None]:
+    """The statements run inside see one snapshot of the file: a read transaction (``BEGIN`` ...
+    ``COMMIT``) instead of one per statement, so several statements prove the same rows as one would.
+    A failure inside ends it with ``ROLLBACK`` (best effort: a connection that cannot end it is closed by
+    its owner, which sees the error)."""
+    _execute(connection, "BEGIN")
+    try:
+        yield
+    except BaseException:
+        with contextlib.suppress(*READ_ERRORS):
+            _execute(connection, "ROLLBACK")
+        raise
+    _execute(connection, "COMMIT")
+
+
+def _execute(connection: Connection, sql: str) -> None:
+    with batches(connection, (sql, ())) as rows:
+        for _ in rows:
+            pass

@@ -764,8 +764,9 @@ class SqliteSource:
         held = value_audit.held_limits(limits)
 
         def proven(run: PartitionBounds) -> bool:
-            connection = sqlite_arrow_driver.connect(self._path)
-            try:
+            # a connection of the reads' own: the load after a clean audit takes it up (none opened twice);
+            # the values and the rows of one group are read in one snapshot, as one statement read them
+            with self._arrow_connection() as connection, sqlite_arrow_driver.snapshot(connection):
                 skip: frozenset[str] = frozenset()
                 if by_values is not None:
                     statement = self._statement(
@@ -782,8 +783,6 @@ class SqliteSource:
                 rows = self._statement(functools.partial(read.statement, self._source_sql, run, skip), run)
                 with sqlite_arrow_driver.batches(connection, rows, AUDIT_BATCH_ROWS) as batches:
                     return read.proven(batches, held, skip)
-            finally:
-                connection.close()
 
         try:
             with ThreadPoolExecutor(max_workers=min(self._audit_connections, len(runs))) as pool:
