@@ -46,6 +46,7 @@ from airflow_provider_dpone.runtime.causal_clock import CausalClock
 from airflow_provider_dpone.runtime.connection_binding import ConnectionBinding
 from airflow_provider_dpone.runtime.guard.inspection import InspectionRow, inspect_blocked
 from airflow_provider_dpone.runtime.guard.resolution import ResolutionRequest, resolve
+from airflow_provider_dpone.runtime.guard.schema_checked import require_target_columns_for_schema_checked
 from airflow_provider_dpone.runtime.progress import ProgressListener
 from airflow_provider_dpone.runtime.replay.durable import ReplayPorts
 from airflow_provider_dpone.runtime.replay.resolution import (
@@ -273,6 +274,10 @@ class Runtime:
                     )
             else:
                 overlaps = engine.identity_overlaps(run_id)
+                if request.schema_checked:  # the operator's word, but not over a column the target lacks
+                    require_target_columns_for_schema_checked(
+                        engine.route, self.manifest.sink.table, engine.columns_missing_from_target()
+                    )
                 planned = [o.partition.bounds for o in overlaps]
                 # and the old partitions' own bounds (a coarser partitioning checks each of them)
                 older = {c.bounds for o in overlaps for c in o.committed if c.bounds not in set(planned)}
@@ -478,6 +483,7 @@ class Runtime:
                 # then, whatever --force says (a count that fails is forced to unknown; this never is)
                 sinks.append(self.sink_factory()())
                 self._require_no_writes_in_flight(sinks[0])
+                views = self._views_fed(sinks[0])
                 return resolve(
                     _proven_store(store, hold),
                     self.clock,
@@ -489,6 +495,7 @@ class Runtime:
                     written_elsewhere=lambda c: written_elsewhere(
                         c, target["target_connection"], target["target_place"]
                     ),
+                    views=views,
                 )
         finally:
             for sink in sinks:
@@ -503,6 +510,19 @@ class Runtime:
             return inspect_blocked(latest, source, sink, self.manifest.sink.table, self.loaded.route)
         finally:
             sink.close()
+
+    def views_fed_by_target(self) -> list[str]:
+        """Read-only: the views an insert into the target feeds (``[]`` where the sink cannot tell):
+        ``guard inspect`` names them, since an attempt's rows deleted from the target stay in theirs."""
+        sink = self.sink_factory()()
+        try:
+            return self._views_fed(sink)
+        finally:
+            sink.close()
+
+    def _views_fed(self, sink: Sink) -> list[str]:
+        listing = getattr(sink, "views_fed_by", None)
+        return list(listing(self.manifest.sink.table)) if callable(listing) else []
 
     def _require_no_writes_in_flight(self, sink: Sink) -> None:
         """``route_busy`` while the sink reports a statement of dpone's still changing the target."""

@@ -38,7 +38,8 @@ def guard_group() -> None:
 @click.option(
     "--force",
     is_flag=True,
-    help="Resolve as not-applied although the target holds rows within the bounds (see the runbook).",
+    help="Resolve although a count check refuses: not-applied while the target holds rows within the bounds, "
+    "committed over a partition the target does not hold whole or on a replacing route (see the runbook).",
 )
 @click.option("--json", "as_json", is_flag=True)
 def resolve_command(
@@ -94,7 +95,27 @@ def resolve_command(
                 f"but the attempt exported {attempt_rows}; check the target before the next run",
                 err=True,
             )
+    fed = _views_fed_of(records)
+    if fed:
+        from airflow_provider_dpone.runtime.guard.resolution import views_fed_warning
+
+        views, labels = fed
+        click.echo(f"warning: {views_fed_warning(views, labels)}", err=True)
     click.echo(f"next: dpone run {shlex.quote(manifest)}   (or clear the Airflow task)")
+
+
+def _views_fed_of(records: list[PartitionCheckpoint]) -> tuple[list[str], list[str]] | None:
+    """The views a ``not-applied`` resolution recorded (``views_fed`` in its audit), and the bounds of the
+    partitions recorded with them; None when none was."""
+    views: list[str] = []
+    labels: list[str] = []
+    for record in records:
+        audit = record.diagnostics.get("resolution")
+        fed = audit.get("views_fed") if isinstance(audit, dict) else None
+        if isinstance(fed, list) and fed:
+            views = [str(v) for v in fed]
+            labels.append(record.bounds.label)
+    return (views, labels) if labels else None
 
 
 @guard_group.command("inspect")
@@ -111,12 +132,17 @@ def inspect_command(manifest: str, no_source: bool, as_json: bool) -> None:
         with open_runtime(loaded, manifest_ref=manifest, read_only=True) as runtime:
             rows = runtime.inspect(with_source=not no_source)
             busy = runtime.writes_in_flight() if rows else None
+            views = runtime.views_fed_by_target() if rows else []
             with_source_counts = not no_source
     except DponeError as err:
         fail(err, as_json)
         return
     if as_json:
-        found = {"blocked": [r.as_json() for r in rows], "in_flight": None if busy is None else busy.details}
+        found = {
+            "blocked": [r.as_json() for r in rows],
+            "in_flight": None if busy is None else busy.details,
+            "views_fed": views,
+        }
         click.echo(json.dumps(found, sort_keys=True, default=str))
         return
     if not rows:
@@ -160,6 +186,23 @@ def inspect_command(manifest: str, no_source: bool, as_json: bool) -> None:
             "other_routes_rows: rows other routes committed within the same bounds (several source tables "
             "in one target); they are in target_rows and are not the attempt's: never delete by bounds alone"
         )
+    for r in rows:
+        if r.other_routes_rows_lost_by:
+            click.echo(
+                f"warning: {r.label}: the target holds {r.target_rows} row(s) within the bounds, fewer than the "
+                f"{r.other_routes_rows} that route(s) {', '.join(r.other_routes_rows_lost_by)} committed there: "
+                "their rows were deleted (a delete by the bounds alone?) and no run of theirs loads them again; "
+                "restore them before you resolve (`guard resolve` refuses until then)",
+                err=True,
+            )
+    if views:
+        click.echo(
+            f"warning: the target feeds {len(views)} view(s) ({', '.join(views)}): every row an attempt inserted "
+            "is in their tables too, and deleting it from the target does not remove it there; if you delete "
+            "an attempt's rows, take the same rows out of each view's table (its TO table, or its inner table) "
+            "before the next run, or it feeds them again",
+            err=True,
+        )
     click.echo("This compares counts only; decide after checking the target, then run `dpone guard resolve`.")
 
 
@@ -197,7 +240,7 @@ def inspect_command(manifest: str, no_source: bool, as_json: bool) -> None:
     help="The schema changed and you checked that the target's rows already hold the new schema's values "
     "(only the order of columns changed; a target made by hand with columns or types of its own; an added "
     "column's target DEFAULT is what the source holds in every old row): record those partitions too. "
-    "Without it they stay blocking: reload them.",
+    "Without it they stay blocking: reload them. Refused while the target lacks a column the route writes.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
 def rebaseline_command(

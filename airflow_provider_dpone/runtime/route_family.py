@@ -161,12 +161,33 @@ def other_identity_committed(
 
 
 def other_identity_replacing(
-    family: RouteFamily, planned: Sequence[PlannedPartition], naming: RouteNaming
+    family: RouteFamily,
+    planned: Sequence[PlannedPartition],
+    naming: RouteNaming,
+    history: History,
+    near: Callable[[PartitionCheckpoint], bool],
 ) -> list[PartitionCheckpoint]:
-    """Latest checkpoints of the route, none of the planned partitions, whose attempt replaced (or may
-    have replaced) rows in the target (:func:`replaced_the_target`): a commit of another definition, or
-    its attempt that reached the target and was resolved ``not-applied`` (its delete ran)."""
-    return [c for c in _other_identity(family, planned, naming) if replaced_the_target(c)]
+    """The newest record of each of the route's partitions of another identity (none of ``planned``) whose
+    attempt replaced (or may have replaced) rows in the target (:func:`replaced_the_target`): a commit of
+    another definition, or its attempt that reached the target and was resolved ``not-applied`` (its delete
+    ran), or one that cannot be read.
+
+    The latest record alone hid such a record: an attempt that failed before the target became the
+    partition's latest. Seen: definition B replaced a day definition A had committed; B's lookback retry
+    failed a quality check; A, edited back, skipped the day as committed and the target kept only B's rows,
+    exit 0. So under a latest record that replaced nothing (only those ``near`` says matter: one history
+    read each) the newest record that did is taken. Not the commit :func:`other_identity_standing` finds:
+    an attempt above it that reached the target and was resolved ``not-applied`` deleted rows there later."""
+    found: list[PartitionCheckpoint] = []
+    for checkpoint in _other_identity(family, planned, naming):
+        if replaced_the_target(checkpoint):
+            found.append(checkpoint)
+        elif checkpoint.status is not CheckpointStatus.COMMITTED and near(checkpoint):
+            records = history(checkpoint.route, checkpoint.partition_id)
+            replacing = [record for record in records if replaced_the_target(record)]
+            if replacing:
+                found.append(max(replacing, key=checkpoint_moment))
+    return found
 
 
 def other_identity_standing(

@@ -12,15 +12,21 @@ So, before resume decisions are final, a COMMITTED partition of this definition 
 later checkpoint of another definition of the route may overlap its bounds (``bounds_coverage.may_overlap``,
 erring toward overlap) and replaced rows: a commit, or an attempt that reached the target and was resolved
 ``not-applied`` (``route_family.other_identity_replacing``; seen: such an attempt's delete emptied two
-days, and the first definition, edited back, skipped them, exit 0). The run's notice then says the
-definition changed.
+days, and the first definition, edited back, skipped them, exit 0). Such a record hidden under a later one
+that replaced nothing counts too (seen: the other definition's lookback retry failed a quality check, and
+the first, edited back, skipped its day, exit 0): :func:`could_supersede` says under which latest records
+it is looked for. The run's notice then says the definition changed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import bisect
+import itertools
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
 
 from airflow_provider_dpone.contracts.checkpoint import PartitionCheckpoint, checkpoint_moment
+from airflow_provider_dpone.contracts.partition import PartitionBounds
 from airflow_provider_dpone.runtime.bounds_coverage import may_overlap
 from airflow_provider_dpone.runtime.resume_planner import Action, Reason, ResumeDecision
 
@@ -55,3 +61,46 @@ def rerun_superseded(
             decision = ResumeDecision(decision.partition, Action.RUN, Reason.QUERY_OR_SCHEMA_CHANGED)
         rerun.append(decision)
     return rerun
+
+
+def could_supersede(
+    decisions: Sequence[ResumeDecision], matched: Mapping[str, PartitionCheckpoint]
+) -> Callable[[PartitionCheckpoint], bool]:
+    """Whether another definition's partition, by its latest record, may hold a record that replaced a
+    partition this run skips as committed: it may overlap one whose commit is older than that latest record
+    (a partition's records are never later than its latest: ``causal_clock``). Only these cost a history
+    read (``route_family.other_identity_replacing``); a route long past a manifest edit reads none.
+
+    Skipped commits are sorted by time, so only those older than the record are compared, and bounds equal
+    to one of them (the same partitioning) are found by a lookup: ``may_overlap`` reads its bounds anew on
+    each call, and 1,000 records against 10,000 skipped days took 67 s compared one by one."""
+    skipped = sorted(
+        (
+            (checkpoint_moment(checkpoint), decision.partition.bounds)
+            for decision in decisions
+            if decision.action is Action.SKIP
+            and decision.reason is Reason.COMMITTED
+            and (checkpoint := matched.get(decision.partition.partition_id)) is not None
+        ),
+        key=lambda item: item[0],
+    )
+    moments = [at for at, _ in skipped]
+    oldest: dict[tuple[object, ...], datetime] = {}
+    for at, bounds in skipped:
+        oldest.setdefault(_same_rows(bounds), at)
+
+    def near(latest: PartitionCheckpoint) -> bool:
+        moment = checkpoint_moment(latest)
+        equal = oldest.get(_same_rows(latest.bounds))
+        if equal is not None and equal < moment:
+            return True
+        older = itertools.islice(skipped, bisect.bisect_left(moments, moment))
+        return any(may_overlap(latest.bounds, bounds) for _, bounds in older)
+
+    return near
+
+
+def _same_rows(bounds: PartitionBounds) -> tuple[object, ...]:
+    """Bounds as a key: equal keys select the same rows (a column's spelling aside)."""
+    column = (bounds.column or "").casefold()
+    return (bounds.kind, column, bounds.value_type, bounds.lower, bounds.upper, tuple(bounds.values or ()))

@@ -122,7 +122,7 @@ from airflow_provider_dpone.runtime.source_binding import (
     record_source_move,
     source_reference,
 )
-from airflow_provider_dpone.runtime.superseded import rerun_superseded
+from airflow_provider_dpone.runtime.superseded import could_supersede, rerun_superseded
 from airflow_provider_dpone.runtime.target_binding import same_target
 from airflow_provider_dpone.runtime.vanished import (
     as_planned,
@@ -278,6 +278,7 @@ class TransferEngine:
             history=lambda route, partition_id: self._ports.store.history(route, partition_id),
         )
         self._same_columns: frozenset[str] = frozenset()
+        self._lacking: tuple[str, ...] | None = None
         self._durable = manifest.sink.options.durable_quality_replay
         self._policy = build_policy(manifest.quality, durable=self._durable)
         self._replay: DurableReplay | None = None
@@ -332,6 +333,10 @@ class TransferEngine:
                 if isinstance(target, TableSchema) and holds_columns_of(target, schema)
                 else frozenset()
             )
+            # what a schema-checked rebaseline cannot have checked: a column the target does not have yet
+            # (None: the sink cannot describe its target; no table: it lacks every column)
+            known = target.names if isinstance(target, TableSchema) else () if callable(describe) else None
+            self._lacking = None if known is None else tuple(n for n in schema.names if n not in known)
             return self._checks.append_overlaps(family, decisions)
 
     def columns_unchanged(self, schema_hash: str) -> bool:
@@ -339,6 +344,11 @@ class TransferEngine:
         columns', up to nullability (after :meth:`identity_overlaps`): its rows hold a value of every column
         this definition writes, written by a run, not a default filled in by ``ADD COLUMN``."""
         return schema_hash in self._same_columns
+
+    def columns_missing_from_target(self) -> tuple[str, ...] | None:
+        """The columns this definition writes that the target table lacks (after :meth:`identity_overlaps`;
+        every column where the table does not exist), or None where the sink cannot describe its target."""
+        return self._lacking
 
     def count_source_partitions(self, bounds: Sequence[PartitionBounds]) -> list[int]:
         """Rows the source holds now within each of ``bounds``, in order (read-only, grouped)."""
@@ -618,7 +628,14 @@ class TransferEngine:
             vanished=vanished,
         )
         if self._route.strategy is Strategy.REPLACE_PARTITION:
-            others = other_identity_replacing(family, [*planned, *gone, *vanished], self._ports.naming)
+            # a replacing record hidden under another definition's failed attempt counts: one read each
+            others = other_identity_replacing(
+                family,
+                [*planned, *gone, *vanished],
+                self._ports.naming,
+                self._ports.store.history,
+                could_supersede(decisions, matched),
+            )
             decisions = rerun_superseded(decisions, matched, others)
         return schema, decisions, matched
 

@@ -184,6 +184,28 @@ def test_prepare_target_refuses_a_retyped_column_by_name_and_load_writes_nothing
     assert ids_in(sink) == [7]
 
 
+def test_a_source_column_the_target_lacks_is_refused_with_how_to_add_it_with_the_sources_values(
+    sink: ClickHouseSink,
+) -> None:
+    """Red before: the stop said only that the column was missing; added as the operator's first guess
+    (``ADD COLUMN channel String``), every row already loaded read '' where the source held 'web'."""
+    client = sink._client()
+    client.command("CREATE DATABASE demo")
+    client.command(
+        "CREATE TABLE demo.orders (id Int64, order_date Nullable(Date), customer Nullable(String), "
+        "updated_at Nullable(DateTime)) ENGINE = MergeTree ORDER BY id"
+    )
+
+    with pytest.raises(DponeError) as refused:
+        sink.prepare_target(TABLE, SCHEMA, ("id",))
+
+    assert refused.value.code is ErrorCode.TARGET_INCOMPATIBLE
+    assert "'amount' is missing from the target table" in refused.value.safe_message
+    hints = " ".join(refused.value.hint_lines)
+    assert "ADD COLUMN <column> <type> DEFAULT <the source column's DEFAULT>" in hints
+    assert "backfill" in hints and "--schema-checked" in hints
+
+
 @pytest.mark.parametrize(
     ("extra", "accepted"),
     [

@@ -494,6 +494,29 @@ def test_the_operators_word_that_the_values_are_right_records_a_changed_schema(r
     assert target_rows(routed) == source_rows(routed)
 
 
+def test_the_operators_word_is_refused_while_the_target_lacks_the_added_column(routed: Path) -> None:
+    """Red before: ``--schema-checked`` was accepted while the target had no such column (no value of it
+    can have been checked); the column was then added without the source's DEFAULT and every committed
+    row read '' where the source holds 'web', exit 0 and ``--verify`` 0 drifted."""
+    with sqlite3.connect(routed / "source.sqlite") as db:
+        db.execute("ALTER TABLE orders ADD COLUMN channel TEXT NOT NULL DEFAULT 'web'")
+    manifest = manifest_at(routed)
+
+    refused = dpone("guard", "rebaseline", str(manifest), "--reason", "added channel", "--schema-checked")
+
+    assert refused.exit_code == 2, refused.output
+    assert "'channel'" in refused.output and "DEFAULT" in refused.output and "backfill" in refused.output
+    assert dpone("run", str(manifest)).exit_code == 3  # nothing was recorded: the schema change still stops
+    chdb_command(routed, f"ALTER TABLE {TARGET} ADD COLUMN channel String DEFAULT 'web'")
+    rebased = dpone("guard", "rebaseline", str(manifest), "--reason", "DEFAULT 'web'", "--schema-checked")
+    assert rebased.exit_code == 0, rebased.output
+    assert dpone("run", str(manifest)).exit_code == 0
+    with sqlite3.connect(routed / "source.sqlite") as db:
+        channels = sorted(db.execute("SELECT id, channel FROM orders").fetchall())
+    assert sorted(chdb_query(routed, f"SELECT id, channel FROM {TARGET}")) == channels
+    assert target_rows(routed) == source_rows(routed)
+
+
 def test_the_printed_next_step_names_a_manifest_path_with_blanks_so_that_it_can_be_pasted(
     routed: Path,
 ) -> None:

@@ -4,7 +4,10 @@ Seen on the 18.16 server, each run exit 0 (helper-target's repros): a DBA widene
 the route accepts) while a load ran, and every later insert, still declaring the old type, stored the value
 divided by 100 (18.16 reads a declared type's bytes as the column's type; made ``Nullable``, the next insert
 crashed the server); a DBA renamed the table away and created it anew, or truncated it, and the load went
-on into the new or emptied table, and the next run took the missing history for retention.
+on into the new or emptied table, and the next run took the missing history for retention. Then (helper-attack91's
+repros): with ``allow_target_ttl`` no count was compared, so a truncate went unseen the same way; and an
+``ALTER ... UPDATE`` of rows the load had inserted, or a delete of them and the same count inserted again,
+left identity and counts as they were: exit 0, 300 rows holding other values than the source's.
 
 The DBA's statement runs at a fixed point of the load: between two inserts (a progress listener, called
 once a partition's last chunk has gone to the target, before the next partition's are read), before the
@@ -24,6 +27,8 @@ from typing import Any
 
 import pytest
 
+from airflow_provider_dpone.adapters.clickhouse.mutations import await_mutations
+from airflow_provider_dpone.adapters.clickhouse.quoting import TableName
 from airflow_provider_dpone.adapters.clickhouse.sink import ClickHouseSink
 from airflow_provider_dpone.adapters.sources.demo_data import create_demo_source
 from airflow_provider_dpone.compose import open_runtime
@@ -72,8 +77,10 @@ class AfterFirstPartition:
             statement()
 
 
-def write_route(base: Path, table: str) -> Path:
+def write_route(base: Path, table: str, strategy: str = "incremental_append", options: str = "") -> Path:
+    """``options``: the sink's options as a YAML flow mapping (``{allow_target_ttl: true}``)."""
     manifest = base / "orders.yaml"
+    options_line = f"\n  options: {options}" if options else ""
     manifest.write_text(
         f"""
 kind: native_transfer
@@ -87,9 +94,9 @@ sink:
   type: clickhouse
   connection: changed_server
   table: {table}
-  strategy: incremental_append
+  strategy: {strategy}
   load: direct
-  order_by: [order_date, id]
+  order_by: [order_date, id]{options_line}
 checkpoints:
   connection: sqlite:///state.sqlite
 """,
@@ -182,6 +189,128 @@ def test_a_table_swapped_or_truncated_between_two_inserts_stops_the_load_blocked
     assert next_run.value.code is ErrorCode.MANUAL_RECONCILIATION_REQUIRED
     if how == "swap":  # the history and the first new day are in the table renamed away, as on-call is told
         assert int(client.query(f"SELECT count() FROM {table}_old").result_rows[0][0]) == 1_500
+
+
+def test_a_route_allowing_target_ttls_still_finds_its_table_truncated_between_two_inserts(
+    tmp_path: Path, server: tuple[Any, str]
+) -> None:
+    """``allow_target_ttl`` says rows may expire; the armed partitions are younger than the TTL, so their count
+    is still compared (18.16 has no TTL at all: every count is)."""
+    client, table = server
+    create_demo_source(tmp_path / "source.sqlite", 1_200, days=4)
+    manifest = write_route(tmp_path, table, options="{allow_target_ttl: true}")
+    with open_runtime(load_manifest(manifest)) as runtime:
+        assert runtime.run("r1").rows_committed == 1_200
+    add_a_new_day(tmp_path)
+    add_a_new_day(tmp_path)
+    truncate = AfterFirstPartition(lambda: client.command(f"TRUNCATE TABLE {table}"))
+
+    with (
+        open_runtime(load_manifest(manifest), progress=truncate) as runtime,
+        pytest.raises(DponeError) as stopped,
+    ):
+        runtime.run("r2")  # red before: exit 0, and the next run took the lost history for retention
+
+    assert stopped.value.code is ErrorCode.TARGET_CHANGED_DURING_LOAD
+    assert stopped.value.details["problem"] == "rows_missing"
+    assert (stopped.value.details["rows_within_after"], stopped.value.details["rows_inserted"]) == (300, 600)
+    assert "table_ttl_deletes_rows" not in stopped.value.details  # the option alone is no TTL
+    assert blocked_phases(manifest) == {"target_outcome_unknown"}
+
+
+def of(table: str) -> str:
+    """The condition of ``table``'s rows in a system table."""
+    database, name = table.split(".")
+    return f"database = '{database}' AND table = '{name}'"
+
+
+def wait_for_mutations(client: Any, table: str) -> None:
+    """18.16 runs a mutation after its statement returns: the next insert then finds it done."""
+    await_mutations(client, TableName.parse(table), 30.0)
+
+
+def update_new_rows(client: Any, table: str) -> None:
+    client.command(f"ALTER TABLE {table} UPDATE amount = amount * 2 WHERE id > 1200")
+    wait_for_mutations(client, table)
+
+
+def delete_and_insert_again(client: Any, table: str) -> None:
+    """The first new day's rows deleted and as many inserted again, with other amounts: counts as they were."""
+    client.command(f"CREATE TABLE {table}_saved AS {table}")
+    client.command(f"INSERT INTO {table}_saved SELECT * FROM {table} WHERE id > 1200")
+    client.command(f"ALTER TABLE {table} DELETE WHERE id > 1200")
+    wait_for_mutations(client, table)
+    client.command(
+        f"INSERT INTO {table} SELECT id, order_date, customer, amount * 2, updated_at FROM {table}_saved"
+    )
+
+
+@pytest.mark.parametrize("how", ["update", "delete_and_insert_again"])
+def test_rows_the_load_inserted_mutated_between_two_inserts_stop_it_blocked(
+    tmp_path: Path, server: tuple[Any, str], how: str
+) -> None:
+    client, table = server
+    create_demo_source(tmp_path / "source.sqlite", 1_200, days=4)
+    manifest = write_route(tmp_path, table)
+    with open_runtime(load_manifest(manifest)) as runtime:
+        assert runtime.run("r1").rows_committed == 1_200
+    add_a_new_day(tmp_path)
+    add_a_new_day(tmp_path)
+    change = update_new_rows if how == "update" else delete_and_insert_again
+
+    with (
+        open_runtime(
+            load_manifest(manifest), progress=AfterFirstPartition(lambda: change(client, table))
+        ) as runtime,
+        pytest.raises(DponeError) as stopped,
+    ):
+        runtime.run("r2")  # red before: exit 0 with the first new day's 300 rows at twice the source's amount
+
+    assert stopped.value.code is ErrorCode.TARGET_CHANGED_DURING_LOAD
+    assert stopped.value.details["problem"] == "mutated"
+    assert stopped.value.details["mutations"] == 1
+    assert stopped.value.details["rows_inserted"] == 600
+    # identity and counts are as a clean load leaves them: only the mutation tells
+    assert stopped.value.details["rows_within_after"] == 600
+    assert stopped.value.details["rows_total_after"] == 1_800
+    # why it must stop: the target holds every source row, 300 of them with other values
+    source, target = source_amounts(tmp_path), target_amounts(client, table)
+    assert set(target) == set(source)
+    wrong = {i: target[i] for i in target if target[i] != source[i]}
+    assert len(wrong) == 300  # the first new day's, at twice the source's amount
+    assert wrong == {i: source[i] * 2 for i in wrong}
+    assert blocked_phases(manifest) == {"target_outcome_unknown"}
+    with open_runtime(load_manifest(manifest)) as runtime, pytest.raises(DponeError) as next_run:
+        runtime.run("r3")
+    assert next_run.value.code is ErrorCode.MANUAL_RECONCILIATION_REQUIRED
+
+
+def test_a_replacing_load_tells_its_own_delete_from_an_update_made_during_it(
+    tmp_path: Path, server: tuple[Any, str]
+) -> None:
+    client, table = server
+    create_demo_source(tmp_path / "source.sqlite", 1_200, days=4)
+    manifest = write_route(tmp_path, table, strategy="replace_partition")
+    with open_runtime(load_manifest(manifest)) as runtime:
+        assert runtime.run("r1").rows_committed == 1_200  # its own deletes are no change
+    add_a_new_day(tmp_path)
+    add_a_new_day(tmp_path)
+    with (
+        open_runtime(
+            load_manifest(manifest), progress=AfterFirstPartition(lambda: update_new_rows(client, table))
+        ) as runtime,
+        pytest.raises(DponeError) as stopped,
+    ):
+        runtime.run("r2")  # red before: exit 0 with 300 rows at twice the source's amount
+
+    assert stopped.value.details["problem"] == "mutated"
+    # the update is named; r2's own delete of the new days, a mutation too, is not
+    commands = dict(
+        client.query(f"SELECT mutation_id, command FROM system.mutations WHERE {of(table)}").result_rows
+    )
+    assert [commands[m].split(" ")[0] for m in stopped.value.details["mutation_ids"]] == ["UPDATE"]
+    assert sum(command.startswith("DELETE") for command in commands.values()) >= 2  # r1's and r2's
+    assert blocked_phases(manifest) == {"target_outcome_unknown"}
 
 
 # -- the sink alone: a change at a point no listener reaches ------------------------------------------------
@@ -312,3 +441,27 @@ def test_a_column_made_nullable_between_two_inserts_stops_the_load_and_the_serve
         assert int(client.query(f"SELECT count() FROM {table}").result_rows[0][0]) == 50
     finally:
         sink.close()
+
+
+def test_an_update_begun_while_a_replacing_load_deletes_is_not_taken_for_its_delete(
+    sink_table: tuple[ClickHouseSink, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A mutation of someone else that appears with the load's own delete is told apart by the delete's tag."""
+    sink, table = sink_table
+    client = sink._client()
+    raw_command = client.command
+
+    def update_along(statement: str, *args: Any, **kwargs: Any) -> Any:
+        result = raw_command(statement, *args, **kwargs)
+        if statement.startswith("ALTER TABLE") and " DELETE WHERE " in statement:  # the load's own delete
+            raw_command(f"ALTER TABLE {table} UPDATE customer = 'other' WHERE id < 50")
+        return result
+
+    monkeypatch.setattr(client, "command", update_along)
+    permit = permit_for(table, Strategy.REPLACE_PARTITION, [day_bounds(NEW)])
+    with pytest.raises(DponeError) as stopped:
+        sink.load(permit, table, SCHEMA, iter([day_chunk(1_000, 50, NEW)]))  # red before: loaded
+
+    assert stopped.value.code is ErrorCode.TARGET_CHANGED_DURING_LOAD
+    assert stopped.value.details["problem"] == "mutated"
+    assert stopped.value.details["mutations"] == 1

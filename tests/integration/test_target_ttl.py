@@ -6,19 +6,27 @@ none of their rows, and no later run brings them back. A column TTL resets the l
 column's default once it expires. Both are refused before arming, on every path, with nothing written and
 no checkpoint; TTL rules that only move parts (``TO DISK`` / ``TO VOLUME``) or recompress them keep every
 row and value, and those targets are loaded exactly. Real chDB tables, every value compared with the
-source. (The 18.16 server predates TTLs.)
+source. (The 18.16 server predates TTLs.) A retention table (``allow_target_ttl``) is loaded; a direct load
+into it still counts its armed partitions after its last insert, and lets only its history all go (ADR 0091).
 """
 
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
 from datetime import date, timedelta
 from pathlib import Path
 
 import pytest
 
 from airflow_provider_dpone.adapters.clickhouse.client import open_client
+from airflow_provider_dpone.adapters.clickhouse.sink import ClickHouseSink
+from airflow_provider_dpone.contracts.chunk import ColumnChunk
 from airflow_provider_dpone.contracts.endpoints import EndpointDescriptor
+from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
+from airflow_provider_dpone.contracts.route import Strategy
+from airflow_provider_dpone.contracts.schema import ColumnSpec, TableSchema
+from tests.builders import permit_for
 from tests.integration.hand_made_target_rig import (
     CHDB_CONNECTION,
     PATHS,
@@ -29,6 +37,7 @@ from tests.integration.hand_made_target_rig import (
     run,
     write_manifest,
 )
+from tests.integration.test_clickhouse_sink_http import day_bounds
 
 TABLE = "demo.orders"
 SOURCE = "  type: sqlite\n  connection: sqlite:///source.sqlite\n  table: orders"
@@ -147,3 +156,90 @@ def test_a_retention_table_is_loaded_when_the_manifest_allows_target_ttls(tmp_pa
     assert run(manifest, "r1").rows_committed == len(source)
     assert target_rows(chdb_at(tmp_path)) == source
     assert run(manifest, "r2").rows_committed == 0
+
+
+# -- a retention table changed during a direct load (the sink alone, in the process holding chDB) -------------
+
+SCHEMA = TableSchema(
+    columns=(
+        ColumnSpec(name="id", clickhouse_type="Int64", nullable=False),
+        ColumnSpec(name="order_date", clickhouse_type="Date", nullable=False),
+        ColumnSpec(name="customer", clickhouse_type="String", nullable=False),
+    )
+)
+HISTORY, NEW = date(2026, 11, 29), date(2026, 11, 30)  # younger than the TTL below
+
+
+def day_chunk(first_id: int, rows: int, day: date) -> ColumnChunk:
+    ids = list(range(first_id, first_id + rows))
+    return ColumnChunk(
+        partition_id="p",
+        names=SCHEMA.names,
+        columns=(ids, [day] * rows, [f"c{i}" for i in ids]),
+        row_count=rows,
+    )
+
+
+@pytest.mark.parametrize("ttl", ["", " TTL order_date + INTERVAL 100 YEAR"], ids=["no-ttl", "deleting-ttl"])
+@pytest.mark.parametrize("when", ["before_first_insert", "between_inserts"])
+def test_a_retention_table_truncated_during_a_direct_load_stops_it_unless_only_its_history_left(
+    tmp_path: Path, ttl: str, when: str
+) -> None:
+    """With ``allow_target_ttl``, the armed day's count is still compared; only every row outside it gone is
+    no change, and only where the table's TTL deletes rows (its history may all expire meanwhile)."""
+    endpoint = chdb_at(tmp_path)
+    create_target(endpoint, TABLE, COLUMNS, KEY + ttl)
+    sink = ClickHouseSink(endpoint, allow_ttl=True)
+    try:
+        history = permit_for(TABLE, Strategy.INCREMENTAL_APPEND, [day_bounds(HISTORY)])
+        assert sink.load(history, TABLE, SCHEMA, [day_chunk(1, 100, HISTORY)]) == 100
+        client = sink._client()
+
+        def chunks() -> Iterator[ColumnChunk]:  # read once the sink pinned the table
+            if when == "before_first_insert":
+                client.command(f"TRUNCATE TABLE {TABLE}")
+            yield day_chunk(1_000, 50, NEW)  # the first chunk is inserted at once
+            if when == "between_inserts":
+                client.command(f"TRUNCATE TABLE {TABLE}")
+            yield day_chunk(1_050, 50, NEW)
+
+        permit = permit_for(TABLE, Strategy.INCREMENTAL_APPEND, [day_bounds(NEW)])
+        if when == "before_first_insert" and ttl:
+            assert sink.load(permit, TABLE, SCHEMA, chunks()) == 100  # as if the history expired
+            return
+        with pytest.raises(DponeError) as stopped:
+            sink.load(permit, TABLE, SCHEMA, chunks())  # between inserts, red before: loaded, exit 0
+    finally:
+        sink.close()
+    assert stopped.value.code is ErrorCode.TARGET_CHANGED_DURING_LOAD
+    problem = "rows_outside_emptied" if when == "before_first_insert" else "rows_missing"
+    assert stopped.value.details["problem"] == problem
+    assert stopped.value.details.get("table_ttl_deletes_rows", False) is bool(ttl)
+
+
+def test_a_partition_older_than_the_ttl_of_a_retention_table_stops_a_direct_load(tmp_path: Path) -> None:
+    """The option's condition is that partitions arrive younger than the TTL. Rows of one that does not are
+    deleted by the TTL's merges (on chDB within moments of the insert, not always before the load's last
+    read: here a merge is forced between two inserts): a direct load counts its armed partitions after its
+    last insert and stops, blocked, where it was reported committed over an emptied day."""
+    endpoint = chdb_at(tmp_path)
+    create_target(endpoint, TABLE, COLUMNS, f"{KEY} TTL order_date + INTERVAL 10 DAY")
+    sink = ClickHouseSink(endpoint, allow_ttl=True)
+    try:
+        client = sink._client()
+
+        def chunks() -> Iterator[ColumnChunk]:
+            yield day_chunk(1, 50, FIRST_DAY)
+            client.command(f"OPTIMIZE TABLE {TABLE} FINAL")  # the TTL's merge, at a fixed point
+            yield day_chunk(51, 50, FIRST_DAY)
+
+        permit = permit_for(TABLE, Strategy.INCREMENTAL_APPEND, [day_bounds(FIRST_DAY)])
+        with pytest.raises(DponeError) as stopped:
+            sink.load(permit, TABLE, SCHEMA, chunks())  # red before: 100 rows loaded, the day empty
+    finally:
+        sink.close()
+    assert stopped.value.code is ErrorCode.TARGET_CHANGED_DURING_LOAD
+    assert stopped.value.details["problem"] == "rows_missing"
+    assert stopped.value.details["table_ttl_deletes_rows"] is True
+    assert stopped.value.details["rows_within_after"] <= 50 < stopped.value.details["rows_inserted"] == 100
+    assert "its TTL deleted them" in stopped.value.safe_message

@@ -444,3 +444,97 @@ def test_committed_over_an_uncounted_attempt_of_an_empty_day_is_accepted() -> No
     records = resolve(store, FixedClock(), route, request, count_target=lambda c: 0, count_source=lambda c: 0)
 
     assert len(records) == 3 and all(r.rows == 0 for r in records)
+
+
+@pytest.mark.parametrize("strategy", ["replace_partition", "full_refresh"])
+def test_committed_on_a_replacing_attempt_is_refused_whatever_the_counts_and_force_overrides_it(
+    strategy: str,
+) -> None:
+    """Red before: a replacing attempt killed before its delete left the old rows, as many as the source
+    holds; ``committed`` on the equal counts was accepted and the corrected values never arrived, exit 0.
+    ``not-applied`` is safe there (the next run replaces the bounds)."""
+    store = InMemoryCheckpointStore()
+    sink = RecordingSink(fail_after_mutation=True)
+    with pytest.raises(InjectedFault):
+        transfer_engine(store=store, sink=sink, strategy=strategy).run("r1")
+    route = transfer_engine(store=store, sink=sink, strategy=strategy)._route
+    before = list(store.rows)
+    request = ResolutionRequest(None, ResolveAs.COMMITTED, "target count == source count", "me")
+
+    with pytest.raises(DponeError) as refused:
+        resolve(store, FixedClock(), route, request, count_target=lambda c: 4, count_source=lambda c: 4)
+
+    assert refused.value.code is ErrorCode.USAGE
+    assert refused.value.details["problem"] == "committed_on_replacing_route"
+    assert "replacing route" in refused.value.safe_message
+    assert any("Resolve --as not-applied" in line for line in refused.value.hint_lines)
+    assert store.rows == before
+    forced = ResolutionRequest(None, ResolveAs.COMMITTED, "compared values", "me", force=True)
+    assert len(resolve(store, FixedClock(), route, forced, count_target=lambda c: 4)) == 3
+
+
+def test_committed_on_a_replacing_attempt_whose_target_call_returned_is_accepted() -> None:
+    """``checkpoint_incomplete``: the target call returned, so the bounds hold the attempt's rows; the
+    guard's own record, not a count, says so."""
+    store = InMemoryCheckpointStore()
+    with pytest.raises(InjectedFault):
+        transfer_engine(
+            store=FaultyStore(store, write_faults=[WriteFault("checkpoint_committed", after_rows=0)]),
+            sink=RecordingSink(),
+            strategy="replace_partition",
+        ).run("r1")
+    route = transfer_engine(store=store, sink=RecordingSink(), strategy="replace_partition")._route
+    request = ResolutionRequest(None, ResolveAs.COMMITTED, "the call returned", "me")
+
+    records = resolve(store, FixedClock(), route, request)
+
+    assert {describe(r) for r in records} == {"COMMITTED/checkpoint_committed"}
+
+
+@pytest.mark.parametrize("resolve_as", [ResolveAs.NOT_APPLIED, ResolveAs.COMMITTED])
+def test_in_a_fan_in_other_routes_rows_deleted_within_the_bounds_refuse_either_answer(
+    resolve_as: ResolveAs,
+) -> None:
+    """Red before: B's partial day was deleted by its bounds, A's 1,000 committed rows with it (the target
+    counts 0); ``_net`` took 0 for "the attempt left nothing", ``not-applied`` was accepted, and A's rows
+    were gone for good (A's checkpoint says COMMITTED), every command exit 0."""
+    store, route_a, latest, _ = _fan_in(attempt_landed=0)
+    before = list(store.rows)
+
+    with pytest.raises(DponeError) as refused:
+        resolve(
+            store,
+            FixedClock(),
+            route_a,
+            ResolutionRequest(None, resolve_as, "deleted the day", "me"),
+            latest=latest,
+            count_target=lambda checkpoint: 0,
+        )
+
+    assert refused.value.details["problem"] == "other_routes_rows_lost"
+    hints = " ".join(refused.value.hint_lines)
+    assert "fewer than the 1000 other routes committed there (main.orders_a -> demo.orders" in hints
+    assert "were deleted" in hints and "Restore" in hints
+    assert store.rows == before
+    forced = ResolutionRequest(None, ResolveAs.NOT_APPLIED, "A was retired", "me", force=True)
+    assert resolve(store, FixedClock(), route_a, forced, latest=latest, count_target=lambda c: 0)
+
+
+def test_the_views_a_target_feeds_are_named_in_the_refusal_and_recorded_with_not_applied() -> None:
+    """Red before: nothing named the view, whose table kept the attempt's rows deleted from the target;
+    the next run fed them again (duplicates), exit 0."""
+    store = InMemoryCheckpointStore()
+    sink = RecordingSink(fail_after_mutation=True)
+    with pytest.raises(InjectedFault):
+        transfer_engine(store=store, sink=sink).run("r1")
+    route = transfer_engine(store=store, sink=sink)._route
+    request = ResolutionRequest(None, ResolveAs.NOT_APPLIED, "deleted", "me")
+
+    with pytest.raises(DponeError) as refused:
+        resolve(store, FixedClock(), route, request, count_target=lambda c: 4, views=["demo.orders_mv"])
+    assert refused.value.details["views_fed"] == ["demo.orders_mv"]
+    assert any("demo.orders_mv" in line and "view's table" in line for line in refused.value.hint_lines)
+
+    records = resolve(store, FixedClock(), route, request, count_target=lambda c: 0, views=["demo.orders_mv"])
+    audits = [r.diagnostics["resolution"] for r in records]
+    assert all(isinstance(a, dict) and a["views_fed"] == ["demo.orders_mv"] for a in audits)

@@ -25,8 +25,22 @@ LOAD = LoadScope("dbo.orders -> analytics.orders (incremental_append)", "sha256:
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def pin(within: int | None, total: int | None = None, identity: str | None = "uuid:1") -> TablePin:
-    return TablePin(identity=identity, engine="MergeTree", rows_within=within, rows_total=total)
+def pin(
+    within: int | None,
+    total: int | None = None,
+    identity: str | None = "uuid:1",
+    mutations: frozenset[str] = frozenset(),
+    *,
+    deleting_ttl: bool = False,
+) -> TablePin:
+    return TablePin(
+        identity=identity,
+        engine="MergeTree",
+        rows_within=within,
+        rows_total=total,
+        mutations=mutations,
+        deleting_ttl=deleting_ttl,
+    )
 
 
 def test_an_append_that_leaves_what_it_found_and_inserted_changed_nothing() -> None:
@@ -73,11 +87,51 @@ def test_a_table_gone_is_dropped() -> None:
 
 
 def test_a_table_not_counted_is_judged_by_its_identity_alone() -> None:
-    # replicated engines and allow_target_ttl: rows may lag or leave by design
+    # replicated engines: rows may lag on the replica that answers
     assert what_changed(pin(None), pin(None), inserted=5, keeps_rows=True) is None
     assert what_changed(pin(None), pin(None, identity="uuid:2"), inserted=5, keeps_rows=True) == (
         "table_replaced"
     )
+
+
+def test_a_mutation_begun_during_the_load_is_a_change_whatever_the_counts() -> None:
+    # an UPDATE of the rows it inserted, or a DELETE of the armed day and the same count inserted again
+    before = pin(10, 100, mutations=frozenset({"mutation_3.txt"}))
+    after = pin(15, 105, mutations=frozenset({"mutation_3.txt", "mutation_9.txt"}))
+    assert what_changed(before, after, inserted=5, keeps_rows=True) == "mutated"
+    # on a replicated engine, not counted, too
+    assert (
+        what_changed(pin(None), pin(None, mutations=frozenset({"0000000001"})), inserted=5, keeps_rows=True)
+        == "mutated"
+    )
+
+
+def test_the_loads_own_delete_is_no_mutation_of_anyone_else() -> None:
+    own = frozenset({"mutation_9.txt"})
+    after = pin(5, 95, mutations=frozenset({"mutation_3.txt", "mutation_9.txt"}))
+    before = pin(10, 100, mutations=frozenset({"mutation_3.txt"}))
+    assert what_changed(before, after, inserted=5, keeps_rows=False, own=own) is None
+    foreign = pin(5, 95, mutations=frozenset({"mutation_3.txt", "mutation_9.txt", "mutation_10.txt"}))
+    assert what_changed(before, foreign, inserted=5, keeps_rows=False, own=own) == "mutated"
+
+
+def test_a_done_mutation_the_server_cleaned_up_is_no_change() -> None:
+    # the server keeps the last hundred done mutations: an id gone is not one begun
+    before = pin(10, 100, mutations=frozenset({"mutation_1.txt", "mutation_3.txt"}))
+    after = pin(15, 105, mutations=frozenset({"mutation_3.txt"}))
+    assert what_changed(before, after, inserted=5, keeps_rows=True) is None
+
+
+def test_a_table_whose_ttl_deletes_rows_still_keeps_what_the_load_leaves_in_its_partitions() -> None:
+    # allow_target_ttl: the armed partitions are younger than the TTL, so a shortfall there is a change
+    before, after = pin(10, 100, deleting_ttl=True), pin(14, 104, deleting_ttl=True)
+    assert what_changed(before, after, inserted=5, keeps_rows=True) == "rows_missing"
+
+
+def test_a_table_whose_ttl_deletes_rows_may_lose_every_row_outside_the_armed_partitions() -> None:
+    # its history may all expire during the load; without such a TTL the same counts are the table emptied
+    assert what_changed(pin(0, 90, deleting_ttl=True), pin(5, 5), inserted=5, keeps_rows=True) is None
+    assert what_changed(pin(0, 90), pin(5, 5), inserted=5, keeps_rows=True) == "rows_outside_emptied"
 
 
 def test_a_type_spelled_otherwise_is_the_same_type() -> None:
@@ -111,10 +165,12 @@ def test_the_code_blocks_the_route_and_names_its_runbook_section_in_both_copies(
         text = (runbook / "manual-reconciliation.md").read_text(encoding="utf-8")
         assert "## The target changed during a load" in text
         assert ErrorCode.TARGET_CHANGED_DURING_LOAD.value in text
+        for problem in ("column_types_changed", "mutated", "rows_missing", "rows_outside_emptied"):
+            assert f"`problem: {problem}`" in text
 
 
 @pytest.mark.parametrize(
-    "problem", ["table_dropped", "table_replaced", "rows_missing", "rows_outside_emptied"]
+    "problem", ["table_dropped", "table_replaced", "mutated", "rows_missing", "rows_outside_emptied"]
 )
 def test_each_table_change_is_said_with_counts_only(problem: str) -> None:
     error = table_changed_error(NAME, LOAD, problem, pin(7, 90), pin(3, 3), inserted=5, keeps_rows=True)
@@ -128,3 +184,21 @@ def test_each_table_change_is_said_with_counts_only(problem: str) -> None:
         )
     for line in (error.safe_message, *error.hint_lines):
         assert "SELECT" not in line and "ALTER" not in line  # no SQL to on-call
+
+
+def test_a_mutation_is_named_by_its_ids_and_the_loads_own_is_not() -> None:
+    before = pin(7, 90, mutations=frozenset({"mutation_2.txt"}))
+    after = pin(12, 95, mutations=frozenset({"mutation_2.txt", "mutation_5.txt", "mutation_6.txt"}))
+    own = frozenset({"mutation_5.txt"})
+    error = table_changed_error(NAME, LOAD, "mutated", before, after, inserted=5, keeps_rows=False, own=own)
+    assert error.details["mutation_ids"] == ["mutation_6.txt"]
+    assert error.details["mutations"] == 1
+    assert "1 mutation(s) (an update or a delete of its rows) began on it" in error.safe_message
+    assert any("system.mutations" in line and "mutation_ids" in line for line in error.hint_lines)
+
+
+def test_rows_missing_from_a_table_whose_ttl_deletes_rows_names_the_ttl() -> None:
+    before, after = pin(0, 90, deleting_ttl=True), pin(3, 93, deleting_ttl=True)
+    error = table_changed_error(NAME, LOAD, "rows_missing", before, after, inserted=5, keeps_rows=True)
+    assert error.details["table_ttl_deletes_rows"] is True
+    assert "or its TTL deleted them (a partition older than the TTL when it arrived)" in error.safe_message

@@ -65,6 +65,8 @@ from airflow_provider_dpone.adapters.clickhouse.statements_in_flight import (
 )
 from airflow_provider_dpone.adapters.clickhouse.table_schema import (
     COLUMN_TTL,
+    MISSING_COLUMN_HINT,
+    MISSING_FROM_TARGET,
     TargetColumn,
     column_list,
     columns_refusing_null,
@@ -86,6 +88,7 @@ from airflow_provider_dpone.adapters.clickhouse.target_pin import (
     TablePin,
     changed_columns,
     has_table_uuids,
+    own_mutations,
     read_pin,
     table_changed_error,
     types_changed_error,
@@ -475,8 +478,9 @@ class ClickHouseSink:
     ) -> int:
         stream = iter(chunks)
         load = LoadScope(permit.route.describe(), permit.checkpoint_batch_id, len(permit.partitions))
-        # Right after arming, before the source's first read: the table's columns, identity and counts,
-        # what the load proves unchanged after its last insert (a table replaced or truncated meanwhile).
+        # Right after arming, before the source's first read: the table's columns, identity, mutations and
+        # counts, what the load proves unchanged after its last insert (a table replaced, truncated or
+        # updated meanwhile).
         with self._failures("read the target table's columns", name, step="describe", code=_LOAD):
             client = self._client()
             target = self._describe(client, name)
@@ -487,6 +491,7 @@ class ClickHouseSink:
         # (unreachable, digest mismatch) then fails the call before any truncate or delete.
         first = next(stream, None)
         self._apply_scope(client, name, scope, target)
+        own = self._own_mutations(client, name, scope, before)
         head: list[ColumnChunk] = [first] if first is not None else []
 
         def before_insert(rows_before: int) -> None:
@@ -502,10 +507,10 @@ class ClickHouseSink:
         if changed:
             raise types_changed_error(name, load, changed, inserted=rows, before_insert=False)
         keeps_rows = not scope.truncate and not scope.bounds
-        problem = what_changed(before, after, inserted=rows, keeps_rows=keeps_rows)
+        problem = what_changed(before, after, inserted=rows, keeps_rows=keeps_rows, own=own)
         if problem is not None:
             raise table_changed_error(
-                name, load, problem, before, after, inserted=rows, keeps_rows=keeps_rows
+                name, load, problem, before, after, inserted=rows, keeps_rows=keeps_rows, own=own
             )
         log.info("loaded %d rows into %s", rows, name)
         return rows
@@ -522,7 +527,19 @@ class ClickHouseSink:
     def _pin(self, client: Client, name: TableName, counted: list[str] | None) -> TablePin:
         if self._table_uuids is None:
             self._table_uuids = has_table_uuids(client)
-        return read_pin(client, name, counted, count=not self._allow_ttl, uuids=self._table_uuids)
+        return read_pin(client, name, counted, uuids=self._table_uuids)
+
+    def _own_mutations(
+        self, client: Client, name: TableName, scope: _Scope, before: TablePin
+    ) -> frozenset[str]:
+        """Right after the strategy's delete (``replace_partition``), its mutations: those carrying dpone's
+        tag of the table (``delete_marker``) that were not there at the pin. Any other mutation the load
+        finds after its last insert stops it (``target_pin``); one begun during the delete without the tag
+        is not taken for its own."""
+        if not scope.bounds or self._tag is None:
+            return frozenset()  # an append writes no mutation; a truncate is none
+        with self._failures("read the target table's mutations", name, step="delete", code=_LOAD):
+            return own_mutations(client, name, self._tag) - before.mutations
 
     def _require_types_unchanged(
         self, client: Client, name: TableName, load: LoadScope, types: Mapping[str, str], rows: int
@@ -911,6 +928,7 @@ class ClickHouseSink:
                         if any(p.column not in schema.names for p in problems)
                         else ()
                     ),
+                    *(MISSING_COLUMN_HINT if any(p.reason == MISSING_FROM_TARGET for p in problems) else ()),
                     *(TTL_ALREADY_EXPIRED if any(p.reason.startswith(COLUMN_TTL) for p in problems) else ()),
                 ),
             )

@@ -10,13 +10,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from airflow_provider_dpone.contracts.checkpoint import PartitionCheckpoint
-from airflow_provider_dpone.contracts.route import RouteIdentity
+from airflow_provider_dpone.contracts.route import RouteIdentity, Strategy
 from airflow_provider_dpone.ports.sink import Sink
 from airflow_provider_dpone.ports.source import Source
 from airflow_provider_dpone.runtime.guard.resolution import (
     CommitsBySource,
     blocked_partitions,
     other_routes_rows,
+    other_routes_rows_lost,
+    other_routes_within,
 )
 
 
@@ -33,6 +35,10 @@ class InspectionRow:
     route: str = ""
     #: rows routes of other source tables committed within the bounds: in ``target_rows``, not the attempt's
     other_routes_rows: int | None = 0
+    #: those routes (``route.describe()``), where some of their rows there are gone (an append attempt's
+    #: bounds hold fewer rows than they committed: a delete by the bounds alone took them); else empty.
+    #: ``guard resolve`` refuses either answer then: nothing would load their rows again
+    other_routes_rows_lost_by: tuple[str, ...] = ()
 
     def as_json(self) -> dict[str, object]:
         return dict(self.__dict__)
@@ -54,6 +60,12 @@ def inspect_blocked(
         checkpoint = by_id[block.partition_id]
         own = route is None or checkpoint.route == route
         source_rows = source.count(checkpoint.bounds) if source is not None and own else None
+        target_rows = sink.count_rows(target_table, checkpoint.bounds)
+        others = commits.of_others(checkpoint)
+        others_rows = other_routes_rows(checkpoint, others)
+        lost = checkpoint.route.strategy is Strategy.INCREMENTAL_APPEND and other_routes_rows_lost(
+            target_rows, others_rows
+        )
         rows.append(
             InspectionRow(
                 partition_id=block.partition_id,
@@ -62,9 +74,10 @@ def inspect_blocked(
                 checkpoint_batch_id=block.checkpoint_batch_id,
                 attempt_rows=checkpoint.rows,
                 source_rows=source_rows,
-                target_rows=sink.count_rows(target_table, checkpoint.bounds),
+                target_rows=target_rows,
                 route=checkpoint.route.describe(),
-                other_routes_rows=other_routes_rows(checkpoint, commits.of_others(checkpoint)),
+                other_routes_rows=others_rows,
+                other_routes_rows_lost_by=tuple(other_routes_within(checkpoint, others)) if lost else (),
             )
         )
     return rows

@@ -10,7 +10,11 @@ any are there, or when the attempt's target call is known to have succeeded (``c
 unless ``force``. ``committed`` is recorded with the counts, so a mismatch is visible and audited; it
 is refused (unless ``force``) where the target holds no row of the partition, since no run would move its rows
 again, and where the attempt's rows are unknown (a direct load) the counted rows become the checkpoint's, so
-later runs check that the target still holds them.
+later runs check that the target still holds them. On ``replace_partition`` and ``full_refresh`` it is
+refused (unless ``force``) except after ``checkpoint_incomplete``: counts cannot tell the rows an attempt was to
+replace from its own, and ``not-applied`` is safe there. Either answer is refused (unless ``force``) on an
+append partition whose bounds hold fewer rows than other source tables' routes committed there: theirs
+were deleted, and nothing would load them again.
 """
 
 from __future__ import annotations
@@ -105,6 +109,7 @@ def resolve(
     count_target: TargetCounter | None = None,
     count_source: SourceCounter | None = None,
     written_elsewhere: Callable[[PartitionCheckpoint], bool] | None = None,
+    views: Sequence[str] = (),
 ) -> list[PartitionCheckpoint]:
     """Append one resolution checkpoint per chosen blocked partition, sharing one timestamp.
 
@@ -113,7 +118,9 @@ def resolve(
     the source's rows within a partition's bounds (None where it cannot say: another route's partition),
     asked only for ``committed`` over an attempt that recorded no row count (a direct load).
     ``written_elsewhere``: whether an attempt wrote a target other than the one ``count_target`` counts
-    (refused unless forced: its counts would be another target's).
+    (refused unless forced: its counts would be another target's). ``views``: the views an insert into the
+    target feeds (``db.table``): named in the refusals and recorded in a ``not-applied`` audit of an append
+    attempt, since what the attempt inserted is in their tables whatever is deleted from the target.
     """
     reason = request.reason.strip()
     if not reason:
@@ -150,9 +157,12 @@ def resolve(
     commits = CommitsBySource(rows)
     others = {pid: other_routes_rows(by_id[pid], commits.of_others(by_id[pid])) for pid in chosen}
     counts = {pid: _net(raw[pid], others[pid]) for pid in chosen}
+    if not request.force:
+        _refuse_over_other_routes_lost_rows([by_id[pid] for pid in chosen], blocked, raw, others, commits)
     if request.resolve_as is ResolveAs.NOT_APPLIED and not request.force:
-        _refuse_duplicating_not_applied([by_id[pid] for pid in chosen], blocked, counts)
+        _refuse_duplicating_not_applied([by_id[pid] for pid in chosen], blocked, counts, views)
     if request.resolve_as is ResolveAs.COMMITTED and not request.force:
+        _refuse_committed_on_replacing([by_id[pid] for pid in chosen], blocked)
         _refuse_losing_committed([by_id[pid] for pid in chosen], blocked, counts, count_source, raw)
     at = clock.now()
     records: list[PartitionCheckpoint] = []
@@ -170,7 +180,7 @@ def resolve(
             if k not in (GUARD_KEY, "resolution", UNREADABLE_KEY)
         }
         diagnostics[GUARD_KEY] = TargetCommitGuard.for_phase(phase, batch).to_json()
-        diagnostics["resolution"] = {
+        audit: dict[str, object] = {
             "as": request.resolve_as.value,
             "by": request.actor,
             "at": at.isoformat(),
@@ -183,6 +193,14 @@ def resolve(
             "forced": request.force,
             "over_unreadable_row": UNREADABLE_KEY in previous.diagnostics,
         }
+        if (
+            views
+            and status is CheckpointStatus.FAILED
+            and previous.route.strategy is Strategy.INCREMENTAL_APPEND
+        ):
+            # what the attempt inserted reached them; the next run feeds them again (``views_fed_warning``)
+            audit["views_fed"] = list(views)
+        diagnostics["resolution"] = audit
         update: dict[str, object] = {
             "status": status,
             "started_at": at,
@@ -212,6 +230,24 @@ class CommitsBySource:
     def of_others(self, checkpoint: PartitionCheckpoint) -> list[PartitionCheckpoint]:
         own = checkpoint.route.source_table
         return [c for source, commits in self._by_source.items() if source != own for c in commits]
+
+
+def other_routes_within(checkpoint: PartitionCheckpoint, latest: Sequence[PartitionCheckpoint]) -> list[str]:
+    """The routes of other source tables with a COMMITTED partition overlapping ``checkpoint``'s bounds
+    (``latest``: :meth:`CommitsBySource.of_others`), as ``route.describe()`` names them, sorted."""
+    return sorted(
+        {
+            c.route.describe()
+            for c in latest
+            if c.status is CheckpointStatus.COMMITTED and may_overlap(c.bounds, checkpoint.bounds)
+        }
+    )
+
+
+def other_routes_rows_lost(target_rows: int | None, others: int | None) -> bool:
+    """Whether the target holds fewer rows within a partition's bounds than other source tables' routes
+    committed there: some of theirs are gone (a delete by the bounds alone takes them with the attempt's)."""
+    return target_rows is not None and others is not None and target_rows < others
 
 
 def other_routes_rows(checkpoint: PartitionCheckpoint, latest: Sequence[PartitionCheckpoint]) -> int | None:
@@ -291,16 +327,117 @@ def _net(target_rows: int | None, others: int | None) -> int | None:
     return target_rows - others
 
 
+def _refuse_over_other_routes_lost_rows(
+    chosen: Sequence[PartitionCheckpoint],
+    blocked: dict[str, BlockedPartition],
+    raw: Mapping[str, int | None],
+    others: Mapping[str, int | None],
+    commits: CommitsBySource,
+) -> None:
+    """Either answer on an append partition whose bounds hold fewer rows than other source tables' routes
+    committed there: their rows were deleted (the runbook's example delete by the bounds takes them with
+    the attempt's), and their checkpoints still say COMMITTED, so no run of theirs reloads them. Seen:
+    route A's partial day deleted by the bounds with route B's 5,000 committed rows, ``target_rows=0``,
+    ``not-applied`` accepted, A reloaded its rows and B's were gone for good, every command exit 0."""
+    problems: list[str] = []
+    for checkpoint in chosen:
+        if checkpoint.route.strategy is not Strategy.INCREMENTAL_APPEND:
+            continue  # a replacing run deletes other routes' rows within its bounds itself (allowed by flag)
+        pid = checkpoint.partition_id
+        if not other_routes_rows_lost(raw.get(pid), others.get(pid)):
+            continue
+        routes = ", ".join(other_routes_within(checkpoint, commits.of_others(checkpoint)))
+        problems.append(
+            f"partition {blocked[pid].label}: the target holds {raw.get(pid)} row(s) within its bounds, fewer "
+            f"than the {others.get(pid)} other routes committed there ({routes}): their rows were deleted"
+        )
+    if problems:
+        raise DponeError(
+            ErrorCode.USAGE,
+            "refusing the resolution: other routes' committed rows within these partitions' bounds were "
+            "deleted, and no run of theirs would load them again (their checkpoints say COMMITTED)",
+            details={"problem": "other_routes_rows_lost", "partitions": problems},
+            hint_lines=(
+                *problems,
+                "Restore those routes' rows first (from a backup of the table, or from their sources by their "
+                "own key), until `dpone guard inspect` shows target_rows >= other_routes_rows; then remove "
+                "only this attempt's rows (by a column that tells the sources apart, never by the bounds "
+                "alone) and resolve again.",
+                "If their rows were removed on purpose (a retired source), re-run with --force.",
+                "runbook:  dpone runbook guard",
+            ),
+        )
+
+
+def _refuse_committed_on_replacing(
+    chosen: Sequence[PartitionCheckpoint], blocked: dict[str, BlockedPartition]
+) -> None:
+    """``committed`` on a ``replace_partition`` or ``full_refresh`` attempt whose target call may not have
+    run: it deletes and inserts, so the target holds as many rows within the bounds before its delete as
+    after its insert when the source's count did not change, and no count tells the old rows from the new.
+    ``not-applied`` is always safe there (the next run replaces the bounds). Seen: a one-day repair killed
+    between arming and its delete, resolved ``committed`` on equal counts: the corrected values never
+    arrived, every run and ``--verify`` said nothing. Only ``checkpoint_incomplete`` (the target call
+    returned: the bounds hold the attempt's rows) is taken on the guard's own word."""
+    problems: list[str] = []
+    for checkpoint in chosen:
+        if checkpoint.route.strategy is Strategy.INCREMENTAL_APPEND:
+            continue
+        block = blocked[checkpoint.partition_id]
+        if block.phase == GuardPhase.CHECKPOINT_INCOMPLETE.value:
+            continue
+        problems.append(
+            f"partition {block.label} of route {checkpoint.route.describe()} ({block.phase}): its rows "
+            "within the bounds may be the ones the attempt was to replace"
+        )
+    if problems:
+        raise DponeError(
+            ErrorCode.USAGE,
+            "refusing --as committed on a replacing route: counts cannot tell the rows the attempt was to "
+            "replace from the ones it loads, and recorded committed, the old rows would stay",
+            details={"problem": "committed_on_replacing_route", "partitions": problems},
+            hint_lines=(
+                *problems,
+                "Resolve --as not-applied: the next run replaces these partitions (deletes what their bounds "
+                "hold, loads the source's rows), whatever the attempt left there; nothing is duplicated.",
+                "Only if you compared the target's values with the source's and they are the attempt's, "
+                "re-run with --force.",
+                "runbook:  dpone runbook guard",
+            ),
+        )
+
+
+def views_fed_warning(views: Sequence[str], labels: Sequence[str]) -> str:
+    """What an operator must also undo before an append partition runs again in a target that feeds views:
+    a materialized view receives every inserted block and never sees a delete, so rows of the attempt
+    deleted from the target stay in each view's table, and the next run gives them to it again (seen:
+    a partial day deleted, resolved ``not-applied``, run: 500 rows twice in the view's table, exit 0, and
+    nothing dpone printed named the view)."""
+    shown = ", ".join(labels[:3]) + (" ..." if len(labels) > 3 else "")
+    return (
+        f"the target feeds {len(views)} view(s) ({', '.join(views)}): every row the attempt inserted within "
+        f"{shown} is already in their tables, and deleting it from the target does not remove it there; "
+        "take the same rows out of each view's table (its TO table, or its inner table) before the next "
+        "run, or it feeds them again"
+    )
+
+
 def _refuse_duplicating_not_applied(
-    chosen: Sequence[PartitionCheckpoint], blocked: dict[str, BlockedPartition], counts: dict[str, int | None]
+    chosen: Sequence[PartitionCheckpoint],
+    blocked: dict[str, BlockedPartition],
+    counts: dict[str, int | None],
+    views: Sequence[str] = (),
 ) -> None:
     """``not-applied`` on an append route whose rows may be in the target would append them again."""
     problems: list[str] = []
+    labels: list[str] = []  # of the partitions refused: where rows may have reached the views
     for checkpoint in chosen:
         if checkpoint.route.strategy is not Strategy.INCREMENTAL_APPEND:
             continue  # a re-run replaces the partition (or the table): no duplicate
         block = blocked[checkpoint.partition_id]
         target_rows = counts.get(checkpoint.partition_id)
+        if block.phase == GuardPhase.CHECKPOINT_INCOMPLETE.value or target_rows is None or target_rows > 0:
+            labels.append(block.label)
         if block.phase == GuardPhase.CHECKPOINT_INCOMPLETE.value:
             problems.append(
                 f"partition {block.label}: the attempt's target call succeeded (checkpoint_incomplete); "
@@ -312,16 +449,18 @@ def _refuse_duplicating_not_applied(
                 f"row(s) within its bounds; attempt_rows={_shown(checkpoint.rows)}"
             )
     if problems:
+        fed = views_fed_warning(views, labels) if views else None
         raise DponeError(
             ErrorCode.USAGE,
             "refusing --as not-applied: the next run would append these partitions again",
-            details={"partitions": problems},
+            details={"partitions": problems, **({"views_fed": list(views)} if views else {})},
             hint_lines=(
                 *problems,
                 "If the target holds exactly the attempt's rows there, resolve --as committed. If it holds part "
                 "of them, delete them (`dpone guard inspect` counts 0 afterwards, and --as not-applied needs no "
                 "--force); if they belong to another writer, re-run with --force (the counts are kept in the "
                 "audit record).",
+                *((f"If you delete them: {fed}.",) if fed else ()),
                 "runbook:  dpone runbook guard",
             ),
         )
