@@ -20,11 +20,11 @@ from airflow_provider_dpone.contracts.checkpoint import (
     PartitionCheckpoint,
     checkpoint_moment,
 )
-from airflow_provider_dpone.contracts.partition import PlannedPartition
 from airflow_provider_dpone.contracts.route import Strategy
 from airflow_provider_dpone.ports.sink import Sink, TtlReportingSink
 from airflow_provider_dpone.runtime.resume_planner import Action, Reason, ResumeDecision
 from airflow_provider_dpone.runtime.route_family import RouteFamily
+from airflow_provider_dpone.runtime.vanished import as_planned
 
 
 def replayed_as_skipped(
@@ -47,19 +47,7 @@ def replayed_as_skipped(
         kept = latest.get(label)
         if kept is None or checkpoint_moment(checkpoint) > checkpoint_moment(kept):
             latest[label] = checkpoint
-    decisions = [
-        ResumeDecision(
-            PlannedPartition(
-                partition_id=c.partition_id,
-                bounds=c.bounds,
-                query_hash=c.query_hash,
-                schema_hash=c.schema_hash,
-            ),
-            Action.SKIP,
-            Reason.COMMITTED,
-        )
-        for c in latest.values()
-    ]
+    decisions = [ResumeDecision(as_planned(c), Action.SKIP, Reason.COMMITTED) for c in latest.values()]
     return decisions, {c.partition_id: c for c in latest.values()}
 
 

@@ -476,19 +476,7 @@ class TransferEngine:
         """For ``dpone guard rebaseline``: the notice a run gives when it commits partitions that may still
         be filling, for the records the rebaseline writes (a still-filling month recorded committed is never
         moved again either)."""
-        decisions = [
-            ResumeDecision(
-                PlannedPartition(
-                    partition_id=r.partition_id,
-                    bounds=r.bounds,
-                    query_hash=r.query_hash,
-                    schema_hash=r.schema_hash,
-                ),
-                Action.RUN,
-                Reason.MISSING_CHECKPOINT,
-            )
-            for r in records
-        ]
+        decisions = [ResumeDecision(as_planned(r), Action.RUN, Reason.MISSING_CHECKPOINT) for r in records]
         return self._checks.what_may_still_fill(decisions, verb="this rebaseline records as committed")
 
     def naming_the_connections(

@@ -7,7 +7,10 @@ batches made tiny so that NULL stretches, type pinning and chunk joins cross bat
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
+import subprocess
+import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import date, timedelta
@@ -333,3 +336,37 @@ def test_a_driver_that_does_not_load_keeps_the_row_read(
         assert not _proven_by_default(path)
     finally:
         sqlite_arrow_driver._loads.cache_clear()
+
+
+def _commit_in_another_process(path: Path, row: tuple[object, ...]) -> None:
+    """A writer of its own process, as a production writer is: it checkpoints the WAL when it takes itself
+    for the file's last connection."""
+    code = (
+        "import sqlite3, sys; db = sqlite3.connect(sys.argv[1]); "
+        f"db.execute('INSERT INTO t VALUES ({', '.join('?' * len(NAMES))})', {row!r}); db.commit(); db.close()"
+    )
+    subprocess.run([sys.executable, "-c", code, str(path)], check=True)
+
+
+def test_a_read_stopped_midway_leaves_the_row_connection_seeing_new_commits(tmp_path: Path) -> None:
+    # Python's sqlite3 and the driver's own SQLite share the process: closing a driver connection dropped
+    # the process's locks on the file, a writer process then checkpointed and deleted the WAL under the
+    # source's sqlite3 connection, which kept reading the deleted WAL (a later commit stayed invisible)
+    path = tmp_path / "s.sqlite"
+    _small_table(path)
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        conn.execute("PRAGMA journal_mode=WAL")
+    source = SqliteSource(path, table_t_spec(), arrow_read=True)
+    try:
+        bounds = source.plan_partitions()
+        source.audit_values(bounds, None)
+        before = sum(source.count_partitions(bounds))
+        stream = source.read("p", bounds[0], 1)
+        next(stream)
+        stream.close()  # a read stopped midway: its connection is not reused
+        _commit_in_another_process(path, (101, _day(1), 1, 1.5, 2.25, "2026-10-01 00:00:00", "x"))
+        assert sum(source.count_partitions(bounds)) == before + 1
+        _commit_in_another_process(path, (102, _day(1), 1, 1.5, 2.25, "2026-10-01 00:00:00", "x"))
+        assert sum(source.count_partitions(bounds)) == before + 2, "it read a WAL a writer deleted"
+    finally:
+        source.close()

@@ -125,6 +125,8 @@ class SqliteSource:
         self._arrow = sqlite_arrow_driver.wanted() if arrow_read is None else arrow_read
         #: idle driver connections: each Arrow read takes one (or opens one) and gives it back after
         self._arrow_idle: list[Any] = []
+        #: driver connections of reads that failed: never reused, closed with the source (``_arrow_connection``)
+        self._arrow_spent: list[Any] = []
         self._arrow_lock = threading.Lock()
         #: the partitions the last value audit proved the Arrow read for, and that read's plan
         self._arrow_proven: tuple[frozenset[PartitionBounds], sqlite_arrow.ArrowPlan] | None = None
@@ -563,7 +565,11 @@ class SqliteSource:
         try:
             yield connection
         except BaseException:
-            connection.close()  # a read that failed or stopped midway: its connection is not reused
+            # a read that failed or stopped midway: its connection is not reused, and closed only with the
+            # source (``close``): closing a driver connection drops the process's locks on the file, also
+            # those of ``sqlite3``'s connection (another copy of SQLite), whose reads may then go stale
+            with self._arrow_lock:
+                self._arrow_spent.append(connection)
             raise
         with self._arrow_lock:
             self._arrow_idle.append(connection)
@@ -851,7 +857,8 @@ class SqliteSource:
 
     def close(self) -> None:
         with self._arrow_lock:
-            idle, self._arrow_idle = self._arrow_idle, []
+            idle, self._arrow_idle = [*self._arrow_idle, *self._arrow_spent], []
+            self._arrow_spent = []
         for connection in idle:
             connection.close()
         if self._connection is not None:
