@@ -202,3 +202,23 @@ def test_rows_missing_from_a_table_whose_ttl_deletes_rows_names_the_ttl() -> Non
     error = table_changed_error(NAME, LOAD, "rows_missing", before, after, inserted=5, keeps_rows=True)
     assert error.details["table_ttl_deletes_rows"] is True
     assert "or its TTL deleted them (a partition older than the TTL when it arrived)" in error.safe_message
+
+
+def test_a_whole_table_append_under_a_deleting_ttl_requires_only_its_own_rows() -> None:
+    # a permit without bounds counts the whole table: its older rows may expire in the merges the load's own
+    # inserts set off (allow_target_ttl), which is no sign of a table emptied under the load
+    expired = what_changed(
+        pin(100, 100, deleting_ttl=True), pin(60, 60), inserted=5, keeps_rows=True, whole_table=True
+    )
+    assert expired is None
+    short = what_changed(
+        pin(100, 100, deleting_ttl=True), pin(4, 4), inserted=5, keeps_rows=True, whole_table=True
+    )
+    assert short == "rows_missing"
+    # without a deleting TTL, or within armed partitions, the rows held before still count
+    assert what_changed(pin(100, 100), pin(60, 60), inserted=5, keeps_rows=True, whole_table=True) == (
+        "rows_missing"
+    )
+    assert what_changed(pin(100, 100, deleting_ttl=True), pin(60, 60), inserted=5, keeps_rows=True) == (
+        "rows_missing"
+    )

@@ -507,10 +507,21 @@ class ClickHouseSink:
         if changed:
             raise types_changed_error(name, load, changed, inserted=rows, before_insert=False)
         keeps_rows = not scope.truncate and not scope.bounds
-        problem = what_changed(before, after, inserted=rows, keeps_rows=keeps_rows, own=own)
+        whole = counted is None
+        problem = what_changed(
+            before, after, inserted=rows, keeps_rows=keeps_rows, own=own, whole_table=whole
+        )
         if problem is not None:
             raise table_changed_error(
-                name, load, problem, before, after, inserted=rows, keeps_rows=keeps_rows, own=own
+                name,
+                load,
+                problem,
+                before,
+                after,
+                inserted=rows,
+                keeps_rows=keeps_rows,
+                own=own,
+                whole_table=whole,
             )
         log.info("loaded %d rows into %s", rows, name)
         return rows

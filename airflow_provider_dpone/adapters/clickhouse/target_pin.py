@@ -172,10 +172,12 @@ def what_changed(
     inserted: int,
     keeps_rows: bool,
     own: frozenset[str] = frozenset(),
+    whole_table: bool = False,
 ) -> str | None:
     """Why the table after the load is not the one the load began with, or ``None``. ``inserted``: the
     rows the load wrote; ``keeps_rows``: the strategy keeps what its scope held (an append); ``own``: the
-    mutations of the load's own delete."""
+    mutations of the load's own delete; ``whole_table``: the counts cover the whole table (a permit without
+    bounds), whose older rows a deleting TTL may expire while the load runs: only its own rows are required."""
     if after.identity is None:
         return "table_dropped"
     if before.identity != after.identity:
@@ -184,7 +186,8 @@ def what_changed(
         return "mutated"  # an update or a delete: values or rows may differ whatever the counts say
     if before.rows_within is None or after.rows_within is None:
         return None  # not counted: an engine whose rows may lag on the replica that answers
-    expected = inserted + (before.rows_within if keeps_rows else 0)
+    kept = keeps_rows and not (whole_table and before.deleting_ttl)
+    expected = inserted + (before.rows_within if kept else 0)
     if after.rows_within < expected:
         return "rows_missing"
     if before.deleting_ttl:
@@ -280,10 +283,11 @@ def table_changed_error(
     inserted: int,
     keeps_rows: bool,
     own: frozenset[str] = frozenset(),
+    whole_table: bool = False,
 ) -> DponeError:
     """The error for a table replaced, dropped, mutated or emptied while the load wrote it
-    (:func:`what_changed`)."""
-    kept = (before.rows_within or 0) if keeps_rows else 0
+    (:func:`what_changed`, whose arguments it takes)."""
+    kept = (before.rows_within or 0) if keeps_rows and not (whole_table and before.deleting_ttl) else 0
     outside = (before.rows_total or 0) - (before.rows_within or 0)
     mutations = foreign_mutations(before, after, own)
     ttl = (
@@ -323,7 +327,8 @@ def table_changed_error(
         "find who ran the mutation(s) and what they change (system.mutations of the table, by the "
         "mutation_ids in the details; wait until they are done): where they touch the armed partitions, "
         "remove the attempt's rows there (an append route; a replacing route rewrites them), resolve "
-        "not-applied and run; where they touch none, count the partitions and resolve them committed"
+        "not-applied and run; where they touch none, count the partitions and resolve them committed (an "
+        "append route; a replacing route resolves not-applied, which rewrites them)"
         if problem == "mutated"
         else "find who changed the table (a table renamed away keeps its rows: look in system.tables of "
         f"database {name.database}); restore it, then count each blocked partition and resolve it as the "

@@ -372,9 +372,7 @@ class SqliteSource:
         if not regions:
             return LeftOutCounts(total=0, regions=())
         earlier_sql = lite.source_sql(self._table, earlier.query)
-        cursor = self._compared(lite.first_zero_rows(earlier_sql))
-        names = [str(column[0]) for column in cursor.description or ()]
-        cursor.close()
+        names = self._compared(lite.first_zero_rows(earlier_sql), names_only=True)
         columns = definition_compare.shared_columns(self.describe().names, names, earlier.columns)
 
         def count(batch: Sequence[Sequence[PartitionBounds]]) -> int:
@@ -382,15 +380,22 @@ class SqliteSource:
                 functools.partial(lite.rows_left_out, earlier_sql, self._source_sql, columns, batch),
                 batch[0][0],
             )
-            return int(self._compared(statement).fetchall()[0][0])
+            return int(self._compared(statement)[0][0])
 
         return definition_compare.counts_per_region(regions, count)
 
-    def _compared(self, statement: tuple[str, tuple[object, ...]]) -> sqlite3.Cursor:
-        """``statement`` of a definitions' comparison, executed: an error naming what the file no longer
-        holds means the earlier read cannot run (``DefinitionsNotComparable``); any other fails the read."""
+    def _compared(self, statement: tuple[str, tuple[object, ...]], *, names_only: bool = False) -> list[Any]:
+        """``statement`` of a definitions' comparison, run to its end (its rows, or with ``names_only`` the
+        names of its columns): an error naming what the file no longer holds means the earlier read cannot
+        run (``DefinitionsNotComparable``); any other, also one met while stepping the rows, fails the read."""
         try:
-            return self._db().execute(*statement)
+            cursor = self._db().execute(*statement)
+            try:
+                if names_only:
+                    return [str(column[0]) for column in cursor.description or ()]
+                return cursor.fetchall()
+            finally:
+                cursor.close()
         except sqlite3.Error as exc:
             reason = definition_compare.sqlite_reason(exc)
             if reason is not None:
