@@ -131,40 +131,48 @@ run_lane() { env DPONE_LANE_STEP="$2" "${LANE_VENV[$1]}=$LANES_DIR/$1/venv" bash
 APART_TESTS=(
   tests/unit
   tests/chaos/test_sigkill_chaos.py
+  tests/integration/test_artifact_store.py
   tests/integration/test_cancellation.py
   tests/integration/test_chunk_fetch_bound.py
-  tests/integration/test_live_sqlite_source.py
-  tests/integration/test_overflow_modes.py
-  tests/integration/test_rewritten_by_another_route.py
-  tests/integration/test_sqlite_arrow_audit.py
-  tests/integration/test_value_audit_concurrent.py
-  tests/integration/test_value_audit_memory.py
-  tests/integration/test_artifact_store.py
   tests/integration/test_clickhouse_column_encoders.py
   tests/integration/test_clickhouse_native_body.py
   tests/integration/test_clickhouse_sink_chdb.py
   tests/integration/test_daily_partitioned_target.py
   tests/integration/test_datetime_partitions_any_zone.py
+  tests/integration/test_demo_folder.py
+  tests/integration/test_demo_script.py
   tests/integration/test_empty_source_said.py
   tests/integration/test_first_replacement.py
   tests/integration/test_hand_made_text_and_bytes.py
   tests/integration/test_integer_range_edges.py
   tests/integration/test_list_numbers.py
   tests/integration/test_list_spellings.py
+  tests/integration/test_live_sqlite_source.py
   tests/integration/test_manifest_validate_quality.py
+  tests/integration/test_overflow_modes.py
   tests/integration/test_pending_mutation_before_arming.py
+  tests/integration/test_progress_display_failure.py
   tests/integration/test_proving_reads_before_arming.py
   tests/integration/test_replace_many_partitions.py
+  tests/integration/test_replayed_retry_checks_the_target.py
+  tests/integration/test_rewritten_by_another_route.py
   tests/integration/test_shared_target.py
+  tests/integration/test_sqlite_arrow_audit.py
   tests/integration/test_sqlite_arrow_proving.py
   tests/integration/test_sqlite_arrow_read.py
+  tests/integration/test_sqlite_audit_partition_values.py
+  tests/integration/test_sqlite_compound_queries.py
   tests/integration/test_sqlite_declared_columns.py
   tests/integration/test_sqlite_source.py
   tests/integration/test_sqlite_view_text_columns.py
+  tests/integration/test_target_reader_sigchld.py
   tests/integration/test_target_ttl.py
   tests/integration/test_target_views.py
   tests/integration/test_text_calendar_partitions.py
   tests/integration/test_text_encoding_before_arming.py
+  tests/integration/test_value_audit_concurrent.py
+  tests/integration/test_value_audit_memory.py
+  tests/integration/test_windowed_query_replace.py
 )
 unit_apart=0
 main_args=("$@")
