@@ -327,6 +327,28 @@ def _net(target_rows: int | None, others: int | None) -> int | None:
     return target_rows - others
 
 
+def _refusal(
+    message: str,
+    problems: Sequence[str],
+    hints: tuple[str, ...],
+    *,
+    problem: str | None = None,
+    details: Mapping[str, object] | None = None,
+) -> DponeError:
+    """The shape every refused answer takes: each partition's problem in the details and first among the
+    hints, then what to do, then the runbook's command."""
+    return DponeError(
+        ErrorCode.USAGE,
+        message,
+        details={
+            **({"problem": problem} if problem else {}),
+            "partitions": list(problems),
+            **(details or {}),
+        },
+        hint_lines=(*problems, *hints, "runbook:  dpone runbook guard"),
+    )
+
+
 def _refuse_over_other_routes_lost_rows(
     chosen: Sequence[PartitionCheckpoint],
     blocked: dict[str, BlockedPartition],
@@ -352,20 +374,18 @@ def _refuse_over_other_routes_lost_rows(
             f"than the {others.get(pid)} other routes committed there ({routes}): their rows were deleted"
         )
     if problems:
-        raise DponeError(
-            ErrorCode.USAGE,
+        raise _refusal(
             "refusing the resolution: other routes' committed rows within these partitions' bounds were "
             "deleted, and no run of theirs would load them again (their checkpoints say COMMITTED)",
-            details={"problem": "other_routes_rows_lost", "partitions": problems},
-            hint_lines=(
-                *problems,
+            problems,
+            (
                 "Restore those routes' rows first (from a backup of the table, or from their sources by their "
                 "own key), until `dpone guard inspect` shows target_rows >= other_routes_rows; then remove "
                 "only this attempt's rows (by a column that tells the sources apart, never by the bounds "
                 "alone) and resolve again.",
                 "If their rows were removed on purpose (a retired source), re-run with --force.",
-                "runbook:  dpone runbook guard",
             ),
+            problem="other_routes_rows_lost",
         )
 
 
@@ -391,19 +411,17 @@ def _refuse_committed_on_replacing(
             "within the bounds may be the ones the attempt was to replace"
         )
     if problems:
-        raise DponeError(
-            ErrorCode.USAGE,
+        raise _refusal(
             "refusing --as committed on a replacing route: counts cannot tell the rows the attempt was to "
             "replace from the ones it loads, and recorded committed, the old rows would stay",
-            details={"problem": "committed_on_replacing_route", "partitions": problems},
-            hint_lines=(
-                *problems,
+            problems,
+            (
                 "Resolve --as not-applied: the next run replaces these partitions (deletes what their bounds "
                 "hold, loads the source's rows), whatever the attempt left there; nothing is duplicated.",
                 "Only if you compared the target's values with the source's and they are the attempt's, "
                 "re-run with --force.",
-                "runbook:  dpone runbook guard",
             ),
+            problem="committed_on_replacing_route",
         )
 
 
@@ -450,19 +468,17 @@ def _refuse_duplicating_not_applied(
             )
     if problems:
         fed = views_fed_warning(views, labels) if views else None
-        raise DponeError(
-            ErrorCode.USAGE,
+        raise _refusal(
             "refusing --as not-applied: the next run would append these partitions again",
-            details={"partitions": problems, **({"views_fed": list(views)} if views else {})},
-            hint_lines=(
-                *problems,
+            problems,
+            (
                 "If the target holds exactly the attempt's rows there, resolve --as committed. If it holds part "
                 "of them, delete them (`dpone guard inspect` counts 0 afterwards, and --as not-applied needs no "
                 "--force); if they belong to another writer, re-run with --force (the counts are kept in the "
                 "audit record).",
                 *((f"If you delete them: {fed}.",) if fed else ()),
-                "runbook:  dpone runbook guard",
             ),
+            details={"views_fed": list(views)} if views else None,
         )
 
 
@@ -518,18 +534,15 @@ def _refuse_losing_committed(
                 f"partition {label}: the target holds {held} of the {c.rows} row(s) the attempt exported"
             )
     if problems:
-        raise DponeError(
-            ErrorCode.USAGE,
+        raise _refusal(
             "refusing --as committed: the target does not hold these partitions' rows whole, and no run "
             "would move them again",
-            details={"partitions": problems},
-            hint_lines=(
-                *problems,
+            problems,
+            (
                 "If the attempt never reached the target, resolve --as not-applied: the next run moves them.",
                 "If it landed partly: delete its rows from the target, check the count is back, then resolve "
                 "--as not-applied.",
                 "If you checked the rows are right (the source changed since, or its partition is empty), "
                 "re-run with --force.",
-                "runbook:  dpone runbook guard",
             ),
         )
