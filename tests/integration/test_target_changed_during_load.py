@@ -105,6 +105,20 @@ checkpoints:
     return manifest
 
 
+def loaded_then_two_new_days(
+    base: Path, table: str, strategy: str = "incremental_append", options: str = ""
+) -> Path:
+    """A route whose first run loaded 1,200 rows over four days, and two new days in the source since: the
+    next run loads two partitions, so a change can land between them. Returns the manifest."""
+    create_demo_source(base / "source.sqlite", 1_200, days=4)
+    manifest = write_route(base, table, strategy=strategy, options=options)
+    with open_runtime(load_manifest(manifest)) as runtime:
+        assert runtime.run("r1").rows_committed == 1_200
+    add_a_new_day(base)
+    add_a_new_day(base)
+    return manifest
+
+
 def source_amounts(base: Path) -> dict[int, Decimal]:
     with sqlite3.connect(base / "source.sqlite") as db:
         return {
@@ -160,12 +174,7 @@ def test_a_table_swapped_or_truncated_between_two_inserts_stops_the_load_blocked
     tmp_path: Path, server: tuple[Any, str], how: str
 ) -> None:
     client, table = server
-    create_demo_source(tmp_path / "source.sqlite", 1_200, days=4)
-    manifest = write_route(tmp_path, table)
-    with open_runtime(load_manifest(manifest)) as runtime:
-        assert runtime.run("r1").rows_committed == 1_200
-    add_a_new_day(tmp_path)
-    add_a_new_day(tmp_path)
+    manifest = loaded_then_two_new_days(tmp_path, table)
 
     def change() -> None:
         if how == "swap":
@@ -197,12 +206,7 @@ def test_a_route_allowing_target_ttls_still_finds_its_table_truncated_between_tw
     """``allow_target_ttl`` says rows may expire; the armed partitions are younger than the TTL, so their count
     is still compared (18.16 has no TTL at all: every count is)."""
     client, table = server
-    create_demo_source(tmp_path / "source.sqlite", 1_200, days=4)
-    manifest = write_route(tmp_path, table, options="{allow_target_ttl: true}")
-    with open_runtime(load_manifest(manifest)) as runtime:
-        assert runtime.run("r1").rows_committed == 1_200
-    add_a_new_day(tmp_path)
-    add_a_new_day(tmp_path)
+    manifest = loaded_then_two_new_days(tmp_path, table, options="{allow_target_ttl: true}")
     truncate = AfterFirstPartition(lambda: client.command(f"TRUNCATE TABLE {table}"))
 
     with (
@@ -250,12 +254,7 @@ def test_rows_the_load_inserted_mutated_between_two_inserts_stop_it_blocked(
     tmp_path: Path, server: tuple[Any, str], how: str
 ) -> None:
     client, table = server
-    create_demo_source(tmp_path / "source.sqlite", 1_200, days=4)
-    manifest = write_route(tmp_path, table)
-    with open_runtime(load_manifest(manifest)) as runtime:
-        assert runtime.run("r1").rows_committed == 1_200
-    add_a_new_day(tmp_path)
-    add_a_new_day(tmp_path)
+    manifest = loaded_then_two_new_days(tmp_path, table)
     change = update_new_rows if how == "update" else delete_and_insert_again
 
     with (
@@ -289,12 +288,8 @@ def test_a_replacing_load_tells_its_own_delete_from_an_update_made_during_it(
     tmp_path: Path, server: tuple[Any, str]
 ) -> None:
     client, table = server
-    create_demo_source(tmp_path / "source.sqlite", 1_200, days=4)
-    manifest = write_route(tmp_path, table, strategy="replace_partition")
-    with open_runtime(load_manifest(manifest)) as runtime:
-        assert runtime.run("r1").rows_committed == 1_200  # its own deletes are no change
-    add_a_new_day(tmp_path)
-    add_a_new_day(tmp_path)
+    # the first run's own deletes are no change to the target
+    manifest = loaded_then_two_new_days(tmp_path, table, strategy="replace_partition")
     with (
         open_runtime(
             load_manifest(manifest), progress=AfterFirstPartition(lambda: update_new_rows(client, table))
