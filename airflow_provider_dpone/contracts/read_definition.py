@@ -90,7 +90,7 @@ class NotCompared(str, Enum):
 
 
 _PHRASES = {
-    NotCompared.NOT_RECORDED: "the earlier definition is not recorded (committed by an earlier release)",
+    NotCompared.NOT_RECORDED: "the earlier definition is not recorded (committed by an earlier release, or under another strategy)",
     NotCompared.EARLIER_READ_FAILS: (
         "the earlier definition's read fails on the source now (a table or column it reads is gone)"
     ),
