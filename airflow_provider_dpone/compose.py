@@ -47,6 +47,7 @@ from airflow_provider_dpone.runtime.connection_binding import ConnectionBinding
 from airflow_provider_dpone.runtime.guard.inspection import InspectionRow, inspect_blocked
 from airflow_provider_dpone.runtime.guard.resolution import ResolutionRequest, resolve
 from airflow_provider_dpone.runtime.guard.schema_checked import require_target_columns_for_schema_checked
+from airflow_provider_dpone.runtime.key_fingerprint import KeyChecks, check_keys, route_key_candidates
 from airflow_provider_dpone.runtime.progress import ProgressListener
 from airflow_provider_dpone.runtime.replay.durable import ReplayPorts
 from airflow_provider_dpone.runtime.replay.resolution import (
@@ -182,6 +183,19 @@ class Runtime:
         """Rows the source holds now within each bounds (read-only; one grouped query where it can)."""
         return self.open_source().count_partitions(bounds)
 
+    def key_checks(self, committed: Sequence[PartitionCheckpoint]) -> KeyChecks:
+        """Read-only, for ``dpone checkpoints --verify``: each committed partition's key fingerprint on the
+        source beside the target's (``runtime.key_fingerprint``; one statement per side and batch)."""
+        if not committed:
+            return KeyChecks()
+        source = self.open_source()
+        sink = self.sink_factory()()
+        try:
+            candidates = route_key_candidates(self.manifest)
+            return check_keys(committed, source, sink, self.manifest.sink.table, candidates)
+        finally:
+            sink.close()
+
     def naming(self) -> RouteNaming:
         from airflow_provider_dpone.adapters.sources.route_naming import SourceRouteNaming
 
@@ -232,11 +246,14 @@ class Runtime:
         lease = cast(RouteLease, store)  # the SQL store is also the lease (its own database holds it)
         return lease.lease(self.loaded.route.target_table)
 
-    def record_source_move(self, request: RebaselineRequest) -> PartitionCheckpoint:
+    def record_source_move(self, request: RebaselineRequest, *, force: bool = False) -> PartitionCheckpoint:
         """``dpone guard rebaseline --source-moved``: one audited record naming this manifest's source
         connection as the route's (see ``runtime.source_binding``). Counts the source's rows within one
-        partition; never writes the target."""
-        return self._record_move(lambda engine, run_id: engine.record_source_move(run_id, request))
+        partition and compares every committed partition's keys on both sides (``runtime.key_fingerprint``:
+        refused where they differ behind equal counts, unless ``force``); never writes the target."""
+        return self._record_move(
+            lambda engine, run_id: engine.record_source_move(run_id, request, force=force)
+        )
 
     def record_target_move(self, request: RebaselineRequest) -> PartitionCheckpoint:
         """``dpone guard rebaseline --target-moved``: one audited record naming where this manifest's sink

@@ -9,8 +9,11 @@ refused ("no checkpoint store at ...", exit 2); the command never creates one.
 
 ``--verify`` puts the source's rows now within each committed partition of the route beside the rows the
 commit recorded (one grouped source query per route, see ``adapters/sources/partition_counts``): late
-rows, or rows deleted at the source, show as ``drifted``. It reads the source and the checkpoint store
-only; the target is never opened.
+rows, or rows deleted at the source, show as ``drifted``. Where both sides hold the committed count, it
+also compares the partition's key fingerprint on the source with the target's (``runtime.key_fingerprint``,
+read-only, one statement per side and batch of partitions): other keys behind equal counts (another
+database's table behind the connection, a shard) are drifted too. A route without an integer key column, or
+a target that cannot be read, is compared by counts alone, and the output says so.
 """
 
 from __future__ import annotations
@@ -24,12 +27,13 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from airflow_provider_dpone.cli.output import print_json, print_table, reporting_errors
+from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.route import Strategy
+from airflow_provider_dpone.runtime.key_fingerprint import KeyChecks, KeyVerdict
 
 if TYPE_CHECKING:
     from airflow_provider_dpone.compose import Runtime
     from airflow_provider_dpone.contracts.checkpoint import PartitionCheckpoint
-    from airflow_provider_dpone.contracts.partition import PartitionBounds
     from airflow_provider_dpone.manifests.loader import LoadedManifest
 
 INVALID_PHASE = "INVALID"
@@ -52,7 +56,8 @@ _HEADERS = (
     "--verify",
     is_flag=True,
     help="Also count the source's rows now within each committed partition (one grouped query) and "
-    "flag partitions whose count differs from the committed rows (late or deleted rows). Read-only.",
+    "flag partitions whose count differs from the committed rows (late or deleted rows), or whose keys "
+    "differ from the target's at equal counts (another database's table). Read-only.",
 )
 def checkpoints(manifest: str, as_json: bool, verify: bool) -> None:
     """List the latest checkpoint of every partition of MANIFEST's route, with its guard phase."""
@@ -66,9 +71,9 @@ def checkpoints(manifest: str, as_json: bool, verify: bool) -> None:
             family = runtime.family()
             entries = sorted((describe_checkpoint(c) for c in family.target_wide), key=_order)
             if verify:
-                own = {c.partition_id: c.bounds for c in family.own}
+                own = {c.partition_id: c for c in family.own}
                 refreshed = loaded.route.strategy is Strategy.FULL_REFRESH
-                verify_against_source(runtime, entries, own, whole_table_refresh=refreshed)
+                keys = verify_against_source(runtime, entries, own, whole_table_refresh=refreshed)
     blocked = sum(1 for e in entries if e["blocked"])
     if as_json:
         summary: dict[str, Any] = {
@@ -79,6 +84,10 @@ def checkpoints(manifest: str, as_json: bool, verify: bool) -> None:
         if verify:
             summary["verified"] = sum(1 for e in entries if e["source_rows"] is not None)
             summary["drifted"] = sum(1 for e in entries if e["drifted"])
+            summary["key_columns"] = list(keys.columns)
+            summary["keys_compared"] = keys.compared
+            summary["keys_differ"] = sum(1 for e in entries if e["keys"] == KeyVerdict.DIFFERS.value)
+            summary["keys_not_compared"] = keys.unusable
         print_json(
             {
                 "manifest": manifest,
@@ -89,22 +98,24 @@ def checkpoints(manifest: str, as_json: bool, verify: bool) -> None:
             }
         )
         return
-    _print_text(manifest, loaded, entries, blocked, verify=verify)
+    _print_text(manifest, loaded, entries, blocked, keys=keys if verify else None)
 
 
 def verify_against_source(
     runtime: Runtime,
     entries: list[dict[str, Any]],
-    own: Mapping[str, PartitionBounds],
+    own: Mapping[str, PartitionCheckpoint],
     *,
     whole_table_refresh: bool = False,
-) -> None:
-    """Add ``source_rows``, ``drifted`` and ``superseded`` to every entry: counted for the route's own
-    COMMITTED partitions (other entries get ``None``/``False``: nothing committed to compare, or another
-    source).
+) -> KeyChecks:
+    """Add ``source_rows``, ``drifted``, ``superseded``, ``keys`` and ``keys_not_compared`` to every entry:
+    counted for the route's own COMMITTED partitions (other entries get ``None``/``False``: nothing
+    committed to compare, or another source); returns the key comparison.
 
     A committed partition drifted when the source now holds a different number of rows within its bounds
-    than the commit recorded (or the commit recorded none). One grouped query per route does the counting.
+    than the commit recorded (or the commit recorded none), or the same number with other keys than the
+    target holds there (``keys``: ``differs``). One grouped query per route does the counting; the keys
+    take one statement per side and batch of partitions (``runtime.key_fingerprint``).
     ``whole_table_refresh``: a ``full_refresh`` route replaces the whole table on every run, so only the
     newest run's commits describe the target; an older run's (a day the source has emptied since, which no
     later refresh plans) is ``superseded``, not drifted (it was reported drifted for good, and the remedy the
@@ -116,17 +127,51 @@ def verify_against_source(
         entry["source_rows"] = None
         entry["drifted"] = False
         entry["superseded"] = False
+        entry["keys"] = None
+        entry["keys_not_compared"] = None
     if whole_table_refresh and checked:
         newest = max(checked, key=lambda e: e["completed_at"] or "")["run_id"]
         for entry in checked:
             entry["superseded"] = entry["run_id"] != newest
         checked = [e for e in checked if not e["superseded"]]
     if not checked:
-        return
-    counts = runtime.count_source_partitions([own[e["partition_id"]] for e in checked])
+        return KeyChecks()
+    counts = runtime.count_source_partitions([own[e["partition_id"]].bounds for e in checked])
     for entry, rows in zip(checked, counts, strict=True):
         entry["source_rows"] = rows
         entry["drifted"] = entry["rows"] is None or rows != entry["rows"]
+    keys = _key_checks(runtime, [own[e["partition_id"]] for e in checked])
+    for entry in checked:
+        check = keys.checks.get(entry["partition_id"])
+        if check is None:
+            continue
+        entry["keys"] = check.verdict.value
+        entry["keys_not_compared"] = check.why.value if check.why is not None else None
+        entry["drifted"] = entry["drifted"] or check.verdict is KeyVerdict.DIFFERS
+    return keys
+
+
+#: What a target that cannot be read fails with: ``--verify`` then compares counts alone, and says why.
+_TARGET_UNREADABLE = frozenset(
+    {
+        ErrorCode.TARGET_UNREACHABLE,
+        ErrorCode.TARGET_LOAD_FAILED,
+        ErrorCode.CONNECTION_MISSING,
+        ErrorCode.CONNECTION_INVALID,
+        ErrorCode.EMBEDDED_EXTRA_MISSING,
+    }
+)
+
+
+def _key_checks(runtime: Runtime, committed: Sequence[PartitionCheckpoint]) -> KeyChecks:
+    """The key comparison, or none (saying why) when the target cannot be read: the counts need only the
+    source, and stay a report of their own."""
+    try:
+        return runtime.key_checks(committed)
+    except DponeError as err:
+        if err.code not in _TARGET_UNREADABLE:
+            raise
+        return KeyChecks(unusable=f"the target could not be read ({err.code.value})")
 
 
 def describe_checkpoint(checkpoint: PartitionCheckpoint) -> dict[str, Any]:
@@ -192,8 +237,10 @@ def _print_text(
     entries: Sequence[dict[str, Any]],
     blocked: int,
     *,
-    verify: bool = False,
+    keys: KeyChecks | None = None,
 ) -> None:
+    """The listing; with ``keys`` (``--verify``), the source's counts and the key comparison too."""
+    verify = keys is not None
     route = loaded.route.describe()
     if not entries:
         click.echo(f"route {route}: no checkpoints yet")
@@ -241,11 +288,22 @@ def _print_text(
                 "superseded: committed by an earlier full refresh, whose rows a later one replaced (the source "
                 "holds no rows there any more, so no later refresh planned them): not compared"
             )
-        if drifted:
+        assert keys is not None
+        other_keys = sum(1 for e in entries if e["keys"] == KeyVerdict.DIFFERS.value)
+        if drifted > other_keys:
             click.echo(f"drift:    late or deleted source rows; {_drift_remedy(loaded.route.strategy)}")
+        if other_keys:
+            click.echo(
+                f"drift:    {other_keys} partition(s) hold as many rows as were committed, but other keys than "
+                "the target: another database's table behind this connection (a shard; see `dpone runbook "
+                "guard`, 'The route's source changed'), or rows replaced at the source ('Drifted partitions')"
+            )
+        if verified:
+            click.echo(f"keys:     {keys.summary()}")
         plural = "partition" if drifted == 1 else "partitions"
+        how = "row counts only" if keys.unusable is not None else f"row counts, keys in {keys.compared}"
         click.echo(
-            f"{drifted} drifted {plural} ({verified} committed partitions verified against the source)"
+            f"{drifted} drifted {plural} ({verified} committed partitions verified against the source: {how})"
         )
 
 
@@ -268,6 +326,8 @@ def _drift_mark(entry: dict[str, Any]) -> str | None:
         return "superseded"
     if entry["source_rows"] is None:
         return None
+    if entry.get("keys") == KeyVerdict.DIFFERS.value and entry["rows"] == entry["source_rows"]:
+        return "DRIFTED (keys)"
     return "DRIFTED" if entry["drifted"] else "ok"
 
 

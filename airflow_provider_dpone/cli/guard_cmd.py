@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shlex
 import sys
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import click
@@ -242,6 +243,13 @@ def inspect_command(manifest: str, no_source: bool, as_json: bool) -> None:
     "column's target DEFAULT is what the source holds in every old row): record those partitions too. "
     "Without it they stay blocking: reload them. Refused while the target lacks a column the route writes.",
 )
+@click.option(
+    "--force",
+    is_flag=True,
+    help="With --source-moved only: record the move although the connection holds other keys than the target "
+    "in partitions of equal row counts (you checked it IS the moved table and those partitions changed at "
+    "the source since their commit; reload them afterwards, see the runbook).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
 def rebaseline_command(
     manifest: str,
@@ -251,6 +259,7 @@ def rebaseline_command(
     source_moved: bool,
     target_moved: bool,
     schema_checked: bool,
+    force: bool,
     as_json: bool,
 ) -> None:
     """Record the new definition of a route over what its old one (or the target) already holds.
@@ -261,8 +270,10 @@ def rebaseline_command(
     committed, are recorded as committed, with an audit naming the old ones; the others are listed and
     stay blocking (exit 3). Never writes the target. A replacing route needs
     none (refused). With --source-moved: the route's table is now read through this manifest's source
-    connection; one audited record names it, so runs from it are no longer stopped. --target-moved does
-    the same for the sink connection.
+    connection; one audited record names it, so runs from it are no longer stopped. It compares the keys
+    of every committed partition on this connection with the target's first, and refuses where they differ
+    behind equal counts (another database's table) unless --force. --target-moved does the same for the
+    sink connection.
     """
     from airflow_provider_dpone.compose import open_runtime
     from airflow_provider_dpone.contracts.errors import ErrorCode
@@ -279,8 +290,10 @@ def rebaseline_command(
                     ErrorCode.USAGE,
                     "--adopt-target, --release-partial, --source-moved and --target-moved do not combine",
                 )
+            if force and not source_moved:
+                raise DponeError(ErrorCode.USAGE, "--force applies to --source-moved only")
             if source_moved:
-                moved = runtime.record_source_move(request)
+                moved = runtime.record_source_move(request, force=force)
             elif target_moved:
                 moved = runtime.record_target_move(request)
             else:
@@ -382,9 +395,37 @@ def _print_move(moved: PartitionCheckpoint, role: str, manifest: str, as_json: b
             f"'The route's {role} changed'",
             err=True,
         )
+    if role == "source" and isinstance(audit, dict):
+        _print_keys_of_move(audit)
     click.echo(
         f"next: dpone run {shlex.quote(manifest)}   (only what is new is moved, through this {role} connection)"
     )
+
+
+def _print_keys_of_move(audit: Mapping[str, object]) -> None:
+    """What ``--source-moved`` compared of the keys (``runtime.key_fingerprint``), from its audit."""
+    unusable = audit.get("keys_not_compared")
+    if isinstance(unusable, str):
+        click.echo(
+            f"warning: keys not compared: {unusable}; only row counts were checked, and they cannot tell "
+            "another database's table of equal counts (a shard) from the moved one: check this connection's "
+            "keys against the target's yourself before the next run",
+            err=True,
+        )
+        return
+    columns = audit.get("key_columns")
+    named = ", ".join(str(c) for c in columns) if isinstance(columns, list) else "?"
+    differ = audit.get("keys_differ")
+    if isinstance(differ, list) and differ:
+        click.echo(
+            f"warning: recorded with --force although keys ({named}) differ from the target's in "
+            f"{len(differ)} partition(s) of equal counts ({', '.join(str(d) for d in differ[:10])}): reload "
+            "them (see `dpone runbook guard`, 'Drifted partitions')",
+            err=True,
+        )
+        return
+    compared = audit.get("keys_compared")
+    click.echo(f"keys ({named}) match the target's in {compared} committed partition(s) of equal counts")
 
 
 def _print_adoption(result: AdoptionResult, manifest: str, as_json: bool) -> None:

@@ -56,11 +56,12 @@ PARTITIONS_NAMED = 20
 class LeftOutCounts(BaseModel):
     """What one comparison of an earlier definition's read with this one's counted over a list of regions.
 
-    ``total``: the distinct rows left out, from the statements that count many regions at once (exact
-    whatever was counted alone). ``regions``: per region, in order, the rows left out within it (0 where
-    its statement found none); ``None`` where its statement found rows but it was not counted on its own,
-    since regions of :data:`PARTITIONS_NAMED` partitions holding rows were found before it (a stop names no
-    more, and counting every partition one by one cost minutes on a large table without an index)."""
+    ``total``: the rows left out (a row as often as the current read misses it), from the statements that
+    count many regions at once (exact whatever was counted alone). ``regions``: per region, in order, the
+    rows left out within it (0 where its statement found none); ``None`` where its statement found rows but
+    it was not counted on its own, since regions of :data:`PARTITIONS_NAMED` partitions holding rows were
+    found before it (a stop names no more, and counting every partition one by one cost minutes on a large
+    table without an index)."""
 
     model_config = ConfigDict(strict=True, frozen=True, extra="forbid")
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Protocol, runtime_checkable
 
 from airflow_provider_dpone.contracts.chunk import ColumnChunk
+from airflow_provider_dpone.contracts.detached_part import DetachedPart
+from airflow_provider_dpone.contracts.key_fingerprint import KeyFingerprint
 from airflow_provider_dpone.contracts.partition import PartitionBounds
 from airflow_provider_dpone.contracts.permit import TargetPermit
 from airflow_provider_dpone.contracts.schema import TableSchema
@@ -45,6 +47,17 @@ class DescribingSink(Sink, Protocol):
         its types; ``None`` before the table exists."""
 
 
+class KeyFingerprintingSink(Sink, Protocol):
+    """A sink that can fingerprint, read-only, the key columns of a table's rows within partitions."""
+
+    def key_fingerprints(
+        self, table: str, bounds: Sequence[PartitionBounds], columns: Sequence[str]
+    ) -> list[KeyFingerprint] | None:
+        """What ``KeyFingerprintingSource.key_fingerprints`` computes, over ``table``'s rows within each of
+        ``bounds`` (pairwise disjoint; several are bounds of one column), in one statement; ``None`` when the
+        table does not exist."""
+
+
 class InFlightCheckingSink(Sink, Protocol):
     """A sink that can tell whether statements it sent to change a table still run on the server."""
 
@@ -69,6 +82,15 @@ class TtlReportingSink(Sink, Protocol):
     def deleting_ttl(self, table: str) -> bool:
         """Whether ``table`` has a table TTL that deletes rows (or changes values) once they expire, as
         ``prepare_target`` refuses one; ``False`` when the table does not exist (read-only)."""
+
+
+class DetachedListingSink(Sink, Protocol):
+    """A sink that can list, read-only, the parts detached from a target table (ADR 0093)."""
+
+    def detached_parts(self, table: str) -> list[DetachedPart] | None:
+        """Every part of ``table`` in its ``detached`` folder, each with the values its partition holds where
+        the partition key tells them; ``[]`` when there is none or the table does not exist; ``None`` when
+        this target cannot list them (ClickHouse 18.16 has no ``system.detached_parts``)."""
 
 
 class ViewListingSink(Sink, Protocol):

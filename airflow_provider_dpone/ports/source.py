@@ -7,6 +7,7 @@ from datetime import date, datetime
 from typing import Protocol, TypedDict
 
 from airflow_provider_dpone.contracts.chunk import ColumnChunk
+from airflow_provider_dpone.contracts.key_fingerprint import KeyFingerprint
 from airflow_provider_dpone.contracts.partition import PartitionBounds
 from airflow_provider_dpone.contracts.read_definition import LeftOutCounts, NotCompared, ReadDefinition
 from airflow_provider_dpone.contracts.schema import TableSchema
@@ -39,6 +40,20 @@ class Source(Protocol):
         partitioning's, list values) are counted one by one, so each count equals ``count(bounds)``."""
 
     def close(self) -> None: ...
+
+
+class KeyFingerprintingSource(Source, Protocol):
+    """A source that can fingerprint, read-only, the key columns of the rows within partitions."""
+
+    def key_columns(self) -> list[str]:
+        """The primary key of the configured table (``[]`` for a query, or a table without one)."""
+
+    def key_fingerprints(
+        self, bounds: Sequence[PartitionBounds], columns: Sequence[str]
+    ) -> list[KeyFingerprint]:
+        """One aggregate statement over ``bounds`` (pairwise disjoint; several are bounds of one column): per
+        bounds, in order, the rows a read of it returns and the integer aggregates of ``columns`` (integer
+        columns of the read), as ``contracts.key_fingerprint`` defines them."""
 
 
 class ColumnProfile(TypedDict):
@@ -144,9 +159,10 @@ class DefinitionComparingSource(Source, Protocol):
         self, earlier: ReadDefinition, regions: Sequence[Sequence[PartitionBounds]]
     ) -> LeftOutCounts:
         """Per region (the rows within every bounds it lists; its first bounds are its partition's), in
-        order, and in all: how many distinct rows ``earlier``'s read returns there that this source's read
-        does not, over the columns both read (``EXCEPT``: NULLs compare equal). Regions are counted together,
-        many per statement; within a statement that finds rows, region by region until regions of
+        order, and in all: how many rows ``earlier``'s read returns there beyond those this source's read
+        returns, over the columns both read, as multisets (a row returned twice and once counts once; NULLs
+        compare equal). Regions are counted together, many per statement; within a statement that finds
+        rows, region by region until regions of
         ``PARTITIONS_NAMED`` partitions hold rows (``LeftOutCounts``). Raises :class:`DefinitionsNotComparable` when ``earlier`` cannot be
         read or compared now (a dropped table or column, a type the engine cannot compare), and
         ``source_read_failed`` on any other failure."""

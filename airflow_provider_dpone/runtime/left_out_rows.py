@@ -6,7 +6,7 @@ window covers part of a partition (an hourly schedule on day partitions, a daily
 UTC), each run replaced the whole day with its part and deleted what the previous run loaded there, exit 0.
 Counts cannot tell a window's exclusion from a filter's (a soft delete, a status, a region); running both
 reads on the source can: each definition a run commits under is kept in the checkpoint store, and before
-arming, the earlier definition's read within each partition is compared with this one's (``EXCEPT``,
+arming, the earlier definition's read within each partition is compared with this one's (as multisets,
 read-only, ``DefinitionComparingSource``). A row either read leaves out (deleted, soft-deleted, re-statused
 at the source) is no loss; a row only the earlier read returns is, and stops the run (``PreArmChecks``).
 
@@ -46,7 +46,7 @@ class DefinitionComparison:
     left_out: tuple[tuple[PlannedPartition, int], ...] = ()
     #: partitions (none of ``left_out``) some earlier definition of which could not be compared, and why
     not_compared: tuple[tuple[PlannedPartition, NotCompared], ...] = ()
-    #: the rows left out in all (distinct rows per earlier definition and batch of partitions)
+    #: the rows left out in all (per earlier definition and batch of partitions, each as often as missing)
     rows: int = 0
     #: whether ``left_out`` names every partition holding such rows
     complete: bool = True

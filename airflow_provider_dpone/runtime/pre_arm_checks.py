@@ -10,6 +10,7 @@ at the first check that needs it; what a run goes on with but the operator must 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 from bisect import bisect_left
 from collections.abc import Callable, Mapping, Sequence
@@ -30,7 +31,7 @@ from airflow_provider_dpone.ports.clock import Clock
 from airflow_provider_dpone.ports.route_naming import RouteNaming
 from airflow_provider_dpone.ports.sink import Sink
 from airflow_provider_dpone.ports.source import Source
-from airflow_provider_dpone.runtime import unrecorded
+from airflow_provider_dpone.runtime import detached_parts, unrecorded
 from airflow_provider_dpone.runtime.bounds_coverage import fully_covered, may_overlap
 from airflow_provider_dpone.runtime.guard.resolution import committed_rows_within, other_sources_rows
 from airflow_provider_dpone.runtime.left_out_rows import (
@@ -552,6 +553,7 @@ class PreArmChecks:
                 held.append((p, inside - share))
             elif inside < share:
                 unclear.append((p, inside))
+        counted = list(held)  # this source's rows within each partition's own bounds, known exactly
         around, short = self._unexplained_rows(sink, [p for p, _ in unknown.values()], own, others, index)
         held.extend(around)
         unclear.extend(unknown[p.partition_id] for p in short)
@@ -563,6 +565,7 @@ class PreArmChecks:
         labels = some_labels([p for p, _ in held])
         rows = sum(n for _, n in held)
         if self._allow_nonempty_target:
+            self._require_not_own_rows(counted, first_run=False, fan_in=bool(others))
             self._notice(
                 f"the target table {table} already held {rows} row(s) within {len(held)} partition(s) of "
                 f"route {self._route.describe()} that have no commit ({labels}); appending anyway "
@@ -594,7 +597,8 @@ class PreArmChecks:
                     else ()
                 ),
                 "was the checkpoint store restored from an older backup, or replaced by a copy? point the "
-                "manifest at the store that holds the route's newest checkpoints",
+                "manifest at the store that holds the route's newest checkpoints (not --allow-nonempty-target: "
+                "it is for another writer's rows, and stops where the rows count exactly as the source's)",
                 *(
                     (
                         "if they are gone for good: other source tables' routes write this table through this "
@@ -948,11 +952,40 @@ class PreArmChecks:
             ),
         )
 
-    def require_target_empty_for_new_route(self, family: RouteFamily, sink: Sink) -> None:
+    def require_no_detached_parts_in_scope(
+        self, family: RouteFamily, sink: Sink, active: Sequence[PlannedPartition]
+    ) -> None:
+        """A part detached from the target where this run writes stops it (``detached_parts``, ADR 0093):
+        attached back after the run, its rows would be there twice. Read-only; where the target cannot list
+        detached parts (18.16), a replacing run's committed partitions found empty stand in for them."""
+        table = self._manifest.sink.table
+        listing = getattr(sink, "detached_parts", None)
+        if not active or not callable(listing):
+            return
+        parts = listing(table)
+        if parts is None:
+            count = functools.partial(sink.count_rows, table)
+            emptied = detached_parts.emptied_commits(self._route.strategy, family.own, active, count)
+            if not emptied:
+                return
+            if self._allow_nonempty_target or deleting_ttl(sink, table):
+                why = "allow_nonempty_target" if self._allow_nonempty_target else "its TTL deletes rows"
+                self._notice(f"{detached_parts.emptied_text(self._route, table, emptied)}; loaded ({why})")
+                return
+            raise detached_parts.emptied_error(self._route, table, emptied, self._manifest_ref)
+        found = detached_parts.in_scope(parts, detached_parts.scope_of(self._route.strategy, active))
+        if found:
+            raise detached_parts.detached_in_scope_error(self._route, table, found, self._manifest_ref)
+
+    def require_target_empty_for_new_route(
+        self, family: RouteFamily, sink: Sink, moving: Sequence[PlannedPartition]
+    ) -> None:
         """An append route with no checkpoint at all must not append into a table that already holds rows.
 
         A lost checkpoint store, a new store in front of an existing table, or an adopted table all look
-        like this; appending the whole source would duplicate what the table holds."""
+        like this; appending the whole source would duplicate what the table holds. With
+        ``allow_nonempty_target`` it appends, unless a partition of ``moving`` holds this route's own rows
+        by their count (``_require_not_own_rows``: one target count per partition, only with the flag)."""
         if self._route.strategy is not Strategy.INCREMENTAL_APPEND or family.own:
             return
         table = self._manifest.sink.table
@@ -960,6 +993,10 @@ class PreArmChecks:
         if target_rows == 0:
             return
         if self._allow_nonempty_target:
+            fan_in = self._other_sources(family)
+            self._require_not_own_rows(
+                self._source_rows_held(sink, moving, fan_in), first_run=True, fan_in=bool(fan_in)
+            )
             self._notice(
                 f"the target table {table} already held {target_rows} row(s) and route "
                 f"{self._route.describe()} had no checkpoint; appending anyway (allow_nonempty_target)"
@@ -989,7 +1026,8 @@ class PreArmChecks:
                     if others
                     else ()
                 ),
-                "was the checkpoint store lost or replaced? point the manifest at the store that holds the route",
+                "was the checkpoint store lost or replaced? point the manifest at the store that holds the route "
+                "(not --allow-nonempty-target: it stops where the rows count exactly as the source's)",
                 "if the rows are not this route's (another writer) and appending is right: "
                 f"dpone run {self._manifest_ref} --allow-nonempty-target",
             )
@@ -1010,6 +1048,105 @@ class PreArmChecks:
                 "to adopt the table deliberately, record what it holds: "
                 f"dpone guard rebaseline {self._manifest_ref} --adopt-target --reason '<what you checked>'",
                 "see `dpone runbook guard`, 'An empty checkpoint store in front of a non-empty target'",
+            ),
+        )
+
+    def _source_rows_held(
+        self, sink: Sink, moving: Sequence[PlannedPartition], others: Sequence[PartitionCheckpoint]
+    ) -> list[tuple[PlannedPartition, int]]:
+        """(partition, rows of this source the target holds within its bounds) of each of ``moving`` that
+        holds some: other source tables' commits there subtracted; where their share is unknown (another
+        partitioning, or more than the bounds hold now) the partition is left out, as nobody's to judge."""
+        found: list[tuple[PlannedPartition, int]] = []
+        for part in moving:
+            held, theirs = self.held_and_theirs(sink, part.bounds, others)
+            if theirs is not None and held > theirs:
+                found.append((part, held - theirs))
+        return found
+
+    def _require_not_own_rows(
+        self, counted: Sequence[tuple[PlannedPartition, int]], *, first_run: bool, fan_in: bool
+    ) -> None:
+        """With ``allow_nonempty_target``, before arming: stop where a partition to append holds, in the
+        target, exactly as many rows of this source as the source holds within its bounds now (``counted``:
+        the target's side, other source tables' commits subtracted). That is the signature of this route's
+        own rows whose commits the store lost (restored from an older backup, a copy, a lost store), not of
+        another writer's: appending them again held every row twice, exit 0. Counts only (ADR 0092): no
+        aggregate both sides compute alike tells two sets of rows of one size apart, and a stop writes
+        nothing. A partition whose counts differ (rows that arrived or left since) is not stopped."""
+        counted = [(p, n) for p, n in counted if n > 0]
+        if not counted or self._source is None:
+            return
+        bounds = [p.bounds for p, _ in counted]
+        source = self._source()
+        count_partitions = getattr(source, "count_partitions", None)
+        now = (
+            list(count_partitions(bounds))
+            if callable(count_partitions)
+            else [source.count(b) for b in bounds]
+        )
+        same = [(p, n) for (p, n), rows in zip(counted, now, strict=True) if n == rows]
+        if same:
+            raise self._own_rows_again(same, len(counted), first_run=first_run, fan_in=fan_in)
+
+    def _own_rows_again(
+        self, same: Sequence[tuple[PlannedPartition, int]], counted: int, *, first_run: bool, fan_in: bool
+    ) -> DponeError:
+        """``target_not_empty``, ``problem: own_rows_under_allow_flag``: the flag given over partitions whose
+        target rows count exactly as the source's (``_require_not_own_rows``)."""
+        table = self._manifest.sink.table
+        rows = sum(n for _, n in same)
+        adopt = f"dpone guard rebaseline {self._manifest_ref} --adopt-target --reason '<what you checked>'"
+        lost = (
+            "a lost or new checkpoint store"
+            if first_run
+            else "a checkpoint store restored from an older backup, a copy, or a failover that lost its newest "
+            "commits"
+        )
+        if first_run:
+            way: tuple[str, ...] = (
+                f"if they are this route's rows (its checkpoint store is lost): record them as committed: {adopt} "
+                "(partitions holding exactly the source's rows are recorded; the run then appends the rest)",
+            )
+        elif fan_in:
+            way = (
+                "if a newer copy of the checkpoint store exists, point checkpoints.connection at it and run",
+                "if it is gone for good: other source tables' routes write this table through this store (a "
+                f"fan-in), so keep it: delete this source's rows of those partitions from {table} by this "
+                "source's own key (never by the bounds alone) and run again without the flag: they are "
+                "appended once",
+            )
+        else:
+            way = (
+                "if a newer copy of the checkpoint store exists, point checkpoints.connection at it and run",
+                "if it is gone for good: point checkpoints.connection at a new, empty store (keep the old one "
+                f"for audit), then record what the target holds: {adopt}; then run without the flag",
+            )
+        return DponeError(
+            ErrorCode.TARGET_NOT_EMPTY,
+            f"--allow-nonempty-target (allow_nonempty_target) refused for route {self._route.describe()}: "
+            f"within {len(same)} of the {counted} partition(s) it would append beside rows "
+            f"({some_labels([p for p, _ in same])}), the target table {table} already holds exactly as many of "
+            f"this source's rows as the source holds there now ({rows:,} in all): the signature of this "
+            f"route's own rows whose checkpoints are missing ({lost}), not of another writer's; appending "
+            "would hold each of them twice",
+            details={
+                "route": self._route.describe(),
+                "target_table": table,
+                "problem": "own_rows_under_allow_flag",
+                "partitions": [p.bounds.label for p, _ in same[:PARTITIONS_NAMED]],
+                "target_rows": rows,
+                "partitions_counted": counted,
+            },
+            hint_lines=(
+                "nothing was written to the target or the checkpoint store; the route is not blocked",
+                "--allow-nonempty-target appends beside another writer's rows; do not use it after a "
+                "checkpoint store was restored, copied or lost",
+                *way,
+                "only if they really are another writer's rows, as many as this source's by chance (tell them "
+                f"apart by a column that names their writer): move them out of {table} for one run and back "
+                "after it, or give this route a table of its own",
+                "see `dpone runbook guard`, '--allow-nonempty-target over this route's own rows'",
             ),
         )
 

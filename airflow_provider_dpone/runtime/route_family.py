@@ -331,7 +331,7 @@ def with_standing_commits(
         if (
             checkpoint.status is not CheckpointStatus.COMMITTED  # the most of a long history: no guard read
             and checkpoint.partition_id not in planned_ids
-            and (_never_reached_target(checkpoint) or _resolved_not_applied(checkpoint))
+            and (never_reached_target(checkpoint) or _resolved_not_applied(checkpoint))
         ):
             below = _commit_below(store.history(checkpoint.route, checkpoint.partition_id))
             if below is not None:
@@ -349,7 +349,7 @@ _IN_THE_TARGET = frozenset(
 )
 
 
-def _never_reached_target(checkpoint: PartitionCheckpoint) -> bool:
+def never_reached_target(checkpoint: PartitionCheckpoint) -> bool:
     """A record an attempt wrote before arming: its progress, or its own ``failed_before_target`` (not an
     operator's resolution, which speaks of an attempt that did reach the target)."""
     try:
@@ -383,7 +383,7 @@ def _commit_below(history: Sequence[PartitionCheckpoint]) -> PartitionCheckpoint
     out of a windowed source" once the source dropped it, 40,000 rows short for good."""
     held: list[object] = []  # what the target held within the bounds at each resolution passed
     for checkpoint in reversed(history):
-        if _never_reached_target(checkpoint):
+        if never_reached_target(checkpoint):
             continue
         if _resolved_not_applied(checkpoint):
             resolution = checkpoint.diagnostics["resolution"]

@@ -66,6 +66,13 @@ from airflow_provider_dpone.runtime.connection_binding import (
 from airflow_provider_dpone.runtime.guard.batch_id import checkpoint_batch_id
 from airflow_provider_dpone.runtime.guard.commit_lifecycle import ActivePartition, TargetCommitLifecycle
 from airflow_provider_dpone.runtime.guard.route_guard import require_clear_route
+from airflow_provider_dpone.runtime.key_fingerprint import (
+    KeyChecks,
+    check_keys,
+    key_audit,
+    refuse_other_keys,
+    route_key_candidates,
+)
 from airflow_provider_dpone.runtime.lost_rows import replayed_as_skipped
 from airflow_provider_dpone.runtime.null_free import schema_for_target
 from airflow_provider_dpone.runtime.partition_column import require_partition_column_written
@@ -498,15 +505,20 @@ class TransferEngine:
             evidence[TARGET_PLACE_KEY] = self._ports.target_place
         return evidence
 
-    def record_source_move(self, run_id: str, request: RebaselineRequest) -> PartitionCheckpoint:
+    def record_source_move(
+        self, run_id: str, request: RebaselineRequest, *, force: bool = False
+    ) -> PartitionCheckpoint:
         """For ``dpone guard rebaseline --source-moved``: the audited record naming this run's source
         connection (the guard scan first: a blocked route is resolved before anything is recorded), with
-        the source's row count now within the copied partition (read-only)."""
+        the source's row count now within the copied partition and the key comparison of every committed
+        partition (``runtime.key_fingerprint``, read-only on both sides): refused where keys differ behind
+        equal counts, unless ``force``."""
         connection = self._ports.source_connection
         if connection is None:
             raise DponeError(ErrorCode.USAGE, "this runtime records no source connection")
         family = self._guard_scan()
-        return record_source_move(
+        siblings = self._siblings(family)
+        moved = record_source_move(
             self._route,
             family.canonical_checkpoints(),
             source_reference(connection),
@@ -514,8 +526,24 @@ class TransferEngine:
             self._ports.clock,
             request,
             count_source=self._ports.source.count,
-            siblings=self._siblings(family),
+            siblings=siblings,
         )
+        committed = [*(c for c in family.own if c.status is CheckpointStatus.COMMITTED), *siblings]
+        checks = self._key_checks(committed)
+        if not force:
+            refuse_other_keys(self._route, checks, committed, self._manifest_ref)
+        audit = moved.diagnostics.get("rebaseline")
+        audited = {**(audit if isinstance(audit, dict) else {}), **key_audit(checks, committed)}
+        return moved.model_copy(update={"diagnostics": {**moved.diagnostics, "rebaseline": audited}})
+
+    def _key_checks(self, committed: Sequence[PartitionCheckpoint]) -> KeyChecks:
+        """The key comparison of ``committed`` between the source and the target (read-only)."""
+        sink = self._ports.open_sink()
+        try:
+            candidates = route_key_candidates(self._manifest)
+            return check_keys(committed, self._ports.source, sink, self._manifest.sink.table, candidates)
+        finally:
+            sink.close()
 
     def record_target_move(self, run_id: str, request: RebaselineRequest) -> PartitionCheckpoint:
         """For ``dpone guard rebaseline --target-moved``: the audited record naming this run's target
@@ -1006,7 +1034,9 @@ class TransferEngine:
 
         sink = self._target()
         with self._releasing_target():  # before any reader: an embedded (chDB) path, one process
-            self._checks.require_target_empty_for_new_route(family, sink)
+            self._checks.require_target_empty_for_new_route(family, sink, [a.planned for a in active])
+            # a part detached where this run writes comes back beside its rows when attached (ADR 0093)
+            self._checks.require_no_detached_parts_in_scope(family, sink, [a.planned for a in active])
             # a column the target declares without Nullable: the rows to move must prove no NULL there
             schema = schema_for_target(
                 sink,

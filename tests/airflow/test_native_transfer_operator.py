@@ -25,6 +25,8 @@ from tests.airflow.dag_test_driver import split_step_logs
 
 DRIVER = Path(__file__).with_name("dag_test_driver.py")
 ROWS, DAYS = 240, 4
+#: Rows of the third database (``demo_source_c``): other ids, and other counts a day than the first's.
+OTHER_ROWS = 120
 
 MANIFEST_YAML = """\
 kind: native_transfer
@@ -132,6 +134,16 @@ with DAG("dpone_it_fresh_store", schedule=None, start_date=datetime(2026, 1, 1),
 
 with DAG("dpone_it_fresh_store_allowed", schedule=None, start_date=datetime(2026, 1, 1)) as allowed:
     NativeTransferOperator(task_id="transfer", manifest=MANIFEST, allow_nonempty_target=True)
+
+# the same table of another database, into a store of its own: the target's rows are another writer's
+OTHER = {
+    **MANIFEST,
+    "source": {**MANIFEST["source"], "connection": "demo_source_c"},
+    "checkpoints": {"connection": "sqlite:///manifests/other_state.sqlite"},
+}
+
+with DAG("dpone_it_other_writer_allowed", schedule=None, start_date=datetime(2026, 1, 1)) as other:
+    NativeTransferOperator(task_id="transfer", manifest=OTHER, allow_nonempty_target=True)
 """
 
 
@@ -209,6 +221,9 @@ def scenario(migrated_airflow_home: Path, tmp_path_factory: pytest.TempPathFacto
     create_demo_source(data / "source_b.sqlite", ROWS, days=DAYS)
     with sqlite3.connect(data / "source_b.sqlite") as shard_b:  # a second database: the same table, other ids
         shard_b.execute("UPDATE orders SET id = id + 1000000")
+    create_demo_source(data / "source_c.sqlite", OTHER_ROWS, days=DAYS)
+    with sqlite3.connect(data / "source_c.sqlite") as other:
+        other.execute("UPDATE orders SET id = id + 2000000")
     chdb_path = data / "clickhouse"
 
     def run(name: str, dag_id: str, dag_file: str) -> dict[str, str]:
@@ -237,6 +252,8 @@ def scenario(migrated_airflow_home: Path, tmp_path_factory: pytest.TempPathFacto
         count("rows_after_fresh_store"),
         run("fresh_store_allowed", "dpone_it_fresh_store_allowed", "fresh_store_dag.py"),
         count("rows_after_allowed"),
+        run("other_writer_allowed", "dpone_it_other_writer_allowed", "fresh_store_dag.py"),
+        count("rows_after_other_writer"),
         run("mapped", "dpone_it_mapped", "mapped_dag.py"),
         {"name": "mapped_a", "action": "count_target", "chdb_path": str(chdb_path), "table": "demo.mapped_a"},
         {"name": "mapped_b", "action": "count_target", "chdb_path": str(chdb_path), "table": "demo.mapped_b"},
@@ -256,6 +273,7 @@ def scenario(migrated_airflow_home: Path, tmp_path_factory: pytest.TempPathFacto
         AIRFLOW_CONN_DEMO_SOURCE=f"sqlite:///{data / 'source.sqlite'}",
         AIRFLOW_CONN_DEMO_SOURCE_A=f"sqlite:///{data / 'source.sqlite'}",
         AIRFLOW_CONN_DEMO_SOURCE_B=f"sqlite:///{data / 'source_b.sqlite'}",
+        AIRFLOW_CONN_DEMO_SOURCE_C=f"sqlite:///{data / 'source_c.sqlite'}",
         AIRFLOW_CONN_DEMO_CLICKHOUSE=json.dumps(
             {"conn_type": "clickhouse", "extra": {"interface": "chdb", "path": str(chdb_path)}}
         ),
@@ -357,14 +375,33 @@ def test_a_new_checkpoint_store_in_front_of_a_loaded_target_stops_before_appendi
     assert scenario.results["rows_after_fresh_store"] == {"rows": ROWS, "distinct_ids": ROWS}
 
 
-def test_allow_nonempty_target_appends_and_the_task_log_says_so(scenario: Scenario) -> None:
+def test_allow_nonempty_target_over_the_routes_own_rows_fails_the_task_naming_the_adoption(
+    scenario: Scenario,
+) -> None:
+    """A new store in front of the route's own rows: the flag appended every row a second time (this test
+    asserted 2 * ROWS rows of ROWS ids); it now fails the task before arming, nothing written."""
     task = scenario.task("fresh_store_allowed")
-    assert task["state"] == "success", scenario.logs["fresh_store_allowed"][-4000:]
+    assert task["state"] == "failed", scenario.logs["fresh_store_allowed"][-4000:]
     log = scenario.logs["fresh_store_allowed"]
+    assert (
+        "error: native_transfer_target_not_empty: --allow-nonempty-target (allow_nonempty_target) refused"
+        in log
+    )
+    assert "dpone guard rebaseline" in log and "--adopt-target" in log
+    assert scenario.results["rows_after_allowed"] == {"rows": ROWS, "distinct_ids": ROWS}
+
+
+def test_allow_nonempty_target_appends_beside_another_writers_rows_and_the_task_log_says_so(
+    scenario: Scenario,
+) -> None:
+    task = scenario.task("other_writer_allowed")
+    assert task["state"] == "success", scenario.logs["other_writer_allowed"][-4000:]
+    log = scenario.logs["other_writer_allowed"]
     # once: the run logs each notice as it makes it, and the operator does not repeat the report's
     assert "note: the target table demo.orders already held" in log
     assert log.count("the target table demo.orders already held") == 1, log[-4000:]
-    assert scenario.results["rows_after_allowed"] == {"rows": 2 * ROWS, "distinct_ids": ROWS}
+    both = ROWS + OTHER_ROWS
+    assert scenario.results["rows_after_other_writer"] == {"rows": both, "distinct_ids": both}
 
 
 def test_invalid_manifest_lists_every_problem_in_the_task_log(scenario: Scenario) -> None:

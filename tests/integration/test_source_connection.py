@@ -149,6 +149,8 @@ def test_a_moved_file_is_recorded_once_deliberately_and_the_next_run_moves_only_
     (record,) = json.loads(recorded.output)["recorded"]
     assert record["status"] == "COMMITTED" and record["diagnostics"]["rebaseline"]["reason"] == "file moved"
     assert record["diagnostics"]["rebaseline"]["source_rows_now"] == record["rows"]  # the same table
+    audit = record["diagnostics"]["rebaseline"]
+    assert (audit["key_columns"], audit["keys_compared"], "keys_differ" in audit) == (["id"], 4, False)
     add_source_rows(base / "moved", [(900_001, "2026-12-01"), (900_002, "2026-12-01")])
 
     moved = dpone("run", "--json", str(after))
@@ -178,22 +180,99 @@ def test_a_history_written_before_sources_were_recorded_runs_and_its_next_commit
     assert result.exit_code == 3, result.output
 
 
-def test_a_move_onto_a_connection_holding_other_counts_is_recorded_with_a_warning(
+def test_a_sibling_shard_of_equal_counts_is_drifted_by_its_keys_and_its_move_is_refused(
     shards: Path,
     store_url: str,
 ) -> None:
-    """The operator's call, but not a silent one: another database's table seldom holds the committed
-    partition's count, and the output says so."""
+    """Seen before: shard B holds as many rows per day as shard A committed (other ids). ``--verify`` said
+    ``0 drifted``, ``--source-moved`` recorded B as a move without a word, and every later run of B skipped
+    its days as committed, exit 0: its rows never reached any target. The keys tell them apart."""
     assert dpone("run", str(manifest(shards, "a", "shard_a", strategy="incremental_append"))).exit_code == 0
-    with sqlite3.connect(shards / "shard_b.sqlite") as db:
-        db.execute("DELETE FROM orders WHERE id = (SELECT MAX(id) FROM orders)")  # in the newest day
     b = manifest(shards, "b", "shard_b", strategy="incremental_append")
+    assert dpone("run", str(b)).exit_code == 3
 
-    result = dpone("guard", "rebaseline", str(b), "--source-moved", "--reason", "said to be a move")
+    verified = json.loads(dpone("checkpoints", str(b), "--verify", "--json").output)
+    text = dpone("checkpoints", str(b), "--verify").output
+    refused = dpone("guard", "rebaseline", str(b), "--source-moved", "--reason", "counts are equal", "--json")
+
+    summary = verified["summary"]
+    assert (summary["drifted"], summary["keys_differ"], summary["key_columns"]) == (4, 4, ["id"])
+    assert all(p["source_rows"] == p["rows"] and p["keys"] == "differs" for p in verified["partitions"])
+    assert "DRIFTED (keys)" in text and text.rstrip().splitlines()[-1].startswith("4 drifted partitions")
+    assert refused.exit_code == 3, refused.output
+    error = json.loads(refused.output)
+    assert error["error"] == "native_transfer_route_identity_changed"
+    assert (error["details"]["changed"], error["details"]["partitions_differing"]) == (["source"], 4)
+    assert "1000001" not in refused.output  # names the columns and days, never a value
+    again = dpone("run", "--json", str(b))
+    assert again.exit_code == 3, again.output  # nothing was recorded: B still stops
+    assert target_rows(shards) == source_rows(shards)  # A's rows, each once
+
+
+def test_a_moved_table_with_rows_deleted_since_its_commit_is_recorded_with_the_count_warning(
+    base: Path,
+    store_url: str,
+) -> None:
+    """Rows deleted at the source since the commit change counts, not the keys of the days they left alone:
+    the move is recorded (those days are compared), and the count warning names the newest day."""
+    before = manifest(base, "before", "sqlite:///source.sqlite", strategy="incremental_append")
+    assert dpone("run", str(before)).exit_code == 0
+    (base / "moved").mkdir()
+    shutil.copy(base / "source.sqlite", base / "moved" / "source.sqlite")
+    with sqlite3.connect(base / "moved" / "source.sqlite") as db:
+        db.execute("DELETE FROM orders WHERE id = (SELECT MAX(id) FROM orders)")  # in the newest day
+    after = manifest(base, "after", "sqlite:///moved/source.sqlite", strategy="incremental_append")
+
+    result = dpone("guard", "rebaseline", str(after), "--source-moved", "--reason", "file moved")
 
     assert result.exit_code == 0, result.output
     assert "warning: this source connection holds" in result.output
-    assert "this was no move" in result.output
+    assert "keys (id) match the target's in 3 committed partition(s)" in result.output
+    assert dpone("run", str(after)).exit_code == 0
+
+
+def test_force_records_a_move_over_other_keys_and_keeps_them_in_the_audit(
+    shards: Path,
+    store_url: str,
+) -> None:
+    assert dpone("run", str(manifest(shards, "a", "shard_a", strategy="incremental_append"))).exit_code == 0
+    b = manifest(shards, "b", "shard_b", strategy="incremental_append")
+    assert (
+        dpone("guard", "rebaseline", str(b), "--force", "--reason", "x").exit_code == 2
+    )  # --source-moved only
+
+    forced = dpone(
+        "guard", "rebaseline", str(b), "--source-moved", "--force", "--reason", "checked", "--json"
+    )
+    text = dpone("guard", "rebaseline", str(b), "--source-moved", "--force", "--reason", "again")
+
+    assert forced.exit_code == 0, forced.output
+    (record,) = json.loads(forced.output)["recorded"]
+    assert len(record["diagnostics"]["rebaseline"]["keys_differ"]) == 4
+    assert text.exit_code == 2  # recorded already: nothing more to record
+    assert dpone("run", str(b)).exit_code == 0  # the operator's word: B runs from now on
+
+
+def test_a_route_without_an_integer_key_column_compares_counts_and_says_so(
+    shards: Path,
+    store_url: str,
+) -> None:
+    """Kept as before where no key can be compared (the ids are not read: ``source.columns`` leaves them
+    out), but never a silent ``0 drifted``: both commands say the keys were not compared and why."""
+    columns = "  columns: [order_date, customer, amount]\n"
+    a = manifest_at(shards, extra=columns, connection="shard_a", state="spelling_state", file="a.yaml")
+    b = manifest_at(shards, extra=columns, connection="shard_b", state="spelling_state", file="b.yaml")
+    for path in (a, b):
+        path.write_text(path.read_text().replace("order_by: [order_date, id]", "order_by: [order_date]"))
+    assert dpone("run", str(a)).exit_code == 0, dpone("run", str(a)).output
+
+    verified = dpone("checkpoints", str(b), "--verify")
+    moved = dpone("guard", "rebaseline", str(b), "--source-moved", "--reason", "counts are equal")
+
+    assert "keys:     not compared: no integer key column" in verified.output, verified.output
+    assert verified.output.rstrip().endswith("verified against the source: row counts only)")
+    assert moved.exit_code == 0, moved.output
+    assert "warning: keys not compared: no integer key column" in moved.output
 
 
 def test_partitions_adopted_after_a_lost_store_name_their_connection_and_another_one_stops(

@@ -42,9 +42,19 @@ def root(tmp_path: Path, store_url: str) -> Path:
     return tmp_path
 
 
-def manifest(root: Path, where: str, *, lookback: int | None = None, extra: str = "", name: str = "") -> Path:
-    """The route with ``source.query`` selecting ``where``, as a DAG renders its data interval."""
-    path = root / f"ev-{name or abs(hash(where + extra))}.yaml"
+def manifest(
+    root: Path,
+    where: str,
+    *,
+    lookback: int | None = None,
+    extra: str = "",
+    name: str = "",
+    select: str = "*",
+    order_by: str = "ts, id",
+) -> Path:
+    """The route with ``source.query`` selecting ``where`` (``select``: its columns), as a DAG renders its
+    data interval."""
+    path = root / f"ev-{name or abs(hash(select + where + extra))}.yaml"
     partitioning = "{kind: day, column: ts" + (f", lookback: {lookback}" if lookback else "") + "}"
     path.write_text(
         f"""
@@ -54,14 +64,14 @@ source:
   type: sqlite
   connection: sqlite:///source.sqlite
   table: ev
-  query: "SELECT * FROM ev WHERE {where} {MARKER}"
+  query: "SELECT {select} FROM ev WHERE {where} {MARKER}"
 {extra}  partitioning: {partitioning}
 sink:
   type: clickhouse
   connection: chdb:///clickhouse
   table: demo.ev
   strategy: replace_partition
-  order_by: [ts, id]
+  order_by: [{order_by}]
 checkpoints:
   connection: spelling_state
 """,
@@ -260,3 +270,78 @@ def test_an_earlier_windows_commit_under_an_attempt_resolved_not_applied_is_stil
     assert stopped.exit_code == 3, stopped.output
     assert "native_transfer_target_not_empty" in stopped.output
     assert target(root) == source(root, window("2026-03-06 09:00", "2026-03-06 10:00"))
+
+
+def copies_of_row_20(root: Path, copies: int) -> None:
+    """Rows equal to row 20 (2026-03-06 10:00) in every column but ``id``: a log that holds one event twice."""
+    with sqlite3.connect(root / "source.sqlite") as db:
+        db.executemany(
+            "INSERT INTO ev VALUES (?, ?, ?, ?)", [(1000 + n, *ROWS[20][1:]) for n in range(copies)]
+        )
+
+
+def target_values(root: Path) -> list[tuple[str, int]]:
+    """(ts, v) of every target row, duplicates kept."""
+    rows = chdb_query(root, "SELECT toString(ts), v FROM demo.ev ORDER BY ts, v")
+    return [(str(ts), int(v)) for ts, v in rows]
+
+
+def source_values(root: Path, where: str) -> list[tuple[str, int]]:
+    with sqlite3.connect(root / "source.sqlite") as db:
+        rows = db.execute(f"SELECT ts, v FROM ev WHERE {where} ORDER BY ts, v").fetchall()
+    return [(str(ts), int(v)) for ts, v in rows]
+
+
+def test_a_new_query_that_drops_the_key_stops_on_a_left_out_row_equal_to_a_kept_one(root: Path) -> None:
+    """Red before: ``EXCEPT`` compared distinct rows over the columns both reads return, so the row the new
+    filter leaves out (id 1000) matched the kept row 20 on (ts, v, deleted) and went unseen: the run deleted
+    it, exit 0. Now the reads are compared as multisets: the earlier one returns that row twice, this one
+    once."""
+    copies_of_row_20(root, 1)
+    day = window("2026-03-06", "2026-03-07")
+    ran(manifest(root, day))
+
+    stopped = dpone(
+        "run", "--json", str(manifest(root, day + " AND id <> 1000", select="ts, v, deleted", order_by="ts"))
+    )
+
+    assert stopped.exit_code == 3, stopped.output
+    error = json.loads(stopped.output[stopped.output.index("{") :])
+    assert error["details"]["problem"] == "rows_left_out_by_new_definition"
+    assert error["details"]["partitions"] == ["ts=2026-03-06"] and error["details"]["rows"] == 1
+    assert target(root) == source(root, day)  # row 1000 still there
+
+
+def test_a_row_the_earlier_read_returned_three_times_and_the_new_one_once_stops_on_two(root: Path) -> None:
+    """Red before: ``EXCEPT`` saw one distinct row on each side, and the ``DISTINCT`` read deleted two of
+    the three copies the earlier read had loaded, exit 0. Allowed, the note counts the two."""
+    copies_of_row_20(root, 2)
+    day = window("2026-03-06", "2026-03-07")
+    columns = "ts, v, deleted"
+    ran(manifest(root, day, select=columns, order_by="ts"))
+    assert target_values(root).count((ROWS[20][1], ROWS[20][2])) == 3
+
+    distinct = manifest(root, day, select="DISTINCT " + columns, order_by="ts")
+    stopped = dpone("run", "--json", str(distinct))
+
+    assert stopped.exit_code == 3, stopped.output
+    error = json.loads(stopped.output[stopped.output.index("{") :])
+    assert error["details"]["problem"] == "rows_left_out_by_new_definition"
+    assert error["details"]["partitions"] == ["ts=2026-03-06"] and error["details"]["rows"] == 2
+    assert target_values(root) == source_values(root, day)
+    notes = ran(distinct, "--allow-nonempty-target")
+    assert "2 of them in 1 partition(s) (ts=2026-03-06) not returned by this definition's read" in notes
+    assert target_values(root) == sorted(set(source_values(root, day)))
+
+
+def test_a_new_query_returning_the_same_copies_again_never_stops(root: Path) -> None:
+    """Copies are counted on both sides: a read that returns each copy again leaves none out."""
+    copies_of_row_20(root, 2)
+    columns = "ts, v, deleted"
+    ran(manifest(root, window("2026-03-06", "2026-03-07"), select=columns, order_by="ts"))
+
+    reformatted = "ts < '2026-03-07' AND 1 = 1 AND " + window("2026-03-06", "2026-03-09")
+    notes = ran(manifest(root, reformatted, select=columns, order_by="ts"))
+
+    assert "compared on the source, this definition's read returns every row" in notes
+    assert target_values(root) == source_values(root, window("2026-03-06", "2026-03-07"))

@@ -512,9 +512,9 @@ def test_a_definition_round_trips_its_stored_text_and_hashes_as_releases_hashed_
 def test_a_sql_server_text_column_is_compared_as_nvarchar_max_and_an_image_column_is_left_out(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """``EXCEPT`` refuses text, ntext and image. Red before: one such column (a legacy ``ntext`` notes column)
-    turned the comparison off for the whole route, and an hourly window deleted the hour before it, exit 0,
-    only a note. Now text and ntext are compared as ``(n)varchar(max)`` (the same characters, the same
+    """``GROUP BY`` (``EXCEPT`` before it) refuses text, ntext and image. Red before: one such column (a
+    legacy ``ntext`` notes column) turned the comparison off for the whole route, and an hourly window
+    deleted the hour before it, exit 0, only a note. Now text and ntext are compared as ``(n)varchar(max)`` (the same characters, the same
     collation), an image column is left out, and only a read of nothing but such columns is not compared.
     The black-box proof against the TDS emulator: ``test_windowed_query_left_out_tds``."""
     from airflow_provider_dpone.adapters.sources.mssql_source import MssqlSource
@@ -547,8 +547,8 @@ def test_a_sql_server_text_column_is_compared_as_nvarchar_max_and_an_image_colum
 
     assert counted.total == 0
     statement = sent[-1]
-    assert "CAST([body] AS nvarchar(max)) AS [body]" in statement
-    assert "CAST([memo] AS varchar(max)) AS [memo]" in statement
+    assert "CAST([body] AS nvarchar(max)) AS [dpone_c2]" in statement
+    assert "CAST([memo] AS varchar(max)) AS [dpone_c3]" in statement
     assert "[scan]" not in statement and "[id]" in statement and "[at]" in statement
     only = TableSchema(columns=(ColumnSpec(name="scan", clickhouse_type="String", source_type="image"),))
     monkeypatch.setattr(source, "describe", lambda: only)

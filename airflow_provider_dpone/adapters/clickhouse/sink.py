@@ -31,6 +31,7 @@ from airflow_provider_dpone.adapters.clickhouse.column_encoders import (
     value_limits,
 )
 from airflow_provider_dpone.adapters.clickhouse.comparable_bounds import bound_limits, require_comparable
+from airflow_provider_dpone.adapters.clickhouse.detached_parts import detached_parts
 from airflow_provider_dpone.adapters.clickhouse.file_names import (
     StoredColumn,
     require_storable_column_names,
@@ -41,6 +42,7 @@ from airflow_provider_dpone.adapters.clickhouse.insert_settings import (
     plain_insert_settings,
     require_plain_inserts,
 )
+from airflow_provider_dpone.adapters.clickhouse.key_fingerprints import statement as fingerprint_statement
 from airflow_provider_dpone.adapters.clickhouse.mutations import MutationTimeout, delete_where
 from airflow_provider_dpone.adapters.clickhouse.native_body import native_body
 from airflow_provider_dpone.adapters.clickhouse.predicates import (
@@ -97,8 +99,14 @@ from airflow_provider_dpone.adapters.clickhouse.target_pin import (
 from airflow_provider_dpone.adapters.clickhouse.target_views import fed_views, require_views_fed_once
 from airflow_provider_dpone.adapters.sources.arrow_column import join_columns
 from airflow_provider_dpone.contracts.chunk import ColumnChunk
+from airflow_provider_dpone.contracts.detached_part import DetachedPart
 from airflow_provider_dpone.contracts.endpoints import ClickHouseInterface, EndpointDescriptor
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
+from airflow_provider_dpone.contracts.key_fingerprint import (
+    KeyFingerprint,
+    MalformedFingerprint,
+    fingerprints_from_rows,
+)
 from airflow_provider_dpone.contracts.partition import PartitionBounds
 from airflow_provider_dpone.contracts.permit import TargetPermit
 from airflow_provider_dpone.contracts.route import Strategy
@@ -245,6 +253,33 @@ class ClickHouseSink:
             where = self._where(bounds, _types_of(self._describe(client, name)))
             return int(client.query(f"SELECT count() FROM {name.sql()}{where}").result_rows[0][0])
 
+    def key_fingerprints(
+        self, table: str, bounds: Sequence[PartitionBounds], columns: Sequence[str]
+    ) -> list[KeyFingerprint] | None:
+        """``KeyFingerprintingSink``: one grouped statement over the batch (see ``key_fingerprints``);
+        ``None`` when the table does not exist."""
+        name = self._name(table)
+        for one in bounds:
+            self._where(one)  # malformed bounds fail before any statement
+        with self._failures("fingerprint the keys of the target table", name, step="count"):
+            client = self._client()
+            if not self._exists(client, name):
+                return None
+            types = _types_of(self._describe(client, name))
+            try:
+                text = fingerprint_statement(name.sql(), bounds, columns, types)
+            except BoundsError as exc:
+                raise _bounds_error(exc, bounds[0] if bounds else None) from None
+            rows = client.query(text).result_rows
+        try:
+            return fingerprints_from_rows(rows, len(bounds), len(columns))
+        except MalformedFingerprint as exc:
+            raise DponeError(
+                ErrorCode.TARGET_LOAD_FAILED,
+                f"the key fingerprints of target table {name} are not exact integers",
+                details={"table": str(name), "step": "count"},
+            ) from exc
+
     def require_no_writes_in_flight(self, table: str) -> None:
         """Read-only, before an operator's decision on counts: no statement dpone sent to change ``table``
         is still running on the server, and no delete of dpone's is pending (``statements_in_flight``)."""
@@ -342,6 +377,14 @@ class ClickHouseSink:
         with self._failures("read the target table", name, step="prepare"):
             found = table_facts(self._client(), name)
         return found is not None and rows_dropping_ttl(found.engine_full)
+
+    def detached_parts(self, table: str) -> list[DetachedPart] | None:
+        """``DetachedListingSink``: the parts detached from ``table`` (``detached_parts``; None on 18.16)."""
+        name = self._name(table)
+        with self._failures("list the parts detached from the target table", name, step="prepare"):
+            # chDB is a current engine; a server is asked (18.16 has no system.detached_parts)
+            listable = True if self._endpoint.interface is ClickHouseInterface.CHDB else None
+            return detached_parts(self._client(), name, listable=listable)
 
     def views_fed_by(self, table: str) -> list[str]:
         """``ViewListingSink``: the views an insert into ``table`` feeds (``target_views.fed_views``)."""

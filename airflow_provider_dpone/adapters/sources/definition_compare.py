@@ -2,11 +2,15 @@
 (``DefinitionComparingSource``): the columns both reads return, the batches of regions, and which engine
 errors mean the comparison cannot be made (rather than a failed read).
 
-The count is ``SELECT COUNT(*) FROM (<earlier> WHERE r EXCEPT <current> WHERE r)``: the distinct rows the
-earlier read returns within the regions ``r`` that the current read does not, over the columns both return
-(a ``source.columns`` pinned since, or dropped from a query, is no difference). ``EXCEPT`` compares NULLs as
-equal in SQLite and T-SQL alike. A soft-deleted or deleted row is left out by both reads, so it is never
-counted; a row the earlier read returns with other values (an expression changed) is.
+The count compares the two reads within the regions ``r`` as multisets, over the columns both return (a
+``source.columns`` pinned since, or dropped from a query, is no difference): ``<earlier> WHERE r`` as +1 and
+``<current> WHERE r`` as -1 in one ``UNION ALL``, grouped once by those columns (``GROUP BY`` puts NULLs in
+one group, in SQLite and T-SQL alike), and each group's surplus (``SUM(sign) > 0``) summed: a row the earlier
+read returns more often than the current one counts as often as it is missing. ``EXCEPT``, counted before,
+saw distinct rows only: a row the earlier read returned twice and the current once, or a row a new filter
+left out that equals a kept one on the columns a new query still returns (its key dropped), went unseen
+and was deleted, exit 0. A soft-deleted or deleted row is left out by both reads, so it is never counted;
+a row the earlier read returns with other values (an expression changed) is.
 """
 
 from __future__ import annotations
@@ -131,12 +135,12 @@ def sqlite_reason(exc: sqlite3.Error) -> NotCompared | None:
 #: without a name (8155) or named twice (8156), an ORDER BY (1033), a syntax the server no longer takes
 #: (102, 156).
 _TSQL_GONE = frozenset({102, 156, 207, 208, 209, 1033, 4104, 8155, 8156})
-#: ... and of a column ``EXCEPT`` cannot compare: text, ntext, image or xml (421, 8163, 306), or two types
-#: that do not convert into each other, explicitly too, or collations that conflict (206, 245, 402, 457, 529,
-#: 8114).
-_TSQL_INCOMPARABLE = frozenset({206, 245, 306, 402, 421, 457, 529, 8114, 8163})
-#: SQL Server types ``EXCEPT`` refuses to compare, and the type each is compared as: the same characters
-#: under the same collation (``CAST`` keeps a string's), ``EXCEPT`` takes them. ``image`` converts only to
+#: ... and of a column ``GROUP BY`` cannot group: text, ntext or image (306), xml (305), geography or
+#: geometry (249), one selected as DISTINCT (421, 8163), or two types that do not convert into each other,
+#: explicitly too, or collations that conflict (206, 245, 402, 457, 529, 8114).
+_TSQL_INCOMPARABLE = frozenset({206, 245, 249, 305, 306, 402, 421, 457, 529, 8114, 8163})
+#: SQL Server types ``GROUP BY`` refuses, and the type each is compared as: the same characters under the
+#: same collation (``CAST`` keeps a string's), ``GROUP BY`` takes them. ``image`` converts only to
 #: ``varbinary(max)``, which the TDS emulator cannot check: it is left out of the comparison instead (a
 #: blob is rarely what tells two rows apart; the partition column and the rest still do).
 TSQL_COMPARED_AS: Mapping[str, str | None] = {
@@ -150,7 +154,7 @@ TSQL_COMPARED_AS: Mapping[str, str | None] = {
 def tsql_comparable(
     columns: Sequence[tuple[str, str]], schema: TableSchema, partition_column: str | None
 ) -> tuple[list[tuple[str, str]], dict[str, str]]:
-    """The columns SQL Server's ``EXCEPT`` compares, and the ``CAST`` each of them needs, by its current
+    """The columns SQL Server's ``GROUP BY`` compares, and the ``CAST`` each of them needs, by its current
     spelling: a ``text``, ``ntext`` or ``xml`` column (by this read's description) as ``(n)varchar(max)``,
     an ``image`` one left out. One such column used to turn the comparison off for the whole route, so an
     hourly window lost rows with exit 0. ``DefinitionsNotComparable`` only when no column is left to

@@ -24,6 +24,7 @@ from airflow_provider_dpone.adapters.sources import (
     profiling,
     value_audit,
 )
+from airflow_provider_dpone.adapters.sources import key_fingerprints as fingerprints
 from airflow_provider_dpone.adapters.sources import mssql_sql as tsql
 from airflow_provider_dpone.adapters.sources import partition_counts as grouped
 from airflow_provider_dpone.adapters.sources import partition_planning as planning
@@ -38,6 +39,11 @@ from airflow_provider_dpone.adapters.sources.read_shape import (
 from airflow_provider_dpone.contracts.chunk import ColumnChunk
 from airflow_provider_dpone.contracts.endpoints import EndpointDescriptor, EndpointKind
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
+from airflow_provider_dpone.contracts.key_fingerprint import (
+    KeyFingerprint,
+    MalformedFingerprint,
+    fingerprints_from_rows,
+)
 from airflow_provider_dpone.contracts.manifest import PartitionKind, SourceSpec
 from airflow_provider_dpone.contracts.partition import PartitionBounds
 from airflow_provider_dpone.contracts.read_definition import LeftOutCounts, NotCompared, ReadDefinition
@@ -259,8 +265,8 @@ class MssqlSource:
     def rows_left_out(
         self, earlier: ReadDefinition, regions: Sequence[Sequence[PartitionBounds]]
     ) -> LeftOutCounts:
-        """``DefinitionComparingSource``: one ``EXCEPT`` count per batch of regions (``definition_compare``),
-        on the earlier definition's query (or the table) beside this one's. A column of a type ``EXCEPT``
+        """``DefinitionComparingSource``: one multiset count per batch of regions (``definition_compare``),
+        on the earlier definition's query (or the table) beside this one's. A column of a type ``GROUP BY``
         refuses is found from this read's description first: text, ntext and xml are compared as
         ``(n)varchar(max)``, an image column is left out (``definition_compare.tsql_comparable``)."""
         current = self.read_definition()
@@ -285,7 +291,7 @@ class MssqlSource:
 
     def _compared(self, statement: tsql.Statement, *, rows: bool) -> list[Any]:
         """``statement`` of a definitions' comparison: its rows, or (``rows=False``) its cursor's column
-        description. An error naming what the database no longer holds, or a column ``EXCEPT`` cannot
+        description. An error naming what the database no longer holds, or a column ``GROUP BY`` cannot
         compare, means the comparison cannot be made (``DefinitionsNotComparable``); any other fails the
         read."""
         cursor = self._meta_connection().cursor()
@@ -410,6 +416,28 @@ class MssqlSource:
         statement = grouped.mssql_statement(self._source_sql, grouping)
         rows = self._fetch_all(statement, what="the row counts per partition")
         return grouped.mssql_counts(grouping, rows)
+
+    def key_columns(self) -> list[str]:
+        """``KeyFingerprintingSource``: the table's primary key (``[]`` for a query or a table without one)."""
+        return list(self._key_columns())
+
+    def key_fingerprints(
+        self, bounds: Sequence[PartitionBounds], columns: Sequence[str]
+    ) -> list[KeyFingerprint]:
+        """``KeyFingerprintingSource``: one grouped statement over the batch (see ``key_fingerprints``)."""
+        profiling.require_bounds(bounds)
+        statement = self._statement(
+            lambda: fingerprints.mssql_statement(self._source_sql, bounds, columns), bounds[0]
+        )
+        rows = self._fetch_all(statement, what="the key fingerprints")
+        try:
+            return fingerprints_from_rows(rows, len(bounds), len(columns))
+        except MalformedFingerprint as exc:
+            raise DponeError(
+                ErrorCode.SOURCE_READ_FAILED,
+                f"the key fingerprints of source table {self._spec.table} are not exact integers",
+                details=self._details(),
+            ) from exc
 
     def profile(self, bounds: Sequence[PartitionBounds], columns: Sequence[str]) -> ColumnProfile:
         """Exact quality metrics of the rows that reads of ``bounds`` return (see ``profiling``)."""

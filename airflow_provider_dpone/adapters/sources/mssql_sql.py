@@ -345,27 +345,36 @@ def rows_left_out(
     regions: Sequence[Sequence[PartitionBounds]],
     casts: Mapping[str, str] | None = None,
 ) -> Statement:
-    """How many distinct rows ``earlier`` (a source, as ``source_sql`` writes it) returns within ``regions``
-    that ``current`` does not, over ``columns`` ((current, earlier) spellings): ``EXCEPT``, NULLs equal.
-    ``casts``: the type a column is compared as, by its current spelling (``text`` as ``varchar(max)``:
-    ``EXCEPT`` refuses text, ntext and xml); adjacent ranges are one (``merged_regions``)."""
+    """How many rows ``earlier`` (a source, as ``source_sql`` writes it) returns within ``regions`` beyond
+    those ``current`` returns, over ``columns`` ((current, earlier) spellings), as multisets: both reads in
+    one ``UNION ALL`` (+1 a row of the earlier, -1 of the current), grouped once by the columns (``GROUP BY``
+    puts NULLs in one group; a join on ``=`` would not match them), each group's surplus summed. ``EXCEPT``
+    counted distinct rows: a row the earlier read returned twice, or one equal to a kept row on the columns
+    left, went unseen. ``casts``: the type a column is compared as, by its current spelling (``text`` as
+    ``varchar(max)``: ``GROUP BY`` refuses text, ntext and xml); adjacent ranges are one
+    (``merged_regions``)."""
     condition = regions_condition(merged_regions(regions))
     wanted = casts or {}
+    keys = [quote_ident(f"dpone_c{i}") for i in range(len(columns))]  # a column may be named like the sign
 
-    def selected(name: str, current_name: str) -> str:
+    def selected(name: str, current_name: str, key: str) -> str:
         target = wanted.get(current_name)
         return (
-            quote_ident(name)
+            f"{quote_ident(name)} AS {key}"
             if target is None
-            else f"CAST({quote_ident(name)} AS {target}) AS {quote_ident(name)}"
+            else f"CAST({quote_ident(name)} AS {target}) AS {key}"
         )
 
-    earlier_list = ", ".join(selected(old, new) for new, old in columns)
-    current_list = ", ".join(selected(new, new) for new, _ in columns)
+    earlier_list = ", ".join(selected(old, new, key) for (new, old), key in zip(columns, keys, strict=True))
+    current_list = ", ".join(selected(new, new, key) for (new, _), key in zip(columns, keys, strict=True))
     return (
-        sql(f"SELECT COUNT_BIG(*) AS left_out\nFROM (\nSELECT {earlier_list}\nFROM {earlier}\nWHERE ")
+        sql(
+            "SELECT COALESCE(SUM([dpone_surplus]), 0) AS left_out\nFROM (\n"
+            "SELECT SUM([dpone_sign]) AS [dpone_surplus]\nFROM (\n"
+            f"SELECT {earlier_list}, CAST(1 AS bigint) AS [dpone_sign]\nFROM {earlier}\nWHERE "
+        )
         + condition
-        + f"\nEXCEPT\nSELECT {current_list}\nFROM {current}\nWHERE "
+        + f"\nUNION ALL\nSELECT {current_list}, CAST(-1 AS bigint)\nFROM {current}\nWHERE "
         + condition
-        + "\n) AS [dpone_left_out]"
+        + f"\n) AS [dpone_both]\nGROUP BY {', '.join(keys)}\nHAVING SUM([dpone_sign]) > 0\n) AS [dpone_left_out]"
     )

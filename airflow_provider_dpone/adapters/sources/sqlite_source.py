@@ -34,6 +34,7 @@ from airflow_provider_dpone.adapters.sources import (
     sqlite_types,
     value_audit,
 )
+from airflow_provider_dpone.adapters.sources import key_fingerprints as fingerprints
 from airflow_provider_dpone.adapters.sources import partition_counts as grouped
 from airflow_provider_dpone.adapters.sources import partition_planning as planning
 from airflow_provider_dpone.adapters.sources import sqlite_sql as lite
@@ -46,6 +47,11 @@ from airflow_provider_dpone.adapters.sources.read_shape import (
 )
 from airflow_provider_dpone.contracts.chunk import ColumnChunk
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
+from airflow_provider_dpone.contracts.key_fingerprint import (
+    KeyFingerprint,
+    MalformedFingerprint,
+    fingerprints_from_rows,
+)
 from airflow_provider_dpone.contracts.manifest import PartitionKind, SourceSpec
 from airflow_provider_dpone.contracts.partition import PartitionBounds
 from airflow_provider_dpone.contracts.query_text import statement_text
@@ -364,7 +370,7 @@ class SqliteSource:
     def rows_left_out(
         self, earlier: ReadDefinition, regions: Sequence[Sequence[PartitionBounds]]
     ) -> LeftOutCounts:
-        """``DefinitionComparingSource``: one ``EXCEPT`` count per batch of regions (``definition_compare``),
+        """``DefinitionComparingSource``: one multiset count per batch of regions (``definition_compare``),
         on the earlier definition's query (or the table) beside this one's."""
         current = self.read_definition()
         if (earlier.source_type, earlier.table) != (current.source_type, current.table):
@@ -631,6 +637,29 @@ class SqliteSource:
         statement = grouped.sqlite_statement(self._source_sql, grouping)
         rows = self._fetch_all(statement, what="the row counts per partition")
         return grouped.sqlite_counts(grouping, rows)
+
+    def key_columns(self) -> list[str]:
+        """``KeyFingerprintingSource``: the table's primary key (``[]`` for a query or a table without one)."""
+        self._describe_full()
+        return [] if self._spec.query else list(self._keys)
+
+    def key_fingerprints(
+        self, bounds: Sequence[PartitionBounds], columns: Sequence[str]
+    ) -> list[KeyFingerprint]:
+        """``KeyFingerprintingSource``: one grouped statement over the batch (see ``key_fingerprints``)."""
+        profiling.require_bounds(bounds)
+        statement = self._statement(
+            lambda: fingerprints.sqlite_statement(self._source_sql, bounds, columns), bounds[0]
+        )
+        rows = self._fetch_all(statement, what="the key fingerprints")
+        try:
+            return fingerprints_from_rows(rows, len(bounds), len(columns))
+        except MalformedFingerprint as exc:
+            raise DponeError(
+                ErrorCode.SOURCE_READ_FAILED,
+                f"the key fingerprints of source table {self._spec.table} are not exact integers",
+                details=self._details(),
+            ) from exc
 
     def profile(self, bounds: Sequence[PartitionBounds], columns: Sequence[str]) -> ColumnProfile:
         """Exact quality metrics of the rows that reads of ``bounds`` return (see ``profiling``)."""

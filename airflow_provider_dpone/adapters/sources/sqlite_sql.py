@@ -252,15 +252,27 @@ def rows_left_out(
     columns: Sequence[tuple[str, str]],
     regions: Sequence[Sequence[PartitionBounds]],
 ) -> tuple[str, Params]:
-    """How many distinct rows ``earlier`` (a source, as ``source_sql`` writes it) returns within ``regions``
-    that ``current`` does not, over ``columns`` ((current, earlier) spellings): ``EXCEPT``, NULLs equal.
+    """How many rows ``earlier`` (a source, as ``source_sql`` writes it) returns within ``regions`` beyond
+    those ``current`` returns, over ``columns`` ((current, earlier) spellings), as multisets: both reads in
+    one ``UNION ALL`` (+1 a row of the earlier, -1 of the current), grouped once by the columns (NULLs
+    equal), each group's surplus summed. ``EXCEPT`` counted distinct rows: a row the earlier read returned
+    twice, or one equal to a kept row on the columns left, went unseen. ``+column`` drops the column's
+    affinity, keeps its collation: a ``UNION ALL`` read as a subquery gives the other arm's values its first
+    arm's affinity (``sqlite_compound``: a ``REAL`` column's double met a past-2**53 integer as equal).
     Adjacent ranges are one (``merged_regions``): an ``OR`` of 100 days tested every row of both reads."""
     condition, params = regions_condition(merged_regions(regions))
-    earlier_list = ", ".join(quote_ident(old) for _, old in columns)
-    current_list = ", ".join(quote_ident(new) for new, _ in columns)
+    keys = [f"dpone_c{i}" for i in range(len(columns))]  # by position: a column may be named like the sign
+    earlier_list = ", ".join(
+        f"+{quote_ident(old)} AS {key}" for (_, old), key in zip(columns, keys, strict=True)
+    )
+    current_list = ", ".join(
+        f"+{quote_ident(new)} AS {key}" for (new, _), key in zip(columns, keys, strict=True)
+    )
     text = (
-        f"SELECT COUNT(*) FROM (\nSELECT {earlier_list}\nFROM {earlier}\nWHERE {condition}\nEXCEPT\n"
-        f"SELECT {current_list}\nFROM {current}\nWHERE {condition}\n)"
+        "SELECT COALESCE(SUM(dpone_surplus), 0) FROM (\nSELECT SUM(dpone_sign) AS dpone_surplus FROM (\n"
+        f"SELECT {earlier_list}, 1 AS dpone_sign\nFROM {earlier}\nWHERE {condition}\nUNION ALL\n"
+        f"SELECT {current_list}, -1\nFROM {current}\nWHERE {condition}\n)\n"
+        f"GROUP BY {', '.join(keys)}\nHAVING SUM(dpone_sign) > 0\n)"
     )
     return text, params + params
 

@@ -1,0 +1,155 @@
+"""``--allow-nonempty-target`` never appends a route's own rows a second time.
+
+Found following the runbook: a checkpoint store restored from a backup older than the last run stops the
+next run (``native_transfer_target_not_empty``, "has no commit of N partition(s)"); its hint offered the
+flag "if the rows are another writer's", and taken, it appended every lost day again (exit 0) although the
+target held exactly the source's rows in each of them. A run with the flag now stops before arming where a
+partition to append holds as many of this source's rows as the source holds there, and names
+``dpone guard rebaseline --adopt-target``; beside another writer's rows it still appends. Black-box
+``dpone`` runs on the demo SQLite source into chDB, checkpoints in SQLite (a restore is a file copy);
+every target value compared with the source.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_provider_dpone.adapters.sources.demo_data import create_demo_source
+from tests.integration.route_rig import (
+    TARGET,
+    chdb_command,
+    dpone,
+    manifest_at,
+    source_rows,
+    target_rows,
+)
+
+DAYS = ("2026-11-27", "2026-11-28", "2026-11-29", "2026-11-30")
+#: Rows another writer put into the table by hand (ids the source never holds), in the route's days.
+BACKFILL = [(900_001, DAYS[3], "backfill", "1.00"), (900_002, DAYS[3], "backfill", "2.00")]
+SECTION = "'--allow-nonempty-target over this route's own rows'"
+
+
+@pytest.fixture
+def base(tmp_path: Path) -> Path:
+    create_demo_source(tmp_path / "full.sqlite", 1_200, days=4)  # 300 rows a day
+    shutil.copy(tmp_path / "full.sqlite", tmp_path / "source.sqlite")
+    return tmp_path
+
+
+def route(base: Path, store: str = "state.sqlite") -> Path:
+    return manifest_at(base, state=f"sqlite:///{base / store}", file=f"route-{store}.yaml")
+
+
+def without_last_days(base: Path, days: int) -> None:
+    with sqlite3.connect(base / "source.sqlite") as db:
+        db.execute("DELETE FROM orders WHERE order_date >= ?", (DAYS[-days],))
+
+
+def with_backfill(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """``rows`` (as ``source_rows`` prints them) with the hand-made rows added."""
+    return sorted([*rows, *((i, d, c, Decimal(a), f"{d} 09:00:00") for i, d, c, a in BACKFILL)])
+
+
+def backfill(base: Path) -> None:
+    values = ", ".join(f"({i}, '{d}', '{c}', {a}, '{d} 09:00:00')" for i, d, c, a in BACKFILL)
+    chdb_command(base, f"INSERT INTO {TARGET} (id, order_date, customer, amount, updated_at) VALUES {values}")
+
+
+def restored_store(base: Path) -> Path:
+    """Days 1-2 committed, the store backed up, days 3-4 committed, the store restored from the backup."""
+    manifest = route(base)
+    without_last_days(base, 2)
+    assert dpone("run", str(manifest)).exit_code == 0
+    shutil.copy(base / "state.sqlite", base / "state.backup")
+    shutil.copy(base / "full.sqlite", base / "source.sqlite")
+    assert dpone("run", str(manifest)).exit_code == 0
+    shutil.copy(base / "state.backup", base / "state.sqlite")
+    stopped = dpone("run", str(manifest))
+    assert stopped.exit_code == 3 and "has no commit of 2 partition(s)" in stopped.output
+    return manifest
+
+
+def test_the_flag_over_a_restored_stores_lost_days_stops_naming_them_and_the_adoption_that_fits(
+    base: Path,
+) -> None:
+    """Red before: exit 0, days 3-4 twice (1,800 rows for the source's 1,200)."""
+    manifest = restored_store(base)
+
+    refused = dpone("run", str(manifest), "--allow-nonempty-target")
+
+    assert refused.exit_code == 3, refused.output
+    assert target_rows(base) == source_rows(base)  # nothing written
+    assert "refused for route" in refused.output and "exactly as many" in refused.output
+    assert (
+        f"point checkpoints.connection at a new, empty store (keep the old one for audit), then record what "
+        f"the target holds: dpone guard rebaseline {manifest} --adopt-target --reason" in refused.output
+    )
+    assert SECTION in refused.output
+    error = json.loads(dpone("run", str(manifest), "--allow-nonempty-target", "--json").stdout)
+    assert error["error"] == "native_transfer_target_not_empty"
+    assert error["details"]["problem"] == "own_rows_under_allow_flag"
+    assert error["details"]["partitions"] == [f"order_date={d}" for d in DAYS[2:]]
+    assert error["details"]["target_rows"] == 600
+    # the way the hint names: a new store, what the target holds adopted, then a plain run
+    adopted = route(base, "new.sqlite")
+    assert dpone("guard", "rebaseline", str(adopted), "--adopt-target", "--reason", "restored").exit_code == 0
+    assert dpone("run", str(adopted)).exit_code == 0
+    assert target_rows(base) == source_rows(base)
+
+
+def test_the_flag_in_front_of_a_lost_stores_rows_stops_and_names_the_adoption(base: Path) -> None:
+    """The store lost for good (a new, empty one): the route's first run with the flag appended the whole
+    source beside its own rows, exit 0. Red before."""
+    assert dpone("run", str(route(base))).exit_code == 0
+    manifest = route(base, "new.sqlite")
+
+    refused = dpone("run", str(manifest), "--allow-nonempty-target")
+
+    assert refused.exit_code == 3, refused.output
+    assert target_rows(base) == source_rows(base)
+    assert f"dpone guard rebaseline {manifest} --adopt-target --reason" in refused.output
+    assert "a lost or new checkpoint store" in refused.output and SECTION in refused.output
+    assert dpone("guard", "rebaseline", str(manifest), "--adopt-target", "--reason", "lost").exit_code == 0
+    assert dpone("run", str(manifest)).exit_code == 0
+    assert target_rows(base) == source_rows(base)
+
+
+def test_the_flag_still_appends_a_new_day_beside_another_writers_rows_in_it(base: Path) -> None:
+    """The route has checkpoints; another writer put two rows of its own into a day the route never
+    committed: the run stops, and the flag appends the day beside them (their count is not the source's)."""
+    manifest = route(base)
+    without_last_days(base, 1)
+    assert dpone("run", str(manifest)).exit_code == 0
+    backfill(base)
+    shutil.copy(base / "full.sqlite", base / "source.sqlite")  # the day reaches the source
+    assert dpone("run", str(manifest)).exit_code == 3
+
+    allowed = dpone("run", str(manifest), "--allow-nonempty-target")
+
+    assert allowed.exit_code == 0, allowed.output
+    assert target_rows(base) == with_backfill(source_rows(base))
+    assert dpone("run", str(manifest)).exit_code == 0  # committed now: nothing moved again
+    assert target_rows(base) == with_backfill(source_rows(base))
+
+
+def test_the_flag_still_appends_a_new_route_beside_another_writers_rows_in_its_days(base: Path) -> None:
+    """A route with no checkpoint in front of a table holding only another writer's rows within its days:
+    appended beside them."""
+    assert dpone("run", str(route(base))).exit_code == 0
+    chdb_command(base, f"TRUNCATE TABLE {TARGET}")  # the table as another loader left it
+    backfill(base)
+    manifest = route(base, "new.sqlite")
+    assert dpone("run", str(manifest)).exit_code == 3
+
+    allowed = dpone("run", str(manifest), "--allow-nonempty-target")
+
+    assert allowed.exit_code == 0, allowed.output
+    assert target_rows(base) == with_backfill(source_rows(base))
