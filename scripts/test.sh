@@ -131,6 +131,7 @@ run_lane() { env DPONE_LANE_STEP="$2" "${LANE_VENV[$1]}=$LANES_DIR/$1/venv" bash
 APART_TESTS=(
   tests/unit
   tests/chaos/test_sigkill_chaos.py
+  tests/integration/test_allow_flag_over_own_rows.py
   tests/integration/test_artifact_store.py
   tests/integration/test_cancellation.py
   tests/integration/test_chunk_fetch_bound.py
@@ -145,6 +146,7 @@ APART_TESTS=(
   tests/integration/test_first_replacement.py
   tests/integration/test_hand_made_text_and_bytes.py
   tests/integration/test_integer_range_edges.py
+  tests/integration/test_left_out_rows_as_multisets.py
   tests/integration/test_list_numbers.py
   tests/integration/test_list_spellings.py
   tests/integration/test_live_sqlite_source.py
