@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Mapping, Sequence
 from datetime import date, datetime
 from typing import Any
@@ -32,7 +32,7 @@ from airflow_provider_dpone.ports.route_naming import RouteNaming
 from airflow_provider_dpone.ports.sink import Sink
 from airflow_provider_dpone.ports.source import Source
 from airflow_provider_dpone.runtime import detached_parts, unrecorded
-from airflow_provider_dpone.runtime.bounds_coverage import fully_covered, may_overlap
+from airflow_provider_dpone.runtime.bounds_coverage import OverlapIndex, fully_covered, may_overlap
 from airflow_provider_dpone.runtime.guard.resolution import committed_rows_within, other_sources_rows
 from airflow_provider_dpone.runtime.left_out_rows import (
     DefinitionComparison,
@@ -334,8 +334,10 @@ class PreArmChecks:
         if not active:
             return
 
+        active_index = OverlapIndex([p.bounds for p in active])  # ``may_overlap``, not asked of every pair
+
         def near(checkpoint: PartitionCheckpoint) -> bool:
-            return any(may_overlap(p.bounds, checkpoint.bounds) for p in active)
+            return active_index.first(checkpoint.bounds) is not None
 
         # the commits standing under a later failed or resolved attempt too: the latest record hid them
         standing = other_identity_standing(family, planned, self._naming, self._history, near)
@@ -879,15 +881,15 @@ class PreArmChecks:
         if self._route.strategy is Strategy.FULL_REFRESH:  # it replaced the whole table each time
             last = max(checkpoint_moment(c) for c in own)
             return [c for c in others if checkpoint_moment(c) > last]
-        index = _RangeIndex(own)
-        return [
-            c
-            for c in others
-            if not any(
-                checkpoint_moment(mine) > checkpoint_moment(c) and may_overlap(mine.bounds, c.bounds)
-                for mine in index.overlapping(c.bounds)
-            )
-        ]
+        # own commits newest first: whether one newer than ``c`` overlaps it is one question of the index
+        moments = sorted(checkpoint_moment(mine) for mine in own)
+        index = OverlapIndex([mine.bounds for mine in sorted(own, key=checkpoint_moment, reverse=True)])
+
+        def replaced_since(c: PartitionCheckpoint) -> bool:
+            first = index.first(c.bounds)
+            return first is not None and first < len(moments) - bisect_right(moments, checkpoint_moment(c))
+
+        return [c for c in others if not replaced_since(c)]
 
     def require_first_replacement_knows_the_rows(
         self,

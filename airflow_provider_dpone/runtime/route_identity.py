@@ -36,7 +36,7 @@ from airflow_provider_dpone.contracts.guard import GUARD_KEY, GuardPhase, Target
 from airflow_provider_dpone.contracts.partition import PartitionBounds, PlannedPartition
 from airflow_provider_dpone.contracts.route import RouteIdentity, Strategy
 from airflow_provider_dpone.ports.clock import Clock
-from airflow_provider_dpone.runtime.bounds_coverage import fully_covered, may_overlap
+from airflow_provider_dpone.runtime.bounds_coverage import OverlapIndex, fully_covered
 from airflow_provider_dpone.runtime.guard.batch_id import checkpoint_batch_id
 
 REBASELINE_KEY = "rebaseline"
@@ -93,10 +93,15 @@ def find_overlaps(
 ) -> list[IdentityOverlap]:
     """Each active partition that may select rows of a partition committed under another identity.
 
-    ``strategy``: the planning route's, so a sibling route's commit reads as a changed strategy."""
+    ``strategy``: the planning route's, so a sibling route's commit reads as a changed strategy. The
+    commits are indexed (``bounds_coverage.OverlapIndex``: what ``may_overlap`` says of each pair, without
+    asking it of every pair)."""
+    if not active or not other_committed:
+        return []
+    index = OverlapIndex([c.bounds for c in other_committed])
     found: list[IdentityOverlap] = []
     for part in active:
-        hits = tuple(c for c in other_committed if may_overlap(part.bounds, c.bounds))
+        hits = tuple(other_committed[i] for i in index.overlapping(part.bounds))
         if hits:
             covered = fully_covered(part.bounds, [c.bounds for c in hits])
             found.append(IdentityOverlap(partition=part, committed=hits, covered=covered, strategy=strategy))

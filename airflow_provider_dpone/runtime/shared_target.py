@@ -21,7 +21,7 @@ from airflow_provider_dpone.contracts.checkpoint import PartitionCheckpoint
 from airflow_provider_dpone.contracts.partition import PlannedPartition
 from airflow_provider_dpone.contracts.route import RouteIdentity, Strategy
 from airflow_provider_dpone.ports.route_naming import RouteNaming
-from airflow_provider_dpone.runtime.bounds_coverage import may_overlap
+from airflow_provider_dpone.runtime.bounds_coverage import OverlapIndex
 from airflow_provider_dpone.runtime.route_family import committed_by_source
 
 
@@ -46,5 +46,9 @@ def other_sources_in_scope(
 def within_partitions(
     checkpoints: Sequence[PartitionCheckpoint], active: Sequence[PlannedPartition]
 ) -> list[PartitionCheckpoint]:
-    """Those of ``checkpoints`` whose bounds may overlap one of ``active``'s."""
-    return [c for c in checkpoints if any(may_overlap(p.bounds, c.bounds) for p in active)]
+    """Those of ``checkpoints`` whose bounds may overlap one of ``active``'s (``may_overlap``, asked of an
+    index of ``active``'s bounds rather than of every pair)."""
+    if not checkpoints or not active:
+        return []
+    index = OverlapIndex([p.bounds for p in active])
+    return [c for c in checkpoints if index.first(c.bounds) is not None]

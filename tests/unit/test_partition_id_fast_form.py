@@ -87,3 +87,21 @@ def test_the_frame_of_one_route_is_not_reused_for_another(route: RouteIdentity) 
     bounds = PartitionBounds(kind=BoundsKind.ALL, label="all")
     assert partition_id_for(route, "q", "s", bounds) == reference_partition_id(route, "q", "s", bounds)
     assert partition_id_for(route, "q", "s2", bounds) == reference_partition_id(route, "q", "s2", bounds)
+
+
+def test_the_same_route_planned_with_other_hashes_gets_their_ids() -> None:
+    """The frame of the call before is reused only for the very same route and hashes."""
+    day = PartitionBounds(
+        kind=BoundsKind.RANGE, column="d", lower="1", upper="2", value_type="integer", label="1"
+    )
+    other = ROUTE.model_copy(update={"strategy": Strategy.REPLACE_PARTITION})
+    calls = [
+        (ROUTE, "q1", "s1"),
+        (ROUTE, "q1", "s2"),
+        (ROUTE, "q2", "s2"),
+        (other, "q2", "s2"),
+        (ROUTE, "q2", "s2"),
+    ]
+    for route, query_hash, schema_hash in calls:
+        expected = reference_partition_id(route, query_hash, schema_hash, day)
+        assert partition_id_for(route, query_hash, schema_hash, day) == expected

@@ -59,7 +59,7 @@ from airflow_provider_dpone.contracts.target_observation import (
 from airflow_provider_dpone.ports.clock import Clock
 from airflow_provider_dpone.ports.host import HostIdentity
 from airflow_provider_dpone.ports.target_reader import TargetMetricsReader
-from airflow_provider_dpone.runtime.bounds_coverage import may_overlap
+from airflow_provider_dpone.runtime.bounds_coverage import OverlapIndex
 from airflow_provider_dpone.runtime.guard.batch_id import checkpoint_batch_id
 from airflow_provider_dpone.runtime.quality.generation import target_plan
 from airflow_provider_dpone.runtime.quality.verdict import Verdict
@@ -618,10 +618,11 @@ def _replaced_since(partitions: Sequence[PartitionCheckpoint], latest: Sequence[
     within their bounds after they were committed (``route_family.replaced_the_target``)."""
     own = {(c.route, c.partition_id) for c in partitions}
     since = max(checkpoint_moment(c) for c in partitions)
+    index = OverlapIndex([p.bounds for p in partitions])  # ``may_overlap`` without asking every pair
     return any(
         (c.route, c.partition_id) not in own
         and checkpoint_moment(c) > since
         and replaced_the_target(c)
-        and any(may_overlap(c.bounds, p.bounds) for p in partitions)
+        and index.first(c.bounds) is not None
         for c in latest
     )
