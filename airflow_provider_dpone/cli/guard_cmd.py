@@ -425,7 +425,18 @@ def _print_keys_of_move(audit: Mapping[str, object]) -> None:
         )
         return
     compared = audit.get("keys_compared")
-    click.echo(f"keys ({named}) match the target's in {compared} committed partition(s) of equal counts")
+    if not compared:
+        click.echo(
+            f"warning: recorded with --force although no committed partition's keys ({named}) could be "
+            "compared (other counts on the source or in the target in each): compare this connection's ids "
+            "with the target's yourself before the next run",
+            err=True,
+        )
+        return
+    click.echo(
+        f"keys ({named}) match the target's in {compared} committed partition(s) of equal counts (ids only: "
+        "a database numbering its rows alike, at the same pace, matches too; compare a few rows' values)"
+    )
 
 
 def _print_adoption(result: AdoptionResult, manifest: str, as_json: bool) -> None:

@@ -143,6 +143,7 @@ def emptied_commits(
     own: Sequence[PartitionCheckpoint],
     active: Sequence[PlannedPartition],
     count: Callable[[PartitionBounds | None], int],
+    history: Callable[[PartitionCheckpoint], Sequence[PartitionCheckpoint]] | None = None,
 ) -> list[tuple[PlannedPartition, int]]:
     """On a target that cannot list detached parts: the partitions a replacing run moves again that held
     rows at their latest commit and of which the target holds none now (with the rows committed), newest
@@ -150,10 +151,20 @@ def emptied_commits(
     None the whole table). Bounds an attempt under another definition reached since their commit are not
     among them: its own delete may have emptied them (a replace killed between its delete and its insert,
     then resolved). An append run moves no committed partition again (the lost-rows check counts
-    those). A ``full_refresh`` table that holds at least the rows its partitions committed is counted once,
-    whole: it held no more than them after the refresh, so none of them can be empty unless rows left."""
+    those). Of a ``full_refresh`` only the newest refresh's commits count (it truncated the table: a day an
+    earlier refresh committed, gone from the source since and back now, is no detach; seen, it stopped every
+    run); a table that holds at least the rows they committed is counted once,
+    whole: it held no more than them after the refresh, so none of them can be empty unless rows left.
+    ``history``: every record of a checkpoint's partition, oldest first; a partition to move whose latest
+    record is an attempt that never reached the target (a source read that broke while staging) is judged
+    by the commit under it (seen: such a day, detached, was reloaded, exit 0, and held twice once attached)."""
     if strategy is Strategy.INCREMENTAL_APPEND or not active:
         return []
+    if history is not None:
+        moving = {p.bounds for p in active}
+        own = [
+            _standing_commit(c, history) if c.bounds in moving and never_reached_target(c) else c for c in own
+        ]
     committed: dict[PartitionBounds, PartitionCheckpoint] = {}
     for checkpoint in own:
         if checkpoint.status is not CheckpointStatus.COMMITTED:
@@ -169,11 +180,28 @@ def emptied_commits(
             and not never_reached_target(checkpoint)
         ):
             del committed[checkpoint.bounds]
+    if strategy is Strategy.FULL_REFRESH:
+        # each refresh truncates the table: the commits of refreshes before the newest are gone
+        newest = max((c.started_at for c in own if not never_reached_target(c)), default=None)
+        committed = {b: c for b, c in committed.items() if newest is None or c.started_at >= newest}
     held = [(p, committed[p.bounds].rows or 0) for p in active if p.bounds in committed]
     held = sorted((h for h in held if h[1] > 0), key=lambda h: bounds_order(h[0].bounds), reverse=True)
     if not held or (strategy is Strategy.FULL_REFRESH and count(None) >= sum(n for _, n in held)):
         return []
     return [(p, rows) for p, rows in held[:COUNTED_ON_LEGACY] if count(p.bounds) == 0]
+
+
+def _standing_commit(
+    latest: PartitionCheckpoint, history: Callable[[PartitionCheckpoint], Sequence[PartitionCheckpoint]]
+) -> PartitionCheckpoint:
+    """The newest commit under ``latest`` and any other attempt that never reached the target (``latest``
+    itself where anything else lies between: an attempt that reached the target may have emptied it)."""
+    for checkpoint in reversed(history(latest)):
+        if checkpoint.status is CheckpointStatus.COMMITTED:
+            return checkpoint
+        if not never_reached_target(checkpoint):
+            break
+    return latest
 
 
 def emptied_text(route: RouteIdentity, table: str, emptied: Sequence[tuple[PlannedPartition, int]]) -> str:

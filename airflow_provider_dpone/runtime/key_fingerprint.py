@@ -48,6 +48,8 @@ MAX_KEY_COLUMNS = 4
 INTEGER_TYPES = frozenset({"Int8", "Int16", "Int32", "Int64", "UInt8", "UInt16", "UInt32", "UInt64"})
 #: Partitions a refusal names in its message and details.
 NAMED = 10
+#: Each partition's fingerprint on one side.
+_ByBounds = dict[PartitionBounds, KeyFingerprint]
 
 NO_KEY_COLUMN = (
     "no integer key column (the source table's primary key, sink.order_by or the partitioning column) is read "
@@ -195,27 +197,71 @@ def check_keys(
     source (its primary key first)."""
     if not committed:
         return KeyChecks()
+    both = _both_sides(list(dict.fromkeys(c.bounds for c in committed)), source, sink, table, candidates)
+    if isinstance(both, str):
+        return KeyChecks(unusable=both)
+    columns, on_source, on_target = both
+    checks = {c.partition_id: _verdict(c, on_source[c.bounds], on_target[c.bounds]) for c in committed}
+    return KeyChecks(columns=columns, checks=checks)
+
+
+def keys_apart(
+    bounds: Sequence[PartitionBounds],
+    source: Source,
+    sink: Sink,
+    table: str,
+    candidates: Callable[[Source], list[str]],
+) -> set[PartitionBounds]:
+    """Those of ``bounds`` within which, for some integer key column, every row the target holds has a value
+    outside the range of the values the source holds (read-only; one statement per side for each batch): no
+    row of the target there is a row of the source, whatever their counts (ADR 0092). None where keys
+    cannot be fingerprinted, the source holds no value of the column, or the target a NULL in it."""
+    both = _both_sides(list(dict.fromkeys(bounds)), source, sink, table, candidates)
+    if isinstance(both, str):
+        return set()
+    _, on_source, on_target = both
+    return {b for b in dict.fromkeys(bounds) if _apart(on_source[b], on_target[b])}
+
+
+def _apart(source: KeyFingerprint, target: KeyFingerprint) -> bool:
+    """Whether some column's values in ``target`` (one in every row) all lie outside ``source``'s range."""
+    for ours, theirs in zip(source.columns, target.columns, strict=True):
+        if ours.minimum is None or ours.maximum is None or theirs.minimum is None or theirs.maximum is None:
+            continue
+        if theirs.values == target.rows and (theirs.maximum < ours.minimum or ours.maximum < theirs.minimum):
+            return True
+    return False
+
+
+def _both_sides(
+    bounds: Sequence[PartitionBounds],
+    source: Source,
+    sink: Sink,
+    table: str,
+    candidates: Callable[[Source], list[str]],
+) -> tuple[tuple[str, ...], _ByBounds, _ByBounds] | str:
+    """The columns fingerprinted and each of ``bounds``' (distinct) fingerprint on the source and on the
+    target, or why none can be taken (``NOT_SUPPORTED``, ``TARGET_MISSING``, ``NO_KEY_COLUMN``)."""
     fingerprint_source = getattr(source, "key_fingerprints", None)
     fingerprint_target = getattr(sink, "key_fingerprints", None)
     describe_target = getattr(sink, "target_schema", None)
     if not (callable(fingerprint_source) and callable(fingerprint_target) and callable(describe_target)):
-        return KeyChecks(unusable=NOT_SUPPORTED)
+        return NOT_SUPPORTED
     target_schema = describe_target(table)
     if target_schema is None:
-        return KeyChecks(unusable=TARGET_MISSING)
+        return TARGET_MISSING
     columns = fingerprint_columns(source.describe(), target_schema, candidates(source))
     if not columns:
-        return KeyChecks(unusable=NO_KEY_COLUMN)
+        return NO_KEY_COLUMN
     on_source: dict[PartitionBounds, KeyFingerprint] = {}
     on_target: dict[PartitionBounds, KeyFingerprint] = {}
-    for batch in disjoint_batches(list(dict.fromkeys(c.bounds for c in committed))):
+    for batch in disjoint_batches(bounds):
         theirs = fingerprint_target(table, batch, columns)
         if theirs is None:  # dropped since it was described
-            return KeyChecks(unusable=TARGET_MISSING)
+            return TARGET_MISSING
         on_target.update(zip(batch, theirs, strict=True))
         on_source.update(zip(batch, fingerprint_source(batch, columns), strict=True))
-    checks = {c.partition_id: _verdict(c, on_source[c.bounds], on_target[c.bounds]) for c in committed}
-    return KeyChecks(columns=columns, checks=checks)
+    return columns, on_source, on_target
 
 
 def refuse_other_keys(
@@ -253,6 +299,54 @@ def refuse_other_keys(
             "(rows replaced at equal counts): record the move with --force, then reload them:",
             f"  dpone guard rebaseline {manifest_ref} --source-moved --force --reason '<what you checked>'",
             "see `dpone runbook guard`, 'The route's source changed' and 'Drifted partitions'",
+        ),
+    )
+
+
+def refuse_unverified_keys(
+    route: RouteIdentity,
+    checks: KeyChecks,
+    committed: Sequence[PartitionCheckpoint],
+    manifest_ref: str,
+) -> None:
+    """``--source-moved`` where key columns exist but no committed partition holding rows could be compared
+    (the source or the target holds another count in each). Seen: a shard of other counts in every day, and
+    the F6 shard into a target another source table's route also appends to (a fan-in), were recorded exit
+    0 ("keys match the target's in 0 partition(s)"), their rows never loaded. A moved live table keeps its
+    settled partitions, which match; a route without an integer key keeps the counts-only warning."""
+    if checks.unusable is not None or not checks.checks:
+        return
+    rows = {c.partition_id: c.rows for c in committed}
+    if any(c.verdict is KeyVerdict.MATCH and rows.get(pid) for pid, c in checks.checks.items()):
+        return
+    why = [c.why for c in checks.checks.values() if c.verdict is KeyVerdict.NOT_COMPARED]
+    source_differ = why.count(NotCompared.SOURCE_ROWS_DIFFER)
+    target_differ = why.count(NotCompared.TARGET_ROWS_DIFFER)
+    raise DponeError(
+        ErrorCode.ROUTE_IDENTITY_CHANGED,
+        f"no committed partition of route {route.describe()} could be compared by its keys "
+        f"({', '.join(checks.columns)}) on this source connection and the target: of {len(checks.checks)}, "
+        f"{source_differ} hold another number of rows on this connection than were committed, "
+        f"{target_differ} in the target (other routes' rows: a fan-in), the rest no row or no count; counts "
+        "alone cannot tell another database's table (a shard) from the one that moved; nothing was recorded",
+        details={
+            "route": route.describe(),
+            "changed": ["source"],
+            "key_columns": list(checks.columns),
+            "partitions_compared": 0,
+            "source_rows_differ": source_differ,
+            "target_rows_differ": target_differ,
+        },
+        hint_lines=(
+            "nothing was recorded; runs through this connection stay stopped",
+            f"see the counts: dpone checkpoints {manifest_ref} --verify (source_rows beside rows)",
+            "another database (shards): give it a target table of its own (sink.table) and read both "
+            "through a ClickHouse view or Merge table; its first run then moves all its rows",
+            "only if this IS the moved table (every committed partition changed at the source since its "
+            "commit, or other routes' rows share the target table) and you compared its ids with the "
+            "target's yourself: record the move with --force:",
+            f"  dpone guard rebaseline {manifest_ref} --source-moved --force --reason '<what you checked>'",
+            "see `dpone runbook guard`, 'The route's source changed'",
         ),
     )
 

@@ -129,6 +129,22 @@ def compare_with_earlier(
     )
 
 
+def still_standing(
+    overlaps: Sequence[IdentityOverlap], latest: Mapping[str, PartitionCheckpoint]
+) -> list[IdentityOverlap]:
+    """The overlaps where an earlier commit's rows may still be in the target: no later commit of the route
+    replaced it over the partition (as :func:`compare_with_earlier` counts them; ``latest`` likewise). Each
+    run after a query edit said the definition changed over the lookback's days, long after every one of
+    them was replaced under the new definition."""
+    standing: list[IdentityOverlap] = []
+    for overlap in overlaps:
+        own = latest.get(overlap.partition.partition_id)
+        later = [*overlap.committed, *((own,) if own is not None else ())]
+        if any(not _replaced_since(c, overlap.partition.bounds, later) for c in overlap.committed):
+            standing.append(overlap)
+    return standing
+
+
 def _replaced_since(
     earlier: PartitionCheckpoint, bounds: PartitionBounds, later: Sequence[PartitionCheckpoint]
 ) -> bool:

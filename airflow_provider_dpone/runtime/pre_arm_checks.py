@@ -34,10 +34,12 @@ from airflow_provider_dpone.ports.source import Source
 from airflow_provider_dpone.runtime import detached_parts, unrecorded
 from airflow_provider_dpone.runtime.bounds_coverage import OverlapIndex, fully_covered, may_overlap
 from airflow_provider_dpone.runtime.guard.resolution import committed_rows_within, other_sources_rows
+from airflow_provider_dpone.runtime.key_fingerprint import keys_apart, route_key_candidates
 from airflow_provider_dpone.runtime.left_out_rows import (
     DefinitionComparison,
     DefinitionLookup,
     compare_with_earlier,
+    still_standing,
 )
 from airflow_provider_dpone.runtime.lost_rows import deleting_ttl, lost_rows_hints
 from airflow_provider_dpone.runtime.respelled_values import listed_text, new_values, vanished_values
@@ -348,9 +350,12 @@ class PreArmChecks:
             latest = self._own_commits(family, overlaps)
             source = self._source() if self._source is not None else None
             comparison = compare_with_earlier(overlaps, latest, self._definitions, source)
+            alike = source.describe().hashes_up_to_nullability() if source is not None else frozenset()
             if comparison.rows and not self._allow_nonempty_target:
-                raise self._left_out(overlaps, comparison)
-            self._notice(self._replaced_again(overlaps, comparison))
+                raise self._left_out(overlaps, comparison, alike)
+            unreplaced = still_standing(overlaps, latest)  # said once, not again over days replaced since
+            if unreplaced:
+                self._notice(self._replaced_again(unreplaced, comparison, alike))
         else:
             self._notice(self._replaced_again(overlaps, None))
         column = self._manifest.source.partitioning.column
@@ -387,12 +392,16 @@ class PreArmChecks:
         return latest
 
     def _replaced_again(
-        self, overlaps: Sequence[IdentityOverlap], comparison: DefinitionComparison | None
+        self,
+        overlaps: Sequence[IdentityOverlap],
+        comparison: DefinitionComparison | None,
+        alike: frozenset[str] = frozenset(),
     ) -> str:
         """The notice of a replacing run over partitions an earlier definition committed: what becomes of the
-        rows it loaded there, as far as the source could be compared (None: not compared, ``full_refresh``)."""
+        rows it loaded there, as far as the source could be compared (None: not compared, ``full_refresh``).
+        ``alike``: the planned schema's hashes up to nullability (``changed_summary``)."""
         head = (
-            f"the {changed_summary(overlaps)} of route {self._route.describe()} changed: {len(overlaps)} "
+            f"the {changed_summary(overlaps, alike)} of route {self._route.describe()} changed: {len(overlaps)} "
             f"partition(s) overlap partitions committed under the old definition; "
             f"{self._route.strategy.value} replaces what it writes, so they are moved again"
         )
@@ -422,7 +431,12 @@ class PreArmChecks:
             "within their bounds"
         )
 
-    def _left_out(self, overlaps: Sequence[IdentityOverlap], comparison: DefinitionComparison) -> DponeError:
+    def _left_out(
+        self,
+        overlaps: Sequence[IdentityOverlap],
+        comparison: DefinitionComparison,
+        alike: frozenset[str] = frozenset(),
+    ) -> DponeError:
         """``target_not_empty``: rows an earlier definition committed within partitions this run replaces that
         its own read leaves out would be deleted and never loaded again (``left_out_rows``)."""
         table = self._manifest.sink.table
@@ -438,7 +452,7 @@ class PreArmChecks:
             )
         return DponeError(
             ErrorCode.TARGET_NOT_EMPTY,
-            f"the {changed_summary(overlaps)} of route {self._route.describe()} changed: within "
+            f"the {changed_summary(overlaps, alike)} of route {self._route.describe()} changed: within "
             f"{_left_out_where(overlaps, comparison)} of {table}, the earlier definition's read returns "
             f"{comparison.rows:,} row(s) that this definition's read does not return, or returns with other "
             "values (compared on the source, read-only, over the columns both return): "
@@ -447,7 +461,7 @@ class PreArmChecks:
                 "route": self._route.describe(),
                 "target_table": table,
                 "problem": "rows_left_out_by_new_definition",
-                "changed": changed_summary(overlaps).split(", "),
+                "changed": changed_summary(overlaps, alike).split(", "),
                 "partitions": [p.bounds.label for p in parts[:PARTITIONS_NAMED]],
                 "rows": comparison.rows,
                 **({} if comparison.complete else {"more_partitions": True}),
@@ -967,7 +981,13 @@ class PreArmChecks:
         parts = listing(table)
         if parts is None:
             count = functools.partial(sink.count_rows, table)
-            emptied = detached_parts.emptied_commits(self._route.strategy, family.own, active, count)
+            emptied = detached_parts.emptied_commits(
+                self._route.strategy,
+                family.own,
+                active,
+                count,
+                history=lambda latest: self._history(latest.route, latest.partition_id),
+            )
             if not emptied:
                 return
             if self._allow_nonempty_target or deleting_ttl(sink, table):
@@ -1075,7 +1095,10 @@ class PreArmChecks:
         own rows whose commits the store lost (restored from an older backup, a copy, a lost store), not of
         another writer's: appending them again held every row twice, exit 0. Counts only (ADR 0092): no
         aggregate both sides compute alike tells two sets of rows of one size apart, and a stop writes
-        nothing. A partition whose counts differ (rows that arrived or left since) is not stopped."""
+        nothing. A partition whose counts differ (rows that arrived or left since) is not stopped, nor one where
+        the target's values of an integer key column lie outside the range of the source's there
+        (``keys_apart``: none of its rows is one of the source's; seen, the other shard of one generator, as
+        many rows a day with other ids, was refused for every day)."""
         counted = [(p, n) for p, n in counted if n > 0]
         if not counted or self._source is None:
             return
@@ -1088,6 +1111,12 @@ class PreArmChecks:
             else [source.count(b) for b in bounds]
         )
         same = [(p, n) for (p, n), rows in zip(counted, now, strict=True) if n == rows]
+        if same:
+            # equal counts; but where no key value the target holds there is among the source's: not its rows
+            bounds = [p.bounds for p, _ in same]
+            candidates = route_key_candidates(self._manifest)
+            apart = keys_apart(bounds, source, self._target(), self._manifest.sink.table, candidates)
+            same = [(p, n) for p, n in same if p.bounds not in apart]
         if same:
             raise self._own_rows_again(same, len(counted), first_run=first_run, fan_in=fan_in)
 

@@ -8,6 +8,8 @@ Late-arriving rows (issue 12) are handled here too, from the manifest's partitio
 * ``lookback`` (``replace_partition`` only) — the N most recent settled committed partitions, in bounds
   order, run again (``lookback``). They become active partitions like any other: armed, replaced under
   the permit, promoted; a failure leaves the same guard phases and blocks the same way.
+* ``replace_partition`` — a day, month or range whose commit recorded 0 rows runs again whenever the source
+  plans it (``empty_when_committed``): the source plans such bounds only where it holds rows now.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ class Reason(str, Enum):
     FULL_REFRESH_NEW_RUN = "full_refresh_new_run"
     OPEN_PARTITION = "open_partition"
     LOOKBACK = "lookback"
+    EMPTY_WHEN_COMMITTED = "empty_when_committed"
 
 
 class ResumeDecision(NamedTuple):
@@ -72,6 +75,40 @@ def _decide(planned: PlannedPartition, latest: PartitionCheckpoint | None) -> Re
     return ResumeDecision(planned, Action.RUN, Reason.INTERRUPTED_BEFORE_TARGET)
 
 
+def committed_empty(checkpoint: PartitionCheckpoint) -> bool:
+    """A commit of a day, month or integer range that recorded 0 rows: what a ``replace_partition`` run leaves
+    where the source held no row of it (the lookback emptied it as vanished, or its rows left between the
+    plan and the read). A ``list`` value is planned and committed empty while it has no rows, so it is none.
+    """
+    return (
+        checkpoint.status is CheckpointStatus.COMMITTED
+        and checkpoint.rows == 0
+        and checkpoint.bounds.kind is BoundsKind.RANGE
+    )
+
+
+def _rerun_empty_commits(
+    decisions: list[ResumeDecision], latest: Mapping[str, PartitionCheckpoint]
+) -> list[ResumeDecision]:
+    """``replace_partition``: a skipped partition whose commit recorded 0 rows runs again, as the source
+    plans it (it holds rows there now).
+
+    Seen: a re-sync job took six days out of the source for one run (deleted, or flipped to a status the
+    query filters); the lookback emptied them as vanished, committing each with 0 rows. Back in the source,
+    they were skipped as committed, the lookback moved only its N newest again, and the others stayed empty
+    in the target for good (9 of 30 rows, exit 0, no word). A replace deletes within the bounds before it
+    inserts, so running one again duplicates nothing; such a partition takes no lookback slot."""
+    return [
+        ResumeDecision(d.partition, Action.RUN, Reason.EMPTY_WHEN_COMMITTED)
+        if d.action is Action.SKIP
+        and d.reason is Reason.COMMITTED
+        and (checkpoint := latest.get(d.partition.partition_id)) is not None
+        and committed_empty(checkpoint)
+        else d
+        for d in decisions
+    ]
+
+
 def _attested_over_unreadable(checkpoint: PartitionCheckpoint) -> bool:
     resolution = checkpoint.diagnostics.get("resolution")
     return isinstance(resolution, dict) and resolution.get("over_unreadable_row") is True
@@ -87,7 +124,8 @@ def plan_resume(
     now: datetime | None = None,
     vanished: Sequence[PlannedPartition] = (),
 ) -> list[ResumeDecision]:
-    """Skip committed partitions; run the rest; then hold back open partitions and add the lookback.
+    """Skip committed partitions (on ``replace_partition`` not those committed with 0 rows:
+    ``_rerun_empty_commits``); run the rest; then hold back open partitions and add the lookback.
 
     ``vanished``: partitions the source no longer plans whose rows the target still holds
     (``TransferEngine._still_held``); those newer than the oldest of the lookback's N run beside them, taking
@@ -111,6 +149,8 @@ def plan_resume(
                 for d in decisions
             ]
         return decisions
+    if strategy is Strategy.REPLACE_PARTITION:
+        decisions = _rerun_empty_commits(decisions, latest)
     if partitioning is None:
         return decisions
     settle = partitioning.settle_delta()

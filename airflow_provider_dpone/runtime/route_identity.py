@@ -108,9 +108,16 @@ def find_overlaps(
     return found
 
 
-def changed_summary(overlaps: Sequence[IdentityOverlap]) -> str:
-    changed = sorted({what for overlap in overlaps for what in overlap.changed}) or ["identity"]
-    return ", ".join(changed)
+def changed_summary(overlaps: Sequence[IdentityOverlap], same_columns: frozenset[str] = frozenset()) -> str:
+    """What changed, in manifest words. ``same_columns``: the planned schema's hashes up to nullability
+    (``TableSchema.hashes_up_to_nullability``); where every old commit's schema is one of them and the query
+    changed, the schema did not: a table's NOT NULL columns read through a query are nullable."""
+    changed = {what for overlap in overlaps for what in overlap.changed}
+    if "query" in changed and "schema" in changed and same_columns:
+        hashes = {c.schema_hash for overlap in overlaps for c in overlap.committed}
+        if hashes <= same_columns:
+            changed.discard("schema")
+    return ", ".join(sorted(changed) or ["identity"])
 
 
 def require_unchanged_identity(

@@ -71,6 +71,7 @@ from airflow_provider_dpone.runtime.key_fingerprint import (
     check_keys,
     key_audit,
     refuse_other_keys,
+    refuse_unverified_keys,
     route_key_candidates,
 )
 from airflow_provider_dpone.runtime.lost_rows import replayed_as_skipped
@@ -99,6 +100,7 @@ from airflow_provider_dpone.runtime.resume_planner import (
     Action,
     Reason,
     ResumeDecision,
+    committed_empty,
     is_settled,
     plan_resume,
     settled_cutoff,
@@ -532,6 +534,7 @@ class TransferEngine:
         checks = self._key_checks(committed)
         if not force:
             refuse_other_keys(self._route, checks, committed, self._manifest_ref)
+            refuse_unverified_keys(self._route, checks, committed, self._manifest_ref)
         audit = moved.diagnostics.get("rebaseline")
         audited = {**(audit if isinstance(audit, dict) else {}), **key_audit(checks, committed)}
         return moved.model_copy(update={"diagnostics": {**moved.diagnostics, "rebaseline": audited}})
@@ -693,7 +696,12 @@ class TransferEngine:
         now = self._ports.clock.now()
         cutoff = settled_cutoff(now, settle) if settle is not None else None
 
-        committed = {c.partition_id for c in canonical if c.status is CheckpointStatus.COMMITTED}
+        # as ``_look_back`` ranks them: one committed with 0 rows runs again and takes no slot
+        committed = {
+            c.partition_id
+            for c in canonical
+            if c.status is CheckpointStatus.COMMITTED and not committed_empty(c)
+        }
         ranked = sorted(
             (
                 bounds_order(p.bounds)
@@ -1018,6 +1026,10 @@ class TransferEngine:
         def before_arm(moved_rows: int | None, staging: str | None) -> None:
             if held:
                 self._checks.require_table_not_emptied(sink, held)
+            if moved_rows is not None or staging is not None:
+                # the source was read since the first look (a staging insert, an export: minutes): a part
+                # detached meanwhile comes back beside this run's rows as well (ADR 0093)
+                self._checks.require_no_detached_parts_in_scope(family, sink, [a.planned for a in active])
             if gate is None:
                 return
             if staging is not None:

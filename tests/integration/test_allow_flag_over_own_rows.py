@@ -153,3 +153,27 @@ def test_the_flag_still_appends_a_new_route_beside_another_writers_rows_in_its_d
 
     assert allowed.exit_code == 0, allowed.output
     assert target_rows(base) == with_backfill(source_rows(base))
+
+
+def test_the_flag_appends_a_new_route_beside_another_shard_of_as_many_rows_a_day_and_other_ids(
+    base: Path,
+) -> None:
+    """Another loader (a store of its own) filled the table with the other shard of the same generator: as
+    many rows a day as this source, ids from another range. Red before: the flag was refused for every day
+    as this route's own rows, and only moving the shard's rows out got past it. No id the target holds
+    within a day lies within the source's ids there: none of them is this source's row."""
+    shutil.copy(base / "source.sqlite", base / "shard.sqlite")
+    with sqlite3.connect(base / "shard.sqlite") as db:
+        db.execute("UPDATE orders SET id = id + 5000000")
+    shard = manifest_at(
+        base, connection=f"sqlite:///{base / 'shard.sqlite'}", state=f"sqlite:///{base / 'other.sqlite'}"
+    )
+    assert dpone("run", str(shard)).exit_code == 0
+    theirs = target_rows(base)
+    manifest = route(base)
+    assert dpone("run", str(manifest)).exit_code == 3
+
+    allowed = dpone("run", str(manifest), "--allow-nonempty-target")
+
+    assert allowed.exit_code == 0, allowed.output
+    assert target_rows(base) == sorted([*theirs, *source_rows(base)])

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -22,8 +22,11 @@ from typing import Any
 import pytest
 
 from airflow_provider_dpone.adapters.clickhouse.client import open_client
+from airflow_provider_dpone.adapters.clickhouse.sink import ClickHouseSink
 from airflow_provider_dpone.adapters.sources.demo_data import create_demo_source
+from airflow_provider_dpone.contracts.chunk import ColumnChunk
 from airflow_provider_dpone.contracts.endpoints import EndpointDescriptor
+from airflow_provider_dpone.contracts.schema import TableSchema
 from tests.builders import chdb_endpoint
 from tests.integration.route_rig import TARGET_COLUMNS, dpone, printed, source_rows
 from tests.integration.server_rig import server_database
@@ -261,4 +264,84 @@ def test_on_18_16_rows_deleted_on_purpose_go_on_with_allow_nonempty_target_and_a
     assert result.exit_code == 0, result.output
     notices = json.loads(result.stdout)["notices"]
     assert any("cannot list detached parts" in n and "allow_nonempty_target" in n for n in notices)
+    assert target.rows() == source_rows(target.base)
+
+
+def test_a_day_detached_while_a_staged_run_reads_the_source_stops_it_before_arming(
+    target: Target, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first look is before the source is read; a staging insert takes minutes on a real table. Red
+    before: a DBA's DETACH meanwhile went unseen, exit 0, and the day held its rows twice once attached."""
+    days = days_of(target.base)
+    target.create()
+    manifest = target.manifest(load="staged", lookback=2)
+    assert dpone("run", str(manifest)).exit_code == 0
+    stage = ClickHouseSink.stage
+
+    def stage_while_a_dba_detaches(
+        sink: ClickHouseSink, staging: str, schema: TableSchema, chunks: Iterable[ColumnChunk]
+    ) -> int:
+        rows = stage(sink, staging, schema, chunks)
+        # the DBA's statement, on the run's own client (chDB admits one client of a directory at a time)
+        sink._client().command(f"ALTER TABLE {target.table} DETACH PARTITION '{days[-2]}'")
+        return rows
+
+    monkeypatch.setattr(ClickHouseSink, "stage", stage_while_a_dba_detaches)
+    details = stopped(dpone("run", str(manifest), "--json"))
+    monkeypatch.setattr(ClickHouseSink, "stage", stage)
+
+    assert details["partitions"] == [f"order_date={days[-2]}"]
+    assert details["problem"] == (UNLISTED if target.server else "detached_parts_in_scope")
+    assert target.rows() == [r for r in source_rows(target.base) if r[1] != days[-2]]  # nothing published
+    nothing_blocked(manifest)
+    target.command(f"ALTER TABLE {target.table} ATTACH PARTITION '{days[-2]}'")
+    assert dpone("run", str(manifest)).exit_code == 0
+    assert target.rows() == source_rows(target.base)
+
+
+def test_on_18_16_a_detached_day_whose_latest_attempt_failed_before_the_target_stops_the_run(
+    server_target: Target, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An ordinary failure (the source read broke while staging) leaves a record over the day's commit.
+    Red before: the fallback took the day for uncommitted, reloaded it after a DETACH, exit 0, twice."""
+    target = server_target
+    days = days_of(target.base)
+    target.create()
+    manifest = target.manifest(load="staged", lookback=2)
+    assert dpone("run", str(manifest)).exit_code == 0
+
+    def source_drops(*_: object) -> int:
+        raise ConnectionResetError("the source connection dropped")
+
+    stage = ClickHouseSink.stage
+    monkeypatch.setattr(ClickHouseSink, "stage", source_drops)
+    assert dpone("run", str(manifest)).exit_code != 0
+    monkeypatch.setattr(ClickHouseSink, "stage", stage)
+    target.command(f"ALTER TABLE {target.table} DETACH PARTITION '{days[-2]}'")
+
+    details = stopped(dpone("run", str(manifest), "--json"))
+
+    assert details["problem"] == UNLISTED and details["partitions"] == [f"order_date={days[-2]}"]
+    target.command(f"ALTER TABLE {target.table} ATTACH PARTITION '{days[-2]}'")
+    assert dpone("run", str(manifest)).exit_code == 0
+    assert target.rows() == source_rows(target.base)
+
+
+def test_on_18_16_a_full_refresh_loads_a_day_an_earlier_refresh_committed_back_in_the_source(
+    server_target: Target,
+) -> None:
+    """The day left the source, a refresh truncated the table without it, and it came back. Red before:
+    its commit by the refresh before was taken for a detach, and every run stopped; nothing was detached."""
+    target = server_target
+    days = days_of(target.base)
+    target.create()
+    manifest = target.manifest(strategy="full_refresh")
+    assert dpone("run", str(manifest)).exit_code == 0
+    hold_back(target.base, days[0])
+    assert dpone("run", str(manifest)).exit_code == 0
+    release(target.base)
+
+    result = dpone("run", str(manifest), "--json")
+
+    assert result.exit_code == 0, result.output
     assert target.rows() == source_rows(target.base)

@@ -149,6 +149,28 @@ def test_a_replacing_route_goes_on_after_an_edit_and_says_its_identity_changed(
     assert target_rows(base) == source_rows(base)
 
 
+def test_a_replacing_route_says_a_query_edit_once_not_again_over_days_replaced_since(
+    base: Path,
+    store_url: str,
+) -> None:
+    """Red before: every run after the edit said "the query, schema ... changed: 2 partition(s) overlap
+    partitions committed under the old definition" of the lookback's days, each replaced under the new query
+    since; and it named the schema, which differed only as the query reads it (a table's NOT NULL columns are
+    nullable through a query)."""
+    assert dpone("run", str(_with_lookback(manifest_at(base, strategy="replace_partition")))).exit_code == 0
+    manifest = _with_lookback(edited(base, "query-edited", strategy="replace_partition"))
+
+    result = dpone("run", str(manifest))
+
+    assert result.exit_code == 0, result.output
+    assert "note: the query of route" in result.output  # not "the query, schema of route"
+    for _ in range(2):
+        later = dpone("run", str(manifest))
+        assert later.exit_code == 0, later.output
+        assert "committed under the old definition" not in later.output
+        assert target_rows(base) == source_rows(base)
+
+
 @pytest.mark.parametrize("strategy", ["replace_partition", "full_refresh"])
 def test_a_rebaseline_of_a_replacing_route_is_refused_and_its_next_run_loads_the_new_definition(
     base: Path,

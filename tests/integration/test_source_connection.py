@@ -231,6 +231,49 @@ def test_a_moved_table_with_rows_deleted_since_its_commit_is_recorded_with_the_c
     assert dpone("run", str(after)).exit_code == 0
 
 
+@pytest.mark.parametrize("shard", ["other_counts_every_day", "into_a_fan_in_target"])
+def test_a_shard_whose_keys_no_day_can_compare_is_refused_and_force_records_it_with_a_warning(
+    shards: Path,
+    store_url: str,
+    shard: str,
+) -> None:
+    """Seen: shard B with other counts in every day, and the F6 shard (equal counts) into a target another
+    source table's route also appends to, were compared by no key ("keys (id) match the target's in 0
+    committed partition(s)"), recorded exit 0, and every later run of B skipped its days as committed."""
+    a = manifest(shards, "a", "shard_a", strategy="incremental_append")
+    assert dpone("run", str(a)).exit_code == 0
+    if shard == "other_counts_every_day":
+        with sqlite3.connect(shards / "shard_b.sqlite") as db:
+            db.execute("DELETE FROM orders WHERE id IN (SELECT MIN(id) FROM orders GROUP BY order_date)")
+    else:
+        with sqlite3.connect(shards / "source.sqlite") as db:  # a second source table, appended beside A
+            db.execute(
+                "CREATE TABLE orders_web (id INTEGER PRIMARY KEY, order_date DATE NOT NULL, customer TEXT "
+                "NOT NULL, amount NUMERIC(12,2) NOT NULL, updated_at DATETIME NOT NULL)"
+            )
+            db.execute(
+                "INSERT INTO orders_web SELECT id + 5000000, order_date, customer, amount, updated_at FROM orders"
+            )
+        web = manifest_at(shards, table="orders_web", connection="shard_a", file="web.yaml")
+        assert dpone("run", str(web), "--allow-nonempty-target").exit_code == 0
+    before = target_rows(shards)
+    b = manifest(shards, "b", "shard_b", strategy="incremental_append")
+
+    refused = dpone(
+        "guard", "rebaseline", str(b), "--source-moved", "--reason", "said to be a move", "--json"
+    )
+
+    assert refused.exit_code == 3, refused.output
+    error = json.loads(refused.output)
+    assert error["error"] == "native_transfer_route_identity_changed"
+    assert (error["details"]["changed"], error["details"]["partitions_compared"]) == (["source"], 0)
+    assert dpone("run", str(b)).exit_code == 3  # nothing was recorded: B still stops
+    assert target_rows(shards) == before
+    forced = dpone("guard", "rebaseline", str(b), "--source-moved", "--force", "--reason", "checked ids")
+    assert forced.exit_code == 0, forced.output
+    assert "warning: recorded with --force although no committed partition's keys" in forced.output
+
+
 def test_force_records_a_move_over_other_keys_and_keeps_them_in_the_audit(
     shards: Path,
     store_url: str,

@@ -28,10 +28,10 @@ from airflow_provider_dpone.contracts.read_definition import (
 )
 from airflow_provider_dpone.contracts.report import RunReport
 from airflow_provider_dpone.contracts.route import RouteIdentity, Strategy
-from airflow_provider_dpone.contracts.schema import TableSchema
+from airflow_provider_dpone.contracts.schema import ColumnSpec, TableSchema
 from airflow_provider_dpone.ports.source import DefinitionsNotComparable
-from airflow_provider_dpone.runtime.left_out_rows import compare_with_earlier
-from airflow_provider_dpone.runtime.route_identity import IdentityOverlap
+from airflow_provider_dpone.runtime.left_out_rows import compare_with_earlier, still_standing
+from airflow_provider_dpone.runtime.route_identity import IdentityOverlap, changed_summary
 from tests.builders import day, stored_checkpoint
 from tests.doubles import (
     InMemoryCheckpointStore,
@@ -419,6 +419,38 @@ def test_the_partitions_own_later_commit_replaced_the_earlier_definitions_rows()
         source,  # type: ignore[arg-type]
     )
     assert found.rows == 3
+
+
+def test_an_overlap_stands_until_a_later_commit_of_the_route_replaced_the_earlier_definitions_rows() -> None:
+    """What the notice after an edit names: red before, every later run named the lookback's days again."""
+    part = planned(day("2026-11-28", "2026-11-29"))
+    earlier = stored_checkpoint(ROUTE, part.bounds, T0, query_hash=EARLIER.query_hash())
+    own = stored_checkpoint(ROUTE, part.bounds, T0 + dt.timedelta(hours=1), query_hash="sha256:now")
+    overlap = IdentityOverlap(part, (earlier,), covered=True)
+
+    assert still_standing([overlap], {}) == [overlap]  # the edit's first run
+    assert still_standing([overlap], {part.partition_id: own}) == []  # replaced since
+    older = stored_checkpoint(ROUTE, part.bounds, T0 - dt.timedelta(hours=1), query_hash="sha256:now")
+    assert still_standing([overlap], {part.partition_id: older}) == [overlap]  # edited back since
+
+
+def test_a_query_edit_is_not_called_a_schema_change_where_the_columns_differ_only_in_nullability() -> None:
+    table = TableSchema(columns=(ColumnSpec(name="id", clickhouse_type="Int64", nullable=False),))
+    through_query = TableSchema(columns=(ColumnSpec(name="id", clickhouse_type="Int64", nullable=True),))
+    retyped = TableSchema(columns=(ColumnSpec(name="id", clickhouse_type="String", nullable=True),))
+    part = planned(day("2026-11-28", "2026-11-29")).model_copy(
+        update={"schema_hash": through_query.schema_hash()}
+    )
+
+    def overlap(schema: TableSchema, query_hash: str = EARLIER.query_hash()) -> IdentityOverlap:
+        commit = stored_checkpoint(ROUTE, part.bounds, T0, query_hash=query_hash)
+        return IdentityOverlap(part, (commit.model_copy(update={"schema_hash": schema.schema_hash()}),), True)
+
+    alike = through_query.hashes_up_to_nullability()
+    assert changed_summary([overlap(table)]) == "query, schema"
+    assert changed_summary([overlap(table)], alike) == "query"
+    assert changed_summary([overlap(retyped)], alike) == "query, schema"
+    assert changed_summary([overlap(table, part.query_hash)], alike) == "schema"  # the table's own change
 
 
 def test_regions_are_counted_a_hundred_per_statement_and_one_by_one_only_where_rows_are_found() -> None:

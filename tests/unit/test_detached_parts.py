@@ -245,3 +245,68 @@ def test_where_detached_parts_are_unlisted_a_full_refresh_holding_every_committe
 
     assert emptied_commits(Strategy.FULL_REFRESH, own, [planned(b) for b in days], count) == []
     assert counted == [None]
+
+
+def test_where_detached_parts_are_unlisted_a_commit_under_a_failed_before_target_attempt_counts() -> None:
+    """Seen on 18.16: a staging insert broke (the source dropped), its record became the day's latest, and the
+    fallback took the day for never committed: detached, it was loaded again, exit 0, twice once attached.
+    An attempt that reached the target since (its own delete may have emptied the day) still hides it."""
+    days = [day("2026-11-29"), day("2026-11-30")]
+    later = datetime(2026, 12, 2, tzinfo=UTC)
+
+    def attempt(bounds: PartitionBounds, **diagnostics: object) -> PartitionCheckpoint:
+        guard = TargetCommitGuard.for_phase(
+            GuardPhase.FAILED_BEFORE_TARGET, checkpoint_batch_id("r2", ["p"])
+        ).to_json()
+        return committed(bounds, 0).model_copy(
+            update={
+                "status": CheckpointStatus.FAILED,
+                "rows": None,
+                "started_at": later,
+                "completed_at": later,
+                "diagnostics": {GUARD_KEY: guard, **diagnostics},
+            }
+        )
+
+    failed, resolved = attempt(days[0]), attempt(days[1], resolution={"as": "not-applied"})
+    history = {
+        failed.partition_id: [committed(days[0], 300), failed],
+        resolved.partition_id: [committed(days[1], 300), resolved],
+    }
+
+    emptied = emptied_commits(
+        Strategy.REPLACE_PARTITION,
+        [failed, resolved],
+        [planned(b) for b in days],
+        lambda b: 0,
+        history=lambda latest: history[latest.partition_id],
+    )
+
+    assert [(p.bounds.label, rows) for p, rows in emptied] == [("order_date=2026-11-29", 300)]
+    assert (
+        emptied_commits(
+            Strategy.REPLACE_PARTITION, [failed, resolved], [planned(b) for b in days], lambda b: 0
+        )
+        == []
+    )
+
+
+def test_where_detached_parts_are_unlisted_a_full_refresh_counts_only_its_newest_refreshs_commits() -> None:
+    """Seen on 18.16: a day left the source, the next refresh truncated the table without it, and once it
+    was back every run stopped on it (its commit by the refresh before); nothing was detached."""
+    days = [day(f"2026-11-{d}") for d in (28, 29, 30)]
+    newer = datetime(2026, 12, 2, tzinfo=UTC)
+    older = committed(days[0], 300)
+    newest = [
+        committed(b, 300).model_copy(update={"started_at": newer, "completed_at": newer}) for b in days[1:]
+    ]
+    counted: list[str | None] = []
+
+    def count(bounds: PartitionBounds | None) -> int:
+        counted.append(None if bounds is None else bounds.label)
+        return 0 if bounds is None or bounds == days[2] else 300
+
+    emptied = emptied_commits(Strategy.FULL_REFRESH, [older, *newest], [planned(b) for b in days], count)
+
+    assert [p.bounds.label for p, _ in emptied] == ["order_date=2026-11-30"]  # newest refresh's, emptied
+    assert "order_date=2026-11-28" not in counted

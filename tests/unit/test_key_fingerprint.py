@@ -37,6 +37,7 @@ from airflow_provider_dpone.runtime.key_fingerprint import (
     key_audit,
     key_candidates,
     refuse_other_keys,
+    refuse_unverified_keys,
 )
 
 ROUTE = RouteIdentity(
@@ -261,6 +262,38 @@ def test_a_refusal_names_the_route_columns_and_days_and_the_command_past_it() ->
     assert any("--source-moved --force" in line for line in error.hint_lines)
     same = check_keys(rows, FakeSource(found, read), FakeSink(found, read), "t", candidates)  # type: ignore[arg-type]
     refuse_other_keys(ROUTE, same, rows, "m.yaml")  # the same keys: nothing to refuse
+
+
+def test_a_move_whose_keys_no_partition_holding_rows_could_compare_is_refused() -> None:
+    """Seen: a shard of other counts in every day (and the F6 shard into a target another source table's
+    route also appends to, a fan-in: the target holds more rows in every day) compared no partition, and
+    ``--source-moved`` recorded it, exit 0 ("keys match the target's in 0 partition(s)"); every later run
+    skipped its days as committed. A partition without a row proves nothing either."""
+    days = [day(date(2026, 1, 1) + timedelta(days=i)) for i in range(4)]
+    rows = [committed(b, 10, f"p{i}") for i, b in enumerate(days)]
+    rows.append(committed(day(date(2026, 2, 1)), 0, "p4"))  # an empty day, empty on both sides
+    target = {b.label: fingerprint(10, 1) for b in days} | {"order_date=2026-02-01": fingerprint(0, 0)}
+    read = schema(order_date="Date", id="Int64")
+    shard = {**target} | {b.label: fingerprint(11, 500) for b in days}  # other counts everywhere
+    fan_in = {**target} | {b.label: fingerprint(14, 1) for b in days}  # other routes' rows too
+
+    for source, sink in ((shard, target), (target, fan_in)):
+        checks = check_keys(rows, FakeSource(source, read), FakeSink(sink, read), "t", candidates)  # type: ignore[arg-type]
+        refuse_other_keys(ROUTE, checks, rows, "m.yaml")  # no partition of equal counts differs
+        with pytest.raises(DponeError) as refused:
+            refuse_unverified_keys(ROUTE, checks, rows, "m.yaml")
+        error = refused.value
+        assert error.code is ErrorCode.ROUTE_IDENTITY_CHANGED and error.details["changed"] == ["source"]
+        assert error.details["partitions_compared"] == 0 and "nothing was recorded" in error.safe_message
+        assert any("--source-moved --force" in line for line in error.hint_lines)
+    differ = (error.details["source_rows_differ"], error.details["target_rows_differ"])
+    assert differ == (0, 4)  # the fan-in's: the target holds other rows, the source the committed ones
+
+    one_day_settled = {**shard, days[0].label: fingerprint(10, 1)}
+    settled = check_keys(rows, FakeSource(one_day_settled, read), FakeSink(target, read), "t", candidates)  # type: ignore[arg-type]
+    refuse_unverified_keys(ROUTE, settled, rows, "m.yaml")  # a live table: one day holding rows matches
+    no_key = check_keys(rows, FakeSource(shard, schema(id="String")), FakeSink(target, read), "t", candidates)  # type: ignore[arg-type]
+    refuse_unverified_keys(ROUTE, no_key, rows, "m.yaml")  # no key column at all: counts only, a warning
 
 
 # -- the contract ----------------------------------------------------------------------------------------
