@@ -20,15 +20,41 @@ of an ``int`` overflows as ``int``, and ``bit`` has no ``MIN``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from airflow_provider_dpone.adapters.sources import mssql_sql as tsql
 from airflow_provider_dpone.adapters.sources import sqlite_sql as lite
 from airflow_provider_dpone.adapters.sources.value_audit import merged_ranges
-from airflow_provider_dpone.contracts.key_fingerprint import KEY_MODULUS
+from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
+from airflow_provider_dpone.contracts.key_fingerprint import (
+    KEY_MODULUS,
+    KeyFingerprint,
+    MalformedFingerprint,
+    fingerprints_from_rows,
+)
 from airflow_provider_dpone.contracts.partition import PartitionBounds
 
 KEY_ALIAS = "dpone_k"
+
+
+def exact_fingerprints(
+    rows: Sequence[Sequence[Any]],
+    bounds: Sequence[PartitionBounds],
+    columns: Sequence[str],
+    table: str,
+    details: Mapping[str, Any],
+) -> list[KeyFingerprint]:
+    """The fingerprints a source's aggregate rows hold; an aggregate that is not an exact integer is a failed
+    read of ``table`` (named, never its value)."""
+    try:
+        return fingerprints_from_rows(rows, len(bounds), len(columns))
+    except MalformedFingerprint as exc:
+        raise DponeError(
+            ErrorCode.SOURCE_READ_FAILED,
+            f"the key fingerprints of source table {table} are not exact integers",
+            details=dict(details),
+        ) from exc
 
 
 def _names(index: int) -> tuple[str, str, str, str, str]:

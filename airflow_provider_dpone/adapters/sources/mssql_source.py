@@ -41,8 +41,6 @@ from airflow_provider_dpone.contracts.endpoints import EndpointDescriptor, Endpo
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.key_fingerprint import (
     KeyFingerprint,
-    MalformedFingerprint,
-    fingerprints_from_rows,
 )
 from airflow_provider_dpone.contracts.manifest import PartitionKind, SourceSpec
 from airflow_provider_dpone.contracts.partition import PartitionBounds
@@ -430,14 +428,7 @@ class MssqlSource:
             lambda: fingerprints.mssql_statement(self._source_sql, bounds, columns), bounds[0]
         )
         rows = self._fetch_all(statement, what="the key fingerprints")
-        try:
-            return fingerprints_from_rows(rows, len(bounds), len(columns))
-        except MalformedFingerprint as exc:
-            raise DponeError(
-                ErrorCode.SOURCE_READ_FAILED,
-                f"the key fingerprints of source table {self._spec.table} are not exact integers",
-                details=self._details(),
-            ) from exc
+        return fingerprints.exact_fingerprints(rows, bounds, columns, self._spec.table, self._details())
 
     def profile(self, bounds: Sequence[PartitionBounds], columns: Sequence[str]) -> ColumnProfile:
         """Exact quality metrics of the rows that reads of ``bounds`` return (see ``profiling``)."""
