@@ -969,15 +969,24 @@ class PreArmChecks:
         )
 
     def require_no_detached_parts_in_scope(
-        self, family: RouteFamily, sink: Sink, active: Sequence[PlannedPartition]
+        self,
+        family: RouteFamily,
+        sink: Sink,
+        active: Sequence[PlannedPartition],
+        *,
+        before_reading_target: Callable[[], None] | None = None,
     ) -> None:
         """A part detached from the target where this run writes stops it (``detached_parts``, ADR 0093):
         attached back after the run, its rows would be there twice. Read-only; where the target cannot list
-        detached parts (18.16), a replacing run's committed partitions found empty stand in for them."""
+        detached parts (18.16), a replacing run's committed partitions found empty stand in for them.
+        ``before_reading_target``: what the sink refuses read-only, so a user mistake is found before the
+        target is opened (as in ``require_first_replacement_knows_the_rows``)."""
         table = self._manifest.sink.table
         listing = getattr(sink, "detached_parts", None)
         if not active or not callable(listing):
             return
+        if before_reading_target is not None:
+            before_reading_target()
         parts = listing(table)
         if parts is None:
             count = functools.partial(sink.count_rows, table)

@@ -1047,8 +1047,6 @@ class TransferEngine:
         sink = self._target()
         with self._releasing_target():  # before any reader: an embedded (chDB) path, one process
             self._checks.require_target_empty_for_new_route(family, sink, [a.planned for a in active])
-            # a part detached where this run writes comes back beside its rows when attached (ADR 0093)
-            self._checks.require_no_detached_parts_in_scope(family, sink, [a.planned for a in active])
             # a column the target declares without Nullable: the rows to move must prove no NULL there
             schema = schema_for_target(
                 sink,
@@ -1074,7 +1072,7 @@ class TransferEngine:
                 self._write_progress(run_id, active, CheckpointStatus.PLANNED)
 
             check_target = getattr(sink, "check_target", None)
-            checking = (
+            checking: Callable[[], None] | None = (
                 functools.partial(check_target, self._manifest.sink.table, schema, self._order_by(schema))
                 if callable(check_target)
                 else None
@@ -1083,7 +1081,13 @@ class TransferEngine:
                 # the target is prepared after the reads: a user mistake it would refuse stops the run now
                 checking()
                 checking = None
+            if checking is not None:  # run once, by whichever of the two reads below comes first
+                checking = _once(checking)
             self._checks.require_first_replacement_knows_the_rows(
+                family, sink, [a.planned for a in active], before_reading_target=checking
+            )
+            # a part detached where this run writes comes back beside its rows when attached (ADR 0093)
+            self._checks.require_no_detached_parts_in_scope(
                 family, sink, [a.planned for a in active], before_reading_target=checking
             )
 
@@ -1492,3 +1496,16 @@ def holds_columns_of(target: TableSchema, schema: TableSchema) -> bool:
     """Whether a target's columns include each of ``schema``'s, of the same type (nullability aside)."""
     types = {c.name: c.clickhouse_type for c in target.columns}
     return all(types.get(c.name) == c.clickhouse_type for c in schema.columns)
+
+
+def _once(call: Callable[[], None]) -> Callable[[], None]:
+    """``call``, run at its first call only: a read-only check two pre-arm reads may each need first."""
+    done = False
+
+    def run() -> None:
+        nonlocal done
+        if not done:
+            done = True
+            call()
+
+    return run
