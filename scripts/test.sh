@@ -142,6 +142,7 @@ APART_TESTS=(
   tests/integration/test_datetime_partitions_any_zone.py
   tests/integration/test_demo_folder.py
   tests/integration/test_demo_script.py
+  tests/integration/test_emptied_days_come_back.py
   tests/integration/test_empty_source_said.py
   tests/integration/test_first_replacement.py
   tests/integration/test_hand_made_text_and_bytes.py
