@@ -223,7 +223,8 @@ def _report_interrupt(manifest: str, as_json: bool, signal_name: str = "SIGINT")
     "incremental_append route has no checkpoint, or let full_refresh / replace_partition delete rows another "
     "source table's route committed, or rows no route loaded on their first run (see the runbook first). "
     "Never for the route's own rows after a restored or lost checkpoint store: an append stops where a "
-    "partition holds exactly the source's count (use dpone guard rebaseline --adopt-target).",
+    "partition holds exactly the source's count, or another count of integer keys not all outside the "
+    "source's range (use dpone guard rebaseline --adopt-target).",
 )
 @click.pass_context
 def run_command(

@@ -71,7 +71,8 @@ class NativeTransferOperator(BaseOperator):
         that renders to ``true`` or ``false`` for one DAG run (``"{{ dag_run.conf.get('allow_nonempty_target',
         false) }}"``); anything else fails the task before the run (a never-rendered template's text used to
         count as ``True``). It is for another writer's rows: over the route's own (a restored or lost
-        checkpoint store) an append fails the task where a partition holds exactly the source's count.
+        checkpoint store) an append fails the task where a partition holds exactly the source's count, or
+        another count whose integer key values are not all outside the source's range there (ADR 0092).
 
     Returns (and pushes to XCom) a small summary: partitions committed and skipped, rows committed,
     the checkpoint batch ID and the quality verdict (counts and states only). Never data.

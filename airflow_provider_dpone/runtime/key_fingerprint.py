@@ -205,6 +205,43 @@ def check_keys(
     return KeyChecks(columns=columns, checks=checks)
 
 
+@dataclass(frozen=True)
+class KeyRanges:
+    """What the key ranges of some partitions say of the target's rows there against the source's.
+
+    ``apart``: those where none of the target's rows can be one of the source's (``keys_apart``).
+    ``columns``: the integer key columns compared; empty where none could be (``unusable`` says why), and
+    then nothing is apart and nothing is known."""
+
+    columns: tuple[str, ...] = ()
+    apart: frozenset[PartitionBounds] = frozenset()
+    unusable: str | None = None
+
+
+def key_ranges(
+    bounds: Sequence[PartitionBounds],
+    source: Source,
+    sink: Sink,
+    table: str,
+    candidates: Callable[[Source], list[str]],
+) -> KeyRanges:
+    """Those of ``bounds`` within which, for some integer key column, every row the target holds has a value
+    outside the range of the values the source holds (read-only; one statement per side for each batch): no
+    row of the target there is a row of the source, whatever their counts (ADR 0092). None where the source
+    holds no value of the column, or the target a NULL in it; none at all, and no column, where keys cannot
+    be fingerprinted. Overlapping ranges prove nothing either way (interleaved ids of another writer, or
+    the source's own rows), so they are never "apart"."""
+    unique = list(dict.fromkeys(bounds))
+    if not unique:
+        return KeyRanges()
+    both = _both_sides(unique, source, sink, table, candidates)
+    if isinstance(both, str):
+        return KeyRanges(unusable=both)
+    columns, on_source, on_target = both
+    apart = frozenset(b for b in unique if _apart(on_source[b], on_target[b]))
+    return KeyRanges(columns=columns, apart=apart)
+
+
 def keys_apart(
     bounds: Sequence[PartitionBounds],
     source: Source,
@@ -212,15 +249,8 @@ def keys_apart(
     table: str,
     candidates: Callable[[Source], list[str]],
 ) -> set[PartitionBounds]:
-    """Those of ``bounds`` within which, for some integer key column, every row the target holds has a value
-    outside the range of the values the source holds (read-only; one statement per side for each batch): no
-    row of the target there is a row of the source, whatever their counts (ADR 0092). None where keys
-    cannot be fingerprinted, the source holds no value of the column, or the target a NULL in it."""
-    both = _both_sides(list(dict.fromkeys(bounds)), source, sink, table, candidates)
-    if isinstance(both, str):
-        return set()
-    _, on_source, on_target = both
-    return {b for b in dict.fromkeys(bounds) if _apart(on_source[b], on_target[b])}
+    """:func:`key_ranges`' ``apart``: those of ``bounds`` none of whose target rows is a row of the source."""
+    return set(key_ranges(bounds, source, sink, table, candidates).apart)
 
 
 def _apart(source: KeyFingerprint, target: KeyFingerprint) -> bool:

@@ -34,7 +34,7 @@ from airflow_provider_dpone.ports.source import Source
 from airflow_provider_dpone.runtime import detached_parts, unrecorded
 from airflow_provider_dpone.runtime.bounds_coverage import OverlapIndex, fully_covered, may_overlap
 from airflow_provider_dpone.runtime.guard.resolution import committed_rows_within, other_sources_rows
-from airflow_provider_dpone.runtime.key_fingerprint import keys_apart, route_key_candidates
+from airflow_provider_dpone.runtime.key_fingerprint import key_ranges, route_key_candidates
 from airflow_provider_dpone.runtime.left_out_rows import (
     DefinitionComparison,
     DefinitionLookup,
@@ -1102,12 +1102,15 @@ class PreArmChecks:
         target, exactly as many rows of this source as the source holds within its bounds now (``counted``:
         the target's side, other source tables' commits subtracted). That is the signature of this route's
         own rows whose commits the store lost (restored from an older backup, a copy, a lost store), not of
-        another writer's: appending them again held every row twice, exit 0. Counts only (ADR 0092): no
-        aggregate both sides compute alike tells two sets of rows of one size apart, and a stop writes
-        nothing. A partition whose counts differ (rows that arrived or left since) is not stopped, nor one where
-        the target's values of an integer key column lie outside the range of the source's there
-        (``keys_apart``: none of its rows is one of the source's; seen, the other shard of one generator, as
-        many rows a day with other ids, was refused for every day)."""
+        another writer's: appending them again held every row twice, exit 0. No aggregate both sides compute
+        alike tells two sets of rows of one size apart, and a stop writes nothing (ADR 0092). Where the
+        counts differ (rows that reached or left the source since the lost commit: seen, a restored store
+        whose newest day was still filling when committed appended it again, exit 0) the route's own rows
+        look like another writer's; where the route has an integer key column they stop too (fail closed),
+        counts alone decide where it has none. Not stopped: a partition the source holds no row of now
+        (nothing is appended), nor one where the target's values of an integer key column lie outside the
+        range of the source's there (``key_ranges``: none of its rows is one of the source's; seen, the
+        other shard of one generator, as many rows a day with other ids, was refused for every day)."""
         counted = [(p, n) for p, n in counted if n > 0]
         if not counted or self._source is None:
             return
@@ -1119,73 +1122,146 @@ class PreArmChecks:
             if callable(count_partitions)
             else [source.count(b) for b in bounds]
         )
-        same = [(p, n) for (p, n), rows in zip(counted, now, strict=True) if n == rows]
-        if same:
-            # equal counts; but where no key value the target holds there is among the source's: not its rows
-            bounds = [p.bounds for p, _ in same]
-            candidates = route_key_candidates(self._manifest)
-            apart = keys_apart(bounds, source, self._target(), self._manifest.sink.table, candidates)
-            same = [(p, n) for p, n in same if p.bounds not in apart]
-        if same:
-            raise self._own_rows_again(same, len(counted), first_run=first_run, fan_in=fan_in)
+        # a partition the source holds no row of now appends nothing, and duplicates nothing
+        judged = [(p, n, rows) for (p, n), rows in zip(counted, now, strict=True) if rows > 0]
+        if not judged:
+            return
+        table = self._manifest.sink.table
+        candidates = route_key_candidates(self._manifest)
+        keys = key_ranges([p.bounds for p, _, _ in judged], source, self._target(), table, candidates)
+        same = [(p, n) for p, n, rows in judged if n == rows and p.bounds not in keys.apart]
+        # counts differ (rows arrived or left since a lost commit, or another writer's): unless the key
+        # ranges are apart, the target's rows may be this source's: stop (no integer key: counts alone)
+        changed = [
+            (p, n) for p, n, rows in judged if n != rows and keys.columns and p.bounds not in keys.apart
+        ]
+        if same or changed:
+            raise self._own_rows_again(
+                same, changed, keys.columns, len(counted), first_run=first_run, fan_in=fan_in
+            )
+        unjudged = sum(1 for _, n, rows in judged if n != rows and not keys.columns)
+        if unjudged:
+            self._notice(
+                f"{unjudged} partition(s) of route {self._route.describe()} hold in {table} another number of "
+                "this source's rows than the source holds there now, and their keys could not tell whether "
+                f"they are its own ({keys.unusable}): appended beside them (allow_nonempty_target); if the "
+                "checkpoint store was restored, copied or lost they may be its own, now held twice: see `dpone "
+                "runbook guard`, '--allow-nonempty-target over this route's own rows'"
+            )
 
     def _own_rows_again(
-        self, same: Sequence[tuple[PlannedPartition, int]], counted: int, *, first_run: bool, fan_in: bool
+        self,
+        same: Sequence[tuple[PlannedPartition, int]],
+        changed: Sequence[tuple[PlannedPartition, int]],
+        columns: Sequence[str],
+        counted: int,
+        *,
+        first_run: bool,
+        fan_in: bool,
     ) -> DponeError:
         """``target_not_empty``, ``problem: own_rows_under_allow_flag``: the flag given over partitions whose
-        target rows count exactly as the source's (``_require_not_own_rows``)."""
+        target rows count exactly as the source's (``same``), or otherwise with key values within the
+        source's range (``changed``, over ``columns``; ``_require_not_own_rows``)."""
         table = self._manifest.sink.table
-        rows = sum(n for _, n in same)
+        rows = sum(n for _, n in [*same, *changed])
         adopt = f"dpone guard rebaseline {self._manifest_ref} --adopt-target --reason '<what you checked>'"
+        keys = ", ".join(columns)
+        differ = some_labels([p for p, _ in changed])
+        by_key = f"from {table} by this source's own key (never by the bounds alone)"
         lost = (
             "a lost or new checkpoint store"
             if first_run
             else "a checkpoint store restored from an older backup, a copy, or a failover that lost its newest "
             "commits"
         )
+        found: list[str] = []
+        if same:
+            found.append(
+                f"within {len(same)} of the {counted} partition(s) it would append beside rows "
+                f"({some_labels([p for p, _ in same])}), the target table {table} already holds exactly as many "
+                f"of this source's rows as the source holds there now: the signature of this route's own rows "
+                f"whose checkpoints are missing ({lost}), not of another writer's"
+            )
+        if changed:
+            found.append(
+                f"within {len(changed)} {'more' if same else f'of the {counted} partition(s) it would append'} "
+                f"beside rows ({differ}), the target table {table} holds another number of this source's rows "
+                f"than the source holds there now, with values of {keys} within the source's range there: what "
+                f"this route's own rows look like when their checkpoints are missing ({lost}) and rows reached "
+                "or left the source since their commit (a day still filling when it was committed); only values "
+                "apart from the source's prove them another writer's"
+            )
         if first_run:
             way: tuple[str, ...] = (
-                f"if they are this route's rows (its checkpoint store is lost): record them as committed: {adopt} "
-                "(partitions holding exactly the source's rows are recorded; the run then appends the rest)",
+                "if they are this route's rows (its checkpoint store is lost): "
+                + (
+                    f"first delete this source's rows of the partitions whose count differs ({differ}) {by_key}: "
+                    "adoption records a partition only where the target holds exactly the source's rows or "
+                    "none; then "
+                    if changed
+                    else ""
+                )
+                + f"record them as committed: {adopt} (partitions holding exactly the source's rows are recorded; "
+                "the run then appends the rest)",
             )
-        elif fan_in:
+        elif fan_in or (changed and not same):
             way = (
                 "if a newer copy of the checkpoint store exists, point checkpoints.connection at it and run",
-                "if it is gone for good: other source tables' routes write this table through this store (a "
-                f"fan-in), so keep it: delete this source's rows of those partitions from {table} by this "
-                "source's own key (never by the bounds alone) and run again without the flag: they are "
-                "appended once",
+                "if it is gone for good: "
+                + (
+                    "other source tables' routes write this table through this store (a fan-in), so keep it: "
+                    if fan_in
+                    else ""
+                )
+                + f"delete this source's rows of those partitions {by_key} and run again without the flag: "
+                "they are appended once",
             )
         else:
             way = (
                 "if a newer copy of the checkpoint store exists, point checkpoints.connection at it and run",
-                "if it is gone for good: point checkpoints.connection at a new, empty store (keep the old one "
-                f"for audit), then record what the target holds: {adopt}; then run without the flag",
+                "if it is gone for good: "
+                + (
+                    f"delete this source's rows of the partitions whose count differs ({differ}) {by_key}; "
+                    if changed
+                    else ""
+                )
+                + "point checkpoints.connection at a new, empty store (keep the old one for audit), then record "
+                f"what the target holds: {adopt}; then run without the flag",
             )
         return DponeError(
             ErrorCode.TARGET_NOT_EMPTY,
             f"--allow-nonempty-target (allow_nonempty_target) refused for route {self._route.describe()}: "
-            f"within {len(same)} of the {counted} partition(s) it would append beside rows "
-            f"({some_labels([p for p, _ in same])}), the target table {table} already holds exactly as many of "
-            f"this source's rows as the source holds there now ({rows:,} in all): the signature of this "
-            f"route's own rows whose checkpoints are missing ({lost}), not of another writer's; appending "
-            "would hold each of them twice",
+            + "; ".join(found)
+            + f"; appending would hold each of this route's own rows twice ({rows:,} row(s) in all there)",
             details={
                 "route": self._route.describe(),
                 "target_table": table,
                 "problem": "own_rows_under_allow_flag",
-                "partitions": [p.bounds.label for p, _ in same[:PARTITIONS_NAMED]],
+                "partitions": [p.bounds.label for p, _ in [*same, *changed][:PARTITIONS_NAMED]],
                 "target_rows": rows,
                 "partitions_counted": counted,
+                **(
+                    {
+                        "partitions_counts_differ": [p.bounds.label for p, _ in changed[:PARTITIONS_NAMED]],
+                        "key_columns": list(columns),
+                    }
+                    if changed
+                    else {}
+                ),
             },
             hint_lines=(
                 "nothing was written to the target or the checkpoint store; the route is not blocked",
                 "--allow-nonempty-target appends beside another writer's rows; do not use it after a "
                 "checkpoint store was restored, copied or lost",
                 *way,
-                "only if they really are another writer's rows, as many as this source's by chance (tell them "
-                f"apart by a column that names their writer): move them out of {table} for one run and back "
-                "after it, or give this route a table of its own",
+                "only if they really are another writer's rows, "
+                + (
+                    f"their {keys} values among the source's (one sequence, or numbered alike) or "
+                    if changed
+                    else ""
+                )
+                + "as many as this source's by chance (tell them apart by a column that names their writer): "
+                f"move them out of {table} for one run and back after it, or give this route a table of its own",
                 "see `dpone runbook guard`, '--allow-nonempty-target over this route's own rows'",
             ),
         )

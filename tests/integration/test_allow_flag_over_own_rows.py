@@ -177,3 +177,161 @@ def test_the_flag_appends_a_new_route_beside_another_shard_of_as_many_rows_a_day
 
     assert allowed.exit_code == 0, allowed.output
     assert target_rows(base) == sorted([*theirs, *source_rows(base)])
+
+
+def restored_store_whose_day_changed(base: Path, since: str) -> tuple[Path, list[tuple[Any, ...]]]:
+    """Days 1-3 committed, the store backed up, day 4 committed as the source held it then, the store
+    restored from the backup; since that commit, ``late_rows``: the day's last 50 rows reached the source
+    (it was still filling when committed); ``rows_deleted``: 20 of its rows left the source. Returns the
+    manifest and the target's rows."""
+    manifest = route(base)
+    without_last_days(base, 1)
+    assert dpone("run", str(manifest)).exit_code == 0
+    shutil.copy(base / "state.sqlite", base / "state.backup")
+    shutil.copy(base / "full.sqlite", base / "source.sqlite")
+    if since == "late_rows":
+        with sqlite3.connect(base / "source.sqlite") as db:
+            db.execute("DELETE FROM orders WHERE id > 1150")
+    assert dpone("run", str(manifest)).exit_code == 0
+    shutil.copy(base / "full.sqlite", base / "source.sqlite")
+    if since == "rows_deleted":
+        with sqlite3.connect(base / "source.sqlite") as db:
+            db.execute("DELETE FROM orders WHERE id BETWEEN 1001 AND 1020")
+    shutil.copy(base / "state.backup", base / "state.sqlite")
+    stopped = dpone("run", str(manifest))
+    assert stopped.exit_code == 3 and "has no commit of 1 partition(s)" in stopped.output
+    return manifest, target_rows(base)
+
+
+@pytest.mark.parametrize(("since", "held"), [("late_rows", 250), ("rows_deleted", 300)])
+def test_the_flag_over_a_restored_stores_day_whose_count_changed_since_its_lost_commit_stops(
+    base: Path, since: str, held: int
+) -> None:
+    """The gap ADR 0092 left: counts differ, so the day was taken for another writer's and appended again,
+    exit 0 (late rows: 250 ids twice; deleted rows: 280 twice). Red before. Its ids lie within the source's
+    range: the route has an integer key, and a partition whose keys are not apart from the source's stops."""
+    manifest, before = restored_store_whose_day_changed(base, since)
+
+    refused = dpone("run", str(manifest), "--allow-nonempty-target")
+
+    assert refused.exit_code == 3, refused.output
+    assert target_rows(base) == before  # nothing written
+    assert "holds another number of this source's rows than the source holds there now" in refused.output
+    assert (
+        f"delete this source's rows of those partitions from {TARGET} by this source's own key (never by "
+        "the bounds alone) and run again without the flag" in refused.output
+    )
+    assert "their id values among the source's" in refused.output and SECTION in refused.output
+    error = json.loads(dpone("run", str(manifest), "--allow-nonempty-target", "--json").stdout)
+    assert error["details"]["problem"] == "own_rows_under_allow_flag"
+    assert (
+        error["details"]["partitions"]
+        == error["details"]["partitions_counts_differ"]
+        == [f"order_date={DAYS[3]}"]
+    )
+    assert error["details"]["key_columns"] == ["id"]
+    assert error["details"]["target_rows"] == held
+    # the way the hint names: this source's rows of the day out of the target by its key, a plain run
+    delete = f"ALTER TABLE {TARGET} DELETE WHERE id BETWEEN 901 AND 1200 SETTINGS mutations_sync = 2"
+    chdb_command(base, delete)
+    assert dpone("run", str(manifest)).exit_code == 0
+    assert target_rows(base) == source_rows(base)
+
+
+def test_the_flag_stops_beside_another_writers_rows_whose_ids_interleave_with_the_sources(base: Path) -> None:
+    """Fail closed: another writer's rows of other ids within the source's id range, fewer than the source's
+    in the day, cannot be told from this route's own rows of a day that kept filling; the run stops and
+    names the way past (move them out for one run), and after it the day is appended beside them."""
+    manifest = route(base)
+    without_last_days(base, 1)
+    assert dpone("run", str(manifest)).exit_code == 0
+    with sqlite3.connect(base / "full.sqlite") as db:  # the source leaves ids 1101 and 1102 unused
+        db.execute("DELETE FROM orders WHERE id IN (1101, 1102)")
+    shutil.copy(base / "full.sqlite", base / "source.sqlite")
+    theirs = [(1101, DAYS[3], "backfill", "1.00"), (1102, DAYS[3], "backfill", "2.00")]
+    values = ", ".join(f"({i}, '{d}', '{c}', {a}, '{d} 09:00:00')" for i, d, c, a in theirs)
+    chdb_command(base, f"INSERT INTO {TARGET} (id, order_date, customer, amount, updated_at) VALUES {values}")
+    before = target_rows(base)
+
+    refused = dpone("run", str(manifest), "--allow-nonempty-target")
+
+    assert refused.exit_code == 3, refused.output
+    assert target_rows(base) == before
+    assert f"move them out of {TARGET} for one run and back after it" in refused.output
+    # moved out for one run and back after it, as the hint says
+    chdb_command(base, f"CREATE TABLE demo.aside AS {TARGET}")
+    chdb_command(base, f"INSERT INTO demo.aside SELECT * FROM {TARGET} WHERE id IN (1101, 1102)")
+    chdb_command(base, f"ALTER TABLE {TARGET} DELETE WHERE id IN (1101, 1102) SETTINGS mutations_sync = 2")
+    assert dpone("run", str(manifest)).exit_code == 0
+    chdb_command(base, f"INSERT INTO {TARGET} SELECT * FROM demo.aside")
+    assert target_rows(base) == sorted(
+        [*source_rows(base), *((i, d, c, Decimal(a), f"{d} 09:00:00") for i, d, c, a in theirs)]
+    )
+
+
+def test_the_flag_in_front_of_a_lost_stores_rows_names_the_day_that_kept_filling_too(base: Path) -> None:
+    """The store lost for good after day 4 was committed while still filling: the flag stopped naming only
+    the three settled days, and the adoption its hint named then refused day 4 (a count other than the
+    source's). Day 4 is named now, and the hint says to take its rows out before adopting. Red before."""
+    with sqlite3.connect(base / "source.sqlite") as db:
+        db.execute("DELETE FROM orders WHERE id > 1150")
+    assert dpone("run", str(route(base))).exit_code == 0
+    shutil.copy(base / "full.sqlite", base / "source.sqlite")
+    manifest = route(base, "new.sqlite")
+    before = target_rows(base)
+
+    refused = dpone("run", str(manifest), "--allow-nonempty-target")
+
+    assert refused.exit_code == 3, refused.output
+    assert target_rows(base) == before
+    assert (
+        f"first delete this source's rows of the partitions whose count differs (order_date={DAYS[3]}) from "
+        f"{TARGET} by this source's own key (never by the bounds alone)" in refused.output
+    )
+    error = json.loads(dpone("run", str(manifest), "--allow-nonempty-target", "--json").stdout)
+    assert error["details"]["partitions"] == [f"order_date={d}" for d in DAYS]
+    assert error["details"]["partitions_counts_differ"] == [f"order_date={DAYS[3]}"]
+    assert error["details"]["target_rows"] == 1_150
+    # the way the hint names: the day's rows out by this source's key, the rest adopted, a plain run
+    chdb_command(
+        base, f"ALTER TABLE {TARGET} DELETE WHERE id BETWEEN 901 AND 1200 SETTINGS mutations_sync = 2"
+    )
+    assert dpone("guard", "rebaseline", str(manifest), "--adopt-target", "--reason", "lost").exit_code == 0
+    assert dpone("run", str(manifest)).exit_code == 0
+    assert target_rows(base) == source_rows(base)
+
+
+def test_without_an_integer_key_the_flag_keeps_counts_alone_and_says_so(base: Path) -> None:
+    """A route whose key is text: no key range can tell whose rows a day of another count holds, so the
+    flag appends beside them as before (the gap ADR 0092 documents for such routes: here the restored
+    day's 250 rows twice), and says in a note that their keys could not be compared."""
+    for file in ("full.sqlite", "source.sqlite"):
+        with sqlite3.connect(base / file) as db:
+            db.execute(
+                "CREATE TABLE orders_t (id TEXT PRIMARY KEY, order_date DATE NOT NULL, customer TEXT NOT NULL, "
+                "amount NUMERIC(12,2) NOT NULL, updated_at DATETIME NOT NULL)"
+            )
+            db.execute(
+                "INSERT INTO orders_t SELECT 'o' || id, order_date, customer, amount, updated_at FROM orders"
+            )
+    manifest = manifest_at(base, table="orders_t", state=f"sqlite:///{base / 'state.sqlite'}")
+    with sqlite3.connect(base / "source.sqlite") as db:
+        db.execute("DELETE FROM orders_t WHERE order_date >= ?", (DAYS[3],))
+    assert dpone("run", str(manifest)).exit_code == 0
+    shutil.copy(base / "state.sqlite", base / "state.backup")
+    shutil.copy(base / "full.sqlite", base / "source.sqlite")
+    with sqlite3.connect(base / "source.sqlite") as db:
+        db.execute("DELETE FROM orders_t WHERE CAST(substr(id, 2) AS INTEGER) > 1150")
+    assert dpone("run", str(manifest)).exit_code == 0
+    restored_day = [r for r in source_rows(base, "orders_t") if r[1] == DAYS[3]]
+    shutil.copy(base / "full.sqlite", base / "source.sqlite")
+    shutil.copy(base / "state.backup", base / "state.sqlite")
+
+    allowed = dpone("run", str(manifest), "--allow-nonempty-target")
+
+    assert allowed.exit_code == 0, allowed.output
+    assert (
+        "1 partition(s) of route" in allowed.output
+        and "their keys could not tell whether they are its own (no integer key column" in allowed.output
+    )
+    assert target_rows(base) == sorted([*source_rows(base, "orders_t"), *restored_day])

@@ -11,7 +11,12 @@ from datetime import date, timedelta
 from airflow_provider_dpone.contracts.key_fingerprint import ColumnDigest, KeyFingerprint
 from airflow_provider_dpone.contracts.partition import BoundsKind, PartitionBounds
 from airflow_provider_dpone.contracts.schema import ColumnSpec, TableSchema
-from airflow_provider_dpone.runtime.key_fingerprint import key_candidates, keys_apart
+from airflow_provider_dpone.runtime.key_fingerprint import (
+    NO_KEY_COLUMN,
+    key_candidates,
+    key_ranges,
+    keys_apart,
+)
 
 SCHEMA = TableSchema(
     columns=(
@@ -89,3 +94,25 @@ def test_nothing_is_apart_where_keys_cannot_be_fingerprinted() -> None:
     target = Side({days[0].label: ids(5_000_001, 5_000_300)})
 
     assert keys_apart(days, source, target, "demo.orders", candidates) == set()  # type: ignore[arg-type]
+
+
+def test_key_ranges_names_the_columns_compared_or_why_none_could_be() -> None:
+    """Where counts differ, ``--allow-nonempty-target`` stops unless the ranges are apart, but only where
+    keys were compared at all: a route without an integer key keeps counts alone (ADR 0092)."""
+    days = [day(0), day(1)]
+    source = Side({days[0].label: ids(1, 300), days[1].label: ids(301, 600)})
+    target = Side(
+        {days[0].label: ids(5_000_001, 5_000_100, rows=100), days[1].label: ids(301, 550, rows=250)}
+    )
+
+    compared = key_ranges(days, source, target, "demo.orders", candidates)  # type: ignore[arg-type]
+
+    assert compared.columns == ("id",) and compared.unusable is None
+    assert compared.apart == {days[0]}
+
+    def no_key(source: object) -> list[str]:
+        return ["customer"]
+
+    unusable = key_ranges(days, source, target, "demo.orders", no_key)  # type: ignore[arg-type]
+
+    assert unusable.columns == () and unusable.apart == frozenset() and unusable.unusable == NO_KEY_COLUMN
