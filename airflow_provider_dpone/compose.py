@@ -67,6 +67,7 @@ from airflow_provider_dpone.runtime.route_identity import (
     release_partly_covered,
     views_fed_again_notice,
 )
+from airflow_provider_dpone.runtime.target_counts import TargetCounts
 from airflow_provider_dpone.runtime.transfer import TransferEngine, TransferPorts
 
 #: (connection name or inline URI, role) -> endpoint. Roles: "source", "sink", "checkpoints".
@@ -465,11 +466,13 @@ class Runtime:
         Under the target's lease, as a run: a live run's ARMED partitions look blocked, and resolving them
         while it loads (``not-applied`` before its insert lands) would let the next run append them again."""
         sinks: list[Sink] = []
+        tables: dict[str, TargetCounts] = {}
 
-        def count_target(checkpoint: PartitionCheckpoint) -> int:
+        def count_target(checkpoint: PartitionCheckpoint) -> int | None:
             if not sinks:
                 sinks.append(self.sink_factory()())  # read-only counts, opened only when needed
-            return sinks[0].count_rows(checkpoint.route.target_table, checkpoint.bounds)
+            table = checkpoint.route.target_table
+            return tables.setdefault(table, TargetCounts(sinks[0], table)).within(checkpoint.bounds)
 
         sources: list[Source] = []
         naming = self.naming()

@@ -145,6 +145,7 @@ APART_TESTS=(
   tests/integration/test_emptied_days_come_back.py
   tests/integration/test_empty_source_said.py
   tests/integration/test_first_replacement.py
+  tests/integration/test_full_refresh_without_partition_column.py
   tests/integration/test_hand_made_text_and_bytes.py
   tests/integration/test_integer_range_edges.py
   tests/integration/test_left_out_rows_as_multisets.py

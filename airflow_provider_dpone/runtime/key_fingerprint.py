@@ -56,6 +56,10 @@ NO_KEY_COLUMN = (
     "from the source and held by the target"
 )
 TARGET_MISSING = "the target table does not exist"
+TARGET_LACKS_PARTITION_COLUMN = (
+    "the target table does not hold the partition column (a full_refresh route whose source.columns leave it "
+    "out), so it cannot select a partition's rows"
+)
 NOT_SUPPORTED = "the source or the target cannot fingerprint keys"
 
 
@@ -271,7 +275,8 @@ def _both_sides(
     candidates: Callable[[Source], list[str]],
 ) -> tuple[tuple[str, ...], _ByBounds, _ByBounds] | str:
     """The columns fingerprinted and each of ``bounds``' (distinct) fingerprint on the source and on the
-    target, or why none can be taken (``NOT_SUPPORTED``, ``TARGET_MISSING``, ``NO_KEY_COLUMN``)."""
+    target, or why none can be taken (``NOT_SUPPORTED``, ``TARGET_MISSING``, ``TARGET_LACKS_PARTITION_COLUMN``,
+    ``NO_KEY_COLUMN``)."""
     fingerprint_source = getattr(source, "key_fingerprints", None)
     fingerprint_target = getattr(sink, "key_fingerprints", None)
     describe_target = getattr(sink, "target_schema", None)
@@ -280,6 +285,9 @@ def _both_sides(
     target_schema = describe_target(table)
     if target_schema is None:
         return TARGET_MISSING
+    held = set(target_schema.names)
+    if any(one.column is not None and one.column not in held for one in bounds):
+        return TARGET_LACKS_PARTITION_COLUMN
     columns = fingerprint_columns(source.describe(), target_schema, candidates(source))
     if not columns:
         return NO_KEY_COLUMN

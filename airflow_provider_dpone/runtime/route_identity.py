@@ -337,8 +337,9 @@ def committed_record(
 
 #: Rows the source holds now within some bounds (read-only).
 SourceCounter = Callable[[PartitionBounds], int]
-#: Rows the target holds now within some bounds (read-only).
-TargetCounter = Callable[[PartitionBounds], int]
+#: Rows the target holds now within some bounds (read-only); ``None`` where it cannot select them
+#: (``target_counts``).
+TargetCounter = Callable[[PartitionBounds], int | None]
 
 
 def _old_rows_inside(overlap: IdentityOverlap) -> int | None:
@@ -424,7 +425,7 @@ def rebaseline(
         elif overlap.covered:  # only wider old partitions: rows may have arrived after they were committed
             target_rows = count_target(overlap.partition.bounds) if count_target is not None else 0
             if (
-                target_rows > 0
+                target_rows
                 and count_source is not None
                 and count_source(overlap.partition.bounds) == target_rows
             ):
@@ -503,7 +504,11 @@ def release_partly_covered(
             problems.append(f"{label}: an old committed partition reaches outside its bounds")
             continue
         held = count_target(overlap.partition.bounds)
-        if held:
+        if held is None:
+            problems.append(
+                f"{label}: the target table has no column {overlap.partition.bounds.column!r} to count by"
+            )
+        elif held:
             problems.append(f"{label}: the target still holds {held} row(s) within its bounds")
     if problems:
         raise DponeError(

@@ -188,7 +188,7 @@ def record_move(
     run_id: str,
     clock: Clock,
     request: RebaselineRequest,
-    count: Callable[[PartitionBounds], int] | None = None,
+    count: Callable[[PartitionBounds], int | None] | None = None,
     siblings: Sequence[PartitionCheckpoint] = (),
     also: Mapping[str, JsonValue] | None = None,
     unmoved: Callable[[PartitionCheckpoint], bool] | None = None,

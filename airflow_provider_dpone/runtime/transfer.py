@@ -133,6 +133,7 @@ from airflow_provider_dpone.runtime.source_binding import (
 )
 from airflow_provider_dpone.runtime.superseded import could_supersede, rerun_superseded
 from airflow_provider_dpone.runtime.target_binding import same_target
+from airflow_provider_dpone.runtime.target_counts import TargetCounts
 from airflow_provider_dpone.runtime.vanished import (
     as_planned,
     bounds_order,
@@ -363,14 +364,17 @@ class TransferEngine:
         """Rows the source holds now within each of ``bounds``, in order (read-only, grouped)."""
         return self._ports.source.count_partitions(bounds) if bounds else []
 
-    def count_target(self, bounds: PartitionBounds) -> int:
+    def count_target(self, bounds: PartitionBounds) -> int | None:
         """Rows of this route's source table the target may hold within ``bounds`` (read-only; 0 when it
         does not exist): the table's rows there less those other source tables committed (a fan-in; the
         whole count where their share is unknown). A rebaseline compared the whole count with this source's
-        and kept every day of a fan-in blocked; its printed fix then deleted the other source's rows."""
+        and kept every day of a fan-in blocked; its printed fix then deleted the other source's rows.
+        ``None`` where the target table lacks the column the bounds select by (``target_counts``)."""
         others = self._other_sources_of()
         sink = self._ports.open_sink()
         try:
+            if TargetCounts(sink, self._manifest.sink.table).lacks_column_of(bounds):
+                return None
             return self._checks.own_rows(sink, bounds, others)
         finally:
             sink.close()

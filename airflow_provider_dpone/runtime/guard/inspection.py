@@ -20,6 +20,7 @@ from airflow_provider_dpone.runtime.guard.resolution import (
     other_routes_rows_lost,
     other_routes_within,
 )
+from airflow_provider_dpone.runtime.target_counts import TargetCounts
 
 
 @dataclass(frozen=True)
@@ -55,12 +56,13 @@ def inspect_blocked(
     blocked partition reads another source table: counting this one's showed a misleading match)."""
     by_id = {c.partition_id: c for c in latest}
     commits = CommitsBySource(latest)
+    counts = TargetCounts(sink, target_table)
     rows: list[InspectionRow] = []
     for block in blocked_partitions(latest):
         checkpoint = by_id[block.partition_id]
         own = route is None or checkpoint.route == route
         source_rows = source.count(checkpoint.bounds) if source is not None and own else None
-        target_rows = sink.count_rows(target_table, checkpoint.bounds)
+        target_rows = counts.within(checkpoint.bounds)  # None where the table cannot select them
         others = commits.of_others(checkpoint)
         others_rows = other_routes_rows(checkpoint, others)
         lost = checkpoint.route.strategy is Strategy.INCREMENTAL_APPEND and other_routes_rows_lost(

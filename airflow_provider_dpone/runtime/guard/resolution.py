@@ -55,8 +55,9 @@ class ResolutionRequest:
     force: bool = False
 
 
-#: Rows the target holds within one blocked checkpoint's bounds (counted read-only, per partition).
-TargetCounter = Callable[[PartitionCheckpoint], int]
+#: Rows the target holds within one blocked checkpoint's bounds (counted read-only, per partition); None
+#: where the target table cannot select them (``target_counts``): unknown, as a count that failed forced.
+TargetCounter = Callable[[PartitionCheckpoint], int | None]
 #: The source's rows now within a checkpoint's bounds; None where this manifest's source cannot say.
 SourceCounter = Callable[[PartitionCheckpoint], int | None]
 
