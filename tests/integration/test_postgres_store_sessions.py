@@ -30,6 +30,7 @@ import pytest
 import sqlalchemy as sa
 
 from airflow_provider_dpone.adapters.checkpoint_sql import SqlCheckpointStore
+from airflow_provider_dpone.adapters.checkpoint_sql.engine import create_store_engine, parse_url
 from airflow_provider_dpone.adapters.checkpoint_sql.route_lease import lock_id, postgres_lease
 from airflow_provider_dpone.adapters.clickhouse.client import open_client
 from airflow_provider_dpone.adapters.sources.demo_data import create_demo_source
@@ -333,6 +334,32 @@ def test_the_lease_session_outlives_the_databases_idle_session_limits(store: str
             hold.require_held()
     finally:
         engine.dispose()
+
+
+def test_the_server_probes_a_lease_sessions_client_so_a_vanished_worker_host_releases_the_lease(
+    store: str,
+) -> None:
+    """Red without asking the server for keepalives: a worker host that lost power or its network sends no
+    FIN, and the server kept its lease session (and the advisory lock) for its OS default of about 2 h 11
+    min, every run of the route busy meanwhile (seen with a worker's network namespace taken down). The
+    server now probes the client after 10 s idle, every 5 s, dead after 3: the lease ends within ~25 s.
+    Every session of the store's engine is asked for them at connect time, the lease's among them."""
+    engine = create_store_engine(parse_url(store))
+    try:
+        with postgres_lease(engine, "demo.orders"), engine.connect() as conn:
+            settings = conn.execute(
+                sa.text(
+                    "SELECT name, setting FROM pg_settings WHERE name IN "
+                    "('tcp_keepalives_idle', 'tcp_keepalives_interval', 'tcp_keepalives_count')"
+                )
+            ).all()
+    finally:
+        engine.dispose()
+    assert dict(settings) == {
+        "tcp_keepalives_idle": "10",
+        "tcp_keepalives_interval": "5",
+        "tcp_keepalives_count": "3",
+    }
 
 
 def test_a_resolution_whose_lease_ended_while_it_counted_writes_nothing(

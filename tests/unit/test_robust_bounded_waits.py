@@ -19,7 +19,10 @@ from airflow_provider_dpone.hooks.connection_endpoints import endpoint_from_conn
 
 def test_postgres_connect_args_bound_statements_keepalives_and_unacknowledged_writes() -> None:
     args = store_engine.postgres_connect_args({}, 30.0)
-    assert args["options"] == "-c statement_timeout=30000"
+    assert args["options"] == (
+        "-c statement_timeout=30000 -c tcp_keepalives_idle=10 -c tcp_keepalives_interval=5 "
+        "-c tcp_keepalives_count=3"  # the server's side too: a vanished client's session (its lease) ends
+    )
     assert args["keepalives"] == 1
     assert (args["keepalives_idle"], args["keepalives_interval"], args["keepalives_count"]) == (10, 5, 3)
     assert args["tcp_user_timeout"] == round((30.0 + store_engine.CLIENT_GRACE_S) * 1000)
@@ -31,7 +34,7 @@ def test_postgres_connect_args_bound_statements_keepalives_and_unacknowledged_wr
 
 def test_postgres_connect_args_keep_options_given_in_the_url_and_shorten_the_connect_timeout() -> None:
     args = store_engine.postgres_connect_args({"options": "-c search_path=dpone"}, 1.0)
-    assert args["options"] == "-c search_path=dpone -c statement_timeout=1000"
+    assert args["options"].startswith("-c search_path=dpone -c statement_timeout=1000 ")
     assert args["connect_timeout"] == 6  # never longer than the statement deadline (1 s + 5 s grace)
 
 

@@ -8,7 +8,10 @@ Every PostgreSQL call is bounded, so a frozen or unreachable server ends a run w
 
 * ``connect_timeout`` bounds connection establishment (never longer than the statement deadline);
 * the server's ``statement_timeout`` cancels a statement that runs too long on a live server;
-* TCP keepalives and ``tcp_user_timeout`` end a connection whose peer host or network vanished;
+* TCP keepalives and ``tcp_user_timeout`` end a connection whose peer host or network vanished; the
+  server is asked for the same keepalives (``tcp_keepalives_*``), so a session whose client host vanished
+  (a worker that lost power or its network mid-run) ends within ~25 s and releases the route lease its
+  advisory lock held, instead of at the server's OS default (about 2 h 11 min, every run busy meanwhile);
 * a client-side deadline ends a call to a server that accepts bytes but never answers (a SIGSTOPped or
   wedged postmaster: its kernel still acknowledges TCP, so neither of the above fires). When a statement,
   commit or rollback outlives the statement timeout plus :data:`CLIENT_GRACE_S`, the connection's socket
@@ -190,11 +193,15 @@ def statement_timeout_s(env: Mapping[str, str] | None = None) -> float:
 def postgres_connect_args(query: Mapping[str, Any], timeout_s: float) -> dict[str, Any]:
     """psycopg2 ``connect()`` arguments bounding every call: see the module docstring.
 
-    ``options`` given in the URL's query are kept, with the statement timeout appended.
+    ``options`` given in the URL's query are kept, with the statement timeout and the server's keepalives
+    appended.
     """
     timeout_ms = max(1, round(timeout_s * 1000))
     deadline_s = timeout_s + CLIENT_GRACE_S
-    options = f"-c statement_timeout={timeout_ms}"
+    options = (
+        f"-c statement_timeout={timeout_ms} -c tcp_keepalives_idle={KEEPALIVE_IDLE_S} "
+        f"-c tcp_keepalives_interval={KEEPALIVE_INTERVAL_S} -c tcp_keepalives_count={KEEPALIVE_COUNT}"
+    )
     given = query.get("options")
     if isinstance(given, tuple):
         given = " ".join(given)
