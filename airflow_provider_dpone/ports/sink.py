@@ -58,6 +58,14 @@ class KeyFingerprintingSink(Sink, Protocol):
         table does not exist."""
 
 
+class GroupedCountingSink(Sink, Protocol):
+    """A sink that can count, read-only, a table's rows within many partitions in one statement."""
+
+    def count_rows_each(self, table: str, bounds: Sequence[PartitionBounds]) -> list[int]:
+        """What ``count_rows`` counts within each of ``bounds`` (pairwise disjoint, as ``key_fingerprints``
+        takes them), in order, in one statement; 0 each when the table does not exist."""
+
+
 class InFlightCheckingSink(Sink, Protocol):
     """A sink that can tell whether statements it sent to change a table still run on the server."""
 

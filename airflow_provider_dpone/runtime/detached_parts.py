@@ -144,6 +144,7 @@ def emptied_commits(
     active: Sequence[PlannedPartition],
     count: Callable[[PartitionBounds | None], int],
     history: Callable[[PartitionCheckpoint], Sequence[PartitionCheckpoint]] | None = None,
+    count_each: Callable[[Sequence[PartitionBounds]], list[int]] | None = None,
 ) -> list[tuple[PlannedPartition, int]]:
     """On a target that cannot list detached parts: the partitions a replacing run moves again that held
     rows at their latest commit and of which the target holds none now (with the rows committed), newest
@@ -157,7 +158,9 @@ def emptied_commits(
     whole: it held no more than them after the refresh, so none of them can be empty unless rows left.
     ``history``: every record of a checkpoint's partition, oldest first; a partition to move whose latest
     record is an attempt that never reached the target (a source read that broke while staging) is judged
-    by the commit under it (seen: such a day, detached, was reloaded, exit 0, and held twice once attached)."""
+    by the commit under it (seen: such a day, detached, was reloaded, exit 0, and held twice once attached).
+    ``count_each``: ``count`` of many bounds at once, in order (``target_counts.rows_within_each``: one
+    grouped statement instead of one per partition); without it each is counted alone."""
     if strategy is Strategy.INCREMENTAL_APPEND or not active:
         return []
     if history is not None:
@@ -188,7 +191,10 @@ def emptied_commits(
     held = sorted((h for h in held if h[1] > 0), key=lambda h: bounds_order(h[0].bounds), reverse=True)
     if not held or (strategy is Strategy.FULL_REFRESH and count(None) >= sum(n for _, n in held)):
         return []
-    return [(p, rows) for p, rows in held[:COUNTED_ON_LEGACY] if count(p.bounds) == 0]
+    counted = held[:COUNTED_ON_LEGACY]
+    bounds = [p.bounds for p, _ in counted]
+    now = count_each(bounds) if count_each is not None else [count(one) for one in bounds]
+    return [(p, rows) for (p, rows), rows_now in zip(counted, now, strict=True) if rows_now == 0]
 
 
 def _standing_commit(

@@ -68,6 +68,7 @@ from airflow_provider_dpone.runtime.route_identity import (
     require_unchanged_identity,
 )
 from airflow_provider_dpone.runtime.shared_target import other_sources_in_scope, within_partitions
+from airflow_provider_dpone.runtime.target_counts import rows_within_each
 from airflow_provider_dpone.runtime.vanished import bounds_order
 
 _log = logging.getLogger(__name__)
@@ -996,6 +997,7 @@ class PreArmChecks:
                 active,
                 count,
                 history=lambda latest: self._history(latest.route, latest.partition_id),
+                count_each=functools.partial(rows_within_each, sink, table),
             )
             if not emptied:
                 return

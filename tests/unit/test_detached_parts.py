@@ -8,6 +8,7 @@ to nothing, and the decision (``runtime.detached_parts``) then takes the part as
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 
 import pytest
@@ -230,6 +231,39 @@ def test_where_detached_parts_are_unlisted_only_the_newest_partitions_are_counte
     own = [committed(b, 5) for b in days]
     assert emptied_commits(Strategy.REPLACE_PARTITION, own, [planned(b) for b in days], count) == []
     assert len(counted) == COUNTED_ON_LEGACY and counted[0] == "order_date=2026-03-28"
+
+
+def test_where_detached_parts_are_unlisted_the_newest_partitions_are_counted_in_one_grouped_call() -> None:
+    """``count_each`` (``target_counts.rows_within_each``): the newest ``COUNTED_ON_LEGACY`` partitions'
+    bounds in one call, newest first, none counted alone; the answers are those of one count each."""
+    days = [day(f"2026-{m:02d}-{d:02d}") for m in range(1, 4) for d in range(1, 29)]
+    own = [committed(b, 5) for b in days]
+    empty = {days[-1].label, days[-30].label, days[0].label}  # the oldest is not among the newest 62
+    asked: list[list[str]] = []
+
+    def count_each(bounds: Sequence[PartitionBounds]) -> list[int]:
+        asked.append([b.label for b in bounds])
+        return [0 if b.label in empty else 5 for b in bounds]
+
+    def count(bounds: PartitionBounds | None) -> int:
+        raise AssertionError("counted alone")
+
+    emptied = emptied_commits(
+        Strategy.REPLACE_PARTITION, own, [planned(b) for b in days], count, count_each=count_each
+    )
+    assert len(asked) == 1 and len(asked[0]) == COUNTED_ON_LEGACY
+    assert asked[0][0] == "order_date=2026-03-28" and asked[0] == sorted(asked[0], reverse=True)
+    assert [(p.bounds.label, rows) for p, rows in emptied] == [
+        (days[-1].label, 5),
+        (days[-30].label, 5),
+    ]
+    one_each = emptied_commits(
+        Strategy.REPLACE_PARTITION,
+        own,
+        [planned(b) for b in days],
+        lambda b: 0 if b and b.label in empty else 5,
+    )
+    assert one_each == emptied
 
 
 def test_where_detached_parts_are_unlisted_a_full_refresh_holding_every_committed_row_is_counted_once() -> (

@@ -253,6 +253,32 @@ class ClickHouseSink:
             where = self._where(bounds, _types_of(self._describe(client, name)))
             return int(client.query(f"SELECT count() FROM {name.sql()}{where}").result_rows[0][0])
 
+    def count_rows_each(self, table: str, bounds: Sequence[PartitionBounds]) -> list[int]:
+        """``GroupedCountingSink``: rows within each of ``bounds`` (pairwise disjoint) in one statement, the
+        fingerprint's of no key column (``key_fingerprints``: its ``count()`` under each bounds' predicate,
+        the one ``count_rows`` uses); 0 each when the table does not exist yet."""
+        name = self._name(table)
+        for one in bounds:
+            self._where(one)  # malformed bounds fail before any statement
+        with self._failures("count rows in the target table", name, step="count"):
+            client = self._client()
+            if not self._exists(client, name):
+                return [0] * len(bounds)
+            types = _types_of(self._describe(client, name))
+            try:
+                text = fingerprint_statement(name.sql(), bounds, (), types)
+            except BoundsError as exc:
+                raise _bounds_error(exc, bounds[0] if bounds else None) from None
+            rows = client.query(text).result_rows
+        try:
+            return [found.rows for found in fingerprints_from_rows(rows, len(bounds), 0)]
+        except MalformedFingerprint as exc:
+            raise DponeError(
+                ErrorCode.TARGET_LOAD_FAILED,
+                f"the row counts of target table {name} are not exact integers",
+                details={"table": str(name), "step": "count"},
+            ) from exc
+
     def key_fingerprints(
         self, table: str, bounds: Sequence[PartitionBounds], columns: Sequence[str]
     ) -> list[KeyFingerprint] | None:

@@ -34,7 +34,12 @@ from airflow_provider_dpone.contracts.partition import PartitionBounds
 from airflow_provider_dpone.contracts.route import RouteIdentity, Strategy
 from airflow_provider_dpone.ports.checkpoint_store import CheckpointStore
 from airflow_provider_dpone.ports.clock import Clock
-from airflow_provider_dpone.runtime.bounds_coverage import fully_covered, may_overlap, pairwise_disjoint
+from airflow_provider_dpone.runtime.bounds_coverage import (
+    OverlapIndex,
+    fully_covered,
+    may_overlap,
+    pairwise_disjoint,
+)
 from airflow_provider_dpone.runtime.guard.batch_id import checkpoint_batch_id
 from airflow_provider_dpone.runtime.guard.route_guard import BlockedPartition, scan_route
 
@@ -219,18 +224,32 @@ def resolve(
 
 
 class CommitsBySource:
-    """A target's COMMITTED checkpoints grouped by source table, so the other sources' commits of a
-    partition are found without a pass over every checkpoint (one source: none, at once)."""
+    """A target's COMMITTED checkpoints grouped by source table, each source's indexed by bounds
+    (``bounds_coverage.OverlapIndex``, built at its first question and kept for the command): the other
+    sources' commits overlapping a partition are found without a pass over every checkpoint. A scan per
+    partition made ``guard inspect`` and ``guard resolve --all-blocked`` quadratic (2,000 blocked days beside
+    a fan-in route's 2,000: 25 CPU s)."""
 
     def __init__(self, latest: Sequence[PartitionCheckpoint]) -> None:
         self._by_source: dict[str, list[PartitionCheckpoint]] = {}
+        self._indexes: dict[str, OverlapIndex] = {}
         for checkpoint in latest:
             if checkpoint.status is CheckpointStatus.COMMITTED:
                 self._by_source.setdefault(checkpoint.route.source_table, []).append(checkpoint)
 
     def of_others(self, checkpoint: PartitionCheckpoint) -> list[PartitionCheckpoint]:
+        """Other source tables' commits whose bounds :func:`may_overlap` ``checkpoint``'s, in the order given
+        (those a pass over them all would keep: every function taking ``latest`` here filters them so)."""
         own = checkpoint.route.source_table
-        return [c for source, commits in self._by_source.items() if source != own for c in commits]
+        found: list[PartitionCheckpoint] = []
+        for source, commits in self._by_source.items():
+            if source == own:
+                continue
+            index = self._indexes.get(source)
+            if index is None:
+                index = self._indexes[source] = OverlapIndex([c.bounds for c in commits])
+            found.extend(commits[position] for position in index.overlapping(checkpoint.bounds))
+        return found
 
 
 def other_routes_within(checkpoint: PartitionCheckpoint, latest: Sequence[PartitionCheckpoint]) -> list[str]:
@@ -289,14 +308,17 @@ def committed_rows_within(bounds: PartitionBounds, latest: Sequence[PartitionChe
                 return None
             total += sum(c.rows or 0 for c in newest.values())
             continue
-        counted: list[PartitionCheckpoint] = []
-        for other in sorted(newest.values(), key=checkpoint_moment, reverse=True):
-            newer = [c.bounds for c in counted if may_overlap(other.bounds, c.bounds)]
+        # newest first, each against the newer ones counted: found by an index, not compared pair by pair
+        ordered = sorted(newest.values(), key=checkpoint_moment, reverse=True)
+        index = OverlapIndex([c.bounds for c in ordered])
+        counted: set[int] = set()
+        for position, other in enumerate(ordered):
+            newer = [ordered[i].bounds for i in index.overlapping(other.bounds) if i in counted]
             if newer and fully_covered(other.bounds, newer):
                 continue  # the same rows, committed again since
             if newer or not fully_covered(other.bounds, [bounds]) or other.rows is None:
                 return None
-            counted.append(other)
+            counted.add(position)
             total += other.rows
     return total
 
