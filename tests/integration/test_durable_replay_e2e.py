@@ -1,18 +1,18 @@
 """Durable quality replay end to end, on chDB and on the ClickHouse 18.16 server over HTTP.
 
 Real components only: the demo SQLite source, the target, a SQLite checkpoint/capsule database, the
-supervised reader worker. Runs go through the CLI (a real ``dpone`` process) and through ``compose``
-in-process (the path the Airflow operator takes). The one injected fault is another writer altering the
-target between publication and observation, done by a test-only wrapper around the reader port.
+supervised reader worker. Runs go through the CLI (``dpone`` in this process; its reader worker a process
+of its own) and through ``compose`` (the path the Airflow operator takes). The one injected fault is
+another writer altering the target between publication and observation, done by a test-only wrapper
+around the reader port.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
-import subprocess
-import sys
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -20,10 +20,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
 from airflow_provider_dpone.adapters.capsule_store import SqlCapsuleStore
 from airflow_provider_dpone.adapters.sources.demo_data import create_demo_source
 from airflow_provider_dpone.adapters.target_reader import SupervisedTargetReader
+from airflow_provider_dpone.cli.main import cli
 from airflow_provider_dpone.compose import open_runtime
 from airflow_provider_dpone.contracts.capsule import CapsuleChain, TargetComplete
 from airflow_provider_dpone.contracts.endpoints import EndpointDescriptor
@@ -36,7 +38,6 @@ from tests.integration.route_rig import hold_lease_of, rewrite_as_legacy
 
 pytestmark = pytest.mark.service
 
-DPONE = str(Path(sys.executable).with_name("dpone"))
 ROWS, DAYS = 600, 6
 MANIFEST = """\
 kind: native_transfer
@@ -66,6 +67,15 @@ quality:
 """
 
 
+@dataclass(frozen=True)
+class Ran:
+    """What one ``dpone`` command returned, as a process would: its exit code and both streams."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
 @dataclass
 class Route:
     """One route's files and target, on one backend."""
@@ -84,16 +94,15 @@ class Route:
         text = MANIFEST.format(sink=self.sink, table=self.table, durable="true" if durable else "false")
         self.manifest.write_text(text, encoding="utf-8")
 
-    def dpone(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [DPONE, *args],
-            capture_output=True,
-            text=True,
-            timeout=180,
-            check=False,
-            env=self.env,
-            cwd=self.base,
-        )
+    def dpone(self, *args: str, **more_env: str) -> Ran:
+        """``dpone ARGS`` in this process (a process per command cost ~2 s of start-up each; the target
+        reader still runs in a process of its own), from the route's folder, with only its environment's
+        ``AIRFLOW_CONN_*`` (and ``more_env``)."""
+        env: dict[str, str | None] = {k: None for k in os.environ if k.startswith("AIRFLOW_CONN_")}
+        env.update({**self.env, **more_env})
+        with contextlib.chdir(self.base):
+            result = CliRunner().invoke(cli, list(args), env=env, catch_exceptions=False)
+        return Ran(result.exit_code, result.stdout, result.stderr)
 
     def query(self, sql: str) -> Any:
         client = self.client()
@@ -282,15 +291,7 @@ def test_pending_capsule_is_not_bypassed_when_the_selector_is_turned_off(
 
 def pending_under_r1(route: Route) -> None:
     """Run r1 with a budget no reader can meet: published, its capsule pending, the route blocked."""
-    first = subprocess.run(
-        [DPONE, "run", str(route.manifest), "--run-id", "r1"],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-        env={**route.env, BUDGET_VARIABLE: "0.001"},
-        cwd=route.base,
-    )
+    first = route.dpone("run", str(route.manifest), "--run-id", "r1", **{BUDGET_VARIABLE: "0.001"})
     assert first.returncode == 3 and "quality_replay_unresolved" in first.stderr, first.stderr
     assert route.chain("r1").version == 2
 

@@ -3,7 +3,7 @@
 * Grouped partition counts (``Source.count_partitions``) against the per-partition ``count`` of the same
   source, on SQLite and over pymssql to the TDS emulator: one grouped statement per route for day, month
   and integer_range partitioning; list partitions and bounds of another partitioning counted one by one.
-* Black-box ``dpone`` in a subprocess, SQLite source into chDB: ``settle`` leaves today's partition planned
+* Black-box ``dpone`` (its CLI, in this process), SQLite source into chDB: ``settle`` leaves today's partition planned
   but unmoved (``open_partition``, no checkpoint); ``checkpoints --verify`` finds late and deleted rows and
   never opens the target; ``lookback`` on ``replace_partition`` reloads the most recent committed day so
   the target again holds exactly the source's rows.
@@ -11,23 +11,24 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
-import shutil
 import sqlite3
-import subprocess
-import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
 from airflow_provider_dpone.adapters.clickhouse.client import open_client
 from airflow_provider_dpone.adapters.sources.mssql_source import MssqlSource
 from airflow_provider_dpone.adapters.sources.partition_planning import day_partitions, month_partitions
 from airflow_provider_dpone.adapters.sources.sqlite_source import SqliteSource
+from airflow_provider_dpone.cli.main import cli
 from airflow_provider_dpone.contracts.endpoints import ClickHouseInterface, EndpointDescriptor, EndpointKind
 from airflow_provider_dpone.contracts.manifest import Partitioning, PartitionKind, SourceSpec, SourceType
 
@@ -204,17 +205,22 @@ def test_tds_bounds_of_another_partitioning_fall_back_to_exact_counts(
 # -- black-box dpone: settle, verify, lookback -----------------------------------------------------------
 
 
-def _dpone_exe() -> str:
-    found = shutil.which("dpone", path=str(Path(sys.executable).parent)) or shutil.which("dpone")
-    assert found, "the dpone console script is not installed"
-    return found
+@dataclass(frozen=True)
+class Ran:
+    """What one ``dpone`` command returned, as a process would: its exit code and both streams."""
+
+    returncode: int
+    stdout: str
+    stderr: str
 
 
-def dpone(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW_CONN_")}
-    return subprocess.run(
-        [_dpone_exe(), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=240, check=False
-    )
+def dpone(*args: str, cwd: Path) -> Ran:
+    """``dpone ARGS`` in this process (a subprocess per command cost ~2 s of start-up each), from ``cwd``
+    (manifests name the source and target relative to it) and without the suite's ``AIRFLOW_CONN_*``."""
+    unset: dict[str, str | None] = {k: None for k in os.environ if k.startswith("AIRFLOW_CONN_")}
+    with contextlib.chdir(cwd):
+        result = CliRunner().invoke(cli, list(args), env=unset, catch_exceptions=False)
+    return Ran(result.exit_code, result.stdout, result.stderr)
 
 
 def _write_manifest(
@@ -270,7 +276,7 @@ def _target_rows(base: Path) -> list[tuple[Any, ...]]:
         client.close()
 
 
-def _json(result: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+def _json(result: Ran) -> dict[str, Any]:
     assert result.returncode == 0, result.stdout + result.stderr
     parsed: dict[str, Any] = json.loads(result.stdout)
     return parsed
@@ -442,12 +448,8 @@ def test_a_day_ahead_of_the_clock_takes_no_lookback_slot_and_todays_late_rows_ar
 
 @pytest.mark.parametrize(
     ("export", "load"),
-    [
-        ("lazy_plan", "direct"),
-        ("lazy_plan", "staged"),
-        ("file_artifact", "direct"),
-        ("file_artifact", "staged"),
-    ],
+    # both deletes (a direct ALTER DELETE, a staged partition swap) and both exports, each once
+    [("lazy_plan", "direct"), ("file_artifact", "staged")],
 )
 def test_lookback_empties_a_day_the_source_deleted_whole_and_the_target_matches_the_source_again(
     tmp_path: Path, relative_days: list[dt.date], export: str, load: str

@@ -1,4 +1,4 @@
-"""One bad latest checkpoint among 50,000 committed ones still blocks the route, on both stores.
+"""One bad latest checkpoint among 20,000 committed ones still blocks the route, on both stores.
 
 The fast route scan (issue 16) validates the latest checkpoints row by row in one loop, remembers guard
 verdicts per batch and selects the latest rows in SQL; none of that may let one malformed or unresolved
@@ -33,7 +33,7 @@ UTC = dt.timezone.utc
 ROUTE = RouteIdentity(
     source_table="main.orders", target_table="demo.orders", strategy=Strategy.INCREMENTAL_APPEND
 )
-PARTITIONS = 50_000
+PARTITIONS = 20_000
 BATCH = "sha256:" + "d" * 64
 AT = dt.datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
 MIDDLE = PARTITIONS // 2 + 17
@@ -74,7 +74,7 @@ def _committed(index: int) -> PartitionCheckpoint:
 
 @pytest.fixture(params=["sqlite", "postgres"], scope="module")
 def seeded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A store holding 50,000 committed partitions of the route (one bulk transaction: the seed)."""
+    """A store holding 20,000 committed partitions of the route (one bulk transaction: the seed)."""
     if request.param == "sqlite":
         url = f"sqlite:///{tmp_path_factory.mktemp('scan') / 'checkpoints.sqlite'}"
         admin = None
@@ -167,7 +167,7 @@ def _scan(store: SqlCheckpointStore) -> int:
 
 
 @pytest.mark.parametrize("case", list(CASES))
-def test_one_bad_latest_checkpoint_among_50000_blocks_the_route(seeded: str, case: str) -> None:
+def test_one_bad_latest_checkpoint_among_20000_blocks_the_route(seeded: str, case: str) -> None:
     payload_text, status, code = CASES[case]
     partition_id = _committed(MIDDLE).partition_id
     with SqlCheckpointStore(seeded) as store:

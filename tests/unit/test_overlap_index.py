@@ -65,7 +65,7 @@ def bounds(draw: st.DrawFn) -> PartitionBounds:
 
 
 @pytest.mark.parametrize("shape", ["as built", "nested only"])
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(held=st.lists(bounds(), max_size=30), asked=st.lists(bounds(), min_size=1, max_size=5))
 def test_the_index_finds_exactly_what_every_pair_finds(
     shape: str, held: list[PartitionBounds], asked: list[PartitionBounds]
@@ -101,7 +101,7 @@ def day(first: date, days: int = 1) -> PartitionBounds:
     )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(
     st.integers(1, 60).flatmap(lambda n: st.permutations(range(n))),
     st.lists(st.tuples(st.integers(-3, 62), st.integers(1, 40)), min_size=1, max_size=8),
@@ -188,7 +188,7 @@ def mine_and_theirs(
     return decisions, {c.partition_id: c for c in own}, others
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(timed, timed)
 def test_superseded_partitions_are_those_every_pair_finds(
     mine: list[tuple[PartitionBounds, int]], theirs: list[tuple[PartitionBounds, int]]
@@ -222,7 +222,7 @@ def test_superseded_partitions_are_those_every_pair_finds(
         )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(timed, timed)
 def test_identity_overlaps_and_other_sources_in_scope_are_those_every_pair_finds(
     mine: list[tuple[PartitionBounds, int]], theirs: list[tuple[PartitionBounds, int]]
