@@ -28,6 +28,10 @@ class LoopbackProxy:
         """What to forward of a chunk the client sent; None ends this connection's forwarding."""
         return chunk
 
+    def server_chunk(self, chunk: bytes, client: socket.socket, upstream: socket.socket) -> bytes | None:
+        """What to forward of a chunk the server sent; None ends this connection's forwarding."""
+        return chunk
+
     def close(self) -> None:
         self._stop.set()
         self._thread.join(2)
@@ -49,7 +53,10 @@ class LoopbackProxy:
         def pump(src: socket.socket, dst: socket.socket, from_client: bool) -> None:
             try:
                 while chunk := src.recv(65536):
-                    forwarded = self.client_chunk(chunk, conn, up) if from_client else chunk
+                    if from_client:
+                        forwarded = self.client_chunk(chunk, conn, up)
+                    else:
+                        forwarded = self.server_chunk(chunk, conn, up)
                     if forwarded is None:
                         return
                     dst.sendall(forwarded)

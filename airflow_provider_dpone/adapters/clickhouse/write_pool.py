@@ -1,0 +1,76 @@
+"""The writing client's HTTP pool: a statement that changes the server is sent once, on a new connection.
+
+clickhouse-connect sends a request again when its connection is closed or reset before the answer arrives,
+on the assumption that "ClickHouse should not have processed anything on a connection that it killed". A
+connection lost *after* the server applied an ``INSERT``, an ``INSERT ... SELECT`` or an ``ATTACH ...
+FROM`` (a proxy or load balancer dropping it, a network fault) was sent again and applied twice: every
+load path against 18.16 ended with each row held twice and exit 0 (no deduplication token stops a second
+insert there, and none applies to ``ATTACH``). Here a request whose statement is not a read goes out on a
+new connection (never an idle keep-alive socket the server may have closed, the case the re-send exists
+for), and a connection lost under it fails the call (:class:`AnswerLost`) instead of sending it again: the
+target call fails, the guard keeps the partition armed (``target_outcome_unknown``) and the runbook's
+counts decide. Reads keep the driver's re-send: sent twice, they change nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+from urllib3 import PoolManager
+from urllib3.exceptions import HTTPError
+
+#: First words of the statements that change nothing on the server (anything else is taken as a write).
+READ_STATEMENTS = frozenset({"SELECT", "WITH", "DESCRIBE", "DESC", "SHOW", "EXISTS", "EXPLAIN"})
+#: How much of a body is read to find its statement's first word.
+_HEAD_BYTES = 64
+
+
+class AnswerLost(HTTPError):
+    """A request that may have changed the server lost its connection before the answer: never re-sent."""
+
+
+def statement_head(url: str, body: Any) -> str:
+    """The first word of the statement a request carries (its ``query`` URL parameter, else the start of a
+    body given as bytes or text), upper-cased; ``""`` where none can be read (a streamed body)."""
+    for name, value in parse_qsl(urlsplit(url).query, keep_blank_values=True):
+        if name == "query":
+            return _first_word(value)
+    if isinstance(body, bytes | bytearray | memoryview):
+        return _first_word(bytes(body[:_HEAD_BYTES]).decode("latin-1"))
+    if isinstance(body, str):
+        return _first_word(body[:_HEAD_BYTES])
+    return ""
+
+
+def _first_word(text: str) -> str:
+    words = text.lstrip(" \t\r\n(").split(None, 1)
+    return words[0].rstrip("(").upper() if words else ""
+
+
+def is_read(method: str, url: str, body: Any) -> bool:
+    """Whether a request can only read: a ``GET`` (the server refuses writes over it, and the driver's
+    ping), or a statement whose first word is a read's. Unknown is a write."""
+    return method.upper() == "GET" or statement_head(url, body) in READ_STATEMENTS
+
+
+class WritePoolManager(PoolManager):
+    """A ``urllib3`` pool manager that sends a request changing the server once, on a new connection."""
+
+    def urlopen(self, method: str, url: str, redirect: bool = True, **kw: Any) -> Any:  # type: ignore[override]
+        if is_read(method, url, kw.get("body")):
+            return super().urlopen(method, url, redirect=redirect, **kw)
+        self.clear()  # no idle socket the server may have closed since: a new connection
+        try:
+            return super().urlopen(method, url, redirect=redirect, **kw)
+        except HTTPError as lost:  # not a "remote close" to the driver: it raises instead of re-sending
+            raise AnswerLost(
+                "the connection ended before the server answered a request that may have changed the target"
+            ) from lost
+
+    def release(self) -> None:
+        """Close the pooled sockets and drop the driver's registry entry (the client does not own it)."""
+        from clickhouse_connect.driver import httputil
+
+        self.clear()
+        httputil.all_managers.pop(self, None)
