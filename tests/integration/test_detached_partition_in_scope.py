@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from airflow_provider_dpone.adapters.clickhouse.client import open_client
 from airflow_provider_dpone.adapters.clickhouse.sink import ClickHouseSink
@@ -43,6 +44,8 @@ class Target:
     def __init__(self, base: Path, endpoint: EndpointDescriptor, connection: str, table: str) -> None:
         self.base, self.endpoint, self.connection, self.table = base, endpoint, connection, table
         self.server = connection != "chdb:///clickhouse"
+        #: the demo source's days, as it was made
+        self.days = sorted({row[1] for row in source_rows(base)})
 
     def command(self, *statements: str) -> None:
         client = open_client(self.endpoint)
@@ -70,30 +73,52 @@ class Target:
         )
 
     def manifest(self, strategy: str = "replace_partition", load: str = "direct", lookback: int = 1) -> Path:
-        reach = f", lookback: {lookback}" if strategy == "replace_partition" else ""
+        partitioning: dict[str, Any] = {"kind": "day", "column": "order_date"}
+        if strategy == "replace_partition":
+            partitioning["lookback"] = lookback
+        route = {
+            "kind": "native_transfer",
+            "name": "detached",
+            "source": {
+                "type": "sqlite",
+                "connection": "sqlite:///source.sqlite",
+                "table": "orders",
+                "partitioning": partitioning,
+            },
+            "sink": {
+                "type": "clickhouse",
+                "connection": self.connection,
+                "table": self.table,
+                "strategy": strategy,
+                "load": load,
+                "order_by": ["order_date", "id"],
+            },
+            "checkpoints": {"connection": "sqlite:///state.sqlite"},
+        }
         path = self.base / f"{strategy}-{load}.yaml"
-        path.write_text(
-            f"""
-kind: native_transfer
-name: detached
-source:
-  type: sqlite
-  connection: sqlite:///source.sqlite
-  table: orders
-  partitioning: {{kind: day, column: order_date{reach}}}
-sink:
-  type: clickhouse
-  connection: {self.connection}
-  table: {self.table}
-  strategy: {strategy}
-  load: {load}
-  order_by: [order_date, id]
-checkpoints:
-  connection: sqlite:///state.sqlite
-""",
-            encoding="utf-8",
-        )
+        path.write_text(yaml.safe_dump(route, sort_keys=False), encoding="utf-8")
         return path
+
+    def loaded(self, partition_by: str = "order_date", **route: Any) -> Path:
+        """The table created and the route's first run committed; returns its manifest (``route``: its
+        strategy, load and lookback)."""
+        self.create(partition_by)
+        manifest = self.manifest(**route)
+        assert dpone("run", str(manifest)).exit_code == 0
+        return manifest
+
+    def detach(self, day: str) -> None:
+        """What the DBA ran: ``day`` leaves the table for its ``detached`` folder."""
+        self.command(f"ALTER TABLE {self.table} DETACH PARTITION '{day}'")
+
+    def attach(self, day: str) -> None:
+        self.command(f"ALTER TABLE {self.table} ATTACH PARTITION '{day}'")
+
+    def attached_back_and_run_again(self, manifest: Path, day: str) -> None:
+        """``day`` attached back, the next run replaces it: the target equals the source, value by value."""
+        self.attach(day)
+        assert dpone("run", str(manifest)).exit_code == 0
+        assert self.rows() == source_rows(self.base)
 
 
 def make_target(kind: str, base: Path, request: pytest.FixtureRequest, stack: ExitStack) -> Target:
@@ -123,10 +148,6 @@ def chdb_target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Targ
 def server_target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Target]:
     with ExitStack() as stack:
         yield make_target("server", tmp_path, request, stack)
-
-
-def days_of(base: Path) -> list[str]:
-    return sorted({row[1] for row in source_rows(base)})
 
 
 def hold_back(base: Path, day: str) -> None:
@@ -159,12 +180,10 @@ def nothing_blocked(manifest: Path) -> None:
 def test_a_detached_day_in_the_lookback_stops_the_run_and_attached_back_is_replaced_exactly(
     target: Target, load: str
 ) -> None:
-    days = days_of(target.base)
-    target.create()
-    manifest = target.manifest(load=load)
+    days = target.days
     hold_back(target.base, days[-1])
-    assert dpone("run", str(manifest)).exit_code == 0
-    target.command(f"ALTER TABLE {target.table} DETACH PARTITION '{days[-2]}'")
+    manifest = target.loaded(load=load)
+    target.detach(days[-2])
     release(target.base)
 
     details = stopped(dpone("run", str(manifest), "--json"))  # red before: exit 0, the day loaded again
@@ -180,50 +199,38 @@ def test_a_detached_day_in_the_lookback_stops_the_run_and_attached_back_is_repla
     assert target.rows() == [r for r in source_rows(target.base) if r[1] < days[-2]]
     nothing_blocked(manifest)
 
-    target.command(f"ALTER TABLE {target.table} ATTACH PARTITION '{days[-2]}'")
-    assert dpone("run", str(manifest)).exit_code == 0
-    assert target.rows() == source_rows(target.base)  # red before: the day's 300 rows twice
+    target.attached_back_and_run_again(manifest, days[-2])  # red before: the day's 300 rows twice
 
 
 def test_a_day_detached_outside_what_the_run_writes_does_not_stop_it(target: Target) -> None:
-    days = days_of(target.base)
-    target.create()
-    manifest = target.manifest()
-    assert dpone("run", str(manifest)).exit_code == 0
-    target.command(f"ALTER TABLE {target.table} DETACH PARTITION '{days[0]}'")
+    manifest = target.loaded()
+    target.detach(target.days[0])
 
     result = dpone("run", str(manifest), "--json")  # replaces the newest day only
 
     assert result.exit_code == 0, result.output
-    target.command(f"ALTER TABLE {target.table} ATTACH PARTITION '{days[0]}'")
+    target.attach(target.days[0])
     assert target.rows() == source_rows(target.base)
 
 
 def test_a_full_refresh_stops_in_front_of_any_detached_day(target: Target) -> None:
-    days = days_of(target.base)
-    target.create()
-    manifest = target.manifest(strategy="full_refresh")
-    assert dpone("run", str(manifest)).exit_code == 0
-    target.command(f"ALTER TABLE {target.table} DETACH PARTITION '{days[0]}'")
+    manifest = target.loaded(strategy="full_refresh")
+    target.detach(target.days[0])
 
     details = stopped(dpone("run", str(manifest), "--json"))  # red before: exit 0, the day loaded again
 
     assert details["problem"] == (UNLISTED if target.server else "detached_parts_in_scope")
     if not target.server:
-        assert details["detached_partitions"] == [days[0].replace("-", "")]
-    target.command(f"ALTER TABLE {target.table} ATTACH PARTITION '{days[0]}'")
-    assert dpone("run", str(manifest)).exit_code == 0
-    assert target.rows() == source_rows(target.base)
+        assert details["detached_partitions"] == [target.days[0].replace("-", "")]
+    target.attached_back_and_run_again(manifest, target.days[0])
 
 
 def test_a_detached_part_of_a_key_that_does_not_map_onto_the_days_stops_every_run_that_writes(
     chdb_target: Target,
 ) -> None:
-    chdb_target.create(partition_by="customer")  # a text key: its partition IDs are digests
-    manifest = chdb_target.manifest()
-    assert dpone("run", str(manifest)).exit_code == 0
+    manifest = chdb_target.loaded(partition_by="customer")  # a text key: its partition IDs are digests
     customer = chdb_target.query(f"SELECT any(customer) FROM {chdb_target.table}")[0][0]
-    chdb_target.command(f"ALTER TABLE {chdb_target.table} DETACH PARTITION '{customer}'")
+    chdb_target.detach(customer)
 
     details = stopped(dpone("run", str(manifest), "--json"))
 
@@ -234,29 +241,25 @@ def test_a_detached_part_of_a_key_that_does_not_map_onto_the_days_stops_every_ru
 
 
 def test_a_part_clickhouse_detached_itself_stops_the_run_naming_why(chdb_target: Target) -> None:
-    days = days_of(chdb_target.base)
-    chdb_target.create()
-    manifest = chdb_target.manifest()
-    assert dpone("run", str(manifest)).exit_code == 0
-    chdb_target.command(f"ALTER TABLE {chdb_target.table} DETACH PARTITION '{days[-1]}'")
+    manifest = chdb_target.loaded()
+    chdb_target.detach(chdb_target.days[-1])
     (path,) = chdb_target.query("SELECT path FROM system.detached_parts")[0]
     folder = Path(str(path).rstrip("/"))
     os.rename(folder, folder.with_name("ignored_" + folder.name))  # what a restart does to a covered part
 
     details = stopped(dpone("run", str(manifest), "--json"))
 
-    assert details["reasons"] == ["ignored"] and details["partitions"] == [f"order_date={days[-1]}"]
+    assert details["reasons"] == ["ignored"] and details["partitions"] == [
+        f"order_date={chdb_target.days[-1]}"
+    ]
 
 
 def test_on_18_16_rows_deleted_on_purpose_go_on_with_allow_nonempty_target_and_a_notice(
     server_target: Target,
 ) -> None:
     target = server_target
-    days = days_of(target.base)
-    target.create()
-    manifest = target.manifest()
-    assert dpone("run", str(manifest)).exit_code == 0
-    target.command(f"ALTER TABLE {target.table} DROP PARTITION '{days[-1]}'")
+    manifest = target.loaded()
+    target.command(f"ALTER TABLE {target.table} DROP PARTITION '{target.days[-1]}'")
     assert stopped(dpone("run", str(manifest), "--json"))["problem"] == UNLISTED
 
     result = dpone("run", str(manifest), "--json", "--allow-nonempty-target")
@@ -272,10 +275,8 @@ def test_a_day_detached_while_a_staged_run_reads_the_source_stops_it_before_armi
 ) -> None:
     """The first look is before the source is read; a staging insert takes minutes on a real table. Red
     before: a DBA's DETACH meanwhile went unseen, exit 0, and the day held its rows twice once attached."""
-    days = days_of(target.base)
-    target.create()
-    manifest = target.manifest(load="staged", lookback=2)
-    assert dpone("run", str(manifest)).exit_code == 0
+    days = target.days
+    manifest = target.loaded(load="staged", lookback=2)
     stage = ClickHouseSink.stage
 
     def stage_while_a_dba_detaches(
@@ -294,9 +295,7 @@ def test_a_day_detached_while_a_staged_run_reads_the_source_stops_it_before_armi
     assert details["problem"] == (UNLISTED if target.server else "detached_parts_in_scope")
     assert target.rows() == [r for r in source_rows(target.base) if r[1] != days[-2]]  # nothing published
     nothing_blocked(manifest)
-    target.command(f"ALTER TABLE {target.table} ATTACH PARTITION '{days[-2]}'")
-    assert dpone("run", str(manifest)).exit_code == 0
-    assert target.rows() == source_rows(target.base)
+    target.attached_back_and_run_again(manifest, days[-2])
 
 
 def test_on_18_16_a_detached_day_whose_latest_attempt_failed_before_the_target_stops_the_run(
@@ -305,10 +304,7 @@ def test_on_18_16_a_detached_day_whose_latest_attempt_failed_before_the_target_s
     """An ordinary failure (the source read broke while staging) leaves a record over the day's commit.
     Red before: the fallback took the day for uncommitted, reloaded it after a DETACH, exit 0, twice."""
     target = server_target
-    days = days_of(target.base)
-    target.create()
-    manifest = target.manifest(load="staged", lookback=2)
-    assert dpone("run", str(manifest)).exit_code == 0
+    manifest = target.loaded(load="staged", lookback=2)
 
     def source_drops(*_: object) -> int:
         raise ConnectionResetError("the source connection dropped")
@@ -317,14 +313,12 @@ def test_on_18_16_a_detached_day_whose_latest_attempt_failed_before_the_target_s
     monkeypatch.setattr(ClickHouseSink, "stage", source_drops)
     assert dpone("run", str(manifest)).exit_code != 0
     monkeypatch.setattr(ClickHouseSink, "stage", stage)
-    target.command(f"ALTER TABLE {target.table} DETACH PARTITION '{days[-2]}'")
+    target.detach(target.days[-2])
 
     details = stopped(dpone("run", str(manifest), "--json"))
 
-    assert details["problem"] == UNLISTED and details["partitions"] == [f"order_date={days[-2]}"]
-    target.command(f"ALTER TABLE {target.table} ATTACH PARTITION '{days[-2]}'")
-    assert dpone("run", str(manifest)).exit_code == 0
-    assert target.rows() == source_rows(target.base)
+    assert details["problem"] == UNLISTED and details["partitions"] == [f"order_date={target.days[-2]}"]
+    target.attached_back_and_run_again(manifest, target.days[-2])
 
 
 def test_on_18_16_a_full_refresh_loads_a_day_an_earlier_refresh_committed_back_in_the_source(
@@ -333,11 +327,8 @@ def test_on_18_16_a_full_refresh_loads_a_day_an_earlier_refresh_committed_back_i
     """The day left the source, a refresh truncated the table without it, and it came back. Red before:
     its commit by the refresh before was taken for a detach, and every run stopped; nothing was detached."""
     target = server_target
-    days = days_of(target.base)
-    target.create()
-    manifest = target.manifest(strategy="full_refresh")
-    assert dpone("run", str(manifest)).exit_code == 0
-    hold_back(target.base, days[0])
+    manifest = target.loaded(strategy="full_refresh")
+    hold_back(target.base, target.days[0])
     assert dpone("run", str(manifest)).exit_code == 0
     release(target.base)
 

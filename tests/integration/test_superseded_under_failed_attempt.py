@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.route_rig import chdb_query, dpone
+from tests.integration.route_rig import dpone
+from tests.integration.windowed_rig import UNIQUE_V, ev_route, ran, refusal, source, target, write_source
 
 START = dt.datetime(2026, 3, 6)
 #: a row every 30 minutes over one day: (id, ts, v); v is unique
@@ -28,47 +29,7 @@ EVEN, ODD = "id % 2 = 0", "id % 2 = 1"
 @pytest.fixture
 def root(tmp_path: Path, store_url: str) -> Path:
     """The source; manifests reach the store (SQLite or PostgreSQL) as connection ``spelling_state``."""
-    with sqlite3.connect(tmp_path / "source.sqlite") as db:
-        db.execute("CREATE TABLE ev (id INTEGER PRIMARY KEY, ts DATETIME NOT NULL, v INTEGER)")
-        db.executemany("INSERT INTO ev VALUES (?, ?, ?)", ROWS)
-    return tmp_path
-
-
-def manifest(root: Path, where: str, name: str, *, lookback: str = "", quality: str = "") -> Path:
-    path = root / f"{name}.yaml"
-    path.write_text(
-        f"""
-kind: native_transfer
-name: ev
-source:
-  type: sqlite
-  connection: sqlite:///source.sqlite
-  table: ev
-  query: "SELECT * FROM ev WHERE {where}"
-  partitioning: {{kind: day, column: ts{lookback}}}
-sink:
-  type: clickhouse
-  connection: chdb:///clickhouse
-  table: demo.ev
-  strategy: replace_partition
-  order_by: [ts, id]
-checkpoints:
-  connection: spelling_state
-{quality}""",
-        encoding="utf-8",
-    )
-    return path
-
-
-def source(root: Path, where: str) -> list[tuple[int, str, int]]:
-    with sqlite3.connect(root / "source.sqlite") as db:
-        rows = db.execute(f"SELECT id, ts, v FROM ev WHERE {where} ORDER BY id").fetchall()
-    return [(int(i), str(ts), int(v)) for i, ts, v in rows]
-
-
-def target(root: Path) -> list[tuple[int, str, int]]:
-    rows = chdb_query(root, "SELECT id, toString(ts), v FROM demo.ev ORDER BY id")
-    return [(int(i), str(ts), int(v)) for i, ts, v in rows]
+    return write_source(tmp_path, ROWS)
 
 
 def set_v(root: Path, row_id: int, value: int) -> None:
@@ -80,21 +41,14 @@ def set_v(root: Path, row_id: int, value: int) -> None:
 def test_a_definition_edited_back_reruns_a_day_the_other_replaced_under_its_failed_retry(
     root: Path, b_retry: str
 ) -> None:
-    a = manifest(root, EVEN, "a")
-    b = manifest(
-        root,
-        ODD,
-        "b",
-        lookback=", lookback: 1",
-        quality="quality:\n  checks:\n    - {type: unique, columns: [v]}\n",
-    )
-    assert dpone("run", str(a)).exit_code == 0
+    a = ev_route(root, EVEN)
+    b = ev_route(root, ODD, lookback=1, quality=UNIQUE_V)
+    ran(a)
     assert target(root) == source(root, EVEN)
-    replaced = dpone("run", str(b), "--allow-nonempty-target")
-    assert replaced.exit_code == 0, replaced.output
+    ran(b, "--allow-nonempty-target")
     assert target(root) == source(root, ODD)
     if b_retry == "committed":
-        assert dpone("run", str(b)).exit_code == 0  # the lookback moves its day again
+        ran(b)  # the lookback moves its day again
     else:
         set_v(root, 3, 7)  # id 1's v: the retry's unique check fails before arming
         failed = dpone("run", str(b))
@@ -102,18 +56,15 @@ def test_a_definition_edited_back_reruns_a_day_the_other_replaced_under_its_fail
         set_v(root, 3, 21)
     assert target(root) == source(root, ODD)
 
-    stopped = dpone("run", str(a), "--json")
+    error = refusal(dpone("run", str(a), "--json"))
 
-    assert stopped.exit_code == 3, stopped.output
-    error = json.loads(stopped.output[stopped.output.index("{") :])
     assert error["details"]["problem"] == "rows_left_out_by_new_definition"
     assert error["details"]["partitions"] == ["ts=2026-03-06"] and error["details"]["rows"] == 24
     assert target(root) == source(root, ODD)  # nothing deleted
 
-    again = dpone("run", str(a), "--allow-nonempty-target", "--json")
+    again = ran(a, "--allow-nonempty-target", "--json")
 
-    assert again.exit_code == 0, again.output
-    assert json.loads(again.output)["rows_committed"] == 24
+    assert json.loads(again)["rows_committed"] == 24
     assert target(root) == source(root, EVEN)
     skipped = dpone("run", str(a), "--json")  # nothing replaced it since: skipped as committed
     assert skipped.exit_code == 0 and json.loads(skipped.output)["rows_committed"] == 0, skipped.output

@@ -13,9 +13,9 @@ store on SQLite and PostgreSQL; target values compared with the source's.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -23,6 +23,16 @@ import sqlalchemy as sa
 from airflow_provider_dpone.adapters.checkpoint_sql import DEFINITIONS_TABLE
 from airflow_provider_dpone.contracts.read_definition import NotCompared
 from tests.integration.route_rig import chdb_query, dpone
+from tests.integration.windowed_rig import (
+    UNIQUE_V,
+    ev_route,
+    ran,
+    refusal,
+    source,
+    target,
+    window,
+    write_source,
+)
 
 START = dt.datetime(2026, 3, 6)
 #: a row every 30 minutes over three days: (id, ts, v, deleted)
@@ -34,71 +44,13 @@ MARKER = "/* window-marker-5c1e */"
 @pytest.fixture
 def root(tmp_path: Path, store_url: str) -> Path:
     """The source; manifests reach the store (SQLite or PostgreSQL) as connection ``spelling_state``."""
-    with sqlite3.connect(tmp_path / "source.sqlite") as db:
-        db.execute(
-            "CREATE TABLE ev (id INTEGER PRIMARY KEY, ts DATETIME NOT NULL, v INTEGER, deleted INTEGER)"
-        )
-        db.executemany("INSERT INTO ev VALUES (?, ?, ?, ?)", ROWS)
-    return tmp_path
+    return write_source(tmp_path, ROWS)
 
 
-def manifest(
-    root: Path,
-    where: str,
-    *,
-    lookback: int | None = None,
-    extra: str = "",
-    name: str = "",
-    select: str = "*",
-    order_by: str = "ts, id",
-) -> Path:
-    """The route with ``source.query`` selecting ``where`` (``select``: its columns), as a DAG renders its
-    data interval."""
-    path = root / f"ev-{name or abs(hash(select + where + extra))}.yaml"
-    partitioning = "{kind: day, column: ts" + (f", lookback: {lookback}" if lookback else "") + "}"
-    path.write_text(
-        f"""
-kind: native_transfer
-name: ev
-source:
-  type: sqlite
-  connection: sqlite:///source.sqlite
-  table: ev
-  query: "SELECT {select} FROM ev WHERE {where} {MARKER}"
-{extra}  partitioning: {partitioning}
-sink:
-  type: clickhouse
-  connection: chdb:///clickhouse
-  table: demo.ev
-  strategy: replace_partition
-  order_by: [{order_by}]
-checkpoints:
-  connection: spelling_state
-""",
-        encoding="utf-8",
-    )
-    return path
-
-
-def window(low: str, high: str) -> str:
-    return f"ts >= '{low}' AND ts < '{high}'"
-
-
-def source(root: Path, where: str) -> list[tuple[int, str, int]]:
-    with sqlite3.connect(root / "source.sqlite") as db:
-        rows = db.execute(f"SELECT id, ts, v FROM ev WHERE {where} ORDER BY id").fetchall()
-    return [(int(i), str(ts), int(v)) for i, ts, v in rows]
-
-
-def target(root: Path) -> list[tuple[int, str, int]]:
-    rows = chdb_query(root, "SELECT id, toString(ts), v FROM demo.ev ORDER BY id")
-    return [(int(i), str(ts), int(v)) for i, ts, v in rows]
-
-
-def ran(path: Path, *flags: str) -> str:
-    result = dpone("run", str(path), *flags)
-    assert result.exit_code == 0, result.output
-    return result.output
+def manifest(root: Path, where: str, **route: Any) -> Path:
+    """The route with ``source.query`` selecting ``where`` (and the marker), as a DAG renders its data
+    interval; ``route``: the rest of :func:`ev_route`'s choices."""
+    return ev_route(root, f"{where} {MARKER}", **route)
 
 
 def test_hourly_windows_on_day_partitions_stop_at_the_second_run_and_go_on_when_allowed(root: Path) -> None:
@@ -108,8 +60,7 @@ def test_hourly_windows_on_day_partitions_stop_at_the_second_run_and_go_on_when_
 
     stopped = dpone("run", str(manifest(root, second)), "--json")
 
-    assert stopped.exit_code == 3, stopped.output
-    error = json.loads(stopped.output[stopped.output.index("{") :])
+    error = refusal(stopped)
     assert error["error"] == "native_transfer_target_not_empty"
     assert error["details"]["problem"] == "rows_left_out_by_new_definition"
     assert error["details"]["partitions"] == ["ts=2026-03-06"] and error["details"]["rows"] == 2
@@ -160,7 +111,7 @@ def test_a_row_soft_deleted_or_deleted_between_windows_never_stops_and_leaves_th
 def test_pinning_the_columns_never_stops(root: Path) -> None:
     ran(manifest(root, window("2026-03-06", "2026-03-08")))
 
-    notes = ran(manifest(root, window("2026-03-06", "2026-03-08"), extra="  columns: [id, ts, v, deleted]\n"))
+    notes = ran(manifest(root, window("2026-03-06", "2026-03-08"), columns=("id", "ts", "v", "deleted")))
 
     assert "compared on the source" in notes
     assert target(root) == source(root, window("2026-03-06", "2026-03-08"))
@@ -222,9 +173,7 @@ def test_an_earlier_windows_commit_under_its_failed_retry_is_still_compared(root
     """Red before: the first hour's retry (the lookback moves its day again) failed before the target, its
     record became the day's latest and hid the commit: the next hour's run deleted the first hour's rows,
     exit 0, without a comparison (``route_family.other_identity_standing``)."""
-    quality = "quality:\n  checks:\n    - type: unique\n      columns: [v]\n"
-    first = manifest(root, window("2026-03-06 09:00", "2026-03-06 10:00"), lookback=1, name="h9")
-    first.write_text(first.read_text(encoding="utf-8") + quality, encoding="utf-8")
+    first = manifest(root, window("2026-03-06 09:00", "2026-03-06 10:00"), lookback=1, quality=UNIQUE_V)
     ran(first)
     with sqlite3.connect(root / "source.sqlite") as db:
         db.execute("UPDATE ev SET v = 126 WHERE id = 19")  # a duplicate v: the retry's quality check fails
@@ -234,10 +183,8 @@ def test_an_earlier_windows_commit_under_its_failed_retry_is_still_compared(root
         db.execute("UPDATE ev SET v = 133 WHERE id = 19")
 
     second = manifest(root, window("2026-03-06 10:00", "2026-03-06 11:00"), lookback=1)
-    stopped = dpone("run", str(second), "--json")
+    error = refusal(dpone("run", str(second), "--json"))
 
-    assert stopped.exit_code == 3, stopped.output
-    error = json.loads(stopped.output[stopped.output.index("{") :])
     assert error["details"]["problem"] == "rows_left_out_by_new_definition" and error["details"]["rows"] == 2
     assert target(root) == source(root, window("2026-03-06 09:00", "2026-03-06 10:00"))
 
@@ -250,7 +197,7 @@ def test_an_earlier_windows_commit_under_an_attempt_resolved_not_applied_is_stil
     deleted the first hour's rows, exit 0."""
     from airflow_provider_dpone.adapters.clickhouse.sink import ClickHouseSink
 
-    first = manifest(root, window("2026-03-06 09:00", "2026-03-06 10:00"), lookback=1, name="h9")
+    first = manifest(root, window("2026-03-06 09:00", "2026-03-06 10:00"), lookback=1)
     ran(first)
     with monkeypatch.context() as patch:
 
@@ -301,12 +248,9 @@ def test_a_new_query_that_drops_the_key_stops_on_a_left_out_row_equal_to_a_kept_
     day = window("2026-03-06", "2026-03-07")
     ran(manifest(root, day))
 
-    stopped = dpone(
-        "run", "--json", str(manifest(root, day + " AND id <> 1000", select="ts, v, deleted", order_by="ts"))
-    )
+    dropped = manifest(root, day + " AND id <> 1000", select="ts, v, deleted", order_by=["ts"])
+    error = refusal(dpone("run", "--json", str(dropped)))
 
-    assert stopped.exit_code == 3, stopped.output
-    error = json.loads(stopped.output[stopped.output.index("{") :])
     assert error["details"]["problem"] == "rows_left_out_by_new_definition"
     assert error["details"]["partitions"] == ["ts=2026-03-06"] and error["details"]["rows"] == 1
     assert target(root) == source(root, day)  # row 1000 still there
@@ -318,14 +262,12 @@ def test_a_row_the_earlier_read_returned_three_times_and_the_new_one_once_stops_
     copies_of_row_20(root, 2)
     day = window("2026-03-06", "2026-03-07")
     columns = "ts, v, deleted"
-    ran(manifest(root, day, select=columns, order_by="ts"))
+    ran(manifest(root, day, select=columns, order_by=["ts"]))
     assert target_values(root).count((ROWS[20][1], ROWS[20][2])) == 3
 
-    distinct = manifest(root, day, select="DISTINCT " + columns, order_by="ts")
-    stopped = dpone("run", "--json", str(distinct))
+    distinct = manifest(root, day, select="DISTINCT " + columns, order_by=["ts"])
+    error = refusal(dpone("run", "--json", str(distinct)))
 
-    assert stopped.exit_code == 3, stopped.output
-    error = json.loads(stopped.output[stopped.output.index("{") :])
     assert error["details"]["problem"] == "rows_left_out_by_new_definition"
     assert error["details"]["partitions"] == ["ts=2026-03-06"] and error["details"]["rows"] == 2
     assert target_values(root) == source_values(root, day)
@@ -338,10 +280,10 @@ def test_a_new_query_returning_the_same_copies_again_never_stops(root: Path) -> 
     """Copies are counted on both sides: a read that returns each copy again leaves none out."""
     copies_of_row_20(root, 2)
     columns = "ts, v, deleted"
-    ran(manifest(root, window("2026-03-06", "2026-03-07"), select=columns, order_by="ts"))
+    ran(manifest(root, window("2026-03-06", "2026-03-07"), select=columns, order_by=["ts"]))
 
     reformatted = "ts < '2026-03-07' AND 1 = 1 AND " + window("2026-03-06", "2026-03-09")
-    notes = ran(manifest(root, reformatted, select=columns, order_by="ts"))
+    notes = ran(manifest(root, reformatted, select=columns, order_by=["ts"]))
 
     assert "compared on the source, this definition's read returns every row" in notes
     assert target_values(root) == source_values(root, window("2026-03-06", "2026-03-07"))

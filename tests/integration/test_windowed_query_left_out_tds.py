@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ import pytest
 
 from tests.integration.route_rig import chdb_query
 from tests.integration.test_route_identity_tds import TARGET, dpone, root, target_rows
+from tests.integration.windowed_rig import refusal, replacing_route
 
 __all__ = ["root"]  # the SQL Server connection's fixture
 
@@ -27,31 +29,18 @@ def manifest(
     where: str,
     *,
     select: str = "id, order_date, customer, amount, updated_at",
-    order_by: str = "order_date, id",
+    order_by: Sequence[str] = ("order_date", "id"),
 ) -> Path:
-    path = root / f"tds-{abs(hash(select + where))}.yaml"
-    path.write_text(
-        f"""
-kind: native_transfer
-name: tds_windows
-source:
-  type: mssql
-  connection: tds_source
-  table: dbo.orders
-  query: "SELECT {select} FROM dbo.orders WHERE {where}"
-  partitioning: {{kind: day, column: order_date}}
-sink:
-  type: clickhouse
-  connection: chdb:///clickhouse
-  table: {TARGET}
-  strategy: replace_partition
-  order_by: [{order_by}]
-checkpoints:
-  connection: sqlite:///state.sqlite
-""",
-        encoding="utf-8",
+    source = {
+        "type": "mssql",
+        "connection": "tds_source",
+        "table": "dbo.orders",
+        "query": f"SELECT {select} FROM dbo.orders WHERE {where}",
+        "partitioning": {"kind": "day", "column": "order_date"},
+    }
+    return replacing_route(
+        root, source, name="tds_windows", target=TARGET, order_by=order_by, state="sqlite:///state.sqlite"
     )
-    return path
 
 
 def served(tds_orders: list[dict[str, Any]], low: int, high: int) -> list[tuple[Any, ...]]:
@@ -141,11 +130,9 @@ def test_a_sql_server_query_that_drops_the_key_stops_on_a_left_out_row_equal_to_
     first = dpone("run", str(manifest(root, "1 = 1", select="id, order_date, customer, amount")))
     assert first.exit_code == 0, first.output
 
-    dropped = manifest(root, "id <> 31", select="order_date, customer", order_by="order_date")
-    stopped = dpone("run", "--json", str(dropped))
+    dropped = manifest(root, "id <> 31", select="order_date, customer", order_by=["order_date"])
+    error = refusal(dpone("run", "--json", str(dropped)))
 
-    assert stopped.exit_code == 3, stopped.output
-    error = json.loads(stopped.output[stopped.output.index("{") :])
     assert error["details"]["problem"] == "rows_left_out_by_new_definition"
     assert error["details"]["rows"] == 1 and error["details"]["partitions"] == ["order_date=2026-11-26"]
     assert target_rows(root) == served(tds_orders, 1, 50)
@@ -158,20 +145,18 @@ def test_a_sql_server_distinct_read_stops_on_every_copy_it_leaves_out(
     NULL that failed to match itself would count too). Red before: ``EXCEPT`` saw the same distinct rows on
     both sides, and the ``DISTINCT`` read deleted the 18 copies, exit 0. The counts are the emulator's."""
     columns = "order_date, customer"
-    first = dpone("run", str(manifest(root, "1 = 1", select=columns, order_by="order_date")))
+    first = dpone("run", str(manifest(root, "1 = 1", select=columns, order_by=["order_date"])))
     assert first.exit_code == 0, first.output
     expected = day_and_customer(tds_orders)
     assert target_day_and_customer(root) == expected
 
-    distinct = manifest(root, "1 = 1", select="DISTINCT " + columns, order_by="order_date")
-    stopped = dpone("run", "--json", str(distinct))
+    distinct = manifest(root, "1 = 1", select="DISTINCT " + columns, order_by=["order_date"])
+    error = refusal(dpone("run", "--json", str(distinct)))
 
-    assert stopped.exit_code == 3, stopped.output
-    error = json.loads(stopped.output[stopped.output.index("{") :])
     assert error["details"]["problem"] == "rows_left_out_by_new_definition"
     assert error["details"]["rows"] == sum(n - 1 for n in expected.values()) == 18
     assert target_day_and_customer(root) == expected
-    same = dpone("run", str(manifest(root, "1 = 1 AND 2 = 2", select=columns, order_by="order_date")))
+    same = dpone("run", str(manifest(root, "1 = 1 AND 2 = 2", select=columns, order_by=["order_date"])))
     assert same.exit_code == 0, same.output  # every copy read again: compared, and it goes on
     assert "compared on the source" in same.output
     assert target_day_and_customer(root) == expected
