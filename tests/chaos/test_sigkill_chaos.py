@@ -29,11 +29,11 @@ pytestmark = pytest.mark.slow
 
 DPONE = str(Path(sys.executable).with_name("dpone"))
 ROWS = 20_000
-TRIALS = int(os.environ.get("DPONE_CHAOS_TRIALS", "10"))
+TRIALS = int(os.environ.get("DPONE_CHAOS_TRIALS", "8"))
 #: Stop starting new trials after this many seconds (CI stays bounded on a busy 2-core machine).
 BUDGET_S = float(os.environ.get("DPONE_CHAOS_BUDGET_S", "150"))
 MIN_TRIALS = 4
-STAGED_TRIALS = int(os.environ.get("DPONE_CHAOS_STAGED_TRIALS", "6"))
+STAGED_TRIALS = int(os.environ.get("DPONE_CHAOS_STAGED_TRIALS", "5"))
 
 
 def dpone(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:

@@ -60,8 +60,10 @@ def stores_for(test_name: str) -> list[str]:
 @pytest.fixture
 def store_url(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     """The checkpoint store's URL; manifests reach it as connection ``spelling_state``. Parametrized by
-    this folder's ``conftest.py`` (``stores_for``) or by a test's own ``indirect`` parametrization."""
-    if request.param == "sqlite":
+    this folder's ``conftest.py`` (``stores_for``) or by a test's own ``indirect`` parametrization; a test
+    of another folder gets the store ``stores_for`` picks."""
+    kind = getattr(request, "param", None) or stores_for(request.function.__name__)[0]  # outside this folder
+    if kind == "sqlite":
         url = f"sqlite:///{tmp_path / 'state.sqlite'}"
         monkeypatch.setenv("AIRFLOW_CONN_SPELLING_STATE", url)
         return url
