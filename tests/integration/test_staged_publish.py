@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from datetime import date
 from pathlib import Path
+from typing import Any
 
 import pytest
 from clickhouse_connect.driver.exceptions import DatabaseError, OperationalError
@@ -29,6 +30,7 @@ from airflow_provider_dpone.cli.demo_cmd import DEMO_MANIFEST
 from airflow_provider_dpone.compose import open_runtime
 from airflow_provider_dpone.contracts.chunk import ColumnChunk
 from airflow_provider_dpone.contracts.endpoints import EndpointDescriptor
+from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.route import Strategy
 from airflow_provider_dpone.manifests.loader import load_manifest
 from tests.builders import BATCH, chdb_endpoint, permit_for
@@ -89,6 +91,35 @@ def test_a_staging_table_defined_as_its_target_is_published_by_attaching_its_par
     assert target_rows(sink, table) == expected(before + staged)  # every value, nothing twice
     assert "(parts attached)" in caplog.text
     assert not sink.table_exists(staging)
+
+
+def test_a_staging_table_gaining_other_than_the_rows_staged_stops_before_anything_is_published(
+    chdb_sink: ClickHouseSink, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Defence in depth under ADR 0094: an insert applied twice (a fault double sends each block twice, as
+    a driver re-sending a request whose answer was lost did) is found by counting the staging table, before
+    arming; the target keeps only its earlier rows."""
+    table = "demo.orders"
+    chdb_sink.prepare_target(table, SCHEMA, ORDER_BY)
+    before = [chunk([1, 2, 3], D1)]
+    chdb_sink.load(permit_for(table, Strategy.INCREMENTAL_APPEND), table, SCHEMA, before)
+    staging = chdb_sink.begin_staging(table, SCHEMA, BATCH, ORDER_BY)
+    assert chdb_sink.stage(staging, SCHEMA, [chunk([10], D2)]) == 1  # a stage call that lands once passes
+    real = chdb_sink._insert_all
+
+    def twice(*args: Any, **kwargs: Any) -> int:
+        *head, chunks = args
+        blocks = list(chunks)
+        real(*head, blocks, **kwargs)
+        return real(*head, blocks, **kwargs)
+
+    monkeypatch.setattr(chdb_sink, "_insert_all", twice)
+    with pytest.raises(DponeError) as stopped:
+        chdb_sink.stage(staging, SCHEMA, [chunk([11, 12], D2)])
+
+    assert stopped.value.code is ErrorCode.TARGET_LOAD_FAILED
+    assert (stopped.value.details["rows_staged"], stopped.value.details["rows_held"]) == (2, 4)
+    assert target_rows(chdb_sink, table) == expected(before)
 
 
 def test_a_staged_run_stages_keyed_as_its_target_and_attaches(

@@ -656,12 +656,30 @@ class ClickHouseSink:
         return str(staging)
 
     def stage(self, staging_table: str, schema: TableSchema, chunks: Iterable[ColumnChunk]) -> int:
-        """Insert into the staging table (not a target mutation: no permit). Returns rows staged."""
+        """Insert into the staging table (not a target mutation: no permit). Returns rows staged, once the
+        staging table is seen to hold exactly that many more rows: an insert applied twice (a request sent
+        again after its answer was lost, ADR 0094) or in part stops here, before arming, with nothing
+        published and no partition blocked, instead of attaching every row twice."""
         staging = self._staging_name(staging_table)
         types = {c.name: c.full_type() for c in schema.columns}
+        count = f"SELECT count() FROM {staging.sql()}"
         with self._failures("open the staging table", staging, step="stage"):
             client = self._client()
-        return self._insert_all(client, staging, schema, types, chunks)
+            before = int(client.query(count).result_rows[0][0])
+        sent = self._insert_all(client, staging, schema, types, chunks)
+        with self._failures("count the staging table", staging, step="stage"):
+            held = int(client.query(count).result_rows[0][0]) - before
+        if held != sent:
+            raise DponeError(
+                ErrorCode.TARGET_LOAD_FAILED,
+                f"staging table {staging} gained {held} row(s) for the {sent} staged; nothing was published",
+                details={"staging_table": str(staging), "rows_staged": sent, "rows_held": held},
+                hint_lines=(
+                    "nothing reached the target and no partition is blocked: run again (the next run drops "
+                    "this staging table and stages afresh)",
+                ),
+            )
+        return sent
 
     def finalize_staged_load(self, permit: TargetPermit, staging_table: str, table: str) -> int:
         """Strategy scope, then the staging table's parts attached to the target where both are defined
