@@ -7,7 +7,13 @@ from urllib.parse import urlencode
 
 import pytest
 
-from airflow_provider_dpone.adapters.clickhouse.write_pool import is_read, statement_head
+from airflow_provider_dpone.adapters.clickhouse.write_pool import (
+    WritePoolManager,
+    WriteProxyManager,
+    is_read,
+    statement_head,
+    write_pool,
+)
 
 URL = "http://127.0.0.1:8123/"
 
@@ -57,3 +63,17 @@ def test_a_streamed_body_whose_statement_cannot_be_read_is_a_write() -> None:
 
 def test_a_get_is_a_read() -> None:
     assert is_read("GET", f"{URL}ping", None)
+
+
+def test_the_writing_pool_goes_through_the_proxy_the_environment_names_as_the_driver_would(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "no_proxy", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    assert type(write_pool(secure=False, host="ch.example", port=8123, verify=True)) is WritePoolManager
+    monkeypatch.setenv("HTTP_PROXY", "proxy.example:3128")
+    through = write_pool(secure=False, host="ch.example", port=8123, verify=True)
+    assert isinstance(through, WriteProxyManager) and through.proxy is not None
+    assert through.proxy.host == "proxy.example"
+    monkeypatch.setenv("NO_PROXY", "example")
+    assert type(write_pool(secure=False, host="ch.example", port=8123, verify=True)) is WritePoolManager

@@ -42,7 +42,11 @@ from clickhouse_connect.driver.httputil import get_pool_manager_options
 
 from airflow_provider_dpone.adapters.clickhouse.driver_versions import server_code, version_mismatch
 from airflow_provider_dpone.adapters.clickhouse.readonly_pool import ReadOnlyPoolManager
-from airflow_provider_dpone.adapters.clickhouse.write_pool import WritePoolManager
+from airflow_provider_dpone.adapters.clickhouse.write_pool import (
+    WritePoolManager,
+    WriteProxyManager,
+    write_pool,
+)
 from airflow_provider_dpone.contracts.endpoints import (
     MAX_TIMEOUT_S,
     ClickHouseInterface,
@@ -156,7 +160,12 @@ def _open_http(endpoint: EndpointDescriptor, *, readonly: bool = False) -> Clien
     if readonly:
         kwargs.update(_readonly_http_kwargs(endpoint))
     else:  # a statement that changes the server is never sent twice (``write_pool``)
-        kwargs["pool_mgr"] = WritePoolManager(**get_pool_manager_options(verify=endpoint.verify))
+        kwargs["pool_mgr"] = write_pool(
+            secure=endpoint.secure,
+            host=endpoint.host or "localhost",
+            port=endpoint.port or (8443 if endpoint.secure else 8123),
+            verify=endpoint.verify,
+        )
     try:
         return clickhouse_connect.get_client(**kwargs)
     except Exception as exc:
@@ -321,7 +330,7 @@ def close_client(client: Client | None) -> None:
     try:
         client.close()
         pool = getattr(client, "http", None)
-        if isinstance(pool, ReadOnlyPoolManager | WritePoolManager):  # the client's own: the driver keeps it
+        if isinstance(pool, ReadOnlyPoolManager | WritePoolManager | WriteProxyManager):  # the client's own
             pool.release()
     except Exception:  # a failing close must not mask the caller's own exception
         log.debug("closing a ClickHouse client failed", exc_info=True)

@@ -14,10 +14,11 @@ counts decide. Reads keep the driver's re-send: sent twice, they change nothing.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from urllib3 import PoolManager
+from urllib3 import PoolManager, ProxyManager
 from urllib3.exceptions import HTTPError
 
 #: First words of the statements that change nothing on the server (anything else is taken as a write).
@@ -54,23 +55,63 @@ def is_read(method: str, url: str, body: Any) -> bool:
     return method.upper() == "GET" or statement_head(url, body) in READ_STATEMENTS
 
 
+def _send_once(
+    manager: PoolManager,
+    opener: Callable[..., Any],
+    method: str,
+    url: str,
+    redirect: bool,
+    kw: dict[str, Any],
+) -> Any:
+    """``opener`` (the manager's own ``urlopen``) for a read; for anything else, once, on a new connection."""
+    if is_read(method, url, kw.get("body")):
+        return opener(method, url, redirect=redirect, **kw)
+    manager.clear()  # no idle socket the server may have closed since: a new connection
+    try:
+        return opener(method, url, redirect=redirect, **kw)
+    except HTTPError as lost:  # not a "remote close" to the driver: it raises instead of re-sending
+        raise AnswerLost(
+            "the connection ended before the server answered a request that may have changed the target"
+        ) from lost
+
+
+def _release(manager: PoolManager) -> None:
+    """Close the pooled sockets and drop the driver's registry entry (the client does not own the pool)."""
+    from clickhouse_connect.driver import httputil
+
+    manager.clear()
+    httputil.all_managers.pop(manager, None)
+
+
 class WritePoolManager(PoolManager):
     """A ``urllib3`` pool manager that sends a request changing the server once, on a new connection."""
 
     def urlopen(self, method: str, url: str, redirect: bool = True, **kw: Any) -> Any:  # type: ignore[override]
-        if is_read(method, url, kw.get("body")):
-            return super().urlopen(method, url, redirect=redirect, **kw)
-        self.clear()  # no idle socket the server may have closed since: a new connection
-        try:
-            return super().urlopen(method, url, redirect=redirect, **kw)
-        except HTTPError as lost:  # not a "remote close" to the driver: it raises instead of re-sending
-            raise AnswerLost(
-                "the connection ended before the server answered a request that may have changed the target"
-            ) from lost
+        return _send_once(self, super().urlopen, method, url, redirect, kw)
 
     def release(self) -> None:
-        """Close the pooled sockets and drop the driver's registry entry (the client does not own it)."""
-        from clickhouse_connect.driver import httputil
+        _release(self)
 
-        self.clear()
-        httputil.all_managers.pop(self, None)
+
+class WriteProxyManager(ProxyManager):
+    """The same, through the HTTP(S) proxy the environment names for the server (``http_proxy`` ...)."""
+
+    def urlopen(self, method: str, url: str, redirect: bool = True, **kw: Any) -> Any:  # type: ignore[override]
+        return _send_once(self, super().urlopen, method, url, redirect, kw)
+
+    def release(self) -> None:
+        _release(self)
+
+
+def write_pool(*, secure: bool, host: str, port: int, verify: bool) -> PoolManager:
+    """The writing client's pool: through the proxy the environment names for ``host:port``, as the driver
+    would pick it (``*_proxy``, ``no_proxy``), or direct."""
+    from clickhouse_connect.driver.httputil import check_env_proxy, get_pool_manager_options
+
+    options = get_pool_manager_options(verify=verify)
+    proxy = check_env_proxy("https" if secure else "http", host, port)
+    if not proxy:
+        return WritePoolManager(**options)
+    if not proxy.startswith("http"):
+        proxy = f"{'https' if secure else 'http'}://{proxy}"
+    return WriteProxyManager(proxy, **options)
