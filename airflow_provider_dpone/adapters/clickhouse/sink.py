@@ -257,37 +257,25 @@ class ClickHouseSink:
         """``GroupedCountingSink``: rows within each of ``bounds`` (pairwise disjoint) in one statement, the
         fingerprint's of no key column (``key_fingerprints``: its ``count()`` under each bounds' predicate,
         the one ``count_rows`` uses); 0 each when the table does not exist yet."""
-        name = self._name(table)
-        for one in bounds:
-            self._where(one)  # malformed bounds fail before any statement
-        with self._failures("count rows in the target table", name, step="count"):
-            client = self._client()
-            if not self._exists(client, name):
-                return [0] * len(bounds)
-            types = _types_of(self._describe(client, name))
-            try:
-                text = fingerprint_statement(name.sql(), bounds, (), types)
-            except BoundsError as exc:
-                raise _bounds_error(exc, bounds[0] if bounds else None) from None
-            rows = client.query(text).result_rows
-        try:
-            return [found.rows for found in fingerprints_from_rows(rows, len(bounds), 0)]
-        except MalformedFingerprint as exc:
-            raise DponeError(
-                ErrorCode.TARGET_LOAD_FAILED,
-                f"the row counts of target table {name} are not exact integers",
-                details={"table": str(name), "step": "count"},
-            ) from exc
+        found = self._grouped(table, bounds, (), "count rows in", "row counts")
+        return [0] * len(bounds) if found is None else [one.rows for one in found]
 
     def key_fingerprints(
         self, table: str, bounds: Sequence[PartitionBounds], columns: Sequence[str]
     ) -> list[KeyFingerprint] | None:
         """``KeyFingerprintingSink``: one grouped statement over the batch (see ``key_fingerprints``);
         ``None`` when the table does not exist."""
+        return self._grouped(table, bounds, columns, "fingerprint the keys of", "key fingerprints")
+
+    def _grouped(
+        self, table: str, bounds: Sequence[PartitionBounds], columns: Sequence[str], doing: str, what: str
+    ) -> list[KeyFingerprint] | None:
+        """The fingerprint statement over ``bounds`` (``columns``: none for counts alone), read-only; ``None``
+        when the table does not exist. ``doing``/``what`` name the step in a failure."""
         name = self._name(table)
         for one in bounds:
             self._where(one)  # malformed bounds fail before any statement
-        with self._failures("fingerprint the keys of the target table", name, step="count"):
+        with self._failures(f"{doing} the target table", name, step="count"):
             client = self._client()
             if not self._exists(client, name):
                 return None
@@ -302,7 +290,7 @@ class ClickHouseSink:
         except MalformedFingerprint as exc:
             raise DponeError(
                 ErrorCode.TARGET_LOAD_FAILED,
-                f"the key fingerprints of target table {name} are not exact integers",
+                f"the {what} of target table {name} are not exact integers",
                 details={"table": str(name), "step": "count"},
             ) from exc
 
