@@ -20,11 +20,18 @@ from urllib.parse import parse_qsl, urlsplit
 
 from urllib3 import PoolManager, ProxyManager
 from urllib3.exceptions import HTTPError
+from urllib3.util.retry import Retry
 
 #: First words of the statements that change nothing on the server (anything else is taken as a write).
 READ_STATEMENTS = frozenset({"SELECT", "WITH", "DESCRIBE", "DESC", "SHOW", "EXISTS", "EXPLAIN"})
 #: How much of a body is read to find its statement's first word.
 _HEAD_BYTES = 64
+
+
+#: urllib3's retries of a write: a connection that could not be opened (nothing was sent) once more; nothing
+#: after sending. Its default re-sent any method after an error it does not count as a read error (a TLS
+#: error reading the answer: rows twice, exit 0, seen over HTTPS) and followed a 307/308 with the same body.
+SENT_ONCE = Retry(total=1, connect=1, read=0, other=0, status=0, redirect=0, raise_on_redirect=False)
 
 
 class AnswerLost(HTTPError):
@@ -67,8 +74,9 @@ def _send_once(
     if is_read(method, url, kw.get("body")):
         return opener(method, url, redirect=redirect, **kw)
     manager.clear()  # no idle socket the server may have closed since: a new connection
+    kw["retries"] = SENT_ONCE  # urllib3 itself re-sent a POST after a TLS error or on a 307/308
     try:
-        return opener(method, url, redirect=redirect, **kw)
+        return opener(method, url, redirect=False, **kw)
     except HTTPError as lost:  # not a "remote close" to the driver: it raises instead of re-sending
         raise AnswerLost(
             "the connection ended before the server answered a request that may have changed the target"
