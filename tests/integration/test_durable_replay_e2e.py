@@ -9,7 +9,6 @@ around the reader port.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import sqlite3
@@ -20,12 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
 
 from airflow_provider_dpone.adapters.capsule_store import SqlCapsuleStore
 from airflow_provider_dpone.adapters.sources.demo_data import create_demo_source
 from airflow_provider_dpone.adapters.target_reader import SupervisedTargetReader
-from airflow_provider_dpone.cli.main import cli
 from airflow_provider_dpone.compose import open_runtime
 from airflow_provider_dpone.contracts.capsule import CapsuleChain, TargetComplete
 from airflow_provider_dpone.contracts.endpoints import EndpointDescriptor
@@ -34,7 +31,7 @@ from airflow_provider_dpone.contracts.target_observation import ReaderOutcome, T
 from airflow_provider_dpone.manifests.loader import load_manifest
 from airflow_provider_dpone.runtime.replay.budget import BUDGET_VARIABLE
 from airflow_provider_dpone.runtime.replay.ref import operation_id_for
-from tests.integration.route_rig import hold_lease_of, rewrite_as_legacy
+from tests.integration.route_rig import Ran, dpone_from, hold_lease_of, rewrite_as_legacy
 
 pytestmark = pytest.mark.service
 
@@ -67,15 +64,6 @@ quality:
 """
 
 
-@dataclass(frozen=True)
-class Ran:
-    """What one ``dpone`` command returned, as a process would: its exit code and both streams."""
-
-    returncode: int
-    stdout: str
-    stderr: str
-
-
 @dataclass
 class Route:
     """One route's files and target, on one backend."""
@@ -95,14 +83,9 @@ class Route:
         self.manifest.write_text(text, encoding="utf-8")
 
     def dpone(self, *args: str, **more_env: str) -> Ran:
-        """``dpone ARGS`` in this process (a process per command cost ~2 s of start-up each; the target
-        reader still runs in a process of its own), from the route's folder, with only its environment's
-        ``AIRFLOW_CONN_*`` (and ``more_env``)."""
-        env: dict[str, str | None] = {k: None for k in os.environ if k.startswith("AIRFLOW_CONN_")}
-        env.update({**self.env, **more_env})
-        with contextlib.chdir(self.base):
-            result = CliRunner().invoke(cli, list(args), env=env, catch_exceptions=False)
-        return Ran(result.exit_code, result.stdout, result.stderr)
+        """``dpone ARGS`` from the route's folder, in this process (its reader worker still a process of its
+        own), with only the route's environment (and ``more_env``)."""
+        return dpone_from(self.base, *args, env={**self.env, **more_env})
 
     def query(self, sql: str) -> Any:
         client = self.client()

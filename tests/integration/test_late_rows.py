@@ -11,26 +11,22 @@
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import json
-import os
 import sqlite3
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
 
 from airflow_provider_dpone.adapters.clickhouse.client import open_client
 from airflow_provider_dpone.adapters.sources.mssql_source import MssqlSource
 from airflow_provider_dpone.adapters.sources.partition_planning import day_partitions, month_partitions
 from airflow_provider_dpone.adapters.sources.sqlite_source import SqliteSource
-from airflow_provider_dpone.cli.main import cli
 from airflow_provider_dpone.contracts.endpoints import ClickHouseInterface, EndpointDescriptor, EndpointKind
 from airflow_provider_dpone.contracts.manifest import Partitioning, PartitionKind, SourceSpec, SourceType
+from tests.integration.route_rig import Ran, dpone_from
 
 pytestmark = pytest.mark.service
 
@@ -205,22 +201,8 @@ def test_tds_bounds_of_another_partitioning_fall_back_to_exact_counts(
 # -- black-box dpone: settle, verify, lookback -----------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Ran:
-    """What one ``dpone`` command returned, as a process would: its exit code and both streams."""
-
-    returncode: int
-    stdout: str
-    stderr: str
-
-
 def dpone(*args: str, cwd: Path) -> Ran:
-    """``dpone ARGS`` in this process (a subprocess per command cost ~2 s of start-up each), from ``cwd``
-    (manifests name the source and target relative to it) and without the suite's ``AIRFLOW_CONN_*``."""
-    unset: dict[str, str | None] = {k: None for k in os.environ if k.startswith("AIRFLOW_CONN_")}
-    with contextlib.chdir(cwd):
-        result = CliRunner().invoke(cli, list(args), env=unset, catch_exceptions=False)
-    return Ran(result.exit_code, result.stdout, result.stderr)
+    return dpone_from(cwd, *args)
 
 
 def _write_manifest(
