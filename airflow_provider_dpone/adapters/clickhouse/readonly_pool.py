@@ -33,8 +33,13 @@ class ReadOnlyPoolManager(PoolManager):
         return super().urlopen(method, with_readonly(url), redirect=redirect, **kw)
 
     def release(self) -> None:
-        """Close the pooled sockets and drop the driver's registry entry (the client does not own it)."""
-        from clickhouse_connect.driver import httputil
+        release_pool(self)
 
-        self.clear()
-        httputil.all_managers.pop(self, None)
+
+def release_pool(manager: PoolManager) -> None:
+    """Close a client's own pool's sockets and drop the driver's registry entry (the client does not own
+    a pool it was given)."""
+    from clickhouse_connect.driver import httputil
+
+    manager.clear()
+    httputil.all_managers.pop(manager, None)

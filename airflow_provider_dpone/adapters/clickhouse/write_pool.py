@@ -22,6 +22,8 @@ from urllib3 import PoolManager, ProxyManager
 from urllib3.exceptions import HTTPError
 from urllib3.util.retry import Retry
 
+from airflow_provider_dpone.adapters.clickhouse.readonly_pool import release_pool
+
 #: First words of the statements that change nothing on the server (anything else is taken as a write).
 READ_STATEMENTS = frozenset({"SELECT", "WITH", "DESCRIBE", "DESC", "SHOW", "EXISTS", "EXPLAIN"})
 #: How much of a body is read to find its statement's first word.
@@ -83,14 +85,6 @@ def _send_once(
         ) from lost
 
 
-def _release(manager: PoolManager) -> None:
-    """Close the pooled sockets and drop the driver's registry entry (the client does not own the pool)."""
-    from clickhouse_connect.driver import httputil
-
-    manager.clear()
-    httputil.all_managers.pop(manager, None)
-
-
 class WritePoolManager(PoolManager):
     """A ``urllib3`` pool manager that sends a request changing the server once, on a new connection."""
 
@@ -98,7 +92,7 @@ class WritePoolManager(PoolManager):
         return _send_once(self, super().urlopen, method, url, redirect, kw)
 
     def release(self) -> None:
-        _release(self)
+        release_pool(self)
 
 
 class WriteProxyManager(ProxyManager):
@@ -108,7 +102,7 @@ class WriteProxyManager(ProxyManager):
         return _send_once(self, super().urlopen, method, url, redirect, kw)
 
     def release(self) -> None:
-        _release(self)
+        release_pool(self)
 
 
 def write_pool(*, secure: bool, host: str, port: int, verify: bool) -> PoolManager:
