@@ -42,6 +42,7 @@ from airflow_provider_dpone.contracts.partition import PartitionBounds, PlannedP
 from airflow_provider_dpone.contracts.route import RouteIdentity
 from airflow_provider_dpone.ports.clock import Clock
 from airflow_provider_dpone.runtime.guard.batch_id import checkpoint_batch_id
+from airflow_provider_dpone.runtime.replay.ref import CAPSULE_REF_KEY
 from airflow_provider_dpone.runtime.route_identity import RebaselineRequest, checked_reason, committed_record
 
 #: The diagnostics key of a checkpoint naming the source connection its run read.
@@ -236,8 +237,11 @@ def record_move(
         query_hash=newest.query_hash,
         schema_hash=newest.schema_hash,
     )
+    # the other connection's facts, and the capsule reference: the copy becomes its partition's latest
+    # checkpoint, where the capsule scan finds the operation whose target evidence is owed or failed
+    # (without it, a route blocked by a failed quality verdict ran on, exit 0, after a move)
     others = (TARGET_KEY, TARGET_PLACE_KEY) if role == "source" else (SOURCE_KEY,)
-    kept = {k: newest.diagnostics[k] for k in others if k in newest.diagnostics}
+    kept = {k: newest.diagnostics[k] for k in (*others, CAPSULE_REF_KEY) if k in newest.diagnostics}
     return committed_record(
         copied,
         newest.route,

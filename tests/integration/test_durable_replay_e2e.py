@@ -454,3 +454,22 @@ def test_a_retry_of_a_run_whose_every_day_a_later_run_replaced_blocks_nothing(
         assert "new run ID" in retried.stderr and "replay resolve" not in retried.stderr
     assert route.target_count() == ROWS
     target_equals_source(route)
+
+
+@pytest.mark.parametrize("route", ["chdb"], indirect=True)
+def test_a_source_move_recorded_while_evidence_is_owed_leaves_the_route_blocked(route: Route) -> None:
+    """``guard rebaseline --source-moved`` copies the route's newest commit; the copy keeps its capsule
+    reference, so the operation whose target evidence is owed still blocks the route after the move (the
+    next run went on, exit 0, over unchecked rows) and is resolved as the runbook says."""
+    pending_under_r1(route)
+    (route.base / "source.sqlite").rename(route.base / "moved.sqlite")
+    text = route.manifest.read_text(encoding="utf-8")
+    route.manifest.write_text(text.replace("sqlite:///source.sqlite", "sqlite:///moved.sqlite"), "utf-8")
+    moved = route.dpone("guard", "rebaseline", str(route.manifest), "--source-moved", "--reason", "new file")
+    assert moved.returncode == 0, moved.stderr
+
+    blocked = route.dpone("run", str(route.manifest), "--run-id", "r2")
+    assert blocked.returncode == 3 and "quality_replay_unresolved" in blocked.stderr, blocked.stderr
+    assert "run=r1" in blocked.stderr
+    (route.base / "source.sqlite").symlink_to(route.base / "moved.sqlite")  # target_equals_source reads it
+    resolve_r1_as_failed_unblocks(route, "r3")

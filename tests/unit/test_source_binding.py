@@ -17,6 +17,7 @@ from airflow_provider_dpone.adapters.sources.partition_planning import day_parti
 from airflow_provider_dpone.contracts.checkpoint import CheckpointStatus, PartitionCheckpoint
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.route import RouteIdentity, Strategy
+from airflow_provider_dpone.runtime.replay.ref import CAPSULE_REF_KEY, capsule_ref, read_ref
 from airflow_provider_dpone.runtime.route_identity import RebaselineRequest
 from airflow_provider_dpone.runtime.source_binding import (
     SOURCE_KEY,
@@ -133,6 +134,23 @@ def test_a_recorded_move_is_an_audited_copy_of_the_newest_commit_naming_this_con
     require_same_source(ROUTE, [*history, record], SHARD_B, "b.yaml")  # the next run goes on
     with pytest.raises(DponeError):
         require_same_source(ROUTE, [*history, record], SHARD_A, "a.yaml")  # the old one stops
+
+
+def test_a_recorded_move_keeps_the_capsule_reference_of_the_commit_it_copies() -> None:
+    """The copy becomes its partition's latest checkpoint, where the capsule scan looks: without the
+    reference, an operation whose quality verdict failed (or is still owed) no longer blocked the route."""
+    ref = capsule_ref("sha256:" + "a" * 64)
+    newest = checkpoint(1, SHARD_A)
+    newest = newest.model_copy(update={"diagnostics": {**newest.diagnostics, CAPSULE_REF_KEY: ref}})
+    request = RebaselineRequest(reason="the file moved to /data/new", actor="oncall")
+
+    record = record_source_move(
+        ROUTE, [checkpoint(0, SHARD_A), newest], SHARD_B, "rebaseline__x", FixedClock(), request
+    )
+
+    kept = read_ref(record)
+    assert kept is not None and kept.operation_id == "sha256:" + "a" * 64
+    assert record.diagnostics[SOURCE_KEY] == SHARD_B
 
 
 @pytest.mark.parametrize(
