@@ -57,7 +57,7 @@ from airflow_provider_dpone.runtime.replay.resolution import (
     resolve_replay,
 )
 from airflow_provider_dpone.runtime.replay.scan import CapsuleStores, OperationRecord
-from airflow_provider_dpone.runtime.route_family import RouteFamily, load_family
+from airflow_provider_dpone.runtime.route_family import RouteFamily, capsule_scope, load_family
 from airflow_provider_dpone.runtime.route_identity import (
     AdoptionResult,
     RebaselineRequest,
@@ -429,7 +429,7 @@ class Runtime:
     def replay_status(self, run_id: str | None = None) -> ReplayStatus:
         """Read-only: the route's capsules, reader guards and unverified committed partitions."""
         return replay_status(
-            self.family().own,
+            capsule_scope(self.family(), self.naming()),
             self.capsule_stores,
             self.loaded.identity,
             selector_on=self.manifest.sink.options.durable_quality_replay,
@@ -447,7 +447,7 @@ class Runtime:
         with self._target_lease(store) as hold:
             return resolve_replay(
                 _proven_store(store, hold),
-                self.family().own,
+                capsule_scope(self.family(), self.naming()),
                 self.capsule_stores(),
                 self.clock,
                 self.loaded.route,

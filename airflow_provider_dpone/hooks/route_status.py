@@ -30,7 +30,7 @@ from airflow_provider_dpone.runtime.connection_binding import ConnectionBinding,
 from airflow_provider_dpone.runtime.guard.route_guard import BlockedPartition, scan_route
 from airflow_provider_dpone.runtime.replay.ref import operation_id_for
 from airflow_provider_dpone.runtime.replay.scan import CapsuleStores, OperationRecord, scan_capsules
-from airflow_provider_dpone.runtime.route_family import RouteFamily, load_family
+from airflow_provider_dpone.runtime.route_family import RouteFamily, capsule_scope, load_family
 
 if TYPE_CHECKING:
     from airflow_provider_dpone.adapters.checkpoint_sql.lease_holder import LeaseHolder
@@ -150,7 +150,7 @@ def route_status(
         store.close()
     scan = scan_route(family.target_wide)
     own = operation_id_for(loaded.identity, run_id) if run_id is not None else None
-    operations, references = _capsule_blocks(family.own, store_url, own)
+    operations, references = _capsule_blocks(capsule_scope(family, naming), store_url, own)
     holder = lease_holder(store_url, loaded.route.target_table)
     return RouteStatus(
         route=route.describe(),

@@ -309,6 +309,30 @@ def sibling_committed(family: RouteFamily, naming: RouteNaming) -> list[Partitio
     return [c for c in same if c.route.strategy is not family.route.strategy]
 
 
+def capsule_scope(family: RouteFamily, naming: RouteNaming) -> tuple[PartitionCheckpoint, ...]:
+    """The latest checkpoints whose durable quality references can block this route: its own (every
+    stored spelling) and those of the same source table's routes under another strategy (any status).
+
+    A strategy switch starts another route over the same target, whose runs go on over the rows the other
+    one published: seen, an ``incremental_append`` run whose target evidence was owed blocked its route,
+    the manifest went to ``replace_partition`` and the next run went on, exit 0, ``replay status`` saying
+    nothing blocked. Another source table's routes (a fan-in) hold their own verdicts."""
+    if len(family.target_wide) == len(family.own):
+        return family.own  # every checkpoint of the target is the route's own: the common case
+    canonical: dict[str, str] = {}
+    siblings: list[PartitionCheckpoint] = []
+    for checkpoint in family.target_wide:
+        if checkpoint.route.strategy is family.route.strategy:
+            continue  # the route's own spellings are in ``own``; others of this strategy read other tables
+        stored = checkpoint.route.source_table
+        name = canonical.get(stored)
+        if name is None:
+            name = canonical[stored] = naming.canonical(checkpoint.route).source_table
+        if name == family.route.source_table:
+            siblings.append(checkpoint)
+    return (*family.own, *siblings)
+
+
 def with_standing_commits(
     store: CheckpointStore,
     checkpoints: Sequence[PartitionCheckpoint],

@@ -108,6 +108,7 @@ from airflow_provider_dpone.runtime.resume_planner import (
 )
 from airflow_provider_dpone.runtime.route_family import (
     RouteFamily,
+    capsule_scope,
     committed_by_source,
     latest_by_partition,
     load_family,
@@ -937,7 +938,7 @@ class TransferEngine:
     ) -> RunReport | SealedCore | None:
         """Capsules, before any source access: a run decided by its capsule returns its report; otherwise
         the core this run sealed in an attempt that never published (or None)."""
-        latest = list(family.own)
+        latest = list(capsule_scope(family, self._ports.naming))
         if self._replay is None:
             if self._ports.capsule_stores is not None:
                 records, invalid_refs = scan_capsules(latest, self._ports.capsule_stores)

@@ -473,3 +473,30 @@ def test_a_source_move_recorded_while_evidence_is_owed_leaves_the_route_blocked(
     assert "run=r1" in blocked.stderr
     (route.base / "source.sqlite").symlink_to(route.base / "moved.sqlite")  # target_equals_source reads it
     resolve_r1_as_failed_unblocks(route, "r3")
+
+
+@pytest.mark.parametrize("route", ["chdb"], indirect=True)
+def test_an_operation_owed_under_another_strategy_blocks_the_switched_route_until_resolved(
+    route: Route,
+) -> None:
+    """A strategy switch starts another route over the same target: the operation the append route still
+    owes evidence for blocks the replacing route too (its run went on, exit 0, ``replay status`` saying
+    nothing blocked), is listed, and is resolved through the switched manifest."""
+    pending_under_r1(route)
+    text = route.manifest.read_text(encoding="utf-8")
+    route.manifest.write_text(text.replace("incremental_append", "replace_partition"), "utf-8")
+
+    blocked = route.dpone("run", str(route.manifest), "--run-id", "r2")
+    assert blocked.returncode == 3 and "quality_replay_unresolved" in blocked.stderr, blocked.stderr
+    assert "run=r1" in blocked.stderr
+    status = route.dpone("replay", "status", str(route.manifest), "--json")
+    assert status.returncode == 0 and json.loads(status.stdout)["blocked"] is True, status.stdout
+    assert route.target_count() == ROWS  # the blocked run wrote nothing
+
+    resolved = route.dpone(
+        "replay", "resolve", str(route.manifest), "--run-id", "r1", "--as", "failed", "--reason", "checked"
+    )
+    assert resolved.returncode == 0, resolved.stderr
+    after = route.dpone("run", str(route.manifest), "--run-id", "r3")
+    assert after.returncode == 0, after.stderr
+    target_equals_source(route)
