@@ -270,3 +270,70 @@ def test_the_supervised_reader_observes_a_verify_false_server(tls_server: dict[s
     assert outcome.kind is ReaderOutcomeKind.COMPLETE, outcome.reason
     assert outcome.observation is not None
     assert outcome.observation.value_of(ObservationMetric.ROW_COUNT) == 2
+
+
+def _observe_two_rows(endpoint: EndpointDescriptor) -> Any:
+    """The supervised reader's outcome of counting ``default.tls_observed`` (two rows on one day)."""
+    from airflow_provider_dpone.adapters.target_reader import SupervisedTargetReader
+    from airflow_provider_dpone.contracts.target_observation import (
+        GenerationSelector,
+        ObservationMetric,
+        TargetReadRequest,
+    )
+
+    admin = open_client(_endpoint_at(endpoint, "127.0.0.1"))
+    try:
+        admin.command(
+            "CREATE TABLE IF NOT EXISTS default.tls_observed (order_date Date, x UInt8) ENGINE = MergeTree() ORDER BY order_date"
+        )
+        admin.command("TRUNCATE TABLE default.tls_observed")
+        admin.command("INSERT INTO default.tls_observed VALUES ('2026-01-01', 1), ('2026-01-01', 2)")
+    finally:
+        admin.close()
+    request = TargetReadRequest(
+        target_table="default.tls_observed",
+        selector=GenerationSelector(partitions=(day("2026-01-01", "2026-01-02"),)),
+        metrics=(ObservationMetric.ROW_COUNT,),
+    )
+    return SupervisedTargetReader().observe(endpoint, request, 30.0)
+
+
+def _endpoint_at(endpoint: EndpointDescriptor, host: str) -> EndpointDescriptor:
+    return endpoint.model_copy(update={"host": host, "verify": False})
+
+
+def test_the_reader_worker_trusts_a_ca_the_environment_names(
+    tls_server: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``SSL_CERT_FILE`` reaches the worker: an internal CA trusted that way was dropped from its
+    environment, so every observation of a ``verify: true`` server failed after the load had published."""
+    from airflow_provider_dpone.contracts.target_observation import ObservationMetric, ReaderOutcomeKind
+
+    monkeypatch.setenv("SSL_CERT_FILE", str(tls_server["dir"] / "server.crt"))
+    outcome = _observe_two_rows(_endpoint(tls_server, verify=True))
+    assert outcome.kind is ReaderOutcomeKind.COMPLETE, outcome.reason
+    assert outcome.observation is not None
+    assert outcome.observation.value_of(ObservationMetric.ROW_COUNT) == 2
+
+
+def test_the_reader_worker_reaches_a_tls_server_through_the_proxys_tunnel(
+    tls_server: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``https_proxy`` the only way to the server (its host resolves nowhere): the worker opens a ``CONNECT``
+    tunnel through it, as the sink's client does."""
+    from airflow_provider_dpone.contracts.target_observation import ObservationMetric, ReaderOutcomeKind
+    from tests.forward_proxy import ForwardProxy
+
+    proxy = ForwardProxy("127.0.0.1", tls_server["https_port"])
+    try:
+        for name in ("http_proxy", "HTTP_PROXY", "HTTPS_PROXY", "no_proxy", "NO_PROXY"):
+            monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv("https_proxy", f"http://127.0.0.1:{proxy.port}")
+        endpoint = _endpoint_at(_endpoint(tls_server, verify=False), "dpone-tls-server.invalid")
+        outcome = _observe_two_rows(endpoint)
+    finally:
+        proxy.close()
+    assert outcome.kind is ReaderOutcomeKind.COMPLETE, outcome.reason
+    assert outcome.observation is not None
+    assert outcome.observation.value_of(ObservationMetric.ROW_COUNT) == 2
+    assert proxy.tunnels > 0

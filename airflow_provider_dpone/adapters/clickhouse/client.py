@@ -38,10 +38,13 @@ from typing import Any
 import clickhouse_connect
 from clickhouse_connect.driver.client import Client
 from clickhouse_connect.driver.exceptions import ProgrammingError
-from clickhouse_connect.driver.httputil import get_pool_manager_options
 
 from airflow_provider_dpone.adapters.clickhouse.driver_versions import server_code, version_mismatch
-from airflow_provider_dpone.adapters.clickhouse.readonly_pool import ReadOnlyPoolManager
+from airflow_provider_dpone.adapters.clickhouse.readonly_pool import (
+    ReadOnlyPoolManager,
+    ReadOnlyProxyManager,
+    readonly_pool,
+)
 from airflow_provider_dpone.adapters.clickhouse.write_pool import (
     WritePoolManager,
     WriteProxyManager,
@@ -204,7 +207,12 @@ def _open_http(endpoint: EndpointDescriptor, *, readonly: bool = False) -> Clien
 
 def _readonly_http_kwargs(endpoint: EndpointDescriptor) -> dict[str, Any]:
     """The pool that puts ``readonly=1`` on every request, no session, and the endpoint's database."""
-    pool = ReadOnlyPoolManager(**get_pool_manager_options(verify=endpoint.verify))
+    pool = readonly_pool(
+        secure=endpoint.secure,
+        host=endpoint.host or "localhost",
+        port=endpoint.port or (8443 if endpoint.secure else 8123),
+        verify=endpoint.verify,
+    )
     kwargs: dict[str, Any] = {"pool_mgr": pool, "autogenerate_session_id": False}
     if endpoint.database:
         kwargs["database"] = endpoint.database
@@ -330,7 +338,9 @@ def close_client(client: Client | None) -> None:
     try:
         client.close()
         pool = getattr(client, "http", None)
-        if isinstance(pool, ReadOnlyPoolManager | WritePoolManager | WriteProxyManager):  # the client's own
+        if isinstance(
+            pool, ReadOnlyPoolManager | ReadOnlyProxyManager | WritePoolManager | WriteProxyManager
+        ):  # the client's own
             pool.release()
     except Exception:  # a failing close must not mask the caller's own exception
         log.debug("closing a ClickHouse client failed", exc_info=True)

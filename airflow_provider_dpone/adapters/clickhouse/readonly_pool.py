@@ -6,6 +6,10 @@ pool's ``urlopen``) covers those too, and any request a later driver version add
 last so it wins over every earlier parameter (the connection's ``session_settings``, the driver's own
 defaults); a ``readonly`` the URL already carried is dropped first. ``1``, not ``2``: with ``2`` a query
 may set it back.
+
+It goes through the HTTP(S) proxy the environment names for the server, as the driver's own pool and the
+writing pool (``write_pool``) do: a read-only client that went direct while the sink went through the
+proxy read another server's table, or none (a host reachable only through the proxy).
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from urllib3 import PoolManager
+from urllib3 import PoolManager, ProxyManager
 
 READONLY_PARAM = ("readonly", "1")
 
@@ -34,6 +38,36 @@ class ReadOnlyPoolManager(PoolManager):
 
     def release(self) -> None:
         release_pool(self)
+
+
+class ReadOnlyProxyManager(ProxyManager):
+    """The same, through the HTTP(S) proxy the environment names for the server (``http_proxy`` ...)."""
+
+    def urlopen(self, method: str, url: str, redirect: bool = True, **kw: Any) -> Any:  # type: ignore[override]
+        return super().urlopen(method, with_readonly(url), redirect=redirect, **kw)
+
+    def release(self) -> None:
+        release_pool(self)
+
+
+def env_proxy(*, secure: bool, host: str, port: int) -> str | None:
+    """The proxy URL the environment names for ``host:port`` (``*_proxy``, ``no_proxy``), as the driver
+    picks it, or ``None`` for a direct connection."""
+    from clickhouse_connect.driver.httputil import check_env_proxy
+
+    proxy = check_env_proxy("https" if secure else "http", host, port)
+    if not proxy:
+        return None
+    return proxy if proxy.startswith("http") else f"{'https' if secure else 'http'}://{proxy}"
+
+
+def readonly_pool(*, secure: bool, host: str, port: int, verify: bool) -> PoolManager:
+    """The read-only client's pool: through the environment's proxy for ``host:port``, or direct."""
+    from clickhouse_connect.driver.httputil import get_pool_manager_options
+
+    options = get_pool_manager_options(verify=verify)
+    proxy = env_proxy(secure=secure, host=host, port=port)
+    return ReadOnlyPoolManager(**options) if proxy is None else ReadOnlyProxyManager(proxy, **options)
 
 
 def release_pool(manager: PoolManager) -> None:

@@ -22,7 +22,7 @@ from urllib3 import PoolManager, ProxyManager
 from urllib3.exceptions import HTTPError
 from urllib3.util.retry import Retry
 
-from airflow_provider_dpone.adapters.clickhouse.readonly_pool import release_pool
+from airflow_provider_dpone.adapters.clickhouse.readonly_pool import env_proxy, release_pool
 
 #: First words of the statements that change nothing on the server (anything else is taken as a write).
 READ_STATEMENTS = frozenset({"SELECT", "WITH", "DESCRIBE", "DESC", "SHOW", "EXISTS", "EXPLAIN"})
@@ -108,12 +108,8 @@ class WriteProxyManager(ProxyManager):
 def write_pool(*, secure: bool, host: str, port: int, verify: bool) -> PoolManager:
     """The writing client's pool: through the proxy the environment names for ``host:port``, as the driver
     would pick it (``*_proxy``, ``no_proxy``), or direct."""
-    from clickhouse_connect.driver.httputil import check_env_proxy, get_pool_manager_options
+    from clickhouse_connect.driver.httputil import get_pool_manager_options
 
     options = get_pool_manager_options(verify=verify)
-    proxy = check_env_proxy("https" if secure else "http", host, port)
-    if not proxy:
-        return WritePoolManager(**options)
-    if not proxy.startswith("http"):
-        proxy = f"{'https' if secure else 'http'}://{proxy}"
-    return WriteProxyManager(proxy, **options)
+    proxy = env_proxy(secure=secure, host=host, port=port)
+    return WritePoolManager(**options) if proxy is None else WriteProxyManager(proxy, **options)

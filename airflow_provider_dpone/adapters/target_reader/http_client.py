@@ -6,6 +6,12 @@ generated statements (the read-back of ``readonly``, the column-type lookup, the
 as one stateless POST whose URL carries ``readonly=1`` (no session, so nothing can carry over from one
 request to the next). Nothing else is sent.
 
+Where the parent's environment names an HTTP proxy for the server (``*_proxy``, ``no_proxy``, resolved
+there as the sink resolves it), every request goes through it: a plain one as an absolute-URI request to
+the proxy, a TLS one through a ``CONNECT`` tunnel. Going direct instead read another server than the load
+wrote (a proxy leading elsewhere) or none (a server reachable only through the proxy), and the route
+blocked after every publication. Only an ``http://`` proxy is spoken; any other fails the observation.
+
 Failures keep clickhouse-connect's exception classes, so the worker classifies them in one place: a
 server answer is a ``DatabaseError`` carrying the server's error code, a transport failure (refused,
 reset, timed out, cut mid-answer) an ``OperationalError``.
@@ -21,7 +27,7 @@ import ssl
 import time
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import unquote, urlencode, urlsplit
 
 from clickhouse_connect.driver.exceptions import DatabaseError, OperationalError
 
@@ -43,9 +49,10 @@ class Result:
 class ReadOnlyHttpClient:
     """A minimal ClickHouse HTTP client for the worker: ``query(sql).result_rows``, ``command``, ``close``."""
 
-    def __init__(self, endpoint: EndpointDescriptor, deadline: float) -> None:
+    def __init__(self, endpoint: EndpointDescriptor, deadline: float, proxy: str | None = None) -> None:
         if not endpoint.host:
             raise OperationalError("the endpoint has no host")
+        self._proxy = _Proxy.parse(proxy) if proxy else None
         self._host = endpoint.host
         self._port = endpoint.port or (8443 if endpoint.secure else 8123)
         self._secure = endpoint.secure
@@ -64,6 +71,8 @@ class ReadOnlyHttpClient:
             "User-Agent": USER_AGENT,
             "Content-Type": "text/plain; charset=utf-8",
         }
+        if self._proxy is not None and not self._secure:
+            self._headers.update(self._proxy.headers)  # a tunnel sends them in its CONNECT instead
 
     def query(self, sql: str) -> Result:
         body = self._post(sql + "\nFORMAT JSONCompact")
@@ -84,17 +93,9 @@ class ReadOnlyHttpClient:
         remaining = self._deadline - time.monotonic()
         if remaining <= 0:
             raise OperationalError("the observation budget is spent")
-        conn: http.client.HTTPConnection
-        if self._secure:
-            context = ssl.create_default_context()
-            if not self._verify:  # the connection's `verify: false`, exactly as the sink connects
-                context.check_hostname = False
-                context.verify_mode = ssl.CERT_NONE
-            conn = http.client.HTTPSConnection(self._host, self._port, timeout=remaining, context=context)
-        else:
-            conn = http.client.HTTPConnection(self._host, self._port, timeout=remaining)
+        conn, target = self._connection(remaining)
         try:
-            conn.request("POST", self._path, body=sql.encode("utf-8"), headers=self._headers)
+            conn.request("POST", target, body=sql.encode("utf-8"), headers=self._headers)
             response = conn.getresponse()
             raw = response.read(MAX_BODY_BYTES + 1)
             header_code = response.getheader("X-ClickHouse-Exception-Code")
@@ -109,6 +110,26 @@ class ReadOnlyHttpClient:
             raise self._server_error(text, header_code)
         return text
 
+    def _connection(self, timeout: float) -> tuple[http.client.HTTPConnection, str]:
+        """A new connection for one request, and the request target to send on it."""
+        proxy = self._proxy
+        if not self._secure:
+            if proxy is None:
+                return http.client.HTTPConnection(self._host, self._port, timeout=timeout), self._path
+            conn = http.client.HTTPConnection(proxy.host, proxy.port, timeout=timeout)
+            return conn, f"http://{_authority(self._host, self._port)}{self._path}"
+        context = ssl.create_default_context()
+        if not self._verify:  # the connection's `verify: false`, exactly as the sink connects
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+        if proxy is None:
+            return http.client.HTTPSConnection(
+                self._host, self._port, timeout=timeout, context=context
+            ), self._path
+        tunnel = http.client.HTTPSConnection(proxy.host, proxy.port, timeout=timeout, context=context)
+        tunnel.set_tunnel(self._host, self._port, headers=proxy.headers)
+        return tunnel, self._path
+
     @staticmethod
     def _server_error(text: str, header_code: str | None = None) -> DatabaseError:
         code: int | None = None
@@ -119,3 +140,31 @@ class ReadOnlyHttpClient:
         if code is None:
             return OperationalError("the server's answer could not be read")
         return DatabaseError(f"Code: {code}. the server refused the request", code=code)
+
+
+@dataclass(frozen=True)
+class _Proxy:
+    """An ``http://`` proxy: where to connect, and its credentials as a ``Proxy-Authorization`` header."""
+
+    host: str
+    port: int
+    headers: dict[str, str]
+
+    @classmethod
+    def parse(cls, url: str) -> _Proxy:
+        parts = urlsplit(url)
+        try:
+            port = parts.port or 80
+        except ValueError:
+            raise OperationalError("the proxy's address could not be read") from None
+        if parts.scheme.lower() != "http" or not parts.hostname:
+            raise OperationalError("only an http:// proxy is supported")
+        headers: dict[str, str] = {}
+        if parts.username is not None:
+            login = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
+            headers["Proxy-Authorization"] = "Basic " + base64.b64encode(login.encode()).decode("ascii")
+        return cls(host=parts.hostname, port=port, headers=headers)
+
+
+def _authority(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"

@@ -64,9 +64,15 @@ class EndpointFrame(BaseModel):
     verify: bool = True
     session_settings: SessionSettings = Field(default_factory=dict)
     path: str | None = None
+    #: the HTTP proxy the parent's environment names for the server (``*_proxy``, ``no_proxy``), resolved
+    #: there as the sink resolves it, so the worker reads the server the load wrote (credentials may be in
+    #: it: ``repr=False``, and never in the worker's environment)
+    proxy: str | None = Field(default=None, repr=False)
 
     @classmethod
-    def of(cls, endpoint: EndpointDescriptor, *, resolved_path: str | None) -> EndpointFrame:
+    def of(
+        cls, endpoint: EndpointDescriptor, *, resolved_path: str | None, proxy: str | None = None
+    ) -> EndpointFrame:
         assert endpoint.interface is not None
         return cls(
             name=endpoint.name,
@@ -80,6 +86,7 @@ class EndpointFrame(BaseModel):
             verify=endpoint.verify,
             session_settings=measuring_settings(endpoint.session_settings),
             path=resolved_path,
+            proxy=proxy,
         )
 
     def descriptor(self) -> EndpointDescriptor:

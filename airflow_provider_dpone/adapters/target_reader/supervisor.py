@@ -76,13 +76,37 @@ PROBE_BUDGET_S = 30.0
 #: Only these variables reach the worker (plus LC_*); anything else, and any value that looks like a
 #: URL with credentials, is dropped.
 _ENV_ALLOWED = frozenset(
-    {"PATH", "HOME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "PYTHONPATH", "PYTHONHASHSEED", "SYSTEMROOT"}
+    {
+        "PATH",
+        "HOME",
+        "LANG",
+        "LANGUAGE",
+        "TZ",
+        "TMPDIR",
+        "PYTHONPATH",
+        "PYTHONHASHSEED",
+        "SYSTEMROOT",
+        # where the TLS trust store is (OpenSSL reads them): a server whose CA is trusted this way refused
+        # every observation, after the load had published through the sink, which honours them
+        "SSL_CERT_FILE",
+        "SSL_CERT_DIR",
+    }
 )
 _SECRET_NAME_RE = re.compile(
     r"PASS|SECRET|TOKEN|KEY|CRED|AUTH|CONN|DSN|COOKIE|SESSION|PRIVATE", re.IGNORECASE
 )
 _CREDENTIAL_URL_RE = re.compile(r"://[^/@\s]*:[^/@\s]*@")
 _WORKER_ERROR_REASONS = {reason.value: reason for reason in ReaderReason}
+
+
+def _proxy_for(endpoint: EndpointDescriptor) -> str | None:
+    """The proxy the environment names for a server endpoint, as the sink picks it (None: direct, chDB)."""
+    if endpoint.interface is not ClickHouseInterface.HTTP or not endpoint.host:
+        return None
+    from airflow_provider_dpone.adapters.clickhouse.readonly_pool import env_proxy
+
+    port = endpoint.port or (8443 if endpoint.secure else 8123)
+    return env_proxy(secure=endpoint.secure, host=endpoint.host, port=port)
 
 
 def child_environment(extra_paths: Sequence[str] = (), *, secrets: Sequence[str] = ()) -> dict[str, str]:
@@ -479,11 +503,12 @@ class SupervisedTargetReader:
         frame_limit = self._admit(endpoint, request, budget_s)
         nonce = new_nonce()
         path = os.path.abspath(endpoint.path) if endpoint.path else None
+        proxy = _proxy_for(endpoint)
         request_bytes = WorkerRequestFrame(
             mode="observe",
             nonce=nonce,
             budget_ms=max(1, int(budget_s * 1000)),
-            endpoint=EndpointFrame.of(endpoint, resolved_path=path),
+            endpoint=EndpointFrame.of(endpoint, resolved_path=path, proxy=proxy),
             request=request,
         ).encode()
         if len(request_bytes) > REQUEST_FRAME_MAX_BYTES:
@@ -492,7 +517,7 @@ class SupervisedTargetReader:
                 "the reader request frame exceeds its size limit",
                 details={"frame_bytes": len(request_bytes), "limit_bytes": REQUEST_FRAME_MAX_BYTES},
             )
-        hidden = [s for s in (endpoint.secret(),) if s]
+        hidden = [s for s in (endpoint.secret(), proxy) if s]
         if signal.getsignal(signal.SIGCHLD) == signal.SIG_IGN:  # a worker could not be waited for
             return ReaderOutcome(
                 kind=ReaderOutcomeKind.WORKER_FAILED,

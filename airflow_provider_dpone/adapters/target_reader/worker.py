@@ -57,8 +57,9 @@ class WorkerFault(Exception):
         self.code = code
 
 
-def open_readonly_client(endpoint: EndpointDescriptor, timeout_s: float) -> Any:
-    """A fresh client with ``readonly=1`` applied and verified by reading it back; else WorkerFault."""
+def open_readonly_client(endpoint: EndpointDescriptor, timeout_s: float, proxy: str | None = None) -> Any:
+    """A fresh client with ``readonly=1`` applied and verified by reading it back; else WorkerFault.
+    ``proxy``: the HTTP proxy the parent resolved for the server (a server only)."""
     try:
         if endpoint.interface is ClickHouseInterface.CHDB:
             from airflow_provider_dpone.adapters.clickhouse.client import open_client
@@ -70,7 +71,7 @@ def open_readonly_client(endpoint: EndpointDescriptor, timeout_s: float) -> Any:
             from airflow_provider_dpone.adapters.target_reader.http_client import ReadOnlyHttpClient
 
             # the worker's own calls: readonly=1 on every request, no client start-up queries
-            client = ReadOnlyHttpClient(endpoint, time.monotonic() + timeout_s)
+            client = ReadOnlyHttpClient(endpoint, time.monotonic() + timeout_s, proxy=proxy)
     except WorkerFault:
         raise
     except Exception as exc:
@@ -216,7 +217,9 @@ def write_frame(fd: int, frame: bytes) -> None:
 def _observe(frame: WorkerRequestFrame) -> ReaderResponseFrame:
     assert frame.endpoint is not None and frame.request is not None
     try:
-        client = open_readonly_client(frame.endpoint.descriptor(), frame.budget_ms / 1000)
+        client = open_readonly_client(
+            frame.endpoint.descriptor(), frame.budget_ms / 1000, proxy=frame.endpoint.proxy
+        )
         try:
             observation = measure(client, frame.request)
         finally:

@@ -1,0 +1,42 @@
+"""A forward HTTP proxy for tests, the only way to one real server: every absolute-URI request
+(``POST http://any-host:port/...``) and every ``CONNECT`` tunnel goes to that server's port, whatever host
+the client named, so a client that bypasses the proxy (and resolves the host itself) cannot reach it."""
+
+from __future__ import annotations
+
+import re
+import socket
+
+from tests.loopback_proxy import LoopbackProxy
+
+_ABSOLUTE = re.compile(rb"(^|\r\n)(GET|POST|HEAD) http://[^/ ?]+/?")
+_CONNECT = b"CONNECT "
+_HEAD_END = b"\r\n\r\n"
+
+
+class ForwardProxy(LoopbackProxy):
+    """Counts what it forwarded: ``requests`` (absolute-URI requests) and ``tunnels`` (``CONNECT``)."""
+
+    def __init__(self, host: str, upstream_port: int) -> None:
+        self.requests = 0
+        self.tunnels = 0
+        self._tunnelled: set[socket.socket] = set()
+        self._heads: dict[socket.socket, bytes] = {}
+        super().__init__(host, upstream_port)
+
+    def client_chunk(self, chunk: bytes, client: socket.socket, upstream: socket.socket) -> bytes | None:
+        if client in self._tunnelled:
+            return chunk  # the client's TLS, passed as it is
+        head = self._heads.pop(client, b"") + chunk
+        if head.startswith(_CONNECT) or _CONNECT.startswith(head):
+            if _HEAD_END not in head:
+                self._heads[client] = head  # a client may send the request line and its headers apart
+                return b""
+            end = head.index(_HEAD_END) + len(_HEAD_END)
+            self.tunnels += 1
+            self._tunnelled.add(client)
+            client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            return head[end:]
+        rewritten, found = _ABSOLUTE.subn(lambda m: m.group(1) + m.group(2) + b" /", head, count=1)
+        self.requests += found
+        return rewritten
