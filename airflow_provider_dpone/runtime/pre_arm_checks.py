@@ -67,8 +67,13 @@ from airflow_provider_dpone.runtime.route_identity import (
     raise_respelled,
     require_unchanged_identity,
 )
+from airflow_provider_dpone.runtime.rows_beyond_partitioning import (
+    by_another_column,
+    reach_of,
+    rows_beyond_error,
+)
 from airflow_provider_dpone.runtime.shared_target import other_sources_in_scope, within_partitions
-from airflow_provider_dpone.runtime.target_counts import rows_within_each
+from airflow_provider_dpone.runtime.target_counts import TargetCounts, rows_within_each
 from airflow_provider_dpone.runtime.vanished import bounds_order
 
 _log = logging.getLogger(__name__)
@@ -134,6 +139,7 @@ class PreArmChecks:
             return []
         table = self._manifest.sink.table
         sink = self._target()
+        _require_partition_column(TargetCounts(sink, table), overlaps[0].partition.bounds, table, self._route)
         others = self._other_sources(family)
         held = [o for o in overlaps if self.own_rows(sink, o.partition.bounds, others) > 0]
         if len(held) < len(overlaps):
@@ -157,6 +163,42 @@ class PreArmChecks:
                     )
                 )
         return held
+
+    def _require_rows_within_partitioning(
+        self, family: RouteFamily, decisions: Sequence[ResumeDecision]
+    ) -> None:
+        """Where commits of another definition or strategy selected rows by another column (or the whole
+        table), stop unless every row of the target lies within the planned partitions by this run's column
+        (less other source tables' commits): its counts there decide what is new (``rows_beyond_partitioning``).
+        Only until a partition of this definition is committed: the switch's first run moves every partition
+        the source holds, later runs new ones (a source that keeps less history than its target would stop
+        every run after it)."""
+        if self._route.strategy is Strategy.FULL_REFRESH or self._allow_nonempty_target:
+            return
+        planned = [d.partition for d in decisions]
+        column = planned[0].bounds.column if planned else None
+        if column is None or not any(d.action is Action.RUN for d in decisions):
+            return
+        if any(d.reason in _COMMITTED_BEFORE for d in decisions):
+            return  # this definition committed partitions already: the switch is behind
+        elsewhere = other_identity_committed(family, planned, self._naming)
+        elsewhere.extend(sibling_committed(family, self._naming))
+        old = by_another_column(elsewhere, column)
+        if not old:
+            return
+        sink, table = self._target(), self._manifest.sink.table
+        counts = TargetCounts(sink, table)
+        if counts.lacks_column_of(planned[0].bounds):
+            return  # the target has no such column: the compatibility check names it before anything
+        whole = sink.count_rows(table, None)
+        if whole == 0:
+            return
+        inside = sum(rows_within_each(sink, table, reach_of([p.bounds for p in planned])))
+        others = self._other_sources(family)
+        theirs = (committed_rows_within(_WHOLE_TABLE, others) if others else 0) or 0
+        beyond = whole - inside - theirs
+        if beyond > 0:
+            raise rows_beyond_error(self._route, table, column, beyond, old, self._manifest_ref)
 
     def _views_fed_again(
         self, sink: Sink, table: str, emptied: Sequence[IdentityOverlap]
@@ -327,6 +369,7 @@ class PreArmChecks:
         read leaves out, compared on the source (``left_out_rows``). Any but ``full_refresh`` stops where
         listed values were respelled (``respelled_values``)."""
         self._require_no_respelled_values(family, decisions)
+        self._require_rows_within_partitioning(family, decisions)
         if self._route.strategy is Strategy.INCREMENTAL_APPEND:
             require_unchanged_identity(
                 self._route, self.append_overlaps(family, decisions), self._manifest_ref
@@ -1614,7 +1657,29 @@ def _regions(bounds: PartitionBounds, others: Sequence[PartitionCheckpoint]) -> 
 
 
 #: The whole table, for counting other source tables' commits anywhere in it.
+def _require_partition_column(
+    counts: TargetCounts, bounds: PartitionBounds, table: str, route: RouteIdentity
+) -> None:
+    """Before counting the target by a partitioning column: the table has it. Counting by a column it
+    lacks failed as ``target_load_failed`` ("could not count rows"), naming no column."""
+    if counts.lacks_column_of(bounds):
+        raise DponeError(
+            ErrorCode.TARGET_INCOMPATIBLE,
+            f"target table {table} has no column {bounds.column}, by which route {route.describe()} now "
+            "partitions; nothing was written",
+            details={"table": table, "column": bounds.column, "problem": "partition_column_missing"},
+            hint_lines=(
+                f"add it with the values the source holds (ALTER TABLE {table} ADD COLUMN ..., then fill every "
+                "row already loaded from the source): the run tells new partitions from committed ones by the "
+                "target's values of it, and rows holding NULL or a default there stop the run",
+                "see `dpone runbook guard`, 'The route's identity changed'",
+            ),
+        )
+
+
 _WHOLE_TABLE = PartitionBounds(kind=BoundsKind.ALL, label="the whole table")
+#: Decisions over partitions this definition committed before.
+_COMMITTED_BEFORE = frozenset({Reason.COMMITTED, Reason.LOOKBACK, Reason.EMPTY_WHEN_COMMITTED})
 
 #: Why an append partition runs although it may have been committed before a lost store suffix: no record
 #: at all, or only records of attempts that never committed (stopped before the target, failed, resolved
