@@ -1656,7 +1656,6 @@ def _regions(bounds: PartitionBounds, others: Sequence[PartitionCheckpoint]) -> 
     return list(dict.fromkeys(covering))
 
 
-#: The whole table, for counting other source tables' commits anywhere in it.
 def _require_partition_column(
     counts: TargetCounts, bounds: PartitionBounds, table: str, route: RouteIdentity
 ) -> None:
@@ -1677,6 +1676,7 @@ def _require_partition_column(
         )
 
 
+#: The whole table, for counting other source tables' commits anywhere in it.
 _WHOLE_TABLE = PartitionBounds(kind=BoundsKind.ALL, label="the whole table")
 #: Decisions over partitions this definition committed before.
 _COMMITTED_BEFORE = frozenset({Reason.COMMITTED, Reason.LOOKBACK, Reason.EMPTY_WHEN_COMMITTED})
