@@ -83,7 +83,9 @@ def test_a_staging_table_defined_as_its_target_is_published_by_attaching_its_par
     staging = sink.begin_staging(table, SCHEMA, BATCH, ORDER_BY)
     for one in staged:
         sink.stage(staging, SCHEMA, [one])
-    assert attachable_partitions(sink._client(), TableName.parse(staging), TableName.parse(table)) == ["all"]
+    assert attachable_partitions(
+        sink._client(), TableName.parse(staging), TableName.parse(table), rows=6
+    ) == ["all"]
     with caplog.at_level(logging.INFO, logger=SINK_LOG):
         published = sink.finalize_staged_load(permit_for(table, Strategy.INCREMENTAL_APPEND), staging, table)
 
@@ -260,13 +262,13 @@ class _RefusingClient:
 
 def test_a_server_refusing_the_system_table_reads_is_published_into_by_copying() -> None:
     refused = _RefusingClient(DatabaseError("Code: 47. Unknown identifier"))
-    assert attachable_partitions(refused, STAGING, TableName("d", "t")) is None  # type: ignore[arg-type]
+    assert attachable_partitions(refused, STAGING, TableName("d", "t"), rows=1) is None  # type: ignore[arg-type]
 
 
 def test_a_server_that_cannot_be_reached_fails_the_publish_rather_than_copying() -> None:
     unreachable = _RefusingClient(OperationalError("connection refused"))
     with pytest.raises(OperationalError):
-        attachable_partitions(unreachable, STAGING, TableName("d", "t"))  # type: ignore[arg-type]
+        attachable_partitions(unreachable, STAGING, TableName("d", "t"), rows=1)  # type: ignore[arg-type]
 
 
 DEFINITION = " (`id` Int64) ENGINE = MergeTree ORDER BY id SETTINGS index_granularity = 8192"

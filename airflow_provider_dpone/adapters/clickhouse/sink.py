@@ -461,10 +461,12 @@ class ClickHouseSink:
 
     def _require_rows_kept(self, client: Client, name: TableName) -> None:
         """Read-only, before arming, from one read of the table's ``system.tables`` row: its engine and TTL
-        keep every row it is given (ADR 0083), and a replacing route feeds no view twice (ADR 0086)."""
+        keep every row it is given (ADR 0083), and a replacing route feeds no view twice (ADR 0086). The
+        table was just described, so a listing without it stops the run (ADR 0094, addendum: an answer cut
+        to nothing had skipped every check here)."""
         found = table_facts(client, name)
-        if found is None:
-            return
+        if found is None:  # the table was just described: the listing lost it, so nothing was checked
+            raise OperationalError("system.tables does not list a table just described")
         require_row_keeping_engine(found, name, allow_ttl=self._allow_ttl)
         require_views_fed_once(client, name, found.dependents, self._views_refused_for)
         if self._deletes_rows:
@@ -544,6 +546,8 @@ class ClickHouseSink:
             types = self._require_compatible(name, schema, target)
             counted = self._counted_scope(scope, permit, target)
             before = self._pin(client, name, counted)
+            if before.identity is None:  # just described: a listing cut to nothing, not a table gone
+                raise OperationalError("system.tables does not list a table just described")
         # The first chunk is pulled before the target is written: a source or artifact that fails at once
         # (unreachable, digest mismatch) then fails the call before any truncate or delete.
         first = next(stream, None)
@@ -699,7 +703,7 @@ class ClickHouseSink:
             staged = self._describe(client, staging)
             target = self._describe(client, name)
             rows = int(client.query(f"SELECT count() FROM {staging.sql()}").result_rows[0][0])
-            partitions = attachable_partitions(client, staging, name)
+            partitions = attachable_partitions(client, staging, name, rows=rows)
         self._require_staging_fits(name, staged, target)
         self._apply_scope(client, name, scope, target)
         columns = column_list(list(staged))
@@ -951,6 +955,8 @@ class ClickHouseSink:
     @staticmethod
     def _describe(client: Client, name: TableName) -> dict[str, TargetColumn]:
         described = client.query(f"DESCRIBE TABLE {name.sql()}")
+        if not described.result_rows:  # a table has a column: an answer cut to nothing (ADR 0094, addendum)
+            raise OperationalError("DESCRIBE TABLE answered no column")
         # ttl_expression: modern servers and chDB; 18.16 (before TTLs) has no such column
         ttl = (
             described.column_names.index("ttl_expression")

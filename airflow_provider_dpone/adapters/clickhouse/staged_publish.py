@@ -13,31 +13,42 @@ Parts are attached only when every one of these holds, else the rows are copied 
 * their ``CREATE TABLE`` texts are the same but for the two tables' own names: columns, types, defaults,
   codecs, key, partitioning, TTL, indexes and settings (a target created by hand another way is converted
   by the copy, which attaching could not do);
-* no materialized view reads from the target: an insert feeds such a view, attaching parts does not.
+* no materialized view reads from the target: an insert feeds such a view, attaching parts does not;
+* the staging table's active parts hold, by ``system.parts``, exactly the rows it counts. An answer cut
+  right after its headers arrives whole and empty through an HTTP/1.0 proxy (nginx's default): read as
+  "no part", the publish attached nothing and reported the staged rows published (exit 0, target empty;
+  ADR 0094, addendum). A list that does not add up is not used: the rows are copied.
 """
 
 from __future__ import annotations
+
+import logging
 
 from clickhouse_connect.driver.client import Client
 from clickhouse_connect.driver.exceptions import DatabaseError, OperationalError
 
 from airflow_provider_dpone.adapters.clickhouse.quoting import TableName, quote_identifier, quote_string
 
+log = logging.getLogger(__name__)
 
-def attachable_partitions(client: Client, staging: TableName, target: TableName) -> list[str] | None:
+
+def attachable_partitions(
+    client: Client, staging: TableName, target: TableName, *, rows: int
+) -> list[str] | None:
     """The staging table's partition IDs to attach to ``target``, or ``None``: publish by copying.
+    ``rows``: the staging table's ``count()``, which its parts' rows must add up to.
 
     A server that refuses these reads of its system tables (one without a column they name) is published
     into by copying, as before; a failure to reach it is raised (the copy could not run either)."""
     try:
-        return _attachable(client, staging, target)
+        return _attachable(client, staging, target, rows)
     except OperationalError:
         raise
     except DatabaseError:
         return None
 
 
-def _attachable(client: Client, staging: TableName, target: TableName) -> list[str] | None:
+def _attachable(client: Client, staging: TableName, target: TableName, rows: int) -> list[str] | None:
     tables = client.query(
         "SELECT name, engine, create_table_query, dependencies_table FROM system.tables"
         f" WHERE database = {quote_string(target.database)}"
@@ -52,10 +63,19 @@ def _attachable(client: Client, staging: TableName, target: TableName) -> list[s
     if not same_definition(str(staged[2]), staging, str(published[2]), target):
         return None
     parts = client.query(
-        "SELECT DISTINCT partition_id FROM system.parts"
+        "SELECT partition_id, sum(rows) FROM system.parts"
         f" WHERE database = {quote_string(staging.database)} AND table = {quote_string(staging.table)}"
-        " AND active ORDER BY partition_id"
+        " AND active GROUP BY partition_id ORDER BY partition_id"
     ).result_rows
+    listed = sum(int(row[1]) for row in parts)
+    if listed != rows:  # an answer cut short (or empty) lists fewer: attaching it would publish fewer rows
+        log.warning(
+            "the parts listed of staging table %s hold %d of its %d rows; its rows are copied instead",
+            staging,
+            listed,
+            rows,
+        )
+        return None
     return [str(row[0]) for row in parts]
 
 
