@@ -171,3 +171,17 @@ def test_an_operation_referenced_under_an_older_spelling_is_listed_and_resolved(
     record, audit = resolve(rig, BEFORE, "run-1", ReplayResolveAs.FAILED, own)
     assert record.closed_by_operator and {c.route for c in audit} == {older}
     assert not status_of(rig, BEFORE, load_family(rig.store, ROUTE, LowerCaseNaming()).own).blocked
+
+
+def test_resolve_by_run_id_finds_the_operation_whose_checkpoints_a_recorded_move_copied(rig: Rig) -> None:
+    """A ``guard rebaseline --source-moved|--target-moved`` copies a commit under its own run ID, keeping
+    the capsule reference: where the copy is the operation's only latest checkpoint (a daily run of one
+    day), resolve by the run ID the blocked line names (the capsule's) found nothing, and no command
+    unblocked the route."""
+    blocked_by_a_run_of_the_manifest_before_the_edit(rig)
+    copied = [c.model_copy(update={"run_id": "rebaseline__moved"}) for c in rig.latest(ROUTE)]
+
+    record, audit = resolve(rig, EDITED, "run-1", ReplayResolveAs.FAILED, latest=copied)
+
+    assert record.closed_by_operator and record.run_id == "run-1"
+    assert audit and all(c.run_id == "rebaseline__moved" for c in audit)

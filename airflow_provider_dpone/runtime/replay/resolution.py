@@ -212,10 +212,18 @@ def _operation_of_run(
     run_id = request.run_id
     named = operation_id_for(identity, run_id)
     groups, resolutions, _ = referenced_operations(latest)
-    found = [
+    # the run ID its capsule records too: a guard rebaseline's copy of a commit (a recorded move) carries the
+    # reference under the rebaseline's own run ID, and the blocked line names the capsule's
+    classified = (
         classify(operation_id, partitions, stores, resolved_as=resolutions.get(operation_id))
         for operation_id, partitions in sorted(groups.items())
-        if operation_id == named or any(c.run_id == run_id for c in partitions)
+    )
+    found = [
+        record
+        for record in classified
+        if record.operation_id == named
+        or record.run_id == run_id
+        or any(c.run_id == run_id for c in record.partitions)
     ]
     if not found:
         raise DponeError(
