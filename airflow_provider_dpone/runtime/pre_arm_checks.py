@@ -67,11 +67,7 @@ from airflow_provider_dpone.runtime.route_identity import (
     raise_respelled,
     require_unchanged_identity,
 )
-from airflow_provider_dpone.runtime.rows_beyond_partitioning import (
-    by_another_column,
-    reach_of,
-    rows_beyond_error,
-)
+from airflow_provider_dpone.runtime.rows_beyond_partitioning import by_another_column, rows_beyond_error
 from airflow_provider_dpone.runtime.shared_target import other_sources_in_scope, within_partitions
 from airflow_provider_dpone.runtime.target_counts import TargetCounts, rows_within_each
 from airflow_provider_dpone.runtime.vanished import bounds_order
@@ -168,37 +164,55 @@ class PreArmChecks:
         self, family: RouteFamily, decisions: Sequence[ResumeDecision]
     ) -> None:
         """Where commits of another definition or strategy selected rows by another column (or the whole
-        table), stop unless every row of the target lies within the planned partitions by this run's column
-        (less other source tables' commits): its counts there decide what is new (``rows_beyond_partitioning``).
-        Only until a partition of this definition is committed: the switch's first run moves every partition
-        the source holds, later runs new ones (a source that keeps less history than its target would stop
-        every run after it)."""
+        table), stop unless every row of the target lies within the planned partitions by this run's column,
+        other source tables' rows known to lie outside them aside: the counts there decide what is new
+        (``rows_beyond_partitioning``, ADR 0095). Only while such a commit is newer than every commit of this
+        definition (the switch's first run; a switch back): later runs move new partitions, and a source that
+        keeps less history than its target would stop each of them."""
         if self._route.strategy is Strategy.FULL_REFRESH or self._allow_nonempty_target:
             return
         planned = [d.partition for d in decisions]
         column = planned[0].bounds.column if planned else None
         if column is None or not any(d.action is Action.RUN for d in decisions):
             return
-        if any(d.reason in _COMMITTED_BEFORE for d in decisions):
-            return  # this definition committed partitions already: the switch is behind
         elsewhere = other_identity_committed(family, planned, self._naming)
         elsewhere.extend(sibling_committed(family, self._naming))
         old = by_another_column(elsewhere, column)
-        if not old:
+        if not old or not _switched_since(family, planned, old):
             return
         sink, table = self._target(), self._manifest.sink.table
-        counts = TargetCounts(sink, table)
-        if counts.lacks_column_of(planned[0].bounds):
-            return  # the target has no such column: the compatibility check names it before anything
+        if TargetCounts(sink, table).lacks_column_of(planned[0].bounds):
+            return  # no such column in the target: named before anything counts by it
         whole = sink.count_rows(table, None)
         if whole == 0:
             return
-        inside = sum(rows_within_each(sink, table, reach_of([p.bounds for p in planned])))
-        others = self._other_sources(family)
-        theirs = (committed_rows_within(_WHOLE_TABLE, others) if others else 0) or 0
-        beyond = whole - inside - theirs
+        inside = sum(rows_within_each(sink, table, [p.bounds for p in planned]))
+        beyond = whole - inside - self._theirs_outside(sink, family, planned, column)
         if beyond > 0:
             raise rows_beyond_error(self._route, table, column, beyond, old, self._manifest_ref)
+
+    def _theirs_outside(
+        self, sink: Sink, family: RouteFamily, planned: Sequence[PlannedPartition], column: str
+    ) -> int:
+        """Rows of other source tables' commits (a fan-in) known to lie outside the planned partitions: those
+        committed by ``column`` in bounds none of them overlaps, each at most what the target holds there
+        now. Their rows within the planned partitions are counted inside them; a commit by another column
+        could lie anywhere, and is not subtracted (the check errs toward the stop)."""
+        others = self._other_sources(family)
+        if not others:
+            return 0
+        index = OverlapIndex([p.bounds for p in planned])
+        outside = [
+            c
+            for c in others
+            if (c.bounds.column or "").casefold() == column.casefold()
+            and c.bounds.kind is not BoundsKind.ALL
+            and index.first(c.bounds) is None
+        ]
+        if not outside:
+            return 0
+        held = rows_within_each(sink, self._manifest.sink.table, [c.bounds for c in outside])
+        return sum(min(c.rows or 0, now) for c, now in zip(outside, held, strict=True))
 
     def _views_fed_again(
         self, sink: Sink, table: str, emptied: Sequence[IdentityOverlap]
@@ -1656,6 +1670,20 @@ def _regions(bounds: PartitionBounds, others: Sequence[PartitionCheckpoint]) -> 
     return list(dict.fromkeys(covering))
 
 
+def _switched_since(
+    family: RouteFamily, planned: Sequence[PlannedPartition], old: Sequence[PartitionCheckpoint]
+) -> bool:
+    """Whether a commit in ``old`` is newer than every commit of the planned definition (none: a switch's
+    first run; an older one: the manifest switched back to this definition since)."""
+    ids = {p.partition_id for p in planned}
+    current = [
+        checkpoint_moment(c)
+        for c in family.canonical_checkpoints()
+        if c.status is CheckpointStatus.COMMITTED and c.partition_id in ids
+    ]
+    return not current or max(checkpoint_moment(c) for c in old) > max(current)
+
+
 def _require_partition_column(
     counts: TargetCounts, bounds: PartitionBounds, table: str, route: RouteIdentity
 ) -> None:
@@ -1678,8 +1706,6 @@ def _require_partition_column(
 
 #: The whole table, for counting other source tables' commits anywhere in it.
 _WHOLE_TABLE = PartitionBounds(kind=BoundsKind.ALL, label="the whole table")
-#: Decisions over partitions this definition committed before.
-_COMMITTED_BEFORE = frozenset({Reason.COMMITTED, Reason.LOOKBACK, Reason.EMPTY_WHEN_COMMITTED})
 
 #: Why an append partition runs although it may have been committed before a lost store suffix: no record
 #: at all, or only records of attempts that never committed (stopped before the target, failed, resolved

@@ -9,8 +9,9 @@ definition did not write, added ``Nullable`` by hand, or one the application fil
 default (added without ``Nullable``), a value the source no longer has. The counts then see no row, an
 append moved every row again and a replacing run deleted nothing before inserting them (each exit 0, every
 row twice). So where old commits selected by another column (or the whole table), the target's rows are
-first required to lie within the planned partitions: all of them, less those other source tables committed
-(a fan-in). One count of the table and one of the planned partitions' reach, only on such a run.
+first required to lie within the planned partitions (ADR 0095): all of them, less other source tables'
+rows known to lie outside them (a fan-in). One count of the table and grouped counts of the planned
+partitions, only on the run that switches (or switches back).
 """
 
 from __future__ import annotations
@@ -19,9 +20,8 @@ from collections.abc import Sequence
 
 from airflow_provider_dpone.contracts.checkpoint import PartitionCheckpoint
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
-from airflow_provider_dpone.contracts.partition import BoundsKind, PartitionBounds
+from airflow_provider_dpone.contracts.partition import BoundsKind
 from airflow_provider_dpone.contracts.route import RouteIdentity
-from airflow_provider_dpone.runtime.vanished import bounds_order
 
 
 def by_another_column(committed: Sequence[PartitionCheckpoint], column: str) -> list[PartitionCheckpoint]:
@@ -34,30 +34,6 @@ def by_another_column(committed: Sequence[PartitionCheckpoint], column: str) -> 
         if (c.rows is None or c.rows > 0)
         and (c.bounds.kind is BoundsKind.ALL or (c.bounds.column or "").casefold() != folded)
     ]
-
-
-def reach_of(planned: Sequence[PartitionBounds]) -> list[PartitionBounds]:
-    """Bounds that select every row the planned partitions select, pairwise disjoint: ranges as one range
-    from the lowest lower bound to the highest upper one (an open end stays open), lists as they are."""
-    ranges = [b for b in planned if b.kind is BoundsKind.RANGE]
-    listed = [b for b in planned if b.kind is not BoundsKind.RANGE]
-    if not ranges:
-        return listed
-    first = min(ranges, key=bounds_order)
-    last = max(ranges, key=_upper_order)
-    lower = None if any(b.lower is None for b in ranges) else first.lower
-    upper = None if any(b.upper is None for b in ranges) else last.upper
-    span = first.model_copy(update={"lower": lower, "upper": upper, "label": "the planned partitions"})
-    return [span, *listed]
-
-
-def _upper_order(bounds: PartitionBounds) -> tuple[int, str]:
-    if bounds.value_type == "integer" and bounds.upper is not None:
-        try:
-            return (int(bounds.upper), "")
-        except ValueError:
-            pass
-    return (0, bounds.upper or "")
 
 
 def rows_beyond_error(

@@ -34,16 +34,16 @@ def source_at(base: Path) -> sqlite3.Connection:
     return db
 
 
-def manifest(base: Path, column: str, strategy: str, columns: str = "") -> Path:
-    path = base / f"shipped-{column}{'-pinned' if columns else ''}.yaml"
+def manifest(base: Path, column: str, strategy: str, columns: str = "", table: str = "orders") -> Path:
+    path = base / f"{table}-{column}{'-pinned' if columns else ''}.yaml"
     path.write_text(
         f"""
 kind: native_transfer
-name: shipped
+name: {table}
 source:
   type: sqlite
   connection: sqlite:///orders.sqlite
-  table: orders
+  table: {table}
 {f"  columns: {columns}" + chr(10) if columns else ""}  partitioning: {{kind: day, column: {column}}}
 sink:
   type: clickhouse
@@ -130,3 +130,79 @@ def test_a_switch_to_a_column_the_target_lacks_names_it_before_anything(
     assert [row[0] for row in chdb_query(tmp_path, f"SELECT id FROM {TARGET} ORDER BY id")] == list(
         range(1, 10)
     )
+
+
+@pytest.mark.parametrize("strategy", ["incremental_append", "replace_partition"])
+def test_target_values_between_the_planned_days_are_rows_beyond_them_too(
+    tmp_path: Path, store_url: str, strategy: str
+) -> None:
+    """Shipments rescheduled at the source after the load: the target holds a ship date the source no longer
+    has, between two it has. Counted in one span from the first planned day to the last, they looked
+    inside, and every row moved again (exit 0)."""
+    db = source_at(tmp_path)
+    db.execute("UPDATE orders SET s = '2026-01-04'")
+    db.commit()
+    assert dpone("run", str(manifest(tmp_path, "d", strategy))).exit_code == 0
+    db.execute("UPDATE orders SET s = CASE WHEN id % 2 = 0 THEN '2026-01-03' ELSE '2026-01-06' END")
+    db.commit()
+
+    stopped = dpone("run", "--json", str(manifest(tmp_path, "s", strategy)))
+
+    assert stopped.exit_code == 3, stopped.output
+    details = json.loads(stopped.output)["details"]
+    assert (details["problem"], details["rows_beyond"]) == ("rows_beyond_partitioning", 9)
+    assert len(target_held(tmp_path)) == 9
+
+
+def test_a_switch_back_to_an_earlier_column_is_checked_again(tmp_path: Path, store_url: str) -> None:
+    """Append by ship date, a replacing route by order date (it loads orders not shipped yet, NULL ship date),
+    then append by ship date again: its old commits made the check look done, and the unshipped orders,
+    shipped since, moved again (exit 0)."""
+    db = source_at(tmp_path)
+    db.execute("DELETE FROM orders WHERE id > 4")
+    db.execute("UPDATE orders SET s = date(d, '+2 days')")
+    db.commit()
+    by_ship_date = manifest(tmp_path, "s", "incremental_append")
+    assert dpone("run", str(by_ship_date)).exit_code == 0  # the shipped orders
+    db.execute("INSERT INTO orders VALUES (50, '2026-01-10', NULL, 'unshipped')")
+    db.commit()
+    assert (
+        dpone("run", "--allow-nonempty-target", str(manifest(tmp_path, "d", "replace_partition"))).exit_code
+        == 0
+    )
+    db.execute("UPDATE orders SET s = date(d, '+2 days') WHERE s IS NULL")
+    db.commit()
+
+    back = dpone("run", "--json", str(by_ship_date))
+
+    assert back.exit_code == 3, back.output
+    assert json.loads(back.output)["details"]["problem"] == "rows_beyond_partitioning"
+    assert sorted(row[0] for row in target_held(tmp_path)) == sorted(r[0] for r in source_held(db))
+
+
+def test_another_source_tables_rows_in_the_partitions_are_not_taken_off_twice(
+    tmp_path: Path, store_url: str
+) -> None:
+    """A fan-in: the US orders append by ship date into the table the EU orders were loaded into by order date
+    (their ship date NULL then). The US rows within the EU's planned days were counted inside them and again
+    as the other source's share, which hid the EU rows beyond (4 EU rows became 8, exit 0)."""
+    db = source_at(tmp_path)
+    db.execute("DELETE FROM orders WHERE id > 4")
+    db.execute("CREATE TABLE orders_us (id INTEGER PRIMARY KEY, d DATE NOT NULL, s DATE, v TEXT)")
+    db.executemany(
+        "INSERT INTO orders_us VALUES (?, ?, ?, ?)",
+        [(100 + n, f"2026-01-0{n}", f"2026-01-0{n + 1}", "us") for n in range(1, 7)],
+    )
+    db.commit()
+    assert dpone("run", str(manifest(tmp_path, "d", "incremental_append"))).exit_code == 0
+    us = manifest(tmp_path, "s", "incremental_append", table="orders_us")
+    assert dpone("run", "--allow-nonempty-target", str(us)).exit_code == 0
+    db.execute("UPDATE orders SET s = date(d, '+1 days')")
+    db.commit()
+
+    stopped = dpone("run", "--json", str(manifest(tmp_path, "s", "incremental_append")))
+
+    assert stopped.exit_code == 3, stopped.output
+    details = json.loads(stopped.output)["details"]
+    assert (details["problem"], details["rows_beyond"]) == ("rows_beyond_partitioning", 4)
+    assert len(target_held(tmp_path)) == 10
