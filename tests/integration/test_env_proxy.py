@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 
@@ -52,9 +53,13 @@ quality:
 """
 
 
-@pytest.fixture
-def proxy(clickhouse_http: EndpointDescriptor) -> Iterator[ForwardProxy]:
-    forward = ForwardProxy("127.0.0.1", clickhouse_http.port or 8123)
+LOGIN = "dpone-proxy:pr0xy@secret"
+
+
+@pytest.fixture(params=[None, LOGIN], ids=["open-proxy", "proxy-login"])
+def proxy(request: pytest.FixtureRequest, clickhouse_http: EndpointDescriptor) -> Iterator[ForwardProxy]:
+    """The only way to the server; with a login, one it refuses (407) every request without."""
+    forward = ForwardProxy("127.0.0.1", clickhouse_http.port or 8123, login=request.param)
     try:
         yield forward
     finally:
@@ -88,7 +93,8 @@ def test_every_client_of_a_route_reaches_a_server_only_its_proxy_leads_to(
         "login": clickhouse_http.user,
         "password": clickhouse_http.secret() or "",
     }
-    environment = {"http_proxy": f"http://127.0.0.1:{proxy.port}", "no_proxy": "", "NO_PROXY": ""}
+    login = "" if proxy.login is None else quote(proxy.login, safe=":") + "@"
+    environment = {"http_proxy": f"http://{login}127.0.0.1:{proxy.port}", "no_proxy": "", "NO_PROXY": ""}
     for name in ("HTTP_PROXY", "https_proxy", "HTTPS_PROXY"):
         monkeypatch.delenv(name, raising=False)
     for name, value in environment.items():
@@ -118,4 +124,5 @@ def test_every_client_of_a_route_reaches_a_server_only_its_proxy_leads_to(
     finally:
         reader.close()
     assert printed(held) == source_rows(tmp_path)
-    assert proxy.requests > 0
+    assert proxy.requests > 0 and proxy.refused == 0  # a login in the URL is sent as Proxy-Authorization
+    assert "secret" not in ran.stdout + ran.stderr

@@ -61,13 +61,32 @@ def env_proxy(*, secure: bool, host: str, port: int) -> str | None:
     return proxy if proxy.startswith("http") else f"{'https' if secure else 'http'}://{proxy}"
 
 
+def proxy_login(proxy: str) -> tuple[str, dict[str, str]]:
+    """The proxy's URL without its credentials, and the ``Proxy-Authorization`` header they make (urllib3's
+    proxy manager sends none for a ``user:password@`` in the URL: every request met the proxy's 407, and the
+    run failed as "could not connect")."""
+    parts = urlsplit(proxy)
+    if parts.username is None:
+        return proxy, {}
+    from urllib.parse import unquote
+
+    from urllib3.util import make_headers
+
+    login = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
+    netloc = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=netloc)), make_headers(proxy_basic_auth=login)
+
+
 def readonly_pool(*, secure: bool, host: str, port: int, verify: bool) -> PoolManager:
     """The read-only client's pool: through the environment's proxy for ``host:port``, or direct."""
     from clickhouse_connect.driver.httputil import get_pool_manager_options
 
     options = get_pool_manager_options(verify=verify)
     proxy = env_proxy(secure=secure, host=host, port=port)
-    return ReadOnlyPoolManager(**options) if proxy is None else ReadOnlyProxyManager(proxy, **options)
+    if proxy is None:
+        return ReadOnlyPoolManager(**options)
+    url, headers = proxy_login(proxy)
+    return ReadOnlyProxyManager(url, proxy_headers=headers, **options)
 
 
 def release_pool(manager: PoolManager) -> None:

@@ -22,7 +22,7 @@ from urllib3 import PoolManager, ProxyManager
 from urllib3.exceptions import HTTPError
 from urllib3.util.retry import Retry
 
-from airflow_provider_dpone.adapters.clickhouse.readonly_pool import env_proxy, release_pool
+from airflow_provider_dpone.adapters.clickhouse.readonly_pool import env_proxy, proxy_login, release_pool
 
 #: First words of the statements that change nothing on the server (anything else is taken as a write).
 READ_STATEMENTS = frozenset({"SELECT", "WITH", "DESCRIBE", "DESC", "SHOW", "EXISTS", "EXPLAIN"})
@@ -112,4 +112,7 @@ def write_pool(*, secure: bool, host: str, port: int, verify: bool) -> PoolManag
 
     options = get_pool_manager_options(verify=verify)
     proxy = env_proxy(secure=secure, host=host, port=port)
-    return WritePoolManager(**options) if proxy is None else WriteProxyManager(proxy, **options)
+    if proxy is None:
+        return WritePoolManager(**options)
+    url, headers = proxy_login(proxy)
+    return WriteProxyManager(url, proxy_headers=headers, **options)
