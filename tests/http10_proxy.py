@@ -16,46 +16,27 @@ import socket
 import threading
 from urllib.parse import unquote_plus
 
+from tests.loopback_proxy import LoopbackProxy
+
 _HOP_BY_HOP = ("connection", "keep-alive", "proxy-connection", "transfer-encoding", "content-length")
 
 
-class Http10Proxy:
+class Http10Proxy(LoopbackProxy):
     """Listens on 127.0.0.1 (``port``); one request per client connection, answered ``Connection: close``."""
 
     def __init__(self, host: str, upstream_port: int) -> None:
-        self.upstream = (host, upstream_port)
         self.requests = 0
         #: the statements (their first 200 characters) whose answer was cut
         self.cut_statements: list[str] = []
         self._rules: list[tuple[tuple[str, ...], int]] = []
         self._lock = threading.Lock()
-        self.server = socket.socket()
-        self.server.bind(("127.0.0.1", 0))
-        self.server.listen(32)
-        self.port = int(self.server.getsockname()[1])
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._accept, daemon=True)
-        self._thread.start()
+        super().__init__(host, upstream_port, backlog=32)
 
     def cut(self, *parts: str, times: int = 1) -> None:
         """Deliver the answer to the next ``times`` statements holding every one of ``parts`` without its
         body (headers and the chunked terminator only)."""
         with self._lock:
             self._rules.append((parts, times))
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(2)
-        self.server.close()
-
-    def _accept(self) -> None:
-        self.server.settimeout(0.1)
-        while not self._stop.is_set():
-            try:
-                conn, _ = self.server.accept()
-            except OSError:
-                continue
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
 
     def _cuts(self, statement: str) -> bool:
         with self._lock:

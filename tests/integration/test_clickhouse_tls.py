@@ -244,29 +244,9 @@ def test_the_supervised_reader_observes_a_verify_false_server(tls_server: dict[s
     """Through the worker process (the frame it is handed), not only its client: the frame dropped
     ``verify``, so every durable-replay observation of a self-signed server ended ``connect_failed`` and
     its capsule stayed pending."""
-    from airflow_provider_dpone.adapters.target_reader import SupervisedTargetReader
-    from airflow_provider_dpone.contracts.target_observation import (
-        GenerationSelector,
-        ObservationMetric,
-        ReaderOutcomeKind,
-        TargetReadRequest,
-    )
+    from airflow_provider_dpone.contracts.target_observation import ObservationMetric, ReaderOutcomeKind
 
-    endpoint = _endpoint(tls_server, verify=False)
-    admin = open_client(endpoint)
-    try:
-        admin.command(
-            "CREATE TABLE IF NOT EXISTS default.tls_observed (order_date Date, x UInt8) ENGINE = MergeTree() ORDER BY order_date"
-        )
-        admin.command("INSERT INTO default.tls_observed VALUES ('2026-01-01', 1), ('2026-01-01', 2)")
-    finally:
-        admin.close()
-    request = TargetReadRequest(
-        target_table="default.tls_observed",
-        selector=GenerationSelector(partitions=(day("2026-01-01", "2026-01-02"),)),
-        metrics=(ObservationMetric.ROW_COUNT,),
-    )
-    outcome = SupervisedTargetReader().observe(endpoint, request, 30.0)
+    outcome = _observe_two_rows(_endpoint(tls_server, verify=False))
     assert outcome.kind is ReaderOutcomeKind.COMPLETE, outcome.reason
     assert outcome.observation is not None
     assert outcome.observation.value_of(ObservationMetric.ROW_COUNT) == 2

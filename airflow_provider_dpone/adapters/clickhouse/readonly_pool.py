@@ -77,16 +77,32 @@ def proxy_login(proxy: str) -> tuple[str, dict[str, str]]:
     return urlunsplit(parts._replace(netloc=netloc)), make_headers(proxy_basic_auth=login)
 
 
-def readonly_pool(*, secure: bool, host: str, port: int, verify: bool) -> PoolManager:
-    """The read-only client's pool: through the environment's proxy for ``host:port``, or direct."""
+def pool_for(
+    direct: type[PoolManager],
+    proxied: type[ProxyManager],
+    *,
+    secure: bool,
+    host: str,
+    port: int,
+    verify: bool,
+) -> PoolManager:
+    """A client's own pool of class ``direct``, or ``proxied`` through the proxy the environment names for
+    ``host:port`` (its login sent as ``Proxy-Authorization``), with the driver's pool options."""
     from clickhouse_connect.driver.httputil import get_pool_manager_options
 
     options = get_pool_manager_options(verify=verify)
     proxy = env_proxy(secure=secure, host=host, port=port)
     if proxy is None:
-        return ReadOnlyPoolManager(**options)
+        return direct(**options)
     url, headers = proxy_login(proxy)
-    return ReadOnlyProxyManager(url, proxy_headers=headers, **options)
+    return proxied(url, proxy_headers=headers, **options)
+
+
+def readonly_pool(*, secure: bool, host: str, port: int, verify: bool) -> PoolManager:
+    """The read-only client's pool: through the environment's proxy for ``host:port``, or direct."""
+    return pool_for(
+        ReadOnlyPoolManager, ReadOnlyProxyManager, secure=secure, host=host, port=port, verify=verify
+    )
 
 
 def release_pool(manager: PoolManager) -> None:

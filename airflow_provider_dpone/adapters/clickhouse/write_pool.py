@@ -22,7 +22,7 @@ from urllib3 import PoolManager, ProxyManager
 from urllib3.exceptions import HTTPError
 from urllib3.util.retry import Retry
 
-from airflow_provider_dpone.adapters.clickhouse.readonly_pool import env_proxy, proxy_login, release_pool
+from airflow_provider_dpone.adapters.clickhouse.readonly_pool import pool_for, release_pool
 
 #: First words of the statements that change nothing on the server (anything else is taken as a write).
 READ_STATEMENTS = frozenset({"SELECT", "WITH", "DESCRIBE", "DESC", "SHOW", "EXISTS", "EXPLAIN"})
@@ -108,11 +108,4 @@ class WriteProxyManager(ProxyManager):
 def write_pool(*, secure: bool, host: str, port: int, verify: bool) -> PoolManager:
     """The writing client's pool: through the proxy the environment names for ``host:port``, as the driver
     would pick it (``*_proxy``, ``no_proxy``), or direct."""
-    from clickhouse_connect.driver.httputil import get_pool_manager_options
-
-    options = get_pool_manager_options(verify=verify)
-    proxy = env_proxy(secure=secure, host=host, port=port)
-    if proxy is None:
-        return WritePoolManager(**options)
-    url, headers = proxy_login(proxy)
-    return WriteProxyManager(url, proxy_headers=headers, **options)
+    return pool_for(WritePoolManager, WriteProxyManager, secure=secure, host=host, port=port, verify=verify)
