@@ -12,7 +12,7 @@ Two reads widen the route guard scan beyond one route key (issue: route safety, 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from airflow_provider_dpone.contracts.checkpoint import (
@@ -276,24 +276,30 @@ def replaced_the_target(checkpoint: PartitionCheckpoint) -> bool:
     return isinstance(resolution, dict) and resolution.get("previous_phase") in _REACHED_TARGET
 
 
-def committed_by_source(
-    target_wide: Sequence[PartitionCheckpoint], source_table: str, naming: RouteNaming
+def by_source(
+    checkpoints: Iterable[PartitionCheckpoint], source_table: str, naming: RouteNaming
 ) -> tuple[list[PartitionCheckpoint], list[PartitionCheckpoint]]:
-    """A target's COMMITTED checkpoints split by the source table their route reads: ``source_table``
-    (canonical; any strategy or spelling) or another one (a fan-in). Each stored spelling is canonicalised
-    once: a long route's tens of thousands of checkpoints cost one dictionary lookup each."""
+    """``checkpoints`` split by the source table their route reads: ``source_table`` (canonical; any
+    strategy or spelling) or another one (a fan-in). Each stored spelling is canonicalised once: a long
+    route's tens of thousands of checkpoints cost one dictionary lookup each."""
     canonical: dict[str, str] = {}
     same: list[PartitionCheckpoint] = []
     other: list[PartitionCheckpoint] = []
-    for checkpoint in target_wide:
-        if checkpoint.status is not CheckpointStatus.COMMITTED:
-            continue
+    for checkpoint in checkpoints:
         stored = checkpoint.route.source_table
         name = canonical.get(stored)
         if name is None:
             name = canonical[stored] = naming.canonical(checkpoint.route).source_table
         (same if name == source_table else other).append(checkpoint)
     return same, other
+
+
+def committed_by_source(
+    target_wide: Sequence[PartitionCheckpoint], source_table: str, naming: RouteNaming
+) -> tuple[list[PartitionCheckpoint], list[PartitionCheckpoint]]:
+    """A target's COMMITTED checkpoints split by the source table their route reads (:func:`by_source`)."""
+    committed = (c for c in target_wide if c.status is CheckpointStatus.COMMITTED)
+    return by_source(committed, source_table, naming)
 
 
 def sibling_committed(family: RouteFamily, naming: RouteNaming) -> list[PartitionCheckpoint]:
@@ -319,17 +325,9 @@ def capsule_scope(family: RouteFamily, naming: RouteNaming) -> tuple[PartitionCh
     nothing blocked. Another source table's routes (a fan-in) hold their own verdicts."""
     if len(family.target_wide) == len(family.own):
         return family.own  # every checkpoint of the target is the route's own: the common case
-    canonical: dict[str, str] = {}
-    siblings: list[PartitionCheckpoint] = []
-    for checkpoint in family.target_wide:
-        if checkpoint.route.strategy is family.route.strategy:
-            continue  # the route's own spellings are in ``own``; others of this strategy read other tables
-        stored = checkpoint.route.source_table
-        name = canonical.get(stored)
-        if name is None:
-            name = canonical[stored] = naming.canonical(checkpoint.route).source_table
-        if name == family.route.source_table:
-            siblings.append(checkpoint)
+    # the route's own spellings are in ``own``; others of its strategy read other tables (a fan-in)
+    others = (c for c in family.target_wide if c.route.strategy is not family.route.strategy)
+    siblings, _ = by_source(others, family.route.source_table, naming)
     return (*family.own, *siblings)
 
 
