@@ -21,8 +21,8 @@ from collections.abc import Callable
 from datetime import date, timedelta
 
 from clickhouse_connect.driver.client import Client
-from clickhouse_connect.driver.exceptions import OperationalError
 
+from airflow_provider_dpone.adapters.clickhouse.listed_reads import listed
 from airflow_provider_dpone.adapters.clickhouse.quoting import TableName, quote_string
 from airflow_provider_dpone.contracts.detached_part import DetachedPart
 from airflow_provider_dpone.contracts.partition import BoundsKind, PartitionBounds
@@ -54,13 +54,13 @@ def detached_parts(
         return None if _exists(client, name.sql()) else []  # dropping a table drops its detached folder
     # one row whatever the table holds (count() beside the list): an answer cut to nothing raises instead
     # of reading as "none detached" (ADR 0094, addendum); a tuple keeps a NULL partition_id in the list
-    answer = client.query(
-        "SELECT count(), groupArray(tuple(partition_id, name, reason)) FROM system.detached_parts WHERE "
-        f"database = {quote_string(name.database)} AND table = {quote_string(name.table)}"
-    ).result_rows
-    if len(answer) != 1 or int(answer[0][0]) != len(answer[0][1]):
-        raise OperationalError("system.detached_parts answered no row, or a list other than its count")
-    rows = sorted(((p, str(n), r) for p, n, r in answer[0][1]), key=lambda row: row[1])
+    found = listed(
+        client,
+        "groupArray(tuple(partition_id, name, reason)) FROM system.detached_parts WHERE "
+        f"database = {quote_string(name.database)} AND table = {quote_string(name.table)}",
+        "system.detached_parts",
+    )
+    rows = sorted(((p, str(n), r) for p, n, r in found), key=lambda row: row[1])
     if not rows:
         return []
     mapping = _mapping(client, name)

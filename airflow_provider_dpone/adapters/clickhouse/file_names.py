@@ -13,11 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from clickhouse_connect.driver.client import Client
-from clickhouse_connect.driver.exceptions import OperationalError
 
+from airflow_provider_dpone.adapters.clickhouse.listed_reads import listed
 from airflow_provider_dpone.adapters.clickhouse.quoting import TableName, quote_string
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 
@@ -97,12 +96,12 @@ def require_storable_column_names(client: Client, table: TableName, columns: Seq
     name is that long; a server that hashes long names (``replace_long_file_name_to_hash``) stores any."""
     if all(longest_file_name(c, adaptive_marks=True) <= MAX_FILE_NAME_BYTES for c in columns):
         return
-    listed = _listed(
+    found = listed(
         client,
         "groupArray(tuple(name, value)) FROM system.merge_tree_settings "
         "WHERE name IN ('replace_long_file_name_to_hash', 'index_granularity_bytes')",
     )
-    settings = {str(name): str(value) for name, value in listed}
+    settings = {str(name): str(value) for name, value in found}
     if settings.get("replace_long_file_name_to_hash", "0").lower() in ("1", "true"):
         return
     adaptive = settings.get("index_granularity_bytes", "0") not in ("", "0")
@@ -137,19 +136,10 @@ def stored_columns(
     key's names escaped, so its text cannot be searched)."""
     keyed: set[str] = set()
     if any(escaped_length(name) + _MINMAX > MAX_FILE_NAME_BYTES for name, _ in columns):
-        listed = _listed(
+        found = listed(
             client,
             f"groupArray(name) FROM system.columns WHERE database = {quote_string(table.database)} "
             f"AND table = {quote_string(table.table)} AND is_in_partition_key",
         )
-        keyed = {str(name) for name in listed}
+        keyed = {str(name) for name in found}
     return [StoredColumn(name, type_name, name in keyed) for name, type_name in columns]
-
-
-def _listed(client: Client, aggregate: str) -> list[Any]:
-    """The list ``SELECT count(), <aggregate>`` reads: one row whatever it lists, so an answer cut to nothing
-    raises instead of reading as "none listed" (which would pass a name too long; ADR 0094, addendum)."""
-    rows = client.query(f"SELECT count(), {aggregate}").result_rows
-    if len(rows) != 1 or int(rows[0][0]) != len(rows[0][1]):
-        raise OperationalError("a system table answered no row, or a list other than its count")
-    return list(rows[0][1])

@@ -45,8 +45,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from clickhouse_connect.driver.client import Client
-from clickhouse_connect.driver.exceptions import OperationalError
 
+from airflow_provider_dpone.adapters.clickhouse.listed_reads import listed
 from airflow_provider_dpone.adapters.clickhouse.quoting import TableName, quote_string
 from airflow_provider_dpone.adapters.clickhouse.table_schema import TargetColumn
 from airflow_provider_dpone.adapters.clickhouse.target_engine import rows_dropping_ttl
@@ -136,13 +136,13 @@ def own_mutations(client: Client, name: TableName, tag: str) -> frozenset[str]:
     """Read-only: the ids of ``name``'s mutations whose command carries ``tag`` (dpone's deletes of that
     table, ``statements_in_flight.delete_marker``): read right after the load's delete, they are its own.
     One row (``count()`` beside the list): an answer cut to nothing raises instead of reading as "none"."""
-    found = client.query(
-        f"SELECT count(), groupArray(mutation_id) FROM system.mutations WHERE {_of_table(name)} "
-        f"AND position(command, {quote_string(tag)}) > 0"
-    ).result_rows
-    if len(found) != 1 or int(found[0][0]) != len(found[0][1]):
-        raise OperationalError("system.mutations answered no row, or a list other than its count")
-    return frozenset(str(mutation) for mutation in found[0][1])
+    found = listed(
+        client,
+        f"groupArray(mutation_id) FROM system.mutations WHERE {_of_table(name)} "
+        f"AND position(command, {quote_string(tag)}) > 0",
+        "system.mutations",
+    )
+    return frozenset(str(mutation) for mutation in found)
 
 
 def has_table_uuids(client: Client) -> bool:
