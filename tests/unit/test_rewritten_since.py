@@ -1,5 +1,5 @@
 """Which committed partitions a replacing route of the same table touched since: indexed, yet exactly the
-pairs a comparison of every pair finds (``pre_arm_checks.rewritten_since``).
+pairs a comparison of every pair finds (``pre_arm.rewritten.rewritten_since``).
 
 The index exists for scale (a strategy switched back and forth over years of days compared millions of
 pairs: 2.8 s at 1,000 days a side, 0.01 s indexed); what must never change is the answer.
@@ -17,7 +17,7 @@ from airflow_provider_dpone.contracts.checkpoint import CheckpointStatus, Partit
 from airflow_provider_dpone.contracts.partition import BoundsKind, PartitionBounds
 from airflow_provider_dpone.contracts.route import RouteIdentity, Strategy
 from airflow_provider_dpone.runtime.bounds_coverage import may_overlap
-from airflow_provider_dpone.runtime.pre_arm_checks import rewritten_since
+from airflow_provider_dpone.runtime.pre_arm.rewritten import rewritten_since
 from airflow_provider_dpone.runtime.route_family import RouteFamily
 
 APPEND = RouteIdentity(source_table="main.t", target_table="x.t", strategy=Strategy.INCREMENTAL_APPEND)
