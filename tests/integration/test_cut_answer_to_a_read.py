@@ -117,3 +117,74 @@ def test_a_cut_answer_to_the_staged_part_listing_never_ends_exit_0_with_rows_mis
     assert ran.returncode != 0 or held == source_rows(tmp_path), f"exit 0 with {len(held)} rows in the target"
     # and what the publish does now: the listing does not add up, so it copies the staged rows
     assert ran.returncode == 0, ran.stderr
+
+
+def _through(proxy: Http10Proxy, server: EndpointDescriptor) -> dict[str, str]:
+    """The environment of a run whose ClickHouse connection goes through ``proxy``."""
+    connection = {
+        "conn_type": "clickhouse",
+        "host": "127.0.0.1",
+        "port": proxy.port,
+        "login": server.user,
+        "password": server.secret() or "",
+    }
+    return {"AIRFLOW_CONN_CUT_CLICKHOUSE": json.dumps(connection)}
+
+
+def _direct_load(tmp_path: Path, table: str) -> None:
+    create_demo_source(tmp_path / "source.sqlite", ROWS // 10, days=2)
+    manifest = MANIFEST.format(table=table, strategy="incremental_append", lookback="")
+    (tmp_path / "manifest.yaml").write_text(manifest.replace("  load: staged\n", ""), encoding="utf-8")
+
+
+def test_a_settings_list_cut_at_connect_stops_the_run_retryably_saying_the_answer_was_incomplete(
+    tmp_path: Path, clickhouse_http: EndpointDescriptor, proxy: Http10Proxy, database: str
+) -> None:
+    """Before: clickhouse-connect's start-up ``system.settings`` read, so cut, opened a client that knew no
+    setting, and the run stopped on a non-retryable ``target_table_incompatible`` ("reports neither
+    insert_deduplication_token nor insert_deduplicate"; helper-174, ``/tmp/helper-174/connect``)."""
+    _direct_load(tmp_path, f"{database}.orders")
+    env = _through(proxy, clickhouse_http)
+    proxy.cut("FROM system.settings LIMIT 10000")
+    cut = dpone_from(tmp_path, "run", "manifest.yaml", env=env)
+
+    assert len(proxy.cut_statements) == 1
+    assert cut.returncode == 1, cut.stderr  # target_unreachable: retryable
+    assert "target_unreachable" in cut.stderr and "arrived incomplete" in cut.stderr, cut.stderr
+    again = dpone_from(tmp_path, "run", "manifest.yaml", env=env)  # what an Airflow retry does
+    assert again.returncode == 0, again.stderr
+    assert _held(clickhouse_http, f"{database}.orders") == source_rows(tmp_path)
+
+
+class _SecondPinCut(Http10Proxy):
+    """Cuts the answer to a direct load's second pin read: the one after its last insert."""
+
+    pins = 0
+
+    def _cuts(self, statement: str) -> bool:
+        if "metadata_modification_time" not in statement:
+            return False
+        self.pins += 1
+        if self.pins == 2:
+            self.cut_statements.append(statement[:200])
+        return self.pins == 2
+
+
+def test_a_cut_answer_to_the_after_load_pin_blocks_without_saying_the_table_was_dropped(
+    tmp_path: Path, clickhouse_http: EndpointDescriptor, database: str
+) -> None:
+    """Before: read as "no such table": ``native_transfer_target_changed_during_load``, "it no longer exists
+    (dropped or renamed away)", with every row in the table (helper-174, ``/tmp/helper-174/afterpin``)."""
+    _direct_load(tmp_path, f"{database}.orders")
+    proxy = _SecondPinCut(clickhouse_http.host or "127.0.0.1", clickhouse_http.port or 8123)
+    try:
+        ran = dpone_from(tmp_path, "run", "manifest.yaml", env=_through(proxy, clickhouse_http))
+    finally:
+        proxy.close()
+
+    assert len(proxy.cut_statements) == 1, ran.stderr
+    assert ran.returncode != 0  # fail closed: the partitions wait for on-call, as for any lost answer there
+    assert "could not read the target table after the load" in ran.stderr, ran.stderr
+    assert "target_outcome_unknown" in ran.stderr
+    assert "dropped" not in ran.stderr and "no longer exists" not in ran.stderr
+    assert _held(clickhouse_http, f"{database}.orders") == source_rows(tmp_path)

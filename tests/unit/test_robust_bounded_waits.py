@@ -124,8 +124,12 @@ def test_open_client_passes_the_receive_and_connect_timeouts_to_clickhouse_conne
 ) -> None:
     seen: dict[str, Any] = {}
 
-    class Connected:  # what open_client asks of a client after connecting
-        server_settings: dict[str, Any] = {}
+    class Connected:  # what open_client asks of a client after connecting: a whole start-up read
+        server_version = "18.16.1"
+        server_settings: dict[str, Any] = dict.fromkeys(("max_threads", "readonly", "result_overflow_mode"))
+
+        def set_client_setting(self, name: str, value: str) -> None:
+            pass
 
     def fake_get_client(**kwargs: Any) -> object:
         seen.update(kwargs)

@@ -17,6 +17,10 @@ up, see ``statements_in_flight``). Unset on the endpoint (Airflow connection ext
 :data:`RECEIVE_TIMEOUT_ENV`, else :data:`CONNECT_TIMEOUT_S` and :data:`RECEIVE_TIMEOUT_S`. A frozen server
 then fails the connect as ``target_unreachable`` instead of hanging for clickhouse-connect's 300 s.
 
+Cut answers (server only): the driver reads the server's version and settings list when it connects; an
+answer cut short on the way (an HTTP/1.0 proxy hands one cut after its headers on as complete and empty) is
+``target_unreachable`` saying so (:func:`_read_whole`), never a client that knows no setting.
+
 Connection extras (both interfaces): ``session_settings`` go with every query of the client (a name the
 server does not know is ``connection_invalid`` naming nothing but the connection); ``verify`` (server
 only) checks the TLS certificate of a ``secure`` connection.
@@ -37,7 +41,7 @@ from typing import Any
 
 import clickhouse_connect
 from clickhouse_connect.driver.client import Client
-from clickhouse_connect.driver.exceptions import ProgrammingError
+from clickhouse_connect.driver.exceptions import OperationalError, ProgrammingError
 
 from airflow_provider_dpone.adapters.clickhouse.driver_versions import server_code, version_mismatch
 from airflow_provider_dpone.adapters.clickhouse.readonly_pool import (
@@ -169,11 +173,19 @@ def _open_http(endpoint: EndpointDescriptor, *, readonly: bool = False) -> Clien
             port=endpoint.port or (8443 if endpoint.secure else 8123),
             verify=endpoint.verify,
         )
+    return _read_whole(endpoint, _connect(endpoint, kwargs))
+
+
+def _connect(endpoint: EndpointDescriptor, kwargs: dict[str, Any]) -> Client:
+    """``get_client``, its failures mapped to safe errors (``settings``: the connection's session settings)."""
+    connect_timeout, receive_timeout = kwargs["connect_timeout"], kwargs["send_receive_timeout"]
     try:
         return clickhouse_connect.get_client(**kwargs)
     except Exception as exc:
-        if isinstance(exc, ProgrammingError) and endpoint.session_settings:
-            raise _unknown_setting(endpoint, exc) from exc
+        if isinstance(exc, ProgrammingError) and kwargs.get("settings"):
+            raise _refused_setting(endpoint, kwargs, exc) from exc
+        if isinstance(exc, OperationalError) and str(exc).startswith(_VERSION_CUT):
+            raise _incomplete_at_connect(endpoint, "version", exc) from exc
         mismatch = version_mismatch(endpoint, exc)
         if mismatch is not None:
             raise mismatch from exc
@@ -203,6 +215,70 @@ def _open_http(endpoint: EndpointDescriptor, *, readonly: bool = False) -> Clien
                 "receive_timeout_s": receive_timeout,
             },
         ) from exc
+
+
+#: Settings every ClickHouse lists in ``system.settings`` (18.16 to today): a list the driver read at connect
+#: without them came back cut short (the writing client's overflow modes and insert settings rest on it).
+_ALWAYS_LISTED = frozenset({"max_threads", "readonly", "result_overflow_mode"})
+#: How clickhouse-connect's start-up read of the server version fails on an answer without its row
+#: (``init_sequence``); only this prefix of its message is looked at, nothing of it is repeated.
+_VERSION_CUT = "Unexpected response to server version query"
+
+
+def _read_whole(endpoint: EndpointDescriptor, client: Client) -> Client:
+    """``client`` when what the driver read at connect is whole: its server version and settings list.
+
+    Behind an HTTP proxy that speaks HTTP/1.0 to the server, an answer cut right after its headers arrives
+    as a complete, empty one (ADR 0094, addendum). The settings list so cut opened a client that knew no
+    setting: no overflow mode made to throw, and the run stopped on a misleading, non-retryable
+    ``target_table_incompatible`` ("reports neither insert_deduplication_token nor insert_deduplicate")."""
+    if client.server_version and client.server_settings.keys() >= _ALWAYS_LISTED:
+        return client
+    close_client(client)
+    raise _incomplete_at_connect(endpoint, "settings" if client.server_version else "version")
+
+
+def _refused_setting(endpoint: EndpointDescriptor, kwargs: dict[str, Any], exc: BaseException) -> DponeError:
+    """A name of ``session_settings`` the driver refused at connect: unknown to the server, or the settings
+    list it read came back cut (every name then looks unknown). A connect without them reads the list again
+    and tells which; either way its client is closed (which releases the pool of both)."""
+    probe = _connect(endpoint, {key: value for key, value in kwargs.items() if key != "settings"})
+    try:
+        known = probe.server_settings
+        if not known.keys() >= _ALWAYS_LISTED:
+            return _incomplete_at_connect(endpoint, "settings")
+        for name in endpoint.session_settings:
+            if name not in known or known[name].readonly:
+                return _unknown_setting(endpoint, exc)
+        return _incomplete_at_connect(endpoint, "settings")  # all known now: the first list was cut
+    finally:
+        close_client(probe)
+
+
+def _incomplete_at_connect(
+    endpoint: EndpointDescriptor, read: str, exc: BaseException | None = None
+) -> DponeError:
+    """``target_unreachable`` (retryable) for a start-up read whose answer came back incomplete."""
+    details: dict[str, Any] = {
+        "connection": endpoint.name,
+        "interface": (endpoint.interface or ClickHouseInterface.HTTP).value,
+        "cause": "incomplete_answer_at_connect",
+        "read": f"server_{read}",
+    }
+    if exc is not None:
+        details["error_class"] = type(exc).__name__
+    return DponeError(
+        ErrorCode.TARGET_UNREACHABLE,
+        f"could not connect to the ClickHouse server of {endpoint.describe()}: the server's answer to the "
+        f"client's start-up read of its {read} arrived incomplete (cut short between the worker and the server)",
+        details=details,
+        hint_lines=(
+            "check any HTTP proxy between the worker and the server (its logs and timeouts): one that "
+            "speaks HTTP/1.0 to the server (nginx's default, proxy_http_version 1.0) hands on an answer cut "
+            "short as a complete one; with proxy_http_version 1.1 a cut answer fails as broken",
+            "the connect sent no statement; the next try (an Airflow retry, or run again) reads anew",
+        ),
+    )
 
 
 def _readonly_http_kwargs(endpoint: EndpointDescriptor) -> dict[str, Any]:

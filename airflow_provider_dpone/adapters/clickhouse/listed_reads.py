@@ -1,4 +1,4 @@
-"""A list read from a system table as one row, ``count()`` beside the list, so that a cut answer raises.
+"""Reads of one aggregate row (a count, a list beside its ``count()``), so that a cut answer raises.
 
 Behind an HTTP proxy that speaks HTTP/1.0 to the server (nginx's default), an answer cut right after its
 headers arrives whole and empty, and clickhouse-connect reads an empty body as no rows: a listing whose
@@ -9,6 +9,7 @@ or :class:`OperationalError` (a transport failure: the run stops, retryably).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from clickhouse_connect.driver.client import Client
@@ -22,3 +23,12 @@ def listed(client: Client, aggregate: str, source: str = "a system table") -> li
     if len(rows) != 1 or int(rows[0][0]) != len(rows[0][1]):
         raise OperationalError(f"{source} answered no row, or a list other than its count")
     return list(rows[0][1])
+
+
+def one_row(client: Client, statement: str, source: str) -> Sequence[Any]:
+    """The one row of an aggregate ``statement``, or :class:`OperationalError`: an answer cut to nothing is
+    "could not be read", never "none" (``source`` names what was read)."""
+    rows = client.query(statement).result_rows
+    if len(rows) != 1:
+        raise OperationalError(f"{source} answered {len(rows)} rows where one aggregate row was asked")
+    return rows[0]

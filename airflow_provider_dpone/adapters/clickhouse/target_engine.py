@@ -33,8 +33,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from clickhouse_connect.driver.client import Client
-from clickhouse_connect.driver.exceptions import OperationalError
 
+from airflow_provider_dpone.adapters.clickhouse.listed_reads import one_row
 from airflow_provider_dpone.adapters.clickhouse.quoting import TableName, quote_string
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 
@@ -67,13 +67,12 @@ def table_facts(client: Client, name: TableName) -> TableFacts | None:
     One row whatever the table, its ``count()`` beside the values: an answer cut right after its headers
     arrives whole and empty through an HTTP/1.0 proxy, and read as "no such table" it skipped every check
     here (a ReplacingMergeTree target was loaded, exit 0; ADR 0094, addendum). No row raises instead."""
-    rows = client.query(
+    found, engine, engine_full, databases, tables = one_row(
+        client,
         "SELECT count(), any(engine), any(engine_full), any(dependencies_database), any(dependencies_table)"
-        f" FROM system.tables WHERE database = {quote_string(name.database)} AND name = {quote_string(name.table)}"
-    ).result_rows
-    if len(rows) != 1:
-        raise OperationalError("the count of system.tables answered no row")
-    found, engine, engine_full, databases, tables = rows[0]
+        f" FROM system.tables WHERE database = {quote_string(name.database)} AND name = {quote_string(name.table)}",
+        "the count of system.tables",
+    )
     if not int(found):
         return None
     dependents = sorted(set(zip(map(str, databases), map(str, tables), strict=True)))

@@ -46,7 +46,7 @@ from dataclasses import dataclass
 
 from clickhouse_connect.driver.client import Client
 
-from airflow_provider_dpone.adapters.clickhouse.listed_reads import listed
+from airflow_provider_dpone.adapters.clickhouse.listed_reads import listed, one_row
 from airflow_provider_dpone.adapters.clickhouse.quoting import TableName, quote_string
 from airflow_provider_dpone.adapters.clickhouse.table_schema import TargetColumn
 from airflow_provider_dpone.adapters.clickhouse.target_engine import rows_dropping_ttl
@@ -91,19 +91,22 @@ def _of_table(name: TableName) -> str:
 def read_pin(client: Client, name: TableName, scope: Sequence[str] | None, *, uuids: bool) -> TablePin:
     """Read-only: the table's identity, mutations and TTL in one statement; on a counted engine its rows
     within ``scope`` (conditions of disjoint row sets; ``None``: the whole table) and in all. ``uuids``:
-    ``system.tables`` has ``uuid``."""
-    uuid = ", toString(uuid)" if uuids else ""
-    found = client.query(
-        "SELECT engine, toString(metadata_modification_time), engine_full, "
+    ``system.tables`` has ``uuid``. One row (``count()`` beside ``any(...)``): an answer cut to nothing
+    raises (the after-load pin "could not read" the table) instead of reading as a table dropped."""
+    uuid = ", any(toString(uuid))" if uuids else ""
+    found = one_row(
+        client,
+        "SELECT count(), any(engine), any(toString(metadata_modification_time)), any(engine_full), "
         f"(SELECT groupArray(mutation_id) FROM system.mutations WHERE {_of_table(name)}){uuid} "
         f"FROM system.tables WHERE database = {quote_string(name.database)} AND name = "
-        f"{quote_string(name.table)}"
-    ).result_rows
-    if not found:
+        f"{quote_string(name.table)}",
+        "system.tables",
+    )
+    if not int(found[0]):  # a whole answer that lists no such table: dropped or renamed away
         return TablePin(identity=None)
-    engine, modified, engine_full = str(found[0][0]), str(found[0][1]), str(found[0][2] or "")
-    mutations = frozenset(str(m) for m in found[0][3])
-    table_uuid = str(found[0][4]) if uuids else ""
+    engine, modified, engine_full = str(found[1]), str(found[2]), str(found[3] or "")
+    mutations = frozenset(str(m) for m in found[4])
+    table_uuid = str(found[5]) if uuids else ""
     identity = f"uuid:{table_uuid}" if table_uuid and table_uuid != _NIL_UUID else f"modified:{modified}"
     deleting_ttl = rows_dropping_ttl(engine_full)
     if engine not in _COUNTED_ENGINES:
@@ -118,7 +121,7 @@ def read_pin(client: Client, name: TableName, scope: Sequence[str] | None, *, uu
     for index, condition in enumerate(conditions):
         where = f" WHERE {condition}" if condition is not None else ""
         extra = f", {parts}" if index == 0 else ""
-        row = client.query(f"SELECT count(){extra} FROM {name.sql()}{where}").result_rows[0]
+        row = one_row(client, f"SELECT count(){extra} FROM {name.sql()}{where}", "the table's count")
         within += int(row[0])
         if index == 0:
             total = int(row[1] or 0)
@@ -147,10 +150,12 @@ def own_mutations(client: Client, name: TableName, tag: str) -> frozenset[str]:
 
 def has_table_uuids(client: Client) -> bool:
     """Whether this engine's ``system.tables`` has a ``uuid`` column (not 18.16)."""
-    found = client.query(
-        "SELECT count() FROM system.columns WHERE database = 'system' AND table = 'tables' AND name = 'uuid'"
-    ).result_rows
-    return bool(int(found[0][0]))
+    found = one_row(
+        client,
+        "SELECT count() FROM system.columns WHERE database = 'system' AND table = 'tables' AND name = 'uuid'",
+        "system.columns",
+    )
+    return bool(int(found[0]))
 
 
 def changed_columns(declared: Mapping[str, str], found: Mapping[str, TargetColumn]) -> list[ChangedColumn]:
