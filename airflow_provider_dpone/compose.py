@@ -378,8 +378,16 @@ class Runtime:
         absolute path as written (normalised: a link it names, flipped to a new snapshot, stays the same
         source); a relative one under the manifest folder's real path (one text names two files in two
         folders; the operator finds a manifest from the DAG file's real folder, the CLI from the path it is
-        given: both name the same file)."""
-        named, as_written = self._named(self.resolve_endpoint(self.manifest.source.connection, "source"))
+        given: both name the same file).
+
+        A named connection whose file path is relative names a file per manifest folder too (one
+        ``AIRFLOW_CONN_SHARD_SRC='sqlite:///orders.sqlite'`` for dags/eu and dags/us: the second folder's
+        run skipped every day as committed, exit 0): it is recorded as that file, as an inline URI naming
+        it is, and its bare name (what earlier releases recorded) is still taken as it."""
+        endpoint = self.resolve_endpoint(self.manifest.source.connection, "source")
+        named, as_written = self._named(endpoint)
+        if as_written is None and endpoint.path_relative and endpoint.path:
+            named, as_written = f"{endpoint.kind.value}://{endpoint.path}", endpoint.name
         return {"source_connection": named, "source_connection_as_written": as_written}
 
     def _target_connection(self, endpoint: EndpointDescriptor) -> dict[str, str]:

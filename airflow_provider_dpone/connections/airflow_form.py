@@ -238,12 +238,22 @@ def resolve_path(path: str, manifest_dir: Path | None) -> str:
     return os.path.normpath(str(candidate))
 
 
+def is_relative_path(path: str) -> bool:
+    """Whether ``resolve_path`` hangs ``path`` off the manifest's folder (``~`` is absolute: the home)."""
+    return not Path(os.path.expanduser(path)).is_absolute()
+
+
 def _sqlite(name: str, fields: ConnectionFields, manifest_dir: Path | None) -> EndpointDescriptor:
     # Airflow's SqliteHook keeps the file in ``host``; the URI form ``sqlite:////abs.db`` puts it in ``schema``.
     raw = fields.host or fields.schema or _extra_str(fields.extra, "path")
     if not raw:
         raise ConnectionFormError("a sqlite connection needs a file path")
-    return EndpointDescriptor(name=name, kind=EndpointKind.SQLITE, path=resolve_path(raw, manifest_dir))
+    return EndpointDescriptor(
+        name=name,
+        kind=EndpointKind.SQLITE,
+        path=resolve_path(raw, manifest_dir),
+        path_relative=is_relative_path(raw),
+    )
 
 
 def _clickhouse(
@@ -261,6 +271,7 @@ def _clickhouse(
             kind=EndpointKind.CLICKHOUSE,
             interface=ClickHouseInterface.CHDB,
             path=resolve_path(raw, manifest_dir),
+            path_relative=is_relative_path(raw),
             database=_extra_str(fields.extra, "database"),
             **typed,
         )

@@ -16,6 +16,7 @@ from pathlib import Path
 from airflow_provider_dpone.connections.airflow_form import (
     ConnectionFormError,
     descriptor_from_fields,
+    is_relative_path,
     parse_connection_value,
     resolve_path,
 )
@@ -89,11 +90,16 @@ def _inline_endpoint(uri: str, *, role: ConnectionRole, manifest_dir: Path) -> E
             details={"role": role.value, "reason": exc.reason},
         ) from exc
     path = resolve_path(target.path, manifest_dir)
+    relative = is_relative_path(target.path)
     if target.kind is EndpointKind.CLICKHOUSE:
         return EndpointDescriptor(
-            name=uri, kind=EndpointKind.CLICKHOUSE, interface=ClickHouseInterface.CHDB, path=path
+            name=uri,
+            kind=EndpointKind.CLICKHOUSE,
+            interface=ClickHouseInterface.CHDB,
+            path=path,
+            path_relative=relative,
         )
-    return EndpointDescriptor(name=uri, kind=target.kind, path=path)
+    return EndpointDescriptor(name=uri, kind=target.kind, path=path, path_relative=relative)
 
 
 def _env_endpoint(

@@ -71,7 +71,7 @@ source_reference = connection_reference
 def _shown(reference: object) -> str:
     if isinstance(reference, str) and not reference.startswith("sha256:"):
         return f"source connection {reference!r}"
-    return "an inline source URI"
+    return "a source file (an inline URI, or a connection's relative path)"
 
 
 def recorded_source(
@@ -120,8 +120,9 @@ def require_same_source(
         return
     if _shown(reference) == _shown(recorded):  # two inline URIs: another file (or the same text elsewhere)
         change = (
-            "this run reads an inline source URI naming another file than the one the target's rows of this "
-            "table were last committed from (a relative path hangs off the manifest's folder)"
+            "this run reads another source file (an inline URI, or a connection's relative path) than the one "
+            "the target's rows of this table were last committed from (a relative path hangs off the "
+            "manifest's folder)"
         )
     else:
         change = (

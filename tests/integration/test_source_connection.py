@@ -373,9 +373,9 @@ def _rewrite_recorded_sources(url: str, reference: str | None) -> None:
     engine.dispose()
 
 
-def _shard_manifest(folder: Path, root: Path, name: str) -> Path:
-    """A manifest in ``folder`` reading ``sqlite:///source.sqlite`` there (relative: the manifest's folder),
-    into the one target and store under ``root``."""
+def _shard_manifest(folder: Path, root: Path, name: str, connection: str = "sqlite:///source.sqlite") -> Path:
+    """A manifest in ``folder`` reading ``sqlite:///source.sqlite`` there (relative: the manifest's folder;
+    or ``connection``), into the one target and store under ``root``."""
     path = folder / "manifest.yaml"
     path.write_text(
         f"""
@@ -383,7 +383,7 @@ kind: native_transfer
 name: {name}
 source:
   type: sqlite
-  connection: sqlite:///source.sqlite
+  connection: {connection}
   table: orders
   partitioning: {{kind: day, column: order_date}}
 sink:
@@ -416,7 +416,7 @@ def test_one_relative_uri_in_two_folders_is_two_sources(shards: Path, store_url:
     assert result.exit_code == 3, result.output
     error = json.loads(result.output)
     assert error["details"]["changed"] == ["source"]
-    assert "another file" in error["message"] and str(shards) not in result.output
+    assert "another source file" in error["message"] and str(shards) not in result.output
     assert target_rows(shards) == rows_of(eu / "source.sqlite")  # the first folder's rows, each once
 
 
@@ -440,6 +440,50 @@ def test_a_history_recording_the_uri_as_written_still_runs_and_then_records_the_
 
     assert target_rows(shards) == rows_of(eu / "source.sqlite")
     assert dpone("run", str(_shard_manifest(us, shards, "orders_us"))).exit_code == 3  # now told apart
+
+
+def test_one_named_connection_with_a_relative_path_in_two_folders_is_two_sources(
+    shards: Path, store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Red before: a named connection was recorded by its name alone, so ``shard_src`` naming
+    ``sqlite:///source.sqlite`` (a file beside each manifest) was one source in two folders: the second
+    folder's run skipped every day, exit 0. It is recorded as its file now, as an inline URI is."""
+    eu, us = shards / "eu", shards / "us"
+    eu.mkdir()
+    us.mkdir()
+    shutil.copy(shards / "source.sqlite", eu / "source.sqlite")
+    shutil.copy(shards / "shard_b.sqlite", us / "source.sqlite")
+    monkeypatch.setenv("AIRFLOW_CONN_SHARD_SRC", "sqlite:///source.sqlite")
+    assert dpone("run", str(_shard_manifest(eu, shards, "orders_eu", "shard_src"))).exit_code == 0
+
+    result = dpone("run", "--json", str(_shard_manifest(us, shards, "orders_us", "shard_src")))
+
+    assert result.exit_code == 3, result.output
+    error = json.loads(result.output)
+    assert error["details"]["changed"] == ["source"]
+    assert "another source file" in error["message"] and str(shards) not in result.output
+    assert target_rows(shards) == rows_of(eu / "source.sqlite")  # the first folder's rows, each once
+
+
+def test_a_history_recording_a_relative_named_connection_by_its_name_runs_and_then_records_its_file(
+    shards: Path, store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What earlier releases recorded of that connection (its bare name) is still it: an upgrade stops no
+    route. Its next commit records the file, and the second folder is told apart from then on."""
+    eu, us = shards / "eu", shards / "us"
+    eu.mkdir()
+    us.mkdir()
+    shutil.copy(shards / "source.sqlite", eu / "source.sqlite")
+    shutil.copy(shards / "shard_b.sqlite", us / "source.sqlite")
+    monkeypatch.setenv("AIRFLOW_CONN_SHARD_SRC", "sqlite:///source.sqlite")
+    assert dpone("run", str(_shard_manifest(eu, shards, "orders_eu", "shard_src"))).exit_code == 0
+    _rewrite_recorded_sources(store_url, "shard_src")  # an earlier release's record
+    add_source_rows(eu, [(900_001, "2026-12-01")])
+
+    assert dpone("run", str(_shard_manifest(eu, shards, "orders_eu", "shard_src"))).exit_code == 0
+
+    assert target_rows(shards) == rows_of(eu / "source.sqlite")
+    assert dpone("run", str(_shard_manifest(us, shards, "orders_us", "shard_src"))).exit_code == 3
 
 
 def test_one_folder_reached_through_a_symbolic_link_is_one_source(shards: Path, store_url: str) -> None:

@@ -79,7 +79,7 @@ def test_an_inline_uri_is_not_printed() -> None:
     inline = "sqlite:///data/private/source_b.sqlite"
     with pytest.raises(DponeError) as raised:
         require_same_source(ROUTE, [checkpoint(0, SHARD_A)], source_reference(inline), "b.yaml")
-    assert "private" not in str(raised.value) and "reads an inline source URI" in str(raised.value)
+    assert "private" not in str(raised.value) and "reads a source file" in str(raised.value)
 
 
 def test_the_same_connection_and_a_history_without_any_recorded_source_pass() -> None:
