@@ -4,7 +4,9 @@ Late-arriving rows (issue 12) are handled here too, from the manifest's partitio
 
 * ``settle`` — a partition whose upper bound is later than ``now - settle`` is still open: it is planned
   but not moved (``open_partition``), so an ``incremental_append`` never commits a day that is still
-  filling. Day and month bounds are read as UTC midnights; ``now`` comes from the engine's ``Clock``.
+  filling. Day and month bounds are read as UTC midnights; ``now`` is the worker's own clock, never the
+  floor record times follow (``CausalClock.wall_now``): a floor raised by a worker whose clock ran ahead
+  made later workers commit days still filling.
 * ``lookback`` (``replace_partition`` only) — the N most recent settled committed partitions, in bounds
   order, run again (``lookback``). They become active partitions like any other: armed, replaced under
   the permit, promoted; a failure leaves the same guard phases and blocks the same way.

@@ -648,7 +648,7 @@ class TransferEngine:
             self._route.strategy,
             run_id,
             partitioning=partitioning,
-            now=self._ports.clock.now(),
+            now=self._clock.wall_now(),  # the worker's own time, never the records' floor: ``causal_clock``
             vanished=vanished,
         )
         if self._route.strategy is Strategy.REPLACE_PARTITION:
@@ -698,7 +698,7 @@ class TransferEngine:
         if not planned or count < 1:
             return []
         settle = partitioning.settle_delta()
-        now = self._ports.clock.now()
+        now = self._clock.wall_now()  # what has settled or begun: the worker's own time (``causal_clock``)
         cutoff = settled_cutoff(now, settle) if settle is not None else None
 
         # as ``_look_back`` ranks them: one committed with 0 rows runs again and takes no slot
@@ -850,6 +850,7 @@ class TransferEngine:
         if isinstance(resumed, RunReport):
             return resumed
         schema, decisions, matched = self._plan_from(family, run_id)
+        self._checks.say_the_records_ran_ahead(family)
         evidence = self._connection_evidence()
         active = [
             ActivePartition(d.partition, evidence=dict(evidence)) for d in decisions if d.action is Action.RUN

@@ -6,7 +6,8 @@
 * Black-box ``dpone`` (its CLI, in this process), SQLite source into chDB: ``settle`` leaves today's partition planned
   but unmoved (``open_partition``, no checkpoint); ``checkpoints --verify`` finds late and deleted rows and
   never opens the target; ``lookback`` on ``replace_partition`` reloads the most recent committed day so
-  the target again holds exactly the source's rows.
+  the target again holds exactly the source's rows; after a run on a worker whose clock ran ahead, a
+  correct worker still holds a filling day back (``settle`` decides by the worker's own clock).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from airflow_provider_dpone.adapters import local_host
 from airflow_provider_dpone.adapters.clickhouse.client import open_client
 from airflow_provider_dpone.adapters.sources.mssql_source import MssqlSource
 from airflow_provider_dpone.adapters.sources.partition_planning import day_partitions, month_partitions
@@ -426,6 +428,45 @@ def test_a_day_ahead_of_the_clock_takes_no_lookback_slot_and_todays_late_rows_ar
     assert reasons[f"order_date={today}"] == ("run", "lookback")
     assert reasons[f"order_date={ahead}"] == ("skip", "committed")
     assert _target_rows(tmp_path) == _source_rows(tmp_path)
+
+
+def test_a_day_still_filling_is_held_back_on_a_correct_worker_after_one_whose_clock_ran_ahead(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One run on a worker whose clock ran two days ahead wrote its records two days in the future; every
+    later worker's clock was floored to them (``CausalClock``), and ``settle: 2h`` took a day still filling
+    as settled: committed at 01:00, its row of 01:30 never moved (exit 0). What has settled is decided by
+    the worker's own clock; the run says which records are ahead of it."""
+
+    def worker_at(moment: str) -> None:  # the worker's wall clock (the runtime's Clock port)
+        at = dt.datetime.fromisoformat(moment).replace(tzinfo=UTC)
+        monkeypatch.setattr(local_host.SystemClock, "now", lambda self: at)
+
+    _sqlite_orders(tmp_path / "source.sqlite", [dt.date(2026, 1, d) for d in (1, 2, 3)], per_day=2)
+    manifest = _write_manifest(
+        tmp_path, strategy="incremental_append", partitioning="{kind: day, column: order_date, settle: 2h}"
+    )
+    worker_at("2026-01-06T03:00:00")  # real time 2026-01-04T03:00: two days ahead
+    _json(dpone("run", str(manifest), "--run-id", "skewed", "--json", cwd=tmp_path))
+
+    def add(row_id: int, at: str) -> None:
+        with sqlite3.connect(tmp_path / "source.sqlite") as db:
+            db.execute("INSERT INTO orders VALUES (?, '2026-01-04', 'c', ?, ?)", (row_id, row_id * 7, at))
+
+    add(100, "2026-01-04 10:00:00")
+    worker_at("2026-01-05T01:00:00")  # a correct worker: 01-04 is open until 01-05T02:00
+    early = _json(dpone("run", str(manifest), "--run-id", "correct-0100", "--json", cwd=tmp_path))
+    add(101, "2026-01-05 01:30:00")  # a late row of the still-open day
+    worker_at("2026-01-05T03:00:00")
+    later = _json(dpone("run", str(manifest), "--run-id", "correct-0300", "--json", cwd=tmp_path))
+
+    early_reasons = {p["label"]: (p["decision"], p["reason"]) for p in _find_partitions(early)}
+    assert early_reasons["order_date=2026-01-04"] == ("skip", "open_partition")
+    later_reasons = {p["label"]: (p["decision"], p["reason"]) for p in _find_partitions(later)}
+    assert later_reasons["order_date=2026-01-04"] == ("run", "missing_checkpoint")
+    assert _target_rows(tmp_path) == _source_rows(tmp_path)  # every value, the late row's too
+    ahead = [n for n in early["notices"] if "ahead of this worker's clock" in n]
+    assert len(ahead) == 1 and "run(s) skewed" in ahead[0] and "settle (2h)" in ahead[0], early["notices"]
 
 
 @pytest.mark.parametrize(

@@ -3,19 +3,27 @@
 Red before: a worker whose clock ran 120 s behind the one before wrote records that looked older than
 those it had just read, and every rule ordering records by time (which definition committed last, which
 commit followed the newest) read the history backwards.
+
+The floor orders records only: what has settled, begun or may still fill is decided by the worker's own
+clock. Red before: one run on a worker two days ahead floored every later worker's clock, so ``settle``
+committed a day still filling (its late row never moved, exit 0) and ``lookback: 1`` took a day not begun
+as its newest (today's late row never moved), and no run said a day might still fill.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 from airflow_provider_dpone.contracts.checkpoint import checkpoint_moment
-from airflow_provider_dpone.runtime.causal_clock import CausalClock
+from airflow_provider_dpone.contracts.report import RunReport
+from airflow_provider_dpone.runtime.causal_clock import CausalClock, worker_now
 from tests.doubles import (
     FixedClock,
     InMemoryCheckpointStore,
     MemorySource,
     RecordingSink,
+    manifest_dict,
     orders_rows,
     transfer_engine,
 )
@@ -58,3 +66,109 @@ def test_a_worker_whose_clock_runs_behind_writes_records_after_those_it_read() -
     written = store.rows[len(before) :]
     assert written and all(c.run_id == "run-2" for c in written)
     assert min(map(checkpoint_moment, written)) > max(map(checkpoint_moment, before))
+
+
+# -- what has settled or begun: the worker's own clock, never the floor ------------------------------------
+
+UTC = dt.timezone.utc
+NOV_30 = dt.date(2026, 11, 30)
+DEC_1 = dt.date(2026, 12, 1)
+
+
+def test_the_workers_own_time_is_never_floored_and_the_lead_over_it_is_known() -> None:
+    store = InMemoryCheckpointStore()
+    transfer_engine(store=store, sink=RecordingSink(), clock=FixedClock(T0 + dt.timedelta(days=2))).run("r1")
+    newest = max(map(checkpoint_moment, store.rows))
+    worker = FixedClock(T0)
+    clock = CausalClock(worker)
+    assert clock.floor_lead() is None  # nothing read yet
+
+    clock.after(store.rows)
+
+    assert clock.now() == newest + dt.timedelta(microseconds=1)  # records still follow what was read
+    assert clock.wall_now() == worker.current == T0 + dt.timedelta(seconds=2)  # the worker's, not floored
+    assert worker_now(clock) == T0 + dt.timedelta(seconds=3)
+    assert worker_now(FixedClock(T0)) == T0 + dt.timedelta(seconds=1)  # any other clock: its own now
+    lead = clock.floor_lead()
+    assert lead == (newest, newest - worker.current)  # the newest record read, ahead of the worker's now
+    assert dt.timedelta(days=2) < lead[1] < dt.timedelta(days=2, minutes=1)
+    assert CausalClock(FixedClock(newest)).floor_lead() is None  # a clock not behind: no lead
+
+
+class _Route:
+    """One route over a growing source and one target, each run on a worker with its own clock."""
+
+    def __init__(self, rows: list[tuple[int, dt.date, int]], strategy: str, **partitioning: Any) -> None:
+        self.store = InMemoryCheckpointStore()
+        self.rows = rows
+        self.target = RecordingSink()
+        self.manifest = manifest_dict(strategy=strategy)
+        self.manifest["source"]["partitioning"].update(partitioning)  # type: ignore[index]
+
+    def run(self, run_id: str, worker_at: dt.datetime) -> RunReport:
+        sink = RecordingSink()
+        sink.tables, sink.names = self.target.tables, self.target.names
+        return transfer_engine(
+            store=self.store,
+            source=MemorySource(list(self.rows)),
+            sink=sink,
+            clock=FixedClock(worker_at),
+            manifest=self.manifest,
+        ).run(run_id)
+
+    def target_rows(self) -> list[tuple[object, ...]]:
+        return sorted(self.target.tables.get("analytics.orders", []), key=lambda r: str(r[0]))
+
+    def source_rows(self) -> list[tuple[object, ...]]:
+        return sorted(self.rows, key=lambda r: str(r[0]))
+
+
+def _outcome(report: RunReport) -> dict[str, tuple[str, str]]:
+    return {p.label: (p.decision, p.reason) for p in report.partitions}
+
+
+def test_settle_holds_a_filling_day_back_on_a_correct_worker_after_one_whose_clock_ran_ahead() -> None:
+    route = _Route(orders_rows(days=3), "incremental_append", settle="2h")  # 11-28 .. 11-30
+    route.run("skewed", dt.datetime(2026, 12, 3, 3, 0, tzinfo=UTC))  # real time 12-01 03:00, 2 days ahead
+    route.rows.append((100, DEC_1, 1000))  # 12-01 is filling: open until 12-02 02:00
+
+    early = route.run("correct-0100", dt.datetime(2026, 12, 2, 1, 0, tzinfo=UTC))
+    route.rows.append((101, DEC_1, 1010))  # a late row of 12-01, written at 01:30
+    later = route.run("correct-0300", dt.datetime(2026, 12, 2, 3, 0, tzinfo=UTC))
+
+    assert _outcome(early)["order_date=2026-12-01"] == ("skip", "open_partition")
+    assert _outcome(later)["order_date=2026-12-01"] == ("run", "missing_checkpoint")
+    assert route.target_rows() == route.source_rows()  # the late row too, every value
+    ahead = [n for n in early.notices if "ahead of this worker's clock" in n]
+    assert len(ahead) == 1 and "run(s) skewed" in ahead[0] and "settle (2h)" in ahead[0], early.notices
+    assert "2026-12-03T03:00" in ahead[0] and "--verify" in ahead[0]
+
+
+def test_lookback_ranks_a_day_only_once_begun_on_the_workers_clock_after_one_that_ran_ahead() -> None:
+    scheduled = dt.date(2026, 12, 20)
+    route = _Route([*orders_rows(days=2), (50, scheduled, 500)], "replace_partition", lookback=1)
+    route.run("skewed", dt.datetime(2026, 12, 23, 0, 30, tzinfo=UTC))  # real time 11-30 00:30, 23 days ahead
+    route.rows.append((100, NOV_30, 1000))  # today's day, early
+
+    route.run("correct-0300", dt.datetime(2026, 11, 30, 3, 0, tzinfo=UTC))
+    route.rows.append((101, NOV_30, 1010))  # a late row of today
+    next_day = route.run("correct-next-0300", dt.datetime(2026, 12, 1, 3, 0, tzinfo=UTC))
+
+    assert _outcome(next_day)["order_date=2026-11-30"] == ("run", "lookback")
+    assert _outcome(next_day)["order_date=2026-12-20"] == ("skip", "committed")
+    # the double appends a replaced day again (the delete within bounds is the real sink's): every source
+    # row, the late one too, has reached the target
+    assert set(route.target_rows()) == set(route.source_rows())
+
+
+def test_a_day_still_filling_is_named_on_a_correct_worker_after_one_whose_clock_ran_ahead() -> None:
+    route = _Route(orders_rows(days=3), "incremental_append")  # no settle: today's day commits, with a note
+    route.run("skewed", dt.datetime(2026, 12, 3, 3, 0, tzinfo=UTC))
+    route.rows.append((100, DEC_1, 1000))
+
+    today = route.run("correct", dt.datetime(2026, 12, 1, 9, 0, tzinfo=UTC))
+
+    assert _outcome(today)["order_date=2026-12-01"] == ("run", "missing_checkpoint")
+    filling = [n for n in today.notices if "may still be filling" in n]
+    assert len(filling) == 1 and "order_date=2026-12-01" in filling[0], today.notices
+    assert not any("ahead of this worker's clock" in n for n in today.notices)  # no settle: no such note

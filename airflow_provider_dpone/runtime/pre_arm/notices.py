@@ -1,13 +1,18 @@
-"""What a run that goes on tells the operator: partitions that may still fill, a whole table moved once."""
+"""What a run that goes on tells the operator: partitions that may still fill, a whole table moved once,
+records timed ahead of this worker's clock."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import timedelta
 
+from airflow_provider_dpone.contracts.checkpoint import checkpoint_moment
 from airflow_provider_dpone.contracts.manifest import PartitionKind
 from airflow_provider_dpone.contracts.route import Strategy
+from airflow_provider_dpone.runtime.causal_clock import CausalClock, worker_now
 from airflow_provider_dpone.runtime.pre_arm.context import CheckContext, some_labels
 from airflow_provider_dpone.runtime.resume_planner import Reason, ResumeDecision, still_filling
+from airflow_provider_dpone.runtime.route_family import RouteFamily
 
 
 class RunNotices(CheckContext):
@@ -24,7 +29,8 @@ class RunNotices(CheckContext):
     ) -> str | None:
         """The notice :meth:`say_what_may_still_fill` gives (also for a rebaseline's records), or None."""
         partitioning = self._manifest.source.partitioning
-        filling = still_filling(decisions, self._route.strategy, partitioning, self._clock.now())
+        # the worker's own time: a floor raised by a worker whose clock ran ahead says nothing of the source
+        filling = still_filling(decisions, self._route.strategy, partitioning, worker_now(self._clock))
         if not filling:
             return None
         labels = some_labels(filling)
@@ -51,6 +57,32 @@ class RunNotices(CheckContext):
             f"{len(filling)} partition(s) {verb} may still be filling ({labels}): rows that reach "
             f"the source later within their bounds will not be moved by {self._route.strategy.value}; "
             f"{remedy} (`dpone checkpoints {self._manifest_ref} --verify` shows what a partition missed)"
+        )
+
+    def say_the_records_ran_ahead(self, family: RouteFamily) -> None:
+        """A notice when the target's newest record is timed ahead of this worker's clock by more than the
+        route's ``settle``: the worker that wrote it ran ahead, and may have committed days that were still
+        filling (their late rows never move under ``incremental_append``). This run decides by its own clock
+        (``causal_clock``); the other worker's clock is the one to fix."""
+        settle = self._manifest.source.partitioning.settle_delta()
+        if settle is None or not isinstance(self._clock, CausalClock):
+            return
+        ahead = self._clock.floor_lead()
+        if ahead is None or ahead[1] <= settle:
+            return
+        newest, lead = ahead
+        runs = sorted({c.run_id for c in family.target_wide if checkpoint_moment(c) == newest})
+        shown = ", ".join(runs[:3]) + (", ..." if len(runs) > 3 else "")
+        by = f" by run(s) {shown}" if runs else ""
+        self._notice(
+            f"route {self._route.describe()}: the newest record of target table {self._manifest.sink.table} "
+            f"was written{by} at {newest.isoformat(timespec='seconds')}, "
+            f"{timedelta(seconds=round(lead.total_seconds()))} ahead of this worker's clock and more than "
+            f"source.partitioning.settle ({self._manifest.source.partitioning.settle}): the worker that ran "
+            "it has a clock running ahead, and may have committed days that were still filling. This run "
+            "decides what has settled by its own clock; correct the clock of that worker (NTP), then compare "
+            f"the source with the target (`dpone checkpoints {self._manifest_ref} --verify` shows what a "
+            "partition missed)"
         )
 
     def say_the_whole_table_moved_once(self, decisions: Sequence[ResumeDecision]) -> None:
