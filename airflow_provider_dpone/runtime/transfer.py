@@ -74,6 +74,7 @@ from airflow_provider_dpone.runtime.key_fingerprint import (
     refuse_unverified_keys,
     route_key_candidates,
 )
+from airflow_provider_dpone.runtime.lookback_shortfall import shrunk_by_lookback, shrunk_notice
 from airflow_provider_dpone.runtime.lost_rows import replayed_as_skipped
 from airflow_provider_dpone.runtime.null_free import schema_for_target
 from airflow_provider_dpone.runtime.partition_column import require_partition_column_written
@@ -887,6 +888,7 @@ class TransferEngine:
         quality = self._prepare_quality(run_id, schema, active, stored_core=resumed)
         lifecycle, tally = self._publish(run_id, family, schema, active, quality, held=target_rows)
         self._advance_source_state(run_id, lifecycle, tally)
+        self._say_what_the_lookback_found_fewer(decisions, matched, lifecycle.committed)
         self._notice_if(empty_source.refresh_emptied(self._route, tally.rows(), self._manifest.sink.table))
         verdict, operation_id = self._evidence_after_publication(run_id, quality, tally)
         report = self._report(
@@ -910,6 +912,24 @@ class TransferEngine:
         return report
 
     # -- the phases of one run ---------------------------------------------------------------------
+
+    def _say_what_the_lookback_found_fewer(
+        self,
+        decisions: Sequence[ResumeDecision],
+        matched: Mapping[str, PartitionCheckpoint],
+        committed: Sequence[PartitionCheckpoint],
+    ) -> None:
+        """A lookback partition committed with fewer rows than before: deleted at the source, or moved, maybe
+        into a committed partition no run reads again (``lookback_shortfall``)."""
+        self._notice_if(
+            shrunk_notice(
+                self._route,
+                self._manifest.source.partitioning.column,
+                shrunk_by_lookback(decisions, matched, committed),
+                self._manifest.sink.table,
+                self._manifest_ref,
+            )
+        )
 
     def _kept_definitions(self, query_hashes: Sequence[str]) -> Mapping[str, ReadDefinition]:
         """The route's kept read definitions among ``query_hashes`` (``left_out_rows``), read with this run's

@@ -628,6 +628,43 @@ def test_a_kept_oldest_day_the_lookback_still_reaches_is_named_with_what_to_do(
     assert _target_rows(tmp_path) == _source_rows(tmp_path)
 
 
+def test_a_row_the_lookback_lost_to_an_older_committed_day_is_named_and_a_wider_lookback_reloads_it(
+    tmp_path: Path, relative_days: list[dt.date]
+) -> None:
+    """Red before: a row moved (an UPDATE of the partition column) from a day the lookback replaces into an
+    older committed day it no longer reaches was deleted with its old day and never loaded into the new one:
+    gone from the target, exit 0, no word. The run cannot tell that from a delete; it names the day that
+    came back short and the commands that find and reload the row."""
+    manifest = _write_manifest(
+        tmp_path, strategy="replace_partition", partitioning="{kind: day, column: order_date, lookback: 2}"
+    )
+    oldest, recent = relative_days[0].isoformat(), relative_days[2].isoformat()
+    _json(dpone("run", str(manifest), "--run-id", "r1", "--json", cwd=tmp_path))
+    with sqlite3.connect(tmp_path / "source.sqlite") as db:
+        db.execute(
+            "UPDATE orders SET order_date = ? WHERE id = (SELECT MIN(id) FROM orders WHERE order_date = ?)",
+            (oldest, recent),
+        )
+
+    moved = _json(dpone("run", str(manifest), "--run-id", "r2", "--json", cwd=tmp_path))
+
+    (said,) = [n for n in moved["notices"] if "fewer rows at the source than their commit recorded" in n]
+    assert f"order_date={recent}" in said and oldest not in said and "1 row(s) fewer" in said, said
+    assert f"dpone checkpoints {manifest} --verify" in said and "lookback reaches it" in said, said
+    lost = [r for r in _source_rows(tmp_path) if r not in _target_rows(tmp_path)]
+    assert [(r[1], r[2]) for r in lost] == [(oldest, "c0")]  # the moved row, and nothing else
+    listing = _json(dpone("checkpoints", str(manifest), "--verify", "--json", cwd=tmp_path))
+    assert [p["bounds"] for p in listing["partitions"] if p["drifted"]] == [f"order_date={oldest}"]
+
+    # the repair the notice names: one run whose lookback reaches the drifted day
+    wide = "{kind: day, column: order_date, lookback: 4}"
+    _write_manifest(tmp_path, strategy="replace_partition", partitioning=wide)
+    repaired = _json(dpone("run", str(manifest), "--run-id", "r3", "--json", cwd=tmp_path))
+
+    assert not [n for n in repaired["notices"] if "than their commit recorded" in n], repaired["notices"]
+    assert _target_rows(tmp_path) == _source_rows(tmp_path)
+
+
 def _delete_target_day(base: Path, day: str) -> None:
     client = _target_client(base)
     try:
