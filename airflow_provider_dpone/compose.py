@@ -530,12 +530,26 @@ class Runtime:
                 sink.close()
 
     def inspect(self, *, with_source: bool = True) -> list[InspectionRow]:
-        """Read-only comparison of each blocked partition's attempt, source and target row counts."""
+        """Read-only comparison of each blocked partition's attempt, source and target row counts; a
+        partition whose attempt wrote another target than the sink connection leads to now is marked (its
+        counts are that other target's: ``guard resolve`` refuses it)."""
+        from airflow_provider_dpone.runtime.target_binding import written_elsewhere
+
         latest: Sequence[PartitionCheckpoint] = self.family().target_wide
+        target = self._target_connection(self.sink_endpoint())
         source = self.open_source() if with_source else None
         sink = self.sink_factory()()
         try:
-            return inspect_blocked(latest, source, sink, self.manifest.sink.table, self.loaded.route)
+            return inspect_blocked(
+                latest,
+                source,
+                sink,
+                self.manifest.sink.table,
+                self.loaded.route,
+                written_elsewhere=lambda c: written_elsewhere(
+                    c, target["target_connection"], target["target_place"]
+                ),
+            )
         finally:
             sink.close()
 

@@ -127,6 +127,7 @@ def inspect_command(manifest: str, no_source: bool, as_json: bool) -> None:
     """Read-only: rows each blocked attempt recorded, beside what the source and the target hold now."""
     from airflow_provider_dpone.compose import open_runtime
     from airflow_provider_dpone.manifests.loader import load_manifest
+    from airflow_provider_dpone.runtime.guard.inspection import another_target_lines
 
     try:
         loaded = load_manifest(manifest)
@@ -153,6 +154,8 @@ def inspect_command(manifest: str, no_source: bool, as_json: bool) -> None:
         click.echo(f"warning: {busy.safe_message}", err=True)
         for line in busy.hint_lines:
             click.echo(f"  {line}", err=True)
+    for n, line in enumerate(another_target_lines(rows)):  # before the counts: not the attempt's target
+        click.echo(f"warning: {line}" if n == 0 else line, err=True)
     print_table(
         [
             "bounds",

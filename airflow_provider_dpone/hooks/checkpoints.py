@@ -54,13 +54,20 @@ class DponeCheckpointStoreHook(DponeEndpointHook):
         *,
         manifest_dir: str | None = None,
         run_id: str | None = None,
+        source_conn_id: str | None = None,
+        sink_conn_id: str | None = None,
     ) -> RouteStatus:
-        """The status of ``manifest``'s route in this store: clear, or what blocks it (partitions with their
-        guard phase and batch, operations with unresolved durable quality evidence), or busy (another run
-        holds the target's lease: its host, pid and since). With ``run_id``, that run's own operation does
-        not block while a retry of the run decides it. Read-only (the lease is looked at, not taken); opens
-        neither the source nor the target."""
-        from airflow_provider_dpone.hooks.route_status import route_status
+        """The status of ``manifest``'s route in this store, as ``RouteClearSensor`` and the transfer find
+        it: clear, or what blocks it (partitions with their guard phase and batch, operations with
+        unresolved durable quality evidence, a source or target connection leading elsewhere than the
+        route's newest commit went), or busy (another run holds the target's lease: its host, pid and
+        since). Relative paths (a SQLite store, a chDB folder) hang off the manifest's folder, as in a run.
+        ``source_conn_id`` and ``sink_conn_id`` replace the manifest's connections, as the transfer's own
+        arguments do: give the same ones. With ``run_id``, that run's own operation does not block while a
+        retry of the run decides it: pass it only from the DAG whose transfer runs this route (another
+        DAG's run of the same logical date has the same run ID). Read-only (the lease is looked at, not
+        taken); opens neither the source nor the target."""
+        from airflow_provider_dpone.hooks.route_status_in_airflow import route_status_in_airflow
         from airflow_provider_dpone.manifests.loader import load_manifest, load_manifest_dict
 
         base = Path(manifest_dir) if manifest_dir else Path.cwd()
@@ -69,4 +76,10 @@ class DponeCheckpointStoreHook(DponeEndpointHook):
         else:
             path = Path(manifest)
             loaded = load_manifest(path if path.is_absolute() else base / path)
-        return route_status(loaded, self.get_endpoint(), run_id)
+        return route_status_in_airflow(
+            loaded,
+            source_conn_id=source_conn_id,
+            sink_conn_id=sink_conn_id,
+            checkpoints_conn_id=self.get_conn_id(),
+            run_id=run_id,
+        )

@@ -21,8 +21,17 @@ if TYPE_CHECKING:
 #: Stages of a run after which the target may hold rows of the batch that no checkpoint calls committed.
 TARGET_STAGES = frozenset({"target", "commit"})
 RUNBOOK_COMMAND = "dpone runbook guard"
-#: `airflow connections get -o json` prints a one-element list; ``get_uri`` is a form dpone reads.
-_URI_OF_JSON = """python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["get_uri"])'"""
+#: `airflow connections get -o json` prints a one-element list of the connection's fields, each as text,
+#: and its ``get_uri``; this turns them into Airflow's JSON form, which dpone reads: the fields as stored,
+#: the extras from the URI (which keeps their types). Not the URI alone: its host is lower-cased when read,
+#: so a chDB folder or SQLite file in the host field (``ChData``) named another one (``chdata``), whose
+#: counts ``guard inspect`` showed as the target's.
+CONNECTION_OF_JSON = (
+    "python3 -c 'import json,sys,urllib.parse as u; c=json.load(sys.stdin)[0]; "
+    'q=dict(u.parse_qsl(u.urlsplit(c["get_uri"]).query,keep_blank_values=True)); '
+    'print(json.dumps(dict({k: c.get(k) for k in ("conn_type","host","schema","login","password","port")}, '
+    'extra=json.loads(q["__extra__"]) if "__extra__" in q else q)))\''
+)
 
 
 class StageRecorder:
@@ -121,7 +130,7 @@ def outside_airflow_lines(
     if connection_ids:
         lines.append(
             "to run these dpone commands outside Airflow, on a host with this manifest and the Airflow CLI, "
-            "export the connections the task reads as AIRFLOW_CONN_* first (dpone reads Airflow's URI form):"
+            "export the connections the task reads as AIRFLOW_CONN_* first (dpone reads Airflow's JSON form):"
         )
     else:
         lines.append("to run these dpone commands outside Airflow:")
@@ -129,7 +138,7 @@ def outside_airflow_lines(
         "  "
         + setting_line(
             env_var_name(conn_id),
-            f'"$(airflow connections get {shlex.quote(conn_id)} -o json | {_URI_OF_JSON})"',
+            f'"$(airflow connections get {shlex.quote(conn_id)} -o json | {CONNECTION_OF_JSON})"',
         )
         for conn_id in connection_ids
     )

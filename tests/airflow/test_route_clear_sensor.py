@@ -15,6 +15,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
+from airflow import DAG
 
 from airflow_provider_dpone.adapters.checkpoint_sql import SqlCheckpointStore
 from airflow_provider_dpone.adapters.sources.demo_data import create_demo_source
@@ -23,6 +24,7 @@ from airflow_provider_dpone.contracts.guard import GUARD_KEY, GuardPhase, Target
 from airflow_provider_dpone.contracts.partition import sha256_tag
 from airflow_provider_dpone.hooks.checkpoints import DponeCheckpointStoreHook
 from airflow_provider_dpone.manifests.loader import load_manifest
+from airflow_provider_dpone.operators.native_transfer import NativeTransferOperator
 from airflow_provider_dpone.sensors.route_clear import RouteClearSensor
 
 DPONE = Path(sys.executable).parent / "dpone"
@@ -134,6 +136,57 @@ def test_route_status_and_the_sensor_wait_for_on_call_then_let_the_dag_go_on(
     assert sensor.poke({}) is True
 
 
+def test_the_hook_reads_a_relative_store_beside_the_manifest_whatever_the_workers_cwd(
+    route: dict[str, object], monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Red before: with ``sqlite:///state.sqlite`` (a file beside the manifest, as a run reads it) the hook
+    method looked in the worker's cwd, found no store and said "clear" (``store_missing``) for a route
+    every run stopped on, while the sensor waited."""
+    manifest, state = Path(str(route["manifest"])), Path(str(route["state"]))
+    assert state.parent == manifest.parent
+    monkeypatch.setenv("AIRFLOW_CONN_SENSOR_STATE", "sqlite:///state.sqlite")
+    cwd = tmp_path_factory.mktemp("worker_cwd")
+    monkeypatch.chdir(cwd)
+    crashed = crash_after_arming(manifest, state)
+
+    status = DponeCheckpointStoreHook(checkpoints_conn_id="sensor_state").route_status(str(manifest))
+
+    assert (status.state, status.store_missing) == ("blocked", False)
+    assert [b.partition_id for b in status.blocked] == [crashed["partition_id"]]
+    assert RouteClearSensor(task_id="w", manifest=str(manifest)).poke({}) is False
+    assert list(cwd.iterdir()) == []  # nothing looked for, or made, in the cwd
+
+
+def test_only_a_sensor_with_the_routes_transfer_behind_it_in_its_dag_runs_that_transfer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What decides whether an operation of the sensor's run ID is its own DAG run's: a transfer of the
+    same route downstream of it, by the manifest as given (a template too) or by the manifest's identity."""
+    manifest, _ = _new_route(tmp_path, monkeypatch, 30, 1)
+    loaded = load_manifest(manifest)
+    (tmp_path / "other.yaml").write_text(MANIFEST.replace("table: demo.orders", "table: demo.other"))
+    templated = "{{ params.manifest }}"
+
+    def shaped(transfer: str | None, *, downstream: bool = True, sensor_manifest: str | None = None) -> bool:
+        with DAG("orders", schedule=None, start_date=datetime(2026, 1, 1)):
+            sensor = RouteClearSensor(task_id="wait", manifest=sensor_manifest or str(manifest))
+            if transfer is not None:
+                task = NativeTransferOperator(task_id="transfer", manifest=transfer)
+                if downstream:
+                    sensor >> task
+                else:
+                    task >> sensor
+        return sensor._runs_the_transfer(loaded, tmp_path)
+
+    assert shaped(str(manifest)) is True
+    assert shaped("orders.yaml") is True  # the same file, relative to the DAG folder: the same identity
+    assert shaped(templated, sensor_manifest=templated) is True  # the same template, compared unrendered
+    assert shaped(None) is False  # a consumer DAG, or a separate "wait for on-call" DAG
+    assert shaped(str(manifest), downstream=False) is False  # no retry of it comes after the sensor
+    assert shaped("other.yaml") is False  # another route's transfer
+    assert shaped("missing.yaml") is False  # cannot be read here: not taken for the route's
+
+
 def test_an_invalid_guard_blocks_too(route: dict[str, object]) -> None:
     manifest, state = Path(str(route["manifest"])), Path(str(route["state"]))
     loaded = load_manifest(manifest)
@@ -167,6 +220,14 @@ def durable_route(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return manifest
 
 
+def in_the_transfers_dag(manifest: Path) -> RouteClearSensor:
+    """The guide's DAG: the sensor upstream of the route's transfer."""
+    with DAG("orders", schedule=None, start_date=datetime(2026, 1, 1)):
+        sensor = RouteClearSensor(task_id="wait_for_route", manifest=str(manifest))
+        sensor >> NativeTransferOperator(task_id="transfer_orders", manifest=str(manifest))
+    return sensor
+
+
 def dpone_run(manifest: Path, run_id: str, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(DPONE), "run", str(manifest), "--run-id", run_id],
@@ -182,7 +243,10 @@ def test_the_sensor_waits_on_an_operation_that_owes_its_target_evidence_but_not_
 ) -> None:
     manifest = durable_route(tmp_path, monkeypatch)
     hook = DponeCheckpointStoreHook(checkpoints_conn_id="sensor_state")
-    sensor = RouteClearSensor(task_id="wait_for_route", manifest=str(manifest))
+    sensor = in_the_transfers_dag(manifest)
+    # a consumer DAG (or a separate "wait for on-call" DAG) scheduled on the same logical date: same run ID
+    with DAG("consumer", schedule=None, start_date=datetime(2026, 1, 1)):
+        elsewhere = RouteClearSensor(task_id="wait_for_orders", manifest=str(manifest))
     # published, then its observation ran out of budget: the capsule stays pending and blocks the route
     first = dpone_run(manifest, "day_1", DPONE_REPLAY_OBSERVATION_BUDGET_S="0.001")
     assert first.returncode == 3 and "quality_replay_unresolved" in first.stderr, first.stderr
@@ -197,6 +261,9 @@ def test_the_sensor_waits_on_an_operation_that_owes_its_target_evidence_but_not_
     # in day_1's own DAG run a retry of its transfer observes the target again: nothing to wait for
     assert hook.route_status(manifest, run_id="day_1").state == "clear"
     assert sensor.poke({"run_id": "day_1"}) is True
+    # red before: another DAG's run of that logical date took the operation for its own and went on
+    assert elsewhere.poke({"run_id": "day_1"}) is False
+    assert RouteClearSensor(task_id="no_dag", manifest=str(manifest)).poke({"run_id": "day_1"}) is False
 
     assert dpone_run(manifest, "day_1").returncode == 0  # that retry completes the evidence
     assert hook.route_status(manifest).state == "clear"
@@ -231,6 +298,15 @@ def test_a_connection_leading_elsewhere_than_the_newest_commit_blocks_the_sensor
     )
     assert ran.returncode == 3, ran.stdout + ran.stderr
     assert json.loads(ran.stdout)["error"] == "native_transfer_route_identity_changed"
+    # red before: the hook method said "clear" for both (it checked no connection)
+    hook = DponeCheckpointStoreHook(checkpoints_conn_id="sensor_state")
+    changed = ["source" if role == "source" else "target"]
+    for status in (
+        hook.route_status(rewritten),
+        hook.route_status(manifest, **{f"{role}_conn_id": "renamed"}),
+    ):
+        assert (status.state, status.as_json()["connection_changed"]) == ("blocked", changed)
+    assert hook.route_status(manifest).state == "clear"
 
 
 def test_a_new_routes_store_that_does_not_exist_yet_is_clear_and_is_not_created(

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+import os
 import shlex
+import subprocess
 from datetime import datetime
 from pathlib import Path
 
@@ -81,3 +83,81 @@ def test_a_quality_check_that_failed_after_its_commit_fails_the_task_without_a_r
 
     with pytest.raises(AirflowFailException if final else DponeTaskFailed):
         operator.execute({"run_id": "manual__1"})
+
+
+def _printed_by_airflow(connection: object) -> str:
+    """What ``airflow connections get ID -o json`` prints for ``connection`` (its own mapper and console,
+    which turn every field and extra value into text)."""
+    import contextlib
+    import io
+
+    from airflow.cli.commands.connection_command import _connection_mapper
+    from airflow.cli.simple_table import AirflowConsole
+
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        AirflowConsole().print_as(data=[connection], output="json", mapper=_connection_mapper)
+    return next(line for line in printed.getvalue().splitlines() if line.startswith("[{"))
+
+
+@pytest.mark.parametrize(
+    ("conn_type", "fields", "role"),
+    [
+        ("chdb", {"host": "ChData"}, "sink"),
+        ("sqlite", {"host": "State.sqlite"}, "checkpoints"),
+        (
+            "dpone_clickhouse",
+            {
+                "host": "CH.Example",
+                "port": 8443,
+                "schema": "analytics",
+                "login": "etl",
+                "password": "p:w@d/?#'\" $x",
+                "extra": '{"secure": true, "verify": false, "session_settings": {"max_threads": 2}}',
+            },
+            "sink",
+        ),
+        (
+            "postgres",
+            {"host": "PG.Example", "schema": "dpone", "login": "u@x", "password": "a%2Fb"},
+            "checkpoints",
+        ),
+    ],
+    ids=["chdb-folder", "sqlite-file", "clickhouse-server", "postgres-store"],
+)
+def test_the_logged_export_line_gives_dpone_the_connection_airflow_holds(
+    tmp_path: Path, conn_type: str, fields: dict[str, object], role: str
+) -> None:
+    """Red before: the line exported the connection's ``get_uri``, whose host is lower-cased when read: a
+    chDB folder ``ChData`` in the host field became ``chdata`` (another folder: ``guard inspect`` counted
+    ``target_rows 0`` there), a SQLite file ``State.sqlite`` another file. The logged line runs in bash
+    here; only ``airflow`` is a stand-in printing what ``airflow connections get -o json`` prints."""
+    from airflow.models.connection import Connection
+
+    from airflow_provider_dpone.connections import resolve_endpoint
+    from airflow_provider_dpone.hooks.connection_endpoints import endpoint_from_connection
+    from airflow_provider_dpone.operators.task_log import outside_airflow_lines
+
+    connection = Connection(conn_id="the_conn", conn_type=conn_type, **fields)  # type: ignore[arg-type]
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (tmp_path / "printed.json").write_text(_printed_by_airflow(connection), encoding="utf-8")
+    fake = bin_dir / "airflow"
+    fake.write_text(f"#!/bin/sh\ncat {shlex.quote(str(tmp_path / 'printed.json'))}\n", encoding="utf-8")
+    fake.chmod(0o755)
+    [export] = [
+        line.strip() for line in outside_airflow_lines(["the_conn"]) if line.strip().startswith("export ")
+    ]
+    script = f'{export}\nprintf %s "$AIRFLOW_CONN_THE_CONN"\n'
+    env = {"PATH": os.pathsep.join([str(bin_dir), os.environ.get("PATH", "")])}
+
+    ran = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=60)
+
+    assert ran.returncode == 0, ran.stderr
+    manifest_dir = tmp_path / "dags"
+    read = resolve_endpoint(
+        "the_conn", role=role, manifest_dir=manifest_dir, env={"AIRFLOW_CONN_THE_CONN": ran.stdout}
+    )
+    held = endpoint_from_connection(connection, name="the_conn", manifest_dir=manifest_dir)
+    assert read.model_dump() == held.model_dump()
+    assert read.password == held.password

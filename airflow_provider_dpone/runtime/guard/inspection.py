@@ -1,12 +1,15 @@
 """Read-only evidence for an operator deciding how to resolve a blocked partition.
 
 Shows, per blocked partition, the rows the attempt recorded beside the rows the source and the target
-hold within the partition's bounds. It never decides: the operator does.
+hold within the partition's bounds. It never decides: the operator does. A partition whose attempt wrote
+another target than the one counted (another environment's connection of the same name in the on-call
+shell) is marked: its target count is not the attempt's, and ``guard resolve`` refuses it. Inspecting
+refuses nothing (it only reads) but says so: it printed ``target_rows 0`` for another chDB folder.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from airflow_provider_dpone.contracts.checkpoint import PartitionCheckpoint
@@ -40,6 +43,8 @@ class InspectionRow:
     #: bounds hold fewer rows than they committed: a delete by the bounds alone took them); else empty.
     #: ``guard resolve`` refuses either answer then: nothing would load their rows again
     other_routes_rows_lost_by: tuple[str, ...] = ()
+    #: the attempt wrote another target than the one counted here (``guard resolve`` refuses it)
+    target_elsewhere: bool = False
 
     def as_json(self) -> dict[str, object]:
         return dict(self.__dict__)
@@ -51,9 +56,13 @@ def inspect_blocked(
     sink: Sink,
     target_table: str,
     route: RouteIdentity | None = None,
+    *,
+    written_elsewhere: Callable[[PartitionCheckpoint], bool] | None = None,
 ) -> list[InspectionRow]:
     """``route``: the manifest's; its source is counted only for that route's partitions (another route's
-    blocked partition reads another source table: counting this one's showed a misleading match)."""
+    blocked partition reads another source table: counting this one's showed a misleading match).
+    ``written_elsewhere``: whether an attempt wrote another target than ``sink`` reaches (as for
+    ``resolve``)."""
     by_id = {c.partition_id: c for c in latest}
     commits = CommitsBySource(latest)
     counts = TargetCounts(sink, target_table)
@@ -80,6 +89,27 @@ def inspect_blocked(
                 route=checkpoint.route.describe(),
                 other_routes_rows=others_rows,
                 other_routes_rows_lost_by=tuple(other_routes_within(checkpoint, others)) if lost else (),
+                target_elsewhere=written_elsewhere is not None and written_elsewhere(checkpoint),
             )
         )
     return rows
+
+
+def another_target_lines(rows: Sequence[InspectionRow], shown: int = 5) -> list[str]:
+    """What ``guard inspect`` says of the partitions whose attempt wrote another target than the one it
+    counted (empty when none did): their target counts are not the attempt's. Names ``shown`` of them."""
+    elsewhere = [r.label for r in rows if r.target_elsewhere]
+    if not elsewhere:
+        return []
+    labels = ", ".join(elsewhere[:shown]) + (
+        f" and {len(elsewhere) - shown} more" if len(elsewhere) > shown else ""
+    )
+    return [
+        f"{len(elsewhere)} blocked partition(s) ({labels}) were written to another target than the one the sink "
+        "connection leads to now (another server, database or chDB folder): their target_rows are that "
+        "target's, not the attempt's, and `dpone guard resolve` refuses them",
+        "  point the sink connection at the target the run wrote (check AIRFLOW_CONN_* in this shell: another "
+        "environment's connection of the same name leads elsewhere), then inspect again",
+        "  if that target itself moved (a new host name, a moved chDB folder): count it yourself, then resolve "
+        "with --force",
+    ]
