@@ -55,17 +55,18 @@ def invoke(*args: str) -> Result:
     ["a" * 1_000_000, "a://" * 250_000, "x://" + ":" * 999_990, "1+" * 500_000 + "://u:p", "a:" * 500_000],
 )
 def test_a_1_mb_value_is_scanned_for_passwords_in_under_a_second(value: str) -> None:
-    started = time.perf_counter()
+    # CPU time, not wall time: a backtracking scan takes minutes of CPU, a busy machine only delays a linear one
+    started = time.process_time()
     has_uri_password(value)
-    assert time.perf_counter() - started < 1.0
+    assert time.process_time() - started < 1.0
 
 
 def test_a_manifest_with_a_1_mb_name_is_validated_in_under_a_second() -> None:
     data = {"kind": "native_transfer", "name": "a" * 1_000_000}
-    started = time.perf_counter()
+    started = time.process_time()
     with pytest.raises(DponeError) as refused:
         load_manifest_dict(data)
-    assert time.perf_counter() - started < 1.0
+    assert time.process_time() - started < 1.0
     assert refused.value.code is ErrorCode.MANIFEST_INVALID
 
 
