@@ -7,6 +7,11 @@ the lookback no longer reaches is not: the replacement deleted it from its old p
 new one again (seen: a row moved from day 5, within a lookback of 2, to committed day 2: gone from the target,
 exit 0, no word; ``dpone checkpoints --verify`` showed day 2 drifted). Counts of the lookback alone cannot
 tell a delete from such a move, so the run goes on and says where to look and how to repair it.
+
+Counts only, so not every such move is seen: where the partition also gained at least as many rows since
+its commit as moved out (a late row), its count did not fall and no notice is given, while the moved row is
+gone all the same (seen: day 5 lost row 5 to committed day 2 and gained a late row: exit 0, no word). Only
+``--verify`` finds it then (day 2 drifted); the guide and runbook say so.
 """
 
 from __future__ import annotations

@@ -465,8 +465,10 @@ def test_a_day_still_filling_is_held_back_on_a_correct_worker_after_one_whose_cl
     later_reasons = {p["label"]: (p["decision"], p["reason"]) for p in _find_partitions(later)}
     assert later_reasons["order_date=2026-01-04"] == ("run", "missing_checkpoint")
     assert _target_rows(tmp_path) == _source_rows(tmp_path)  # every value, the late row's too
-    ahead = [n for n in early["notices"] if "ahead of this worker's clock" in n]
-    assert len(ahead) == 1 and "run(s) skewed" in ahead[0] and "settle (2h)" in ahead[0], early["notices"]
+    ahead = [n for n in early["notices"] if "records of target table" in n]
+    assert len(ahead) == 1 and "run(s) skewed wrote them first" in ahead[0], early["notices"]
+    assert "settle (2h)" in ahead[0] and "correct the clock of the worker(s) that ran skewed" in ahead[0]
+    assert not any("committed while still open" in n for n in early["notices"])  # its days had settled
 
 
 @pytest.mark.parametrize(

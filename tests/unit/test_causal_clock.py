@@ -75,24 +75,18 @@ NOV_30 = dt.date(2026, 11, 30)
 DEC_1 = dt.date(2026, 12, 1)
 
 
-def test_the_workers_own_time_is_never_floored_and_the_lead_over_it_is_known() -> None:
+def test_the_workers_own_time_is_never_floored() -> None:
     store = InMemoryCheckpointStore()
     transfer_engine(store=store, sink=RecordingSink(), clock=FixedClock(T0 + dt.timedelta(days=2))).run("r1")
     newest = max(map(checkpoint_moment, store.rows))
     worker = FixedClock(T0)
     clock = CausalClock(worker)
-    assert clock.floor_lead() is None  # nothing read yet
-
     clock.after(store.rows)
 
     assert clock.now() == newest + dt.timedelta(microseconds=1)  # records still follow what was read
     assert clock.wall_now() == worker.current == T0 + dt.timedelta(seconds=2)  # the worker's, not floored
     assert worker_now(clock) == T0 + dt.timedelta(seconds=3)
     assert worker_now(FixedClock(T0)) == T0 + dt.timedelta(seconds=1)  # any other clock: its own now
-    lead = clock.floor_lead()
-    assert lead == (newest, newest - worker.current)  # the newest record read, ahead of the worker's now
-    assert dt.timedelta(days=2) < lead[1] < dt.timedelta(days=2, minutes=1)
-    assert CausalClock(FixedClock(newest)).floor_lead() is None  # a clock not behind: no lead
 
 
 class _Route:
@@ -172,3 +166,121 @@ def test_a_day_still_filling_is_named_on_a_correct_worker_after_one_whose_clock_
     filling = [n for n in today.notices if "may still be filling" in n]
     assert len(filling) == 1 and "order_date=2026-12-01" in filling[0], today.notices
     assert not any("ahead of this worker's clock" in n for n in today.notices)  # no settle: no such note
+
+
+# -- who ran ahead, and what was committed while still open -------------------------------------------------
+
+
+def _ahead_notice(report: RunReport) -> str:
+    ahead = [
+        n for n in report.notices if "records of target table" in n and "ahead of this worker's clock" in n
+    ]
+    assert len(ahead) == 1, report.notices
+    return ahead[0]
+
+
+def _open_notices(report: RunReport) -> list[str]:
+    return [n for n in report.notices if "committed while still open by this worker's clock" in n]
+
+
+def test_the_records_ahead_notice_names_the_run_that_ran_ahead_never_a_correct_one_that_followed() -> None:
+    """Red before: every record after the skewed run's is floored one tick after the newest one read, so the
+    newest is always the last run's: run B's notice named correct run A as the one whose clock ran ahead."""
+    route = _Route(orders_rows(days=3), "incremental_append", settle="2h")  # 11-28 .. 11-30
+    route.run("skewed", dt.datetime(2026, 12, 3, 3, 0, tzinfo=UTC))  # real time 12-01 03:00, 2 days ahead
+    route.rows.append((100, dt.date(2026, 11, 20), 1000))  # an old day found later: run A commits it
+    route.run("correct-a", dt.datetime(2026, 12, 1, 4, 0, tzinfo=UTC))
+
+    notice = _ahead_notice(route.run("correct-b", dt.datetime(2026, 12, 1, 5, 0, tzinfo=UTC)))
+
+    first, _, followed = notice.partition("later run(s)")
+    assert "run(s) skewed wrote them first, from 2026-12-03T03:00" in first, notice
+    assert "correct-a" not in first and "correct-a" in followed, notice
+    assert "their workers' clocks are not in question" in followed
+    assert "correct the clock of the worker(s) that ran skewed (NTP)" in notice
+    assert "the newest at 2026-12-03T03:00" in notice and "settle (2h)" in notice and "--verify" in notice
+
+
+def test_the_records_ahead_notice_finds_the_skewed_run_after_a_lookback_replaced_all_its_records() -> None:
+    """Red before (and without reading the replaced records): the lookback replaced every day the skewed
+    run committed, so the latest records ahead were all correct run A's, and A was named."""
+    route = _Route(orders_rows(days=3), "replace_partition", settle="2h", lookback=3)
+    route.run("skewed", dt.datetime(2026, 12, 3, 3, 0, tzinfo=UTC))
+    route.run("correct-a", dt.datetime(2026, 12, 1, 4, 0, tzinfo=UTC))  # replaces 11-28 .. 11-30 again
+    assert {c.run_id for c in route.store.list_latest(route.store.rows[0].route)} == {"correct-a"}
+
+    notice = _ahead_notice(route.run("correct-b", dt.datetime(2026, 12, 1, 5, 0, tzinfo=UTC)))
+
+    first, _, followed = notice.partition("later run(s)")
+    assert "run(s) skewed wrote them first" in first and "correct-a" not in first, notice
+    assert "correct-a" in followed and "correct-b" not in notice
+    assert "correct the clock of the worker(s) that ran skewed (NTP)" in notice
+
+
+def test_the_records_ahead_notice_names_every_run_that_wrote_its_own_time_ahead_earliest_first() -> None:
+    route = _Route(orders_rows(days=3), "incremental_append", settle="2h")
+    route.run("skewed-2d", dt.datetime(2026, 12, 3, 3, 0, tzinfo=UTC))  # real 12-01 03:00
+    route.rows.append((100, dt.date(2026, 11, 20), 1000))
+    route.run("correct-a", dt.datetime(2026, 12, 1, 4, 0, tzinfo=UTC))
+    route.rows.append((101, dt.date(2026, 11, 21), 1010))
+    route.run("skewed-3d", dt.datetime(2026, 12, 4, 5, 0, tzinfo=UTC))  # real 12-01 05:00, 3 days ahead
+
+    notice = _ahead_notice(route.run("correct-b", dt.datetime(2026, 12, 1, 6, 0, tzinfo=UTC)))
+
+    assert "run(s) skewed-2d, skewed-3d wrote them first, from 2026-12-03T03:00" in notice, notice
+    assert "later run(s) correct-a only timed" in notice and "the newest at 2026-12-04T05:00" in notice
+
+
+def test_a_day_committed_while_still_open_on_this_workers_clock_is_named_with_its_run_and_repair() -> None:
+    """Red before: a worker 90 minutes ahead under ``settle: 2h`` committed a day still filling; its late row
+    never moved (exit 0), and no run said a word: its records were never more than ``settle`` ahead."""
+    route = _Route(orders_rows(days=3), "incremental_append", settle="2h")  # 11-28 .. 11-30
+    route.rows.append((100, NOV_30 + dt.timedelta(days=1), 1000))  # 12-01, open until 12-02 02:00
+    # real time 12-02 00:45; this worker's clock reads 02:15, so 12-01 looks settled
+    route.run("ahead-90min", dt.datetime(2026, 12, 2, 2, 15, tzinfo=UTC))
+    route.rows.append((101, DEC_1, 1010))  # a late row of 12-01, at 01:30
+
+    early = route.run("correct-0140", dt.datetime(2026, 12, 2, 1, 40, tzinfo=UTC))
+    later = route.run("correct-0300", dt.datetime(2026, 12, 2, 3, 0, tzinfo=UTC))
+
+    assert _outcome(early)["order_date=2026-12-01"] == ("skip", "committed")
+    assert (101, DEC_1, 1010) not in route.target_rows()  # lost: what the notice is for
+    opened = _open_notices(early)
+    assert len(opened) == 1, early.notices
+    assert "1 partition(s) were committed while still open" in opened[0]
+    assert "(order_date=2026-12-01; by run(s) ahead-90min)" in opened[0]
+    assert "after that commit are not in target table analytics.orders" in opened[0]
+    assert "copy the rows the target lacks by hand" in opened[0] and "m.yaml --verify" in opened[0]
+    assert not any("records of target table" in n for n in early.notices)  # 35 min ahead: under settle
+    assert not _open_notices(later)  # settled by this worker's clock now: no evidence left, no word
+
+
+def test_a_correct_worker_after_correct_workers_says_nothing_of_clocks() -> None:
+    route = _Route(orders_rows(days=3), "incremental_append", settle="2h")
+    route.run("r1", dt.datetime(2026, 12, 1, 3, 0, tzinfo=UTC))
+    route.rows.append((100, DEC_1, 1000))
+    route.run("r2", dt.datetime(2026, 12, 2, 2, 30, tzinfo=UTC))  # 12-01 settled at 02:00: committed
+
+    report = route.run("r3", dt.datetime(2026, 12, 2, 2, 31, tzinfo=UTC))
+
+    assert not [n for n in report.notices if "clock" in n], report.notices
+
+
+def test_the_repair_a_day_committed_open_needs_follows_the_strategy() -> None:
+    with_lookback = _Route(orders_rows(days=3), "replace_partition", settle="2h", lookback=1)
+    with_lookback.rows.append((100, DEC_1, 1000))
+    with_lookback.run("ahead", dt.datetime(2026, 12, 2, 2, 15, tzinfo=UTC))
+    with_lookback.rows.append((101, DEC_1, 1010))
+    early = with_lookback.run("correct-0140", dt.datetime(2026, 12, 2, 1, 40, tzinfo=UTC))
+    later = with_lookback.run("correct-0300", dt.datetime(2026, 12, 2, 3, 0, tzinfo=UTC))
+
+    (said,) = _open_notices(early)
+    assert "the lookback replaces them once they have settled" in said and "1 most recent" in said, said
+    assert _outcome(later)["order_date=2026-12-01"] == ("run", "lookback")  # as the notice says
+    assert set(with_lookback.target_rows()) == set(with_lookback.source_rows())
+
+    without = _Route(orders_rows(days=3), "replace_partition", settle="2h")
+    without.rows.append((100, DEC_1, 1000))
+    without.run("ahead", dt.datetime(2026, 12, 2, 2, 15, tzinfo=UTC))
+    (said,) = _open_notices(without.run("correct-0140", dt.datetime(2026, 12, 2, 1, 40, tzinfo=UTC)))
+    assert "no run moves them again" in said and "source.partitioning.lookback reaches them" in said, said
