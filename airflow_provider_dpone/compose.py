@@ -374,19 +374,21 @@ class Runtime:
 
     def _source_connection(self) -> dict[str, str | None]:
         """What checkpoints record of the source connection: its name, or an inline URI with its file, and
-        the URI as written, which earlier releases recorded (``runtime.source_binding``). The file: an
+        the URI as written, which earlier releases recorded (``runtime.source_binding``: still taken where
+        it names one file, an absolute path; a relative or ``~`` one stops once). The file: an
         absolute path as written (normalised: a link it names, flipped to a new snapshot, stays the same
         source); a relative one under the manifest folder's real path (one text names two files in two
         folders; the operator finds a manifest from the DAG file's real folder, the CLI from the path it is
         given: both name the same file).
 
-        A named connection whose file path is relative names a file per manifest folder too (one
-        ``AIRFLOW_CONN_SHARD_SRC='sqlite:///orders.sqlite'`` for dags/eu and dags/us: the second folder's
-        run skipped every day as committed, exit 0): it is recorded as that file, as an inline URI naming
-        it is, and its bare name (what earlier releases recorded) is still taken as it."""
+        A named connection whose file path is relative, or under ``~``, names a file per manifest folder
+        or per user too (one ``AIRFLOW_CONN_SHARD_SRC='sqlite:///orders.sqlite'`` for dags/eu and dags/us:
+        the second folder's run skipped every day as committed, exit 0): it is recorded as that file, as an
+        inline URI naming it is. Its bare name (what earlier releases recorded) goes along as the form as
+        written, but names no file: ``runtime.connection_binding`` stops a history recorded under it."""
         endpoint = self.resolve_endpoint(self.manifest.source.connection, "source")
         named, as_written = self._named(endpoint)
-        if as_written is None and endpoint.path_relative and endpoint.path:
+        if as_written is None and endpoint.path_per_place and endpoint.path:
             named, as_written = f"{endpoint.kind.value}://{endpoint.path}", endpoint.name
         return {"source_connection": named, "source_connection_as_written": as_written}
 

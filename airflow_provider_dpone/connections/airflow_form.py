@@ -238,9 +238,11 @@ def resolve_path(path: str, manifest_dir: Path | None) -> str:
     return os.path.normpath(str(candidate))
 
 
-def is_relative_path(path: str) -> bool:
-    """Whether ``resolve_path`` hangs ``path`` off the manifest's folder (``~`` is absolute: the home)."""
-    return not Path(os.path.expanduser(path)).is_absolute()
+def names_a_file_per_place(path: str) -> bool:
+    """Whether ``path`` as written names a file per manifest folder (relative: ``resolve_path`` hangs it
+    off the folder) or per user (``~``: each user's home; the Airflow worker's and an on-call user's are
+    two files), rather than one file wherever it is used."""
+    return not Path(path).is_absolute()
 
 
 def _sqlite(name: str, fields: ConnectionFields, manifest_dir: Path | None) -> EndpointDescriptor:
@@ -252,7 +254,7 @@ def _sqlite(name: str, fields: ConnectionFields, manifest_dir: Path | None) -> E
         name=name,
         kind=EndpointKind.SQLITE,
         path=resolve_path(raw, manifest_dir),
-        path_relative=is_relative_path(raw),
+        path_per_place=names_a_file_per_place(raw),
     )
 
 
@@ -271,7 +273,7 @@ def _clickhouse(
             kind=EndpointKind.CLICKHOUSE,
             interface=ClickHouseInterface.CHDB,
             path=resolve_path(raw, manifest_dir),
-            path_relative=is_relative_path(raw),
+            path_per_place=names_a_file_per_place(raw),
             database=_extra_str(fields.extra, "database"),
             **typed,
         )

@@ -16,7 +16,7 @@ from pathlib import Path
 from airflow_provider_dpone.connections.airflow_form import (
     ConnectionFormError,
     descriptor_from_fields,
-    is_relative_path,
+    names_a_file_per_place,
     parse_connection_value,
     resolve_path,
 )
@@ -90,16 +90,16 @@ def _inline_endpoint(uri: str, *, role: ConnectionRole, manifest_dir: Path) -> E
             details={"role": role.value, "reason": exc.reason},
         ) from exc
     path = resolve_path(target.path, manifest_dir)
-    relative = is_relative_path(target.path)
+    per_place = names_a_file_per_place(target.path)
     if target.kind is EndpointKind.CLICKHOUSE:
         return EndpointDescriptor(
             name=uri,
             kind=EndpointKind.CLICKHOUSE,
             interface=ClickHouseInterface.CHDB,
             path=path,
-            path_relative=relative,
+            path_per_place=per_place,
         )
-    return EndpointDescriptor(name=uri, kind=target.kind, path=path, path_relative=relative)
+    return EndpointDescriptor(name=uri, kind=target.kind, path=path, path_per_place=per_place)
 
 
 def _env_endpoint(

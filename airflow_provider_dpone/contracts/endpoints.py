@@ -56,8 +56,8 @@ class ClickHouseInterface(str, Enum):
 class EndpointDescriptor(BaseModel):
     """One admitted endpoint. ``password`` is a SecretStr: repr and JSON dumps never show it.
 
-    ``path`` is used by file-backed endpoints (SQLite file, chDB directory), resolved (``path_relative``:
-    it was written relative to the manifest's folder); ``interface`` only by
+    ``path`` is used by file-backed endpoints (SQLite file, chDB directory), resolved (``path_per_place``:
+    it was written relative to the manifest's folder, or under ``~``); ``interface`` only by
     ClickHouse (``http`` server or embedded ``chdb``). ``connect_timeout_s`` and ``receive_timeout_s``
     bound a ClickHouse server's TCP connect and each wait for its answer (None: the adapter's default).
     ``verify`` checks a ClickHouse server's TLS certificate (only with ``secure``); ``session_settings``
@@ -77,9 +77,10 @@ class EndpointDescriptor(BaseModel):
     secure: bool = False
     interface: ClickHouseInterface | None = None
     path: str | None = None
-    #: ``path`` was written relative and hangs off the manifest's folder: one connection then names a file
-    #: per folder, and a route records the file, not only the name (ADR 0079)
-    path_relative: bool = False
+    #: ``path`` was written relative (it hangs off the manifest's folder) or under ``~`` (the user's home):
+    #: one connection then names a file per folder or per user, and a route records the file, not only the
+    #: name (ADR 0079)
+    path_per_place: bool = False
     connect_timeout_s: int | None = Field(default=None, ge=1, le=MAX_TIMEOUT_S)
     receive_timeout_s: int | None = Field(default=None, ge=1, le=MAX_TIMEOUT_S)
     verify: bool = True

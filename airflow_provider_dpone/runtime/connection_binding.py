@@ -14,6 +14,7 @@ from airflow_provider_dpone.ports.route_naming import RouteNaming
 from airflow_provider_dpone.runtime.route_family import RouteFamily, sibling_committed
 from airflow_provider_dpone.runtime.source_binding import (
     connection_reference,
+    names_its_file,
     require_same_source,
     source_reference,
 )
@@ -26,7 +27,9 @@ class ConnectionBinding:
     known, not checked)."""
 
     source: str | None = None
-    #: an inline source URI as written, which earlier releases recorded of the same connection
+    #: what earlier releases recorded of the same connection: an inline source URI as written, or the bare
+    #: name of a connection with a relative or ``~`` path (taken as it only where it names its file: an
+    #: absolute path; ``source_binding.names_its_file``)
     source_as_written: str | None = None
     target: str | None = None
     #: where the target connection leads (a digest of server and database, or of the chDB folder)
@@ -50,13 +53,16 @@ def require_bound_connections(
     siblings = siblings_of(family, naming)
     if binding.source is not None:
         written = binding.source_as_written
+        earlier = () if written is None else (source_reference(written),)
+        telling = written is not None and names_its_file(written)
         require_same_source(
             family.route,
             canonical,
             source_reference(binding.source),
             manifest_ref,
             siblings=siblings,
-            earlier_forms=() if written is None else (source_reference(written),),
+            earlier_forms=earlier if telling else (),
+            earlier_forms_without_file=() if telling else earlier,
         )
     if binding.target is not None:
         require_same_target(

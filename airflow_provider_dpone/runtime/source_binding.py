@@ -10,11 +10,15 @@ delete the first connection's rows within each day it replaced.
 Every checkpoint a run writes records which source connection it read (``SOURCE_KEY``: the connection's
 name, or a digest of an inline URI with its path resolved, a path that is not stored). A relative path
 hangs off the manifest's folder, so ``sqlite:///source.sqlite`` in two folders names two files: the digest
-of the text alone took two shards for one (seen: the second folder's run skipped every day, exit 0). A
-digest of the URI as written, what earlier releases recorded, is still taken as the same connection. Before anything is read from
-the source, the newest COMMITTED checkpoint that records one decides, among the route's own and its
-siblings' (the same table under another strategy: a second database's ``replace_partition`` manifest
-replaced every row an append route had committed, seen on the demo): another connection stops the run
+of the text alone took two shards for one (seen: the second folder's run skipped every day, exit 0); a
+named connection whose path is relative or under ``~`` is recorded by its file the same way. What earlier
+releases recorded of such a connection is taken as it only where it names one file (an absolute inline
+URI's digest as written); a bare name or a relative URI's text names none, so a history under it stops
+once, until ``--source-moved`` proves the file (seen: a new folder's run took the bare name for its own
+file and skipped every committed day, exit 0). Before anything is read from the source, the newest
+COMMITTED checkpoint that records one decides, among the route's own and its siblings' (the same table
+under another strategy: a second database's ``replace_partition`` manifest replaced every row an append
+route had committed, seen on the demo): another connection stops the run
 (``native_transfer_route_identity_changed``, ``changed == ["source"]``). A table that really moved (a
 renamed connection, a moved file) is recorded deliberately with ``dpone guard rebaseline --source-moved``:
 one audited COMMITTED record, a copy of that newest one naming this connection.
@@ -68,10 +72,19 @@ def connection_reference(connection: str) -> str:
 source_reference = connection_reference
 
 
+def names_its_file(written: str) -> bool:
+    """Whether a connection as written names one file wherever it is used, so that a history recording it
+    (an earlier release's form) tells which file its commits came from: an inline URI with an absolute path
+    (``sqlite:////var/x.db``; the path is everything after ``scheme:///``). A bare connection name, and a
+    relative path (a file per manifest folder) or a ``~`` one (a file per user), do not."""
+    _, separator, path = written.strip().partition(":///")
+    return bool(separator) and path.startswith("/")
+
+
 def _shown(reference: object) -> str:
     if isinstance(reference, str) and not reference.startswith("sha256:"):
         return f"source connection {reference!r}"
-    return "a source file (an inline URI, or a connection's relative path)"
+    return "a source file (an inline URI, or a connection's relative or ~ path)"
 
 
 def recorded_source(
@@ -109,19 +122,25 @@ def require_same_source(
     manifest_ref: str,
     siblings: Sequence[PartitionCheckpoint] = (),
     earlier_forms: Sequence[str] = (),
+    earlier_forms_without_file: Sequence[str] = (),
 ) -> None:
     """Stop before the source is read when the newest commit of the route (or of a sibling route: the
     same table under another strategy) came from another connection than ``reference``.
-    ``earlier_forms``: what earlier releases recorded of this same connection (an inline URI's digest as
-    written), also taken as it."""
+    ``earlier_forms``: what earlier releases recorded of this same connection (an absolute inline URI's
+    digest as written), also taken as it. ``earlier_forms_without_file``: what they recorded of it that
+    names no file (a bare name, or the digest of a relative or ``~`` URI as written): every folder's or
+    user's file was recorded alike (seen: a new folder's run skipped every committed day, exit 0), so a
+    history under it stops (``history_names_no_file``) until ``--source-moved`` proves the file."""
     newest = recorded_source(canonical, siblings)
     recorded = newest.diagnostics.get(SOURCE_KEY) if newest is not None else None
     if newest is None or recorded == reference or recorded in earlier_forms:
         return
+    if recorded in earlier_forms_without_file:
+        raise history_names_no_file(route, newest, reference, manifest_ref)
     if _shown(reference) == _shown(recorded):  # two inline URIs: another file (or the same text elsewhere)
         change = (
-            "this run reads another source file (an inline URI, or a connection's relative path) than the one "
-            "the target's rows of this table were last committed from (a relative path hangs off the "
+            "this run reads another source file (an inline URI, or a connection's relative or ~ path) than "
+            "the one the target's rows of this table were last committed from (a relative path hangs off the "
             "manifest's folder)"
         )
     else:
@@ -148,6 +167,48 @@ def require_same_source(
             "sink.table and read them together through a ClickHouse view or Merge table",
             "  the same table under a new connection name or at a moved file: record the move deliberately:",
             f"  dpone guard rebaseline {manifest_ref} --source-moved --reason '<what moved and what you checked>'",
+            "see `dpone runbook guard`, 'The route's source changed'",
+        ),
+    )
+
+
+def history_names_no_file(
+    route: RouteIdentity, newest: PartitionCheckpoint, reference: str, manifest_ref: str
+) -> DponeError:
+    """The stop where the route's newest commit recorded this connection in a form that names no file:
+    whether this run reads the file those rows came from is unknown. Expected once per such route after an
+    upgrade; ``--source-moved`` compares the file's keys with the target's before it records the file."""
+    recorded = newest.diagnostics.get(SOURCE_KEY)
+    if isinstance(recorded, str) and not recorded.startswith("sha256:"):
+        history = f"source connection {recorded!r}, and only its name was recorded"
+    else:
+        history = "an inline source URI, and only its text was recorded"
+    return DponeError(
+        ErrorCode.ROUTE_IDENTITY_CHANGED,
+        f"the source of route {route.describe()} cannot be told: the target's rows of this table were last "
+        f"committed through {history}, not the file its path names (a relative path names one file per "
+        "manifest folder, a ~ path one per user); this run reads the file that path names here, and if it "
+        "is another one, this run would skip rows it never read, or replace that file's rows with its own",
+        details={
+            "route": route.describe(),
+            "changed": ["source"],
+            "reason": "history_names_no_file",
+            "recorded_source": recorded,
+            "this_source": reference,
+            "newest_commit": newest_commit_details(newest),
+        },
+        hint_lines=(
+            "nothing was read from the source or written to the target",
+            "expected once per such route after an upgrade to this release, or after a connection's absolute "
+            "path was made relative: the route's commits recorded the connection, not the file",
+            "if this manifest reads the file those rows came from, record it; the rebaseline compares the "
+            "keys of the committed partitions in this file with the target's and refuses a file whose keys "
+            "differ:",
+            f"  dpone guard rebaseline {manifest_ref} --source-moved "
+            "--reason '<the file this manifest reads and why it is the one>'",
+            "  later runs go on, and a manifest reading another file (another folder, another user) stops",
+            "if it reads another file (a new manifest folder, another user's home): do not rebaseline; give "
+            "it a target table of its own (sink.table)",
             "see `dpone runbook guard`, 'The route's source changed'",
         ),
     )

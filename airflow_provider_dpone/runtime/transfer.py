@@ -181,8 +181,9 @@ class TransferPorts:
     #: it (a URI's digest) and a route last committed from another one stops (``runtime.source_binding``).
     #: None: not recorded.
     source_connection: str | None = None
-    #: The inline URI as the manifest writes it, where that differs: what releases before the resolved
-    #: form recorded, still taken as this connection's.
+    #: What releases before the resolved form recorded of this connection, where that differs: an inline
+    #: URI as written, or the bare name of one with a relative or ``~`` path; taken as it only where it
+    #: names one file (``source_binding.names_its_file``), else the route stops once.
     source_connection_as_written: str | None = None
     #: The target (sink) connection's name (or inline URI, its folder resolved) the run writes through;
     #: checkpoints record it and a route last committed through another one stops

@@ -420,23 +420,24 @@ def test_one_relative_uri_in_two_folders_is_two_sources(shards: Path, store_url:
     assert target_rows(shards) == rows_of(eu / "source.sqlite")  # the first folder's rows, each once
 
 
-def test_a_history_recording_the_uri_as_written_still_runs_and_then_records_the_resolved_file(
+def test_a_history_recording_an_absolute_uri_as_written_still_runs_and_then_records_the_resolved_file(
     shards: Path, store_url: str
 ) -> None:
-    """What releases before the resolved form recorded (the digest of the text) is still this connection:
-    an upgrade does not stop every route reading an inline URI. Its next commit records the file."""
+    """What releases before the resolved form recorded (the digest of the text) is still this connection
+    where the text names one file, an absolute path: an upgrade does not stop a route reading it. Its next
+    commit records the file. (A relative URI's text names a file per folder: it stops, as a bare name
+    does below.)"""
     eu, us = shards / "eu", shards / "us"
     eu.mkdir()
     us.mkdir()
     shutil.copy(shards / "source.sqlite", eu / "source.sqlite")
     shutil.copy(shards / "shard_b.sqlite", us / "source.sqlite")
-    assert dpone("run", str(_shard_manifest(eu, shards, "orders_eu"))).exit_code == 0
-    _rewrite_recorded_sources(
-        store_url, source_reference("sqlite:///source.sqlite")
-    )  # an earlier release's record
+    written = f"sqlite:///{eu}/../eu/source.sqlite"
+    assert dpone("run", str(_shard_manifest(eu, shards, "orders_eu", written))).exit_code == 0
+    _rewrite_recorded_sources(store_url, source_reference(written))  # an earlier release's record
     add_source_rows(eu, [(900_001, "2026-12-01")])
 
-    assert dpone("run", str(_shard_manifest(eu, shards, "orders_eu"))).exit_code == 0
+    assert dpone("run", str(_shard_manifest(eu, shards, "orders_eu", written))).exit_code == 0
 
     assert target_rows(shards) == rows_of(eu / "source.sqlite")
     assert dpone("run", str(_shard_manifest(us, shards, "orders_us"))).exit_code == 3  # now told apart
@@ -465,25 +466,41 @@ def test_one_named_connection_with_a_relative_path_in_two_folders_is_two_sources
     assert target_rows(shards) == rows_of(eu / "source.sqlite")  # the first folder's rows, each once
 
 
-def test_a_history_recording_a_relative_named_connection_by_its_name_runs_and_then_records_its_file(
+def test_a_history_recording_a_relative_named_connection_by_its_name_stops_once_until_its_file_is_proven(
     shards: Path, store_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """What earlier releases recorded of that connection (its bare name) is still it: an upgrade stops no
-    route. Its next commit records the file, and the second folder is told apart from then on."""
+    """Red before: what earlier releases recorded of that connection (its bare name) was taken for whatever
+    file its relative path resolves to: a new folder's first run skipped every day the first one committed,
+    exit 0, its rows never moved. The bare name names no file: each folder stops once, ``--source-moved``
+    records the file only where its keys match the target's, and the route goes on from there."""
     eu, us = shards / "eu", shards / "us"
     eu.mkdir()
     us.mkdir()
     shutil.copy(shards / "source.sqlite", eu / "source.sqlite")
     shutil.copy(shards / "shard_b.sqlite", us / "source.sqlite")
     monkeypatch.setenv("AIRFLOW_CONN_SHARD_SRC", "sqlite:///source.sqlite")
-    assert dpone("run", str(_shard_manifest(eu, shards, "orders_eu", "shard_src"))).exit_code == 0
+    eu_manifest = str(_shard_manifest(eu, shards, "orders_eu", "shard_src"))
+    us_manifest = str(_shard_manifest(us, shards, "orders_us", "shard_src"))
+    assert dpone("run", eu_manifest).exit_code == 0
     _rewrite_recorded_sources(store_url, "shard_src")  # an earlier release's record
     add_source_rows(eu, [(900_001, "2026-12-01")])
 
-    assert dpone("run", str(_shard_manifest(eu, shards, "orders_eu", "shard_src"))).exit_code == 0
+    stopped = dpone("run", "--json", us_manifest)
+
+    assert stopped.exit_code == 3, stopped.output
+    error = json.loads(stopped.output)
+    assert error["details"]["changed"] == ["source"]
+    assert error["details"]["reason"] == "history_names_no_file"
+    assert "'shard_src', and only its name was recorded" in error["message"]
+    move = ("guard", "rebaseline", "--source-moved", "--reason", "the route reads this folder's file")
+    assert dpone(*move[:2], us_manifest, *move[2:]).exit_code == 3  # another file: its keys differ
+    assert dpone("run", eu_manifest).exit_code == 3  # the same file, not proven yet
+    assert dpone(*move[:2], eu_manifest, *move[2:]).exit_code == 0
+
+    assert dpone("run", eu_manifest).exit_code == 0
 
     assert target_rows(shards) == rows_of(eu / "source.sqlite")
-    assert dpone("run", str(_shard_manifest(us, shards, "orders_us", "shard_src"))).exit_code == 3
+    assert dpone("run", us_manifest).exit_code == 3  # told apart from then on
 
 
 def test_one_folder_reached_through_a_symbolic_link_is_one_source(shards: Path, store_url: str) -> None:

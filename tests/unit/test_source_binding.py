@@ -17,10 +17,13 @@ from airflow_provider_dpone.adapters.sources.partition_planning import day_parti
 from airflow_provider_dpone.contracts.checkpoint import CheckpointStatus, PartitionCheckpoint
 from airflow_provider_dpone.contracts.errors import DponeError, ErrorCode
 from airflow_provider_dpone.contracts.route import RouteIdentity, Strategy
+from airflow_provider_dpone.runtime.connection_binding import ConnectionBinding, require_bound_connections
 from airflow_provider_dpone.runtime.replay.ref import CAPSULE_REF_KEY, capsule_ref, read_ref
+from airflow_provider_dpone.runtime.route_family import RouteFamily
 from airflow_provider_dpone.runtime.route_identity import RebaselineRequest
 from airflow_provider_dpone.runtime.source_binding import (
     SOURCE_KEY,
+    names_its_file,
     record_source_move,
     recorded_source,
     require_same_source,
@@ -80,6 +83,69 @@ def test_an_inline_uri_is_not_printed() -> None:
     with pytest.raises(DponeError) as raised:
         require_same_source(ROUTE, [checkpoint(0, SHARD_A)], source_reference(inline), "b.yaml")
     assert "private" not in str(raised.value) and "reads a source file" in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("written", "names_one_file"),
+    [
+        ("sqlite:////srv/orders.sqlite", True),
+        ("chdb:////srv/chdb", True),
+        ("sqlite:///orders.sqlite", False),  # one file per manifest folder
+        ("sqlite:///~/orders.sqlite", False),  # one file per user
+        ("shard_src", False),  # a connection's bare name
+    ],
+)
+def test_only_an_absolute_path_as_written_names_one_file(written: str, names_one_file: bool) -> None:
+    assert names_its_file(written) is names_one_file
+
+
+def test_a_history_recorded_in_a_form_naming_no_file_stops_saying_so_and_how_to_record_the_file() -> None:
+    """Red before: the bare name (or a relative URI's text) was taken for whatever file the path resolves
+    to now, so a new folder's run skipped every committed day, exit 0."""
+    this = source_reference("sqlite:///dags/us/private/orders.sqlite")
+    for recorded, history in (
+        ("shard_src", "source connection 'shard_src', and only its name was recorded"),
+        (source_reference("sqlite:///orders.sqlite"), "an inline source URI, and only its text was recorded"),
+    ):
+        with pytest.raises(DponeError) as raised:
+            require_same_source(
+                ROUTE, [checkpoint(0, recorded)], this, "us.yaml", earlier_forms_without_file=(recorded,)
+            )
+
+        error = raised.value
+        assert error.code is ErrorCode.ROUTE_IDENTITY_CHANGED and error.details["changed"] == ["source"]
+        assert error.details["reason"] == "history_names_no_file"
+        assert history in str(error) and "not the file its path names" in str(error)
+        assert "private" not in str(error) and "orders.sqlite" not in str(error)
+        assert "  dpone guard rebaseline us.yaml --source-moved --reason '<the file" in error.hint_lines[3]
+        assert any("do not rebaseline" in line for line in error.hint_lines)
+
+
+def _bound(history: list[PartitionCheckpoint], binding: ConnectionBinding) -> None:
+    family = RouteFamily(route=ROUTE, own=tuple(history), target_wide=tuple(history))
+    require_bound_connections(family, binding, "m.yaml", naming=None)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "written", ["shard_src", "sqlite:///orders.sqlite", "sqlite:///~/orders.sqlite"], ids=str
+)
+def test_a_history_under_an_earlier_form_that_names_no_file_is_not_taken_for_this_file(written: str) -> None:
+    binding = ConnectionBinding(source="sqlite:///dags/us/orders.sqlite", source_as_written=written)
+
+    with pytest.raises(DponeError) as raised:
+        _bound([checkpoint(0, source_reference(written))], binding)
+
+    assert raised.value.details["reason"] == "history_names_no_file"
+
+
+def test_a_history_under_an_absolute_uri_as_written_is_still_taken_as_this_file() -> None:
+    written = "sqlite:////srv/dags/eu/./orders.sqlite"
+    binding = ConnectionBinding(source="sqlite:///srv/dags/eu/orders.sqlite", source_as_written=written)
+
+    _bound([checkpoint(0, source_reference(written))], binding)
+    with pytest.raises(DponeError) as raised:  # another file's record still stops, as another source
+        _bound([checkpoint(0, source_reference("sqlite:////srv/dags/us/orders.sqlite"))], binding)
+    assert "reason" not in raised.value.details
 
 
 def test_the_same_connection_and_a_history_without_any_recorded_source_pass() -> None:
