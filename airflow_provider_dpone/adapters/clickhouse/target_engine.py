@@ -165,4 +165,18 @@ def require_row_keeping_engine(found: TableFacts, name: TableName, *, allow_ttl:
         "exactly the source's rows. Load into a MergeTree table (let dpone create it, or create it with "
         "ENGINE = MergeTree / ReplicatedMergeTree) and build other engines from it (a materialized view)",
         details={"table": str(name), "step": "prepare", "engine": engine},
+        hint_lines=_READS_ANOTHER_TABLE if engine in _READING_ENGINES else (),
     )
+
+
+#: Engines that store nothing and read another table: where one stands in the target's place, the table a
+#: route committed to may have been renamed away with a view left behind (seen: "let dpone create it" led
+#: on-call to drop the view, and the next run stopped on lost committed rows).
+_READING_ENGINES = frozenset({"View", "MaterializedView", "Merge", "Distributed", "LiveView"})
+_READS_ANOTHER_TABLE = (
+    "this target stores no rows of its own, it reads another table: if the table this route committed to "
+    "was renamed or moved (a view left in its place), do not drop the view; point sink.table at the moved "
+    "table, and run the route (its checkpoints name the rows it holds: a first run there stops "
+    "native_transfer_target_not_empty and says how to adopt them)",
+    "if this is a new route, load into a MergeTree table and read it through the view",
+)
