@@ -201,9 +201,10 @@ def history_names_no_file(
             "nothing was read from the source or written to the target",
             "expected once per such route after an upgrade to this release, or after a connection's absolute "
             "path was made relative: the route's commits recorded the connection, not the file",
-            "if this manifest reads the file those rows came from, record it; the rebaseline compares the "
-            "keys of the committed partitions in this file with the target's and refuses a file whose keys "
-            "differ:",
+            "if this manifest reads the file those rows came from, record it; where the route has integer "
+            "key columns the rebaseline compares the committed partitions' keys in this file with the "
+            "target's and refuses a file whose keys differ; without them it only warns (counts): compare "
+            f"first, `dpone checkpoints {manifest_ref} --verify`, and record only a file whose counts match:",
             f"  dpone guard rebaseline {manifest_ref} --source-moved "
             "--reason '<the file this manifest reads and why it is the one>'",
             "  later runs go on, and a manifest reading another file (another folder, another user) stops",

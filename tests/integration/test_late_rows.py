@@ -297,6 +297,35 @@ def test_settle_plans_todays_partition_but_moves_only_settled_days(
     assert _target_rows(tmp_path) == [r for r in _source_rows(tmp_path) if r[1] != today]
 
 
+def test_adopting_a_target_never_records_a_day_settle_still_holds_open(
+    tmp_path: Path, relative_days: list[dt.date]
+) -> None:
+    """A store lost after runs without ``settle``; the manifest now has it. ``--adopt-target`` recorded
+    today at its count so far, and a run skipped it as committed: the row that arrived later never moved
+    (exit 0). A day still filling that the target holds rows of stops the adoption (nothing recorded); once
+    the target holds none of it, the adoption leaves it to a run."""
+    day_route = "{kind: day, column: order_date}"
+    manifest = _write_manifest(tmp_path, strategy="incremental_append", partitioning=day_route)
+    assert dpone("run", str(manifest), "--run-id", "r1", cwd=tmp_path).returncode == 0  # today moved too
+    (tmp_path / "state.sqlite").unlink()  # the store is lost
+    _write_manifest(
+        tmp_path, strategy="incremental_append", partitioning="{kind: day, column: order_date, settle: 1d}"
+    )
+    adopt = ("guard", "rebaseline", str(manifest), "--adopt-target", "--reason", "store lost")
+    refused = dpone(*adopt, cwd=tmp_path)
+    today = relative_days[-1].isoformat()
+    assert refused.returncode != 0 and "still filling" in refused.stdout + refused.stderr
+    assert (
+        not (tmp_path / "state.sqlite").exists()
+        or not _json(dpone("checkpoints", str(manifest), "--json", cwd=tmp_path))["partitions"]
+    )
+
+    _delete_target_day(tmp_path, today)  # the day's rows out of the target: the adoption leaves it to a run
+    assert dpone(*adopt, cwd=tmp_path).returncode == 0
+    listing = _json(dpone("checkpoints", str(manifest), "--json", cwd=tmp_path))
+    assert {p["bounds"] for p in listing["partitions"]} == {f"order_date={d}" for d in relative_days[:3]}
+
+
 def _find_partitions(report: dict[str, Any]) -> list[dict[str, Any]]:
     for key in ("partitions", "report"):
         value = report.get(key)

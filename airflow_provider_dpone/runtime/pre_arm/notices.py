@@ -167,10 +167,11 @@ class RunNotices(CheckContext):
             f"route {self._route.describe()}: {len(commits)} partition(s) were committed while still open by "
             f"this worker's clock ({some_bounds_labels([c.bounds for c in commits])}; by run(s) "
             f"{_some(sorted({c.run_id for c in commits}))}): rows that reached the source within their bounds "
-            f"after that commit are not in target table {self._manifest.sink.table}. The clock of the worker "
-            "that committed them ran ahead of this worker's clock, or source.partitioning.settle "
-            f"({partitioning.settle}) was set after the commit; correct that clock (NTP). This run decides by "
-            f"its own clock. {repair}; `dpone checkpoints {self._manifest_ref} --verify` shows such a partition "
+            f"after that commit are not in target table {self._manifest.sink.table}. Either "
+            f"source.partitioning.settle ({partitioning.settle}) was set or lengthened after that commit (a "
+            "run without it, or a rebaseline, recorded the day), or the clock of the worker that committed "
+            "them ran ahead of this worker's clock (then correct that clock: NTP). This run decides by its "
+            f"own clock. {repair}; `dpone checkpoints {self._manifest_ref} --verify` shows such a partition "
             "DRIFTED once it has settled (`dpone runbook guard`, 'Drifted partitions')"
         )
 
