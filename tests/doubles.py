@@ -448,6 +448,19 @@ def _returning(sink: Sink | None) -> Callable[[], Sink]:
 Factory = Callable[[], object]
 
 
+class CountingSink:
+    """A target that only counts: it holds ``held`` rows within each bounds (none elsewhere)."""
+
+    def __init__(self, held: dict[PartitionBounds, int]) -> None:
+        self.held = held
+
+    def count_rows(self, table: str, bounds: PartitionBounds | None) -> int:
+        return self.held.get(bounds, 0) if bounds is not None else sum(self.held.values())
+
+    def close(self) -> None:
+        return None
+
+
 class MemoryArtifactStore:
     """Artifact files kept in memory; the digest is over the canonical rows."""
 

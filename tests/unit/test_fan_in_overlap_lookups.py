@@ -38,7 +38,7 @@ from airflow_provider_dpone.runtime.guard.resolution import (
     resolve,
 )
 from tests.builders import day, stored_checkpoint
-from tests.doubles import FixedClock, InMemoryCheckpointStore
+from tests.doubles import CountingSink, FixedClock, InMemoryCheckpointStore
 from tests.unit.test_overlap_index import bounds as any_bounds
 
 EARLIER = dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc)
@@ -210,19 +210,6 @@ def test_days_committed_since_over_a_years_months_are_counted_without_comparing_
     with mock.patch.object(resolution, "may_overlap", side_effect=may_overlap) as compared:
         assert committed_rows_within(year, [*months, *days]) == 730
     assert compared.call_count <= len(months) + len(days)
-
-
-class CountingSink:
-    """The target holds what the fan-in route committed within each bounds (nothing of the attempts)."""
-
-    def __init__(self, held: dict[PartitionBounds, int]) -> None:
-        self.held = held
-
-    def count_rows(self, table: str, bounds: PartitionBounds | None) -> int:
-        return self.held.get(bounds, 0) if bounds is not None else sum(self.held.values())
-
-    def close(self) -> None:
-        return None
 
 
 def test_inspect_and_resolve_over_many_blocked_days_compare_no_pair_of_partitions() -> None:

@@ -22,27 +22,15 @@ from airflow_provider_dpone.cli.main import cli
 from airflow_provider_dpone.compose import Runtime, open_runtime
 from airflow_provider_dpone.contracts.checkpoint import CheckpointStatus, PartitionCheckpoint
 from airflow_provider_dpone.contracts.guard import GUARD_KEY, GuardPhase, TargetCommitGuard
-from airflow_provider_dpone.contracts.partition import PartitionBounds, sha256_tag
+from airflow_provider_dpone.contracts.partition import sha256_tag
 from airflow_provider_dpone.manifests.loader import load_manifest
 from airflow_provider_dpone.runtime.guard.inspection import another_target_lines, inspect_blocked
 from airflow_provider_dpone.runtime.source_binding import TARGET_KEY, TARGET_PLACE_KEY
 from tests.builders import day, stored_checkpoint
+from tests.doubles import CountingSink
 
 AT = dt.datetime(2026, 12, 1, tzinfo=dt.timezone.utc)
 ELSEWHERE = sha256_tag("another chDB folder")
-
-
-class CountingSink:
-    """The target counted here: it holds ``held`` rows within each bounds (none elsewhere)."""
-
-    def __init__(self, held: dict[PartitionBounds, int]) -> None:
-        self.held = held
-
-    def count_rows(self, table: str, bounds: PartitionBounds | None) -> int:
-        return self.held.get(bounds, 0) if bounds is not None else sum(self.held.values())
-
-    def close(self) -> None:
-        return None
 
 
 def write_manifest(tmp_path: Path) -> Path:
