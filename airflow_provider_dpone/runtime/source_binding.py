@@ -172,6 +172,44 @@ def require_same_source(
     )
 
 
+def refuse_unproven_file(
+    route: RouteIdentity,
+    canonical: Sequence[PartitionCheckpoint],
+    siblings: Sequence[PartitionCheckpoint],
+    as_written: str | None,
+    unusable: str,
+    manifest_ref: str,
+) -> None:
+    """``--source-moved`` over a history that names no file (``history_names_no_file``) where no key can be
+    compared (``unusable``: the route has no integer key column): the counts-only check only warns, and a
+    file of another folder was recorded so, every day then skipped (exit 0). Refused unless ``--force``."""
+    newest = recorded_source(canonical, siblings)
+    recorded = newest.diagnostics.get(SOURCE_KEY) if newest is not None else None
+    if as_written is None or names_its_file(as_written) or recorded != source_reference(as_written):
+        return
+    raise DponeError(
+        ErrorCode.ROUTE_IDENTITY_CHANGED,
+        f"the source of route {route.describe()} cannot be proven by its keys ({unusable}): its commits "
+        "recorded the connection, not its file, and counts alone cannot tell the file those rows came from "
+        "from another folder's or user's; nothing was recorded",
+        details={
+            "route": route.describe(),
+            "changed": ["source"],
+            "reason": "history_names_no_file",
+            "keys_compared": False,
+        },
+        hint_lines=(
+            "nothing was recorded; runs through this connection stay stopped",
+            f"compare the counts per committed partition: dpone checkpoints {manifest_ref} --verify "
+            "(every partition OK, none DRIFTED)",
+            "only where they all match and this is the file those rows came from, record it with --force:",
+            f"  dpone guard rebaseline {manifest_ref} --source-moved --force --reason '<what you checked>'",
+            "a manifest reading another file gets a target table of its own (sink.table)",
+            "see `dpone runbook guard`, 'The route's source changed'",
+        ),
+    )
+
+
 def history_names_no_file(
     route: RouteIdentity, newest: PartitionCheckpoint, reference: str, manifest_ref: str
 ) -> DponeError:
@@ -201,10 +239,10 @@ def history_names_no_file(
             "nothing was read from the source or written to the target",
             "expected once per such route after an upgrade to this release, or after a connection's absolute "
             "path was made relative: the route's commits recorded the connection, not the file",
-            "if this manifest reads the file those rows came from, record it; where the route has integer "
-            "key columns the rebaseline compares the committed partitions' keys in this file with the "
-            "target's and refuses a file whose keys differ; without them it only warns (counts): compare "
-            f"first, `dpone checkpoints {manifest_ref} --verify`, and record only a file whose counts match:",
+            "if this manifest reads the file those rows came from, record it; the rebaseline compares the "
+            "committed partitions' integer keys in this file with the target's and refuses a file whose keys "
+            "differ (a route without an integer key column is refused too: compare the counts with "
+            f"`dpone checkpoints {manifest_ref} --verify`, then add --force):",
             f"  dpone guard rebaseline {manifest_ref} --source-moved "
             "--reason '<the file this manifest reads and why it is the one>'",
             "  later runs go on, and a manifest reading another file (another folder, another user) stops",

@@ -131,6 +131,7 @@ from airflow_provider_dpone.runtime.source_binding import (
     connection_reference,
     record_move,
     record_source_move,
+    refuse_unproven_file,
     source_reference,
 )
 from airflow_provider_dpone.runtime.superseded import could_supersede, rerun_superseded
@@ -560,6 +561,15 @@ class TransferEngine:
         if not force:
             refuse_other_keys(self._route, checks, committed, self._manifest_ref)
             refuse_unverified_keys(self._route, checks, committed, self._manifest_ref)
+            if checks.unusable is not None:  # a history naming no file: counts cannot tell its file
+                refuse_unproven_file(
+                    self._route,
+                    family.canonical_checkpoints(),
+                    siblings,
+                    self._ports.source_connection_as_written,
+                    checks.unusable,
+                    self._manifest_ref,
+                )
         audit = moved.diagnostics.get("rebaseline")
         audited = {**(audit if isinstance(audit, dict) else {}), **key_audit(checks, committed)}
         return moved.model_copy(update={"diagnostics": {**moved.diagnostics, "rebaseline": audited}})

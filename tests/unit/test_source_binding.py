@@ -26,6 +26,7 @@ from airflow_provider_dpone.runtime.source_binding import (
     names_its_file,
     record_source_move,
     recorded_source,
+    refuse_unproven_file,
     require_same_source,
     source_reference,
 )
@@ -119,6 +120,34 @@ def test_a_history_recorded_in_a_form_naming_no_file_stops_saying_so_and_how_to_
         assert "private" not in str(error) and "orders.sqlite" not in str(error)
         assert "  dpone guard rebaseline us.yaml --source-moved --reason '<the file" in error.hint_lines[3]
         assert any("do not rebaseline" in line for line in error.hint_lines)
+
+
+@pytest.mark.parametrize(
+    "written", ["shard_src", "sqlite:///orders.sqlite", "sqlite:///~/orders.sqlite"], ids=str
+)
+def test_a_move_over_a_history_naming_no_file_is_refused_where_no_key_can_prove_the_file(
+    written: str,
+) -> None:
+    """Red before: on a route without an integer key, ``--source-moved`` over a bare-name history only
+    warned (counts), recorded another folder's file, and its every day was then skipped, exit 0."""
+    history = [checkpoint(0, source_reference(written))]
+    with pytest.raises(DponeError) as raised:
+        refuse_unproven_file(ROUTE, history, [], written, "no integer key column", "us.yaml")
+
+    error = raised.value
+    assert (
+        error.code is ErrorCode.ROUTE_IDENTITY_CHANGED and error.details["reason"] == "history_names_no_file"
+    )
+    assert "cannot be proven by its keys" in str(error) and "orders.sqlite" not in str(error)
+    assert any("--source-moved --force" in line for line in error.hint_lines)
+
+
+def test_a_move_the_keys_need_not_prove_is_left_to_the_other_checks() -> None:
+    absolute = "sqlite:////srv/eu/orders.sqlite"  # names its file: the history tells it
+    refuse_unproven_file(ROUTE, [checkpoint(0, source_reference(absolute))], [], absolute, "none", "m.yaml")
+    moved = [checkpoint(0, SHARD_A)]  # a history of another connection: an ordinary move
+    refuse_unproven_file(ROUTE, moved, [], "shard_src", "none", "m.yaml")
+    refuse_unproven_file(ROUTE, moved, [], None, "none", "m.yaml")  # nothing recorded of an earlier form
 
 
 def _bound(history: list[PartitionCheckpoint], binding: ConnectionBinding) -> None:
