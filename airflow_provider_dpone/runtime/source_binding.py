@@ -210,6 +210,41 @@ def refuse_unproven_file(
     )
 
 
+def refuse_other_count(
+    route: RouteIdentity, moved: PartitionCheckpoint, unusable: str, manifest_ref: str
+) -> None:
+    """``--source-moved`` on a route with no key to compare (``unusable``) where the copied partition holds
+    another count on this connection than was committed: the count is the only evidence there, and it says
+    another file (seen: a bare-name history respelled as an inline URI, another folder's file recorded with
+    a warning, every day then skipped, exit 0). Refused unless ``--force``."""
+    audit = moved.diagnostics.get("rebaseline")
+    now = audit.get("source_rows_now") if isinstance(audit, dict) else None
+    if now is None or moved.rows is None or now == moved.rows:
+        return
+    raise DponeError(
+        ErrorCode.ROUTE_IDENTITY_CHANGED,
+        f"the source of route {route.describe()} cannot be proven by its keys ({unusable}), and its newest "
+        f"committed partition holds {now} row(s) on this connection where {moved.rows} were committed: "
+        "counts alone cannot tell a moved table whose rows changed from another database's or folder's; "
+        "nothing was recorded",
+        details={
+            "route": route.describe(),
+            "changed": ["source"],
+            "keys_compared": False,
+            "source_rows_now": now,
+            "rows_committed": moved.rows,
+        },
+        hint_lines=(
+            "nothing was recorded; runs through this connection stay stopped",
+            f"compare every committed partition: dpone checkpoints {manifest_ref} --verify",
+            "only if this IS the moved table (rows changed at the source since the commit), record it with "
+            "--force, then reload the partitions that changed:",
+            f"  dpone guard rebaseline {manifest_ref} --source-moved --force --reason '<what you checked>'",
+            "see `dpone runbook guard`, 'The route's source changed'",
+        ),
+    )
+
+
 def history_names_no_file(
     route: RouteIdentity, newest: PartitionCheckpoint, reference: str, manifest_ref: str
 ) -> DponeError:

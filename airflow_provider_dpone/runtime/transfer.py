@@ -131,6 +131,7 @@ from airflow_provider_dpone.runtime.source_binding import (
     connection_reference,
     record_move,
     record_source_move,
+    refuse_other_count,
     refuse_unproven_file,
     source_reference,
 )
@@ -403,7 +404,8 @@ class TransferEngine:
             sink.close()
 
     def _still_filling_in_target(self, partition: PlannedPartition) -> DponeError:
-        """``--adopt-target`` over a partition ``settle`` still holds open while the target holds rows of it."""
+        """``--adopt-target`` of an append route over a partition ``settle`` still holds open while the target
+        holds this route's rows of it."""
         return DponeError(
             ErrorCode.USAGE,
             f"route {self._route.describe()}: partition {partition.bounds.label} is still filling "
@@ -411,7 +413,13 @@ class TransferEngine:
             f"{self._manifest.sink.table} holds rows of it: adopted now, the rows that reach the source "
             "before it settles would never be moved; nothing was recorded",
             details={"route": self._route.describe(), "partition_id": partition.partition_id},
-            hint_lines=("run the same rebaseline --adopt-target again once that partition has settled",),
+            hint_lines=(
+                "nothing was recorded; either",
+                "  wait until that partition has settled, then run the same rebaseline --adopt-target again,",
+                "  or, to adopt now: delete this route's rows of that partition from the target table (the "
+                "first run after it has settled moves it whole), then run the same rebaseline --adopt-target",
+                "see `dpone runbook guard`, 'An empty checkpoint store in front of a non-empty target'",
+            ),
         )
 
     def adoption_counts(self, run_id: str) -> list[AdoptionCount]:
@@ -442,8 +450,11 @@ class TransferEngine:
                 held, theirs = self._checks.held_and_theirs(sink, bounds, others)
                 if d.reason is Reason.OPEN_PARTITION:
                     # still filling by ``settle``: adopted at today's count, its late rows never moved (seen:
-                    # exit 0, the late row lost). Empty in the target, a later run moves it whole.
-                    if held:
+                    # exit 0, the late row lost). Left to a run: a replacing one replaces it once settled; an
+                    # append one moves it whole where the target holds none of this route's rows of it, and
+                    # would stop in front of them otherwise (other routes' rows of a fan-in are theirs)
+                    own = held > 0 and (theirs is None or held - theirs > 0)
+                    if own and self._route.strategy is Strategy.INCREMENTAL_APPEND:
                         raise self._still_filling_in_target(d.partition)
                     continue
                 counts.append(
@@ -561,7 +572,7 @@ class TransferEngine:
         if not force:
             refuse_other_keys(self._route, checks, committed, self._manifest_ref)
             refuse_unverified_keys(self._route, checks, committed, self._manifest_ref)
-            if checks.unusable is not None:  # a history naming no file: counts cannot tell its file
+            if checks.unusable is not None:  # no key to compare: counts are all that can tell the file
                 refuse_unproven_file(
                     self._route,
                     family.canonical_checkpoints(),
@@ -570,6 +581,7 @@ class TransferEngine:
                     checks.unusable,
                     self._manifest_ref,
                 )
+                refuse_other_count(self._route, moved, checks.unusable, self._manifest_ref)
         audit = moved.diagnostics.get("rebaseline")
         audited = {**(audit if isinstance(audit, dict) else {}), **key_audit(checks, committed)}
         return moved.model_copy(update={"diagnostics": {**moved.diagnostics, "rebaseline": audited}})

@@ -319,6 +319,17 @@ def test_adopting_a_target_never_records_a_day_settle_still_holds_open(
         not (tmp_path / "state.sqlite").exists()
         or not _json(dpone("checkpoints", str(manifest), "--json", cwd=tmp_path))["partitions"]
     )
+    # a replacing route leaves the open day to the run that replaces it once settled: adopted without it
+    _write_manifest(
+        tmp_path, strategy="replace_partition", partitioning="{kind: day, column: order_date, settle: 1d}"
+    )
+    assert dpone(*adopt, cwd=tmp_path).returncode == 0
+    listing = _json(dpone("checkpoints", str(manifest), "--json", cwd=tmp_path))
+    assert {p["bounds"] for p in listing["partitions"]} == {f"order_date={d}" for d in relative_days[:3]}
+    (tmp_path / "state.sqlite").unlink()  # lost again, for the append route
+    _write_manifest(
+        tmp_path, strategy="incremental_append", partitioning="{kind: day, column: order_date, settle: 1d}"
+    )
 
     _delete_target_day(tmp_path, today)  # the day's rows out of the target: the adoption leaves it to a run
     assert dpone(*adopt, cwd=tmp_path).returncode == 0

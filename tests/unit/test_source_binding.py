@@ -26,6 +26,7 @@ from airflow_provider_dpone.runtime.source_binding import (
     names_its_file,
     record_source_move,
     recorded_source,
+    refuse_other_count,
     refuse_unproven_file,
     require_same_source,
     source_reference,
@@ -148,6 +149,20 @@ def test_a_move_the_keys_need_not_prove_is_left_to_the_other_checks() -> None:
     moved = [checkpoint(0, SHARD_A)]  # a history of another connection: an ordinary move
     refuse_unproven_file(ROUTE, moved, [], "shard_src", "none", "m.yaml")
     refuse_unproven_file(ROUTE, moved, [], None, "none", "m.yaml")  # nothing recorded of an earlier form
+
+
+def test_a_keyless_move_whose_newest_partition_holds_another_count_is_refused_unless_forced() -> None:
+    """Red before: counts were the only evidence on a route without an integer key, and another count only
+    warned: a bare-name history respelled as an inline URI recorded another folder's file, exit 0."""
+    copied = checkpoint(3, SHARD_B)
+    other = copied.model_copy(update={"rows": 100, "diagnostics": {"rebaseline": {"source_rows_now": 140}}})
+    with pytest.raises(DponeError) as raised:
+        refuse_other_count(ROUTE, other, "no integer key column", "us.yaml")
+    assert raised.value.details["keys_compared"] is False and raised.value.details["source_rows_now"] == 140
+    assert any("--source-moved --force" in line for line in raised.value.hint_lines)
+
+    same = other.model_copy(update={"diagnostics": {"rebaseline": {"source_rows_now": 100}}})
+    refuse_other_count(ROUTE, same, "no integer key column", "us.yaml")  # the same count: the warning's case
 
 
 def _bound(history: list[PartitionCheckpoint], binding: ConnectionBinding) -> None:
