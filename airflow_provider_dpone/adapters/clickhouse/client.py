@@ -31,12 +31,14 @@ from __future__ import annotations
 import importlib
 import logging
 import os
+import signal
 import ssl
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import timezone, tzinfo
+from types import FrameType
 from typing import Any
 
 import clickhouse_connect
@@ -298,6 +300,65 @@ def _readonly_http_kwargs(endpoint: EndpointDescriptor) -> dict[str, Any]:
 _CHDB_LOADING = threading.Lock()
 
 
+class _ChdbImport:
+    """Whether an import of chDB in this process was cut by a timeout or an interrupt."""
+
+    interrupted = False
+
+
+#: pybind11's answer when chDB's extension initialises again in a process where an earlier import was cut
+_REINIT_MARK = "is already registered"
+
+
+def _reinit_refused(exc: BaseException) -> bool:
+    """Whether ``exc`` (chDB's own "chdb-core engine not found") sits over pybind11 refusing a second init:
+    an import cut earlier in this process, by any importer, left the extension's types registered."""
+    pending: list[BaseException] = [exc]
+    seen: set[int] = set()
+    while pending:
+        link = pending.pop()
+        if id(link) in seen:
+            continue
+        seen.add(id(link))
+        if isinstance(link, ImportError) and _REINIT_MARK in str(link):
+            return True
+        pending.extend(e for e in (link.__cause__, link.__context__) if e is not None)
+    return False
+
+
+class _HeldSignals:
+    """The process's Python signal handlers, held while chDB loads in the main thread, run once it is loaded.
+
+    chDB's extension is built with pybind11, whose module init turns any exception raised inside it into an
+    ImportError that keeps only its text: Airflow's ``AirflowTaskTimeout``, raised by its SIGALRM handler
+    while the extension initialised, left the task as chDB's "chdb-core engine not found", then "install the
+    embedded extra" (not retryable), and every later import in the process failed too. Held, each signal's
+    own handler runs after the import and raises its own exception object, the one its caller looks for.
+    Handlers run in the main thread only, so an import in another thread cannot be cut by one."""
+
+    def __init__(self) -> None:
+        self._handlers: dict[int, Callable[[int, FrameType | None], Any]] = {}
+        self._held: list[tuple[int, FrameType | None]] = []
+
+    def __enter__(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for signum in signal.valid_signals():
+            handler = signal.getsignal(signum)
+            if callable(handler):
+                self._handlers[signum] = handler
+                signal.signal(signum, self._hold)
+
+    def _hold(self, signum: int, frame: FrameType | None) -> None:
+        self._held.append((signum, frame))
+
+    def __exit__(self, *exc_info: object) -> None:
+        for signum, handler in self._handlers.items():
+            signal.signal(signum, handler)
+        for signum, frame in self._held:  # the first handler that raises ends the open, as it would have
+            self._handlers[signum](signum, frame)
+
+
 def _load_chdb_in_utc() -> None:
     """Import chDB with ``TZ=UTC``, then give the process its own ``TZ`` back.
 
@@ -314,7 +375,12 @@ def _load_chdb_in_utc() -> None:
         own = os.environ.get("TZ")
         os.environ["TZ"] = "UTC"
         try:
-            importlib.import_module("chdb")
+            with _HeldSignals():
+                importlib.import_module("chdb")
+        except BaseException as exc:
+            if not isinstance(exc, Exception):  # cut by something no signal handler raised
+                _ChdbImport.interrupted = True
+            raise
         finally:
             if own is None:
                 del os.environ["TZ"]
@@ -350,15 +416,31 @@ def _require_utc_engine(endpoint: EndpointDescriptor, client: Client) -> None:
     )
 
 
+def _chdb_import_error(endpoint: EndpointDescriptor, exc: ImportError) -> DponeError:
+    """A failed chDB import: retryable when an earlier import in this process was cut (a new process loads
+    chDB whole), a missing extra otherwise."""
+    if not (_ChdbImport.interrupted or _reinit_refused(exc)):
+        return DponeError(
+            ErrorCode.EMBEDDED_EXTRA_MISSING, EMBEDDED_EXTRA_HINT, details={"connection": endpoint.name}
+        )
+    return DponeError(
+        ErrorCode.TARGET_UNREACHABLE,
+        f"could not open the embedded ClickHouse of {endpoint.describe()}: the embedded engine's import was "
+        "interrupted earlier in this process (a timeout or an interrupt), and chDB cannot load again in this "
+        "process",
+        details={"connection": endpoint.name, "cause": "embedded_import_interrupted"},
+        hint_lines=(
+            "retry in a new process: an Airflow task retry runs in one, or run the dpone command again",
+            "if a task or a DAG file's import timed out while chDB loaded, give it a longer timeout",
+        ),
+    )
+
+
 def _open_chdb(endpoint: EndpointDescriptor, *, readonly: bool = False) -> Client:
     try:
         _load_chdb_in_utc()
     except ImportError as exc:
-        raise DponeError(
-            ErrorCode.EMBEDDED_EXTRA_MISSING,
-            EMBEDDED_EXTRA_HINT,
-            details={"connection": endpoint.name},
-        ) from exc
+        raise _chdb_import_error(endpoint, exc) from exc
     if not endpoint.path:
         raise DponeError(
             ErrorCode.CONNECTION_INVALID,
