@@ -14,7 +14,7 @@ from airflow_provider_dpone.ports.route_naming import RouteNaming
 from airflow_provider_dpone.runtime.route_family import RouteFamily, sibling_committed
 from airflow_provider_dpone.runtime.source_binding import (
     connection_reference,
-    names_its_file,
+    form_naming_no_file,
     require_same_source,
     source_reference,
 )
@@ -53,16 +53,15 @@ def require_bound_connections(
     siblings = siblings_of(family, naming)
     if binding.source is not None:
         written = binding.source_as_written
-        earlier = () if written is None else (source_reference(written),)
-        telling = written is not None and names_its_file(written)
+        fileless = form_naming_no_file(written)
         require_same_source(
             family.route,
             canonical,
             source_reference(binding.source),
             manifest_ref,
             siblings=siblings,
-            earlier_forms=earlier if telling else (),
-            earlier_forms_without_file=() if telling else earlier,
+            earlier_forms=(source_reference(written),) if written is not None and fileless is None else (),
+            earlier_forms_without_file=() if fileless is None else (fileless,),
         )
     if binding.target is not None:
         require_same_target(

@@ -81,6 +81,12 @@ def names_its_file(written: str) -> bool:
     return bool(separator) and path.startswith("/")
 
 
+def form_naming_no_file(as_written: str | None) -> str | None:
+    """What earlier releases recorded of this connection where that names no file (a bare name, a relative or
+    ``~`` URI's text: ``names_its_file``), or None: no earlier form, or one that names its file."""
+    return None if as_written is None or names_its_file(as_written) else source_reference(as_written)
+
+
 def _shown(reference: object) -> str:
     if isinstance(reference, str) and not reference.startswith("sha256:"):
         return f"source connection {reference!r}"
@@ -185,7 +191,8 @@ def refuse_unproven_file(
     file of another folder was recorded so, every day then skipped (exit 0). Refused unless ``--force``."""
     newest = recorded_source(canonical, siblings)
     recorded = newest.diagnostics.get(SOURCE_KEY) if newest is not None else None
-    if as_written is None or names_its_file(as_written) or recorded != source_reference(as_written):
+    fileless = form_naming_no_file(as_written)
+    if fileless is None or recorded != fileless:
         return
     raise DponeError(
         ErrorCode.ROUTE_IDENTITY_CHANGED,
